@@ -1,0 +1,233 @@
+"""The model-definition context: the user's directory, packed for the master and unpacked in tasks.
+
+The CLI packs the directory once (``.detignore`` and built-in ignores applied, size capped
+before anything is compressed, so a forgotten dataset fails in milliseconds rather than after
+a long upload); the master stores the bytes as they are; every task unpacks them into its
+working directory.
+
+Symbolic links are followed when packing: a link that points inside the context is stored as
+a copy of its target, so the task sees ordinary files and needs no link support on unpacking.
+A link that points outside the context is refused, because the task could not see its target
+and silently copying files from elsewhere on the user's machine would be a surprise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import io
+import os
+import stat
+import tarfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path, PurePosixPath
+
+import pathspec
+from determined.common.errors import InvalidArgument
+
+MAX_CONTEXT_BYTES = 95 * 1024 * 1024
+IGNORE_FILE = ".detignore"
+# Applied even when .detignore re-includes them: byte code is interpreter-specific and stale.
+_BUILTIN_IGNORES = pathspec.GitIgnoreSpec.from_lines(["__pycache__/", "*.pyc"])
+_MIB = 1024 * 1024
+
+
+class InvalidContext(InvalidArgument):
+    """The context directory, or packed context bytes, cannot be used as they are."""
+
+
+class ContextTooLarge(InvalidArgument):
+    """The files left after ignores add up to more than the limit."""
+
+    def __init__(self, path: str, size: int, limit: int, largest: list[tuple[str, int]]) -> None:
+        self.path = path
+        self.size = size
+        self.limit = limit
+        self.largest = largest
+        biggest = ", ".join(f"{name} ({_mib(n)})" for name, n in largest)
+        super().__init__(
+            f"context directory {path} is {_mib(size)} after ignores, over the "
+            f"{_mib(limit, digits=0)} limit; list large files or folders in a {IGNORE_FILE} "
+            f"file at its root (gitignore syntax); largest files included: {biggest}"
+        )
+
+
+def _mib(n: int, *, digits: int = 1) -> str:
+    return f"{n / _MIB:.{digits}f} MiB"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    name: str  # POSIX path inside the archive
+    source: Path  # path on disk, links already resolved
+    st: os.stat_result  # stat of the link target
+
+
+def pack_context(
+    path: str | os.PathLike[str],
+    *,
+    includes: Sequence[str | os.PathLike[str]] = (),
+    max_bytes: int = MAX_CONTEXT_BYTES,
+) -> bytes:
+    """Pack a context directory (plus ``-i/--include`` paths) into a gzip'd tar.
+
+    Each include lands at the top level under its base name and counts towards the same
+    limit; an included directory honours its own ``.detignore``.
+
+    Raises:
+        InvalidContext: the directory is missing, a link escapes it, or a file is unreadable.
+        ContextTooLarge: the files kept add up to more than ``max_bytes``.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        what = "does not exist" if not root.exists() else "is not a directory"
+        raise InvalidContext(f"context directory {root} {what}")
+    entries = list(_walk(root, ""))
+    taken = {e.name.split("/", 1)[0] for e in entries}
+    for inc in map(Path, includes):
+        if not inc.exists():
+            raise InvalidContext(f"included path {inc} does not exist")
+        if inc.name in taken:
+            raise InvalidContext(f"included path {inc} clashes with {inc.name} in the context")
+        taken.add(inc.name)
+        entries.append(_Entry(inc.name, inc.resolve(), inc.stat()))
+        if inc.is_dir():
+            entries.extend(_walk(inc, inc.name + "/"))
+    entries.sort(key=lambda e: e.name)
+
+    files = [(e.name, e.st.st_size) for e in entries if stat.S_ISREG(e.st.st_mode)]
+    total = sum(size for _, size in files)
+    if total > max_bytes:
+        largest = sorted(files, key=lambda f: (-f[1], f[0]))[:3]
+        raise ContextTooLarge(str(root), total, max_bytes, largest)
+
+    buf = io.BytesIO()
+    # mtime=0 in the gzip header keeps identical directories packing to identical bytes.
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=1, mtime=0) as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for e in entries:
+                _add(tar, e)
+    return buf.getvalue()
+
+
+def _walk(top: Path, prefix: str) -> Iterator[_Entry]:
+    """Yield what to pack under ``top``, with ``prefix`` prepended to archive names."""
+    top = top.resolve()
+    yield from _walk_dir(top, top, prefix, _read_ignores(top), frozenset({top}), "")
+
+
+def _read_ignores(top: Path) -> pathspec.GitIgnoreSpec | None:
+    ignore_file = top / IGNORE_FILE
+    if not ignore_file.is_file():
+        return None
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(ignore_file.read_text().splitlines())
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidContext(f"cannot read {ignore_file}: {e}") from None
+
+
+def _walk_dir(
+    directory: Path,
+    top: Path,
+    prefix: str,
+    spec: pathspec.GitIgnoreSpec | None,
+    parents: frozenset[Path],
+    rel: str,
+) -> Iterator[_Entry]:
+    try:
+        children = sorted(os.scandir(directory), key=lambda d: d.name)
+    except OSError as e:
+        raise InvalidContext(f"cannot read directory {directory}: {e.strerror}") from None
+    for child in children:
+        child_rel = rel + child.name
+        source = Path(child.path)
+        if child.is_symlink():
+            source = _resolve_link(Path(child.path), top)
+        try:
+            st = source.stat()
+        except OSError as e:
+            raise InvalidContext(f"cannot read {child.path}: {e.strerror}") from None
+        is_dir = stat.S_ISDIR(st.st_mode)
+        match = child_rel + "/" if is_dir else child_rel
+        if _BUILTIN_IGNORES.match_file(match) or (spec and spec.match_file(match)):
+            continue
+        if is_dir:
+            if source in parents:
+                raise InvalidContext(f"symbolic link {child.path} loops back to {source}")
+            yield _Entry(prefix + child_rel, source, st)
+            yield from _walk_dir(source, top, prefix, spec, parents | {source}, child_rel + "/")
+        elif stat.S_ISREG(st.st_mode):
+            if not os.access(source, os.R_OK):
+                raise InvalidContext(f"cannot read {child.path}: permission denied")
+            yield _Entry(prefix + child_rel, source, st)
+        else:
+            raise InvalidContext(
+                f"{child.path} is not a regular file or directory; add it to {IGNORE_FILE}"
+            )
+
+
+def _resolve_link(link: Path, top: Path) -> Path:
+    target = Path(os.path.realpath(link))
+    if not target.is_relative_to(top):
+        raise InvalidContext(
+            f"symbolic link {link} points to {target}, outside the context directory {top}; "
+            f"copy the target into the context, or add the link to {IGNORE_FILE}"
+        )
+    if not target.exists():
+        raise InvalidContext(f"symbolic link {link} points to {target}, which does not exist")
+    return target
+
+
+def _add(tar: tarfile.TarFile, e: _Entry) -> None:
+    info = tarfile.TarInfo(e.name)
+    info.mode = stat.S_IMODE(e.st.st_mode)
+    info.mtime = int(e.st.st_mtime)  # a float would cost a PAX header per file
+    if stat.S_ISDIR(e.st.st_mode):
+        info.type = tarfile.DIRTYPE
+        tar.addfile(info)
+        return
+    info.size = e.st.st_size
+    try:
+        with open(e.source, "rb") as f:
+            tar.addfile(info, f)
+    except OSError as err:
+        raise InvalidContext(f"cannot read {e.source}: {err}") from None
+
+
+def _open(data: bytes) -> tarfile.TarFile:
+    try:
+        return tarfile.open(fileobj=io.BytesIO(data), mode="r:gz")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise InvalidContext(f"context is not a gzip'd tar archive: {e}") from None
+
+
+def _members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    """Refuse anything that could write outside the destination or is not plain data."""
+    try:
+        members = tar.getmembers()
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise InvalidContext(f"context archive is corrupt: {e}") from None
+    for m in members:
+        p = PurePosixPath(m.name)
+        if p.is_absolute() or ".." in p.parts:
+            raise InvalidContext(f"context archive member {m.name!r} leaves the destination")
+        if not (m.isfile() or m.isdir()):
+            raise InvalidContext(f"context archive member {m.name!r} is not a file or directory")
+    return members
+
+
+def unpack_context(data: bytes, dest: str | os.PathLike[str]) -> None:
+    """Extract packed context bytes into the existing directory ``dest``, keeping modes."""
+    with _open(data) as tar:
+        members = _members(tar)
+        try:
+            # The "data" filter re-checks what _members checked, as a second line of defence.
+            tar.extractall(dest, members=members, filter="data")
+        except (tarfile.TarError, EOFError) as e:
+            raise InvalidContext(f"cannot unpack context: {e}") from None
+
+
+def context_files(data: bytes) -> list[tuple[str, int]]:
+    """List ``(path, size)`` of each file in packed context bytes, in archive order."""
+    with _open(data) as tar:
+        return [(m.name, m.size) for m in _members(tar) if m.isfile()]
