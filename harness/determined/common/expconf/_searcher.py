@@ -1,0 +1,239 @@
+"""Searcher settings: which trials to run and how long to train each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, TypeAlias, TypedDict
+
+from determined.common.expconf._hyperparameters import (
+    DoubleHP,
+    HParamTree,
+    IntHP,
+    LogHP,
+    flatten_hparams,
+)
+from determined.common.expconf._lengths import Length, read_length
+from determined.common.expconf._reader import Problems, Section, as_int, join
+
+SEARCHER_NAMES = ("single", "random", "grid", "adaptive_asha")
+AshaMode = Literal["aggressive", "standard", "conservative"]
+ASHA_MODES: tuple[AshaMode, ...] = ("aggressive", "standard", "conservative")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _SearcherBase:
+    smaller_is_better: bool = True
+    source_trial_id: int | None = None
+    source_checkpoint_uuid: str | None = None
+
+    def _common_dict(self, name: str, metric: str | None) -> dict[str, Any]:
+        return {
+            "name": name,
+            "metric": metric,
+            "smaller_is_better": self.smaller_is_better,
+            "source_trial_id": self.source_trial_id,
+            "source_checkpoint_uuid": self.source_checkpoint_uuid,
+        }
+
+
+def _length_dict(length: Length | None) -> dict[str, int] | int | None:
+    return None if length is None else length.to_dict()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SingleSearcher(_SearcherBase):
+    """One trial with the hyperparameters' constant (or first) values."""
+
+    name: ClassVar[Literal["single"]] = "single"
+    metric: str | None = None
+    max_length: Length | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self._common_dict(self.name, self.metric),
+            "max_length": _length_dict(self.max_length),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class RandomSearcher(_SearcherBase):
+    """``max_trials`` trials with independently sampled hyperparameters."""
+
+    name: ClassVar[Literal["random"]] = "random"
+    metric: str
+    max_trials: int
+    max_concurrent_trials: int = 16
+    max_length: Length | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self._common_dict(self.name, self.metric),
+            "max_trials": self.max_trials,
+            "max_concurrent_trials": self.max_concurrent_trials,
+            "max_length": _length_dict(self.max_length),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridSearcher(_SearcherBase):
+    """One trial per point of the grid spanned by every hyperparameter's ``count`` values."""
+
+    name: ClassVar[Literal["grid"]] = "grid"
+    metric: str
+    max_concurrent_trials: int = 16
+    max_length: Length | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self._common_dict(self.name, self.metric),
+            "max_concurrent_trials": self.max_concurrent_trials,
+            "max_length": _length_dict(self.max_length),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdaptiveASHASearcher(_SearcherBase):
+    """Asynchronous successive halving over random trials.
+
+    Exactly one of two forms is set: ``max_length`` (the searcher hands out ever longer
+    operations) or ``time_metric`` with ``max_time`` (trials train to ``max_time`` and the
+    searcher stops losers early, judging progress by the reported ``time_metric``).
+    """
+
+    name: ClassVar[Literal["adaptive_asha"]] = "adaptive_asha"
+    metric: str
+    max_trials: int
+    max_length: Length | None = None
+    time_metric: str | None = None
+    max_time: int | None = None
+    mode: AshaMode = "standard"
+    divisor: float = 4.0
+    max_rungs: int = 5
+    bracket_rungs: tuple[int, ...] | None = None
+    max_concurrent_trials: int = 16
+    stop_once: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self._common_dict(self.name, self.metric),
+            "max_trials": self.max_trials,
+            "max_length": _length_dict(self.max_length),
+            "time_metric": self.time_metric,
+            "max_time": self.max_time,
+            "mode": self.mode,
+            "divisor": self.divisor,
+            "max_rungs": self.max_rungs,
+            "bracket_rungs": None if self.bracket_rungs is None else list(self.bracket_rungs),
+            "max_concurrent_trials": self.max_concurrent_trials,
+            "stop_once": self.stop_once,
+        }
+
+
+SearcherConfig: TypeAlias = SingleSearcher | RandomSearcher | GridSearcher | AdaptiveASHASearcher
+
+
+class _Common(TypedDict):
+    smaller_is_better: bool
+    source_trial_id: int | None
+    source_checkpoint_uuid: str | None
+
+
+def parse_searcher(problems: Problems, path: str, value: Any) -> SearcherConfig | None:
+    if value is None:
+        problems.add(path, "required")
+        return None
+    sec = Section(problems, path, value)
+    name = sec.required_choice("name", SEARCHER_NAMES)
+    if name is None:
+        # Which other keys are allowed depends on the name; reporting them would be noise.
+        sec.skip_rest()
+        return None
+    metric = sec.string("metric", None) if name == "single" else sec.required_string("metric")
+    common = _Common(
+        smaller_is_better=sec.boolean("smaller_is_better", True),
+        source_trial_id=sec.integer("source_trial_id", None, minimum=1),
+        source_checkpoint_uuid=sec.string("source_checkpoint_uuid", None, non_empty=True),
+    )
+    searcher: SearcherConfig | None = None
+    if name == "single":
+        max_length = read_length(sec, "max_length", None, allow_bare=True)
+        searcher = SingleSearcher(metric=metric, max_length=max_length, **common)
+    elif name == "random":
+        max_trials = sec.required_integer("max_trials", minimum=1)
+        max_concurrent_trials = sec.integer("max_concurrent_trials", 16, minimum=0)
+        max_length = read_length(sec, "max_length", None, allow_bare=True)
+        if metric is not None and max_trials is not None:
+            searcher = RandomSearcher(
+                metric=metric,
+                max_trials=max_trials,
+                max_concurrent_trials=max_concurrent_trials,
+                max_length=max_length,
+                **common,
+            )
+    elif name == "grid":
+        max_concurrent_trials = sec.integer("max_concurrent_trials", 16, minimum=0)
+        max_length = read_length(sec, "max_length", None, allow_bare=True)
+        if metric is not None:
+            searcher = GridSearcher(
+                metric=metric,
+                max_concurrent_trials=max_concurrent_trials,
+                max_length=max_length,
+                **common,
+            )
+    else:
+        searcher = _adaptive_asha(sec, metric, common)
+    sec.finish()
+    return searcher
+
+
+def _adaptive_asha(sec: Section, metric: str | None, common: _Common) -> AdaptiveASHASearcher | None:
+    max_trials = sec.required_integer("max_trials", minimum=1)
+    max_length = read_length(sec, "max_length", None, allow_bare=True)
+    time_metric = sec.string("time_metric", None, non_empty=True)
+    max_time = sec.integer("max_time", None, minimum=1)
+    by_length = sec.has("max_length")
+    by_time = sec.has("time_metric") or sec.has("max_time")
+    if by_length and by_time:
+        sec.problems.add(
+            sec.path, "adaptive_asha takes either max_length or time_metric and max_time, not both"
+        )
+    elif not by_length and not by_time:
+        sec.problems.add(
+            sec.path, "adaptive_asha needs either max_length or both time_metric and max_time"
+        )
+    elif not sec.has("time_metric"):
+        sec.problems.add(sec.at("time_metric"), "required when max_time is set")
+    elif not sec.has("max_time"):
+        sec.problems.add(sec.at("max_time"), "required when time_metric is set")
+    mode = sec.choice("mode", "standard", ASHA_MODES)
+    divisor = sec.number("divisor", 4.0, above=1)
+    max_rungs = sec.integer("max_rungs", 5, minimum=1)
+    bracket_rungs = sec.list_of("bracket_rungs", lambda p, v: as_int(sec.problems, p, v, minimum=1))
+    max_concurrent_trials = sec.integer("max_concurrent_trials", 16, minimum=0)
+    stop_once = sec.boolean("stop_once", False)
+    if metric is None or max_trials is None:
+        return None
+    return AdaptiveASHASearcher(
+        metric=metric,
+        max_trials=max_trials,
+        max_length=max_length,
+        time_metric=time_metric,
+        max_time=max_time,
+        mode=mode,
+        divisor=divisor,
+        max_rungs=max_rungs,
+        bracket_rungs=bracket_rungs,
+        max_concurrent_trials=max_concurrent_trials,
+        stop_once=stop_once,
+        **common,
+    )
+
+
+def check_grid_counts(problems: Problems, path: str, tree: HParamTree) -> None:
+    """Grid search needs a finite number of points on every range."""
+    for names, hp in flatten_hparams(tree).items():
+        if isinstance(hp, IntHP | DoubleHP | LogHP) and hp.count is None:
+            hp_path = path
+            for name in names:
+                hp_path = join(hp_path, name)
+            problems.add(join(hp_path, "count"), "required by the grid searcher")
