@@ -118,7 +118,8 @@ def _image(sec: Section) -> EnvironmentImage:
         return EnvironmentImage(name, name, name)
     if not isinstance(value, Mapping):
         sec.problems.add(
-            sec.at("image"), f"expected a string or a mapping of cpu, cuda, rocm, got {describe(value)}"
+            sec.at("image"),
+            f"expected a string or a mapping of cpu, cuda, rocm, got {describe(value)}",
         )
         return EnvironmentImage()
     images = sec.child("image")
@@ -158,8 +159,7 @@ def _environment_variables(sec: Section) -> EnvironmentVariables:
 
 
 def _registry_auth(sec: Section) -> RegistryAuth | None:
-    if not sec.has("registry_auth"):
-        sec.raw("registry_auth")
+    if sec.raw("registry_auth") is None:
         return None
     auth = sec.child("registry_auth")
     config = RegistryAuth(
@@ -178,7 +178,7 @@ def _registry_auth(sec: Section) -> RegistryAuth | None:
 def _ports(sec: Section) -> dict[str, int]:
     ports = sec.child("ports")
     out: dict[str, int] = {}
-    for name in list(ports._raw):
+    for name in ports.keys():
         port = ports.integer(name, None, minimum=1, maximum=65535)
         if port is not None:
             out[name] = port

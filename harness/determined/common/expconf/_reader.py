@@ -12,8 +12,6 @@ import difflib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from determined.common.expconf._errors import InvalidConfig
-
 T = TypeVar("T")
 D = TypeVar("D")
 S = TypeVar("S", bound=str)
@@ -30,10 +28,6 @@ class Problems:
 
     def __bool__(self) -> bool:
         return bool(self.errors)
-
-    def raise_if_any(self) -> None:
-        if self.errors:
-            raise InvalidConfig(self.errors)
 
 
 def join(path: str, key: str) -> str:
@@ -175,6 +169,10 @@ class Section:
             else:
                 problems.add(path, f"keys must be strings, got {describe(key)}")
 
+    def keys(self) -> list[str]:
+        """The keys as written, for mappings whose keys are names the user chose."""
+        return list(self._raw)
+
     def at(self, key: str) -> str:
         return join(self.path, key)
 
@@ -232,7 +230,7 @@ class Section:
     def boolean(self, key: str, default: D) -> bool | D:
         return self.get(key, default, lambda p, v: as_bool(self.problems, p, v))
 
-    def choice(self, key: str, default: D, choices: Sequence[S]) -> S | D:
+    def choice(self, key: str, default: S, choices: Sequence[S]) -> S:
         return self.get(key, default, lambda p, v: as_choice(self.problems, p, v, choices))
 
     def required_choice(self, key: str, choices: Sequence[S]) -> S | None:

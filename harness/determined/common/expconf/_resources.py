@@ -62,6 +62,8 @@ class ResourcesConfig:
 
 
 def _shm_size(problems: Problems, path: str, value: Any) -> int | str | None:
+    if value is None:
+        return None
     if isinstance(value, int) and not isinstance(value, bool):
         return as_int(problems, path, value, minimum=0)
     if isinstance(value, str) and _SIZE.match(value.strip()):
@@ -110,7 +112,7 @@ def parse_resources(sec: Section) -> ResourcesConfig:
         weight=sec.number("weight", 1.0, above=0),
         priority=sec.integer("priority", None, minimum=1, maximum=99),
         resource_pool=sec.string("resource_pool", ""),
-        shm_size=sec.get("shm_size", None, lambda p, v: _shm_size(sec.problems, p, v)),
+        shm_size=_shm_size(sec.problems, sec.at("shm_size"), sec.raw("shm_size")),
         devices=sec.list_of("devices", lambda p, v: _device(sec.problems, p, v)) or (),
         agent_label=sec.string("agent_label", ""),
         is_single_node=sec.boolean("is_single_node", False),

@@ -186,7 +186,9 @@ def parse_searcher(problems: Problems, path: str, value: Any) -> SearcherConfig 
     return searcher
 
 
-def _adaptive_asha(sec: Section, metric: str | None, common: _Common) -> AdaptiveASHASearcher | None:
+def _adaptive_asha(
+    sec: Section, metric: str | None, common: _Common
+) -> AdaptiveASHASearcher | None:
     max_trials = sec.required_integer("max_trials", minimum=1)
     max_length = read_length(sec, "max_length", None, allow_bare=True)
     time_metric = sec.string("time_metric", None, non_empty=True)
@@ -201,9 +203,9 @@ def _adaptive_asha(sec: Section, metric: str | None, common: _Common) -> Adaptiv
         sec.problems.add(
             sec.path, "adaptive_asha needs either max_length or both time_metric and max_time"
         )
-    elif not sec.has("time_metric"):
+    elif by_time and not sec.has("time_metric"):
         sec.problems.add(sec.at("time_metric"), "required when max_time is set")
-    elif not sec.has("max_time"):
+    elif by_time and not sec.has("max_time"):
         sec.problems.add(sec.at("max_time"), "required when time_metric is set")
     mode = sec.choice("mode", "standard", ASHA_MODES)
     divisor = sec.number("divisor", 4.0, above=1)

@@ -1,0 +1,99 @@
+"""The experiment config: one parser and validator shared by the CLI and the master.
+
+``load_yaml`` reads a file's text, ``parse_experiment_config`` layers the master's defaults
+under it and validates everything at once, and ``ExperimentConfig.to_dict`` gives the filled
+JSON form that tasks receive as ``DET_EXPERIMENT_CONFIG``.
+"""
+
+from __future__ import annotations
+
+from determined.common.expconf._config import (
+    CheckpointPolicy,
+    ExperimentConfig,
+    Reproducibility,
+    parse_experiment_config,
+)
+from determined.common.expconf._environment import (
+    DeviceType,
+    EnvironmentConfig,
+    EnvironmentImage,
+    EnvironmentVariables,
+    ProxyPort,
+    RegistryAuth,
+)
+from determined.common.expconf._errors import InvalidConfig
+from determined.common.expconf._hyperparameters import (
+    CategoricalHP,
+    ConstHP,
+    DoubleHP,
+    HParamTree,
+    Hyperparameter,
+    IntHP,
+    LogHP,
+    flatten_hparams,
+    unflatten_hparams,
+)
+from determined.common.expconf._lengths import Length, Unit
+from determined.common.expconf._merge import merge_defaults
+from determined.common.expconf._mounts import BindMount, Propagation
+from determined.common.expconf._resources import Device, ResourcesConfig
+from determined.common.expconf._searcher import (
+    AdaptiveASHASearcher,
+    AshaMode,
+    GridSearcher,
+    RandomSearcher,
+    SearcherConfig,
+    SingleSearcher,
+)
+from determined.common.expconf._storage import (
+    AzureStorage,
+    CheckpointStorageConfig,
+    DirectoryStorage,
+    GCSStorage,
+    S3Storage,
+    SharedFSStorage,
+)
+from determined.common.expconf._yaml import load_yaml
+
+__all__ = [
+    "AdaptiveASHASearcher",
+    "AshaMode",
+    "AzureStorage",
+    "BindMount",
+    "CategoricalHP",
+    "CheckpointPolicy",
+    "CheckpointStorageConfig",
+    "ConstHP",
+    "Device",
+    "DeviceType",
+    "DirectoryStorage",
+    "DoubleHP",
+    "EnvironmentConfig",
+    "EnvironmentImage",
+    "EnvironmentVariables",
+    "ExperimentConfig",
+    "GCSStorage",
+    "GridSearcher",
+    "HParamTree",
+    "Hyperparameter",
+    "IntHP",
+    "InvalidConfig",
+    "Length",
+    "LogHP",
+    "Propagation",
+    "ProxyPort",
+    "RandomSearcher",
+    "RegistryAuth",
+    "Reproducibility",
+    "ResourcesConfig",
+    "S3Storage",
+    "SearcherConfig",
+    "SharedFSStorage",
+    "SingleSearcher",
+    "Unit",
+    "flatten_hparams",
+    "load_yaml",
+    "merge_defaults",
+    "parse_experiment_config",
+    "unflatten_hparams",
+]

@@ -1,0 +1,225 @@
+"""Connected agents: the ``Agents.Connect`` stream, slot bookkeeping, and orders out.
+
+The hub knows transport and slots; what a container's events mean (trials, allocations)
+is decided by the ``AgentEvents`` receiver, so this module never imports the domain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import betterproto2
+import grpclib.const
+import grpclib.server
+from grpclib.exceptions import GRPCError
+
+from determined.api.gen import v1
+
+log = logging.getLogger(__name__)
+
+
+class AgentEvents(Protocol):
+    async def agent_connected(
+        self, agent: Agent, running: Sequence[v1.RunningContainer]
+    ) -> None: ...
+    async def agent_disconnected(self, agent: Agent) -> None: ...
+    async def container_started(self, agent: Agent, msg: v1.ContainerStarted) -> None: ...
+    async def container_logs(self, agent: Agent, msg: v1.ContainerLogs) -> None: ...
+    async def container_exited(self, agent: Agent, msg: v1.ContainerExited) -> None: ...
+
+
+@dataclass
+class Slot:
+    id: str
+    type: str
+    device: str
+    uuid: str
+    enabled: bool = True
+    allocation_id: str = ""
+
+
+@dataclass
+class Agent:
+    id: str
+    hostname: str = ""
+    address: str = ""
+    resource_pool: str = "default"
+    runtime: str = "process"
+    version: str = ""
+    slots: dict[str, Slot] = field(default_factory=dict)
+    registered_time: float = 0.0
+    enabled: bool = True
+    draining: bool = False
+    connected: bool = False
+    # Containers the master believes are on this agent.
+    containers: set[str] = field(default_factory=set)
+    # The live connection's outbox; None while disconnected.
+    outbox: asyncio.Queue[v1.MasterMessage | None] | None = None
+    generation: int = 0
+    # Orders that could not be delivered while disconnected (kills), sent on reconnect.
+    pending: list[v1.MasterMessage] = field(default_factory=list)
+
+    def free_slots(self) -> list[str]:
+        return [s.id for s in self.slots.values() if s.enabled and not s.allocation_id]
+
+    def send(self, msg: v1.MasterMessage) -> None:
+        if self.outbox is not None:
+            self.outbox.put_nowait(msg)
+        else:
+            self.pending.append(msg)
+
+    def to_proto(self) -> v1.Agent:
+        return v1.Agent(
+            id=self.id,
+            address=self.address,
+            slots=[
+                v1.Slot(
+                    id=s.id,
+                    type=s.type,
+                    device=s.device,
+                    uuid=s.uuid,
+                    enabled=s.enabled,
+                    allocation_id=s.allocation_id,
+                )
+                for s in self.slots.values()
+            ],
+            resource_pool=self.resource_pool,
+            registered_time=self.registered_time,
+            enabled=self.enabled,
+            draining=self.draining,
+            connected=self.connected,
+            runtime=self.runtime,
+            version=self.version,
+            container_ids=sorted(self.containers),
+        )
+
+
+class AgentHub:
+    """Serves ``/v1.Agents/Connect`` and keeps the table of agents."""
+
+    def __init__(self, *, cluster_id: str, version: str) -> None:
+        self.agents: dict[str, Agent] = {}
+        self.events: AgentEvents | None = None
+        self._cluster_id = cluster_id
+        self._version = version
+        self._generations = itertools.count(1)
+
+    def __mapping__(self) -> dict[str, grpclib.const.Handler]:
+        return {
+            "/v1.Agents/Connect": grpclib.const.Handler(
+                self._connect,
+                grpclib.const.Cardinality.STREAM_STREAM,
+                v1.AgentMessage,
+                v1.MasterMessage,
+            )
+        }
+
+    def connected(self) -> list[Agent]:
+        return [a for a in self.agents.values() if a.connected]
+
+    def _register(self, hello: v1.AgentHello) -> Agent:
+        if not hello.agent_id:
+            raise GRPCError(grpclib.const.Status.INVALID_ARGUMENT, "the hello has no agent_id")
+        agent = self.agents.get(hello.agent_id)
+        if agent is None:
+            agent = Agent(id=hello.agent_id, registered_time=time.time())
+            self.agents[agent.id] = agent
+        elif agent.outbox is not None:
+            log.warning("agent %s reconnected; dropping its previous connection", agent.id)
+            agent.outbox.put_nowait(None)
+        in_use = {s.id: s.allocation_id for s in agent.slots.values()}
+        enabled = {s.id: s.enabled for s in agent.slots.values()}
+        agent.hostname = hello.hostname
+        agent.address = hello.address or "127.0.0.1"
+        agent.resource_pool = hello.resource_pool or "default"
+        agent.runtime = hello.runtime or "process"
+        agent.version = hello.version
+        agent.slots = {
+            s.id: Slot(
+                id=s.id,
+                type=s.type or "cpu",
+                device=s.device,
+                uuid=s.uuid,
+                enabled=enabled.get(s.id, True),
+                allocation_id=in_use.get(s.id, ""),
+            )
+            for s in hello.slots
+        }
+        agent.connected = True
+        agent.generation = next(self._generations)
+        agent.outbox = asyncio.Queue()
+        for msg in agent.pending:
+            agent.outbox.put_nowait(msg)
+        agent.pending.clear()
+        return agent
+
+    async def _connect(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+        first = await stream.recv_message()
+        if first is None or first.hello is None:
+            raise GRPCError(grpclib.const.Status.INVALID_ARGUMENT, "the first message must be hello")
+        hello: v1.AgentHello = first.hello
+        agent = self._register(hello)
+        generation = agent.generation
+        outbox = agent.outbox
+        assert outbox is not None and self.events is not None
+        log.info(
+            "agent %s connected from %s with %d slots", agent.id, agent.address, len(agent.slots)
+        )
+        await stream.send_message(
+            v1.MasterMessage(
+                welcome=v1.Welcome(cluster_id=self._cluster_id, master_version=self._version)
+            )
+        )
+        try:
+            await self.events.agent_connected(agent, hello.running)
+            async with asyncio.TaskGroup() as tg:
+                sender = tg.create_task(self._send_loop(stream, outbox))
+                await self._receive_loop(stream, agent)
+                sender.cancel()
+        except* (ConnectionError, grpclib.exceptions.StreamTerminatedError) as eg:
+            log.info("agent %s stream ended: %s", agent.id, eg.exceptions[0])
+        finally:
+            if agent.generation == generation:
+                agent.connected = False
+                agent.outbox = None
+                log.info("agent %s disconnected", agent.id)
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.events.agent_disconnected(agent))
+
+    async def _send_loop(
+        self,
+        stream: grpclib.server.Stream[Any, Any],
+        outbox: asyncio.Queue[v1.MasterMessage | None],
+    ) -> None:
+        while True:
+            msg = await outbox.get()
+            if msg is None:
+                raise ConnectionError("superseded by a newer connection")
+            await stream.send_message(msg)
+
+    async def _receive_loop(self, stream: grpclib.server.Stream[Any, Any], agent: Agent) -> None:
+        events = self.events
+        assert events is not None
+        async for msg in stream:
+            kind, value = betterproto2.which_one_of(msg, "msg")
+            if kind == "logs":
+                await events.container_logs(agent, value)
+            elif kind == "started":
+                await events.container_started(agent, value)
+            elif kind == "exited":
+                await events.container_exited(agent, value)
+                agent.send(
+                    v1.MasterMessage(
+                        exit_acknowledged=v1.ExitAcknowledged(container_id=value.container_id)
+                    )
+                )
+            else:
+                log.warning("agent %s sent an unexpected %s message", agent.id, kind or "empty")
+        raise ConnectionError("the agent closed its stream")

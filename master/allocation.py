@@ -1,0 +1,143 @@
+"""One run of a task on its slots: containers, their exits, the all-gather barrier and the
+preemption signal. In memory; the task manager persists what must survive a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from determined.common import errors
+
+
+@dataclass
+class Container:
+    id: str
+    agent_id: str
+    slot_ids: tuple[str, ...]
+    rank: int
+    started: bool = False
+    exit_code: int | None = None
+    error: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "agent_id": self.agent_id,
+            "slot_ids": list(self.slot_ids),
+            "rank": self.rank,
+            "exit_code": self.exit_code,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Container:
+        return cls(
+            id=d["id"],
+            agent_id=d["agent_id"],
+            slot_ids=tuple(d["slot_ids"]),
+            rank=int(d["rank"]),
+            exit_code=d.get("exit_code"),
+            error=d.get("error", ""),
+            started=True,
+        )
+
+
+@dataclass
+class _Gather:
+    size: int
+    entries: dict[int, bytes] = field(default_factory=dict)
+    done: asyncio.Future[list[bytes]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+@dataclass
+class Allocation:
+    id: str
+    task_id: str
+    trial_id: int | None
+    token: str
+    containers: dict[str, Container]
+    start_time: float = field(default_factory=time.time)
+    preemption_acked: bool = False
+    # Why the master is ending it ("killed", "preempted", ...), "" while it runs freely.
+    stop_reason: str = ""
+    preempt: asyncio.Event = field(default_factory=asyncio.Event)
+    _gathers: dict[tuple[str, int], _Gather] = field(default_factory=dict)
+    _aborted: str = ""
+
+    def containers_json(self) -> str:
+        return json.dumps([c.to_json() for c in self.containers.values()])
+
+    @property
+    def exited(self) -> bool:
+        return all(c.exit_code is not None for c in self.containers.values())
+
+    def first_failure(self) -> Container | None:
+        failed = [c for c in self.containers.values() if c.exit_code not in (None, 0)]
+        return min(failed, key=lambda c: c.rank) if failed else None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.exited and self.first_failure() is None
+
+    def container_exited(self, container: Container, exit_code: int, error: str) -> None:
+        container.exit_code = exit_code
+        container.error = error
+        reason = f"container {container.rank} (agent {container.agent_id}) exited with code {exit_code}"
+        if exit_code != 0 or self.exited:
+            self.abort_gathers(reason)
+
+    async def allgather(
+        self, group: str, seq: int, rank: int, size: int, data: bytes, timeout: float
+    ) -> list[bytes]:
+        if self._aborted:
+            raise errors.Aborted(f"all-gather in group {group!r} aborted: {self._aborted}")
+        if not 0 <= rank < size:
+            raise errors.InvalidArgument(f"rank {rank} is outside a group of size {size}")
+        key = (group, seq)
+        gather = self._gathers.get(key)
+        if gather is None:
+            gather = self._gathers[key] = _Gather(size)
+        elif gather.size != size:
+            raise errors.InvalidArgument(
+                f"all-gather {group!r}#{seq}: rank {rank} says the group has {size} ranks, "
+                f"an earlier rank said {gather.size}"
+            )
+        gather.entries[rank] = data
+        if len(gather.entries) == size and not gather.done.done():
+            gather.done.set_result([gather.entries[r] for r in range(size)])
+            del self._gathers[key]
+        try:
+            return await asyncio.wait_for(asyncio.shield(gather.done), timeout)
+        except TimeoutError:
+            missing = sorted(set(range(size)) - set(gather.entries))
+            raise errors.DeadlineExceeded(
+                f"all-gather in group {group!r} timed out after {timeout:.0f}s waiting for "
+                f"rank(s) {missing}"
+            ) from None
+
+    def abort_gathers(self, reason: str) -> None:
+        self._aborted = self._aborted or reason
+        for key, gather in list(self._gathers.items()):
+            if not gather.done.done():
+                missing = sorted(set(range(gather.size)) - set(gather.entries))
+                gather.done.set_exception(
+                    errors.Aborted(
+                        f"all-gather in group {key[0]!r} aborted while waiting for rank(s) "
+                        f"{missing}: {reason}"
+                    )
+                )
+                # Nobody may be awaiting it any more; don't warn about an unread exception.
+                gather.done.exception()
+        self._gathers.clear()
+
+    async def wait_preemption(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self.preempt.wait(), timeout)
+        except TimeoutError:
+            pass
+        return self.preempt.is_set()

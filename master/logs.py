@@ -1,0 +1,157 @@
+"""Task logs: lines from agents get their rank and level parsed, stored in batches, and
+served with head/tail/filters and follow."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from master.db import Database, Row
+
+_RANK = re.compile(r"^\[rank=(\d+)\] ")
+_LEVEL = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)[:\s]")
+LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+@dataclass(frozen=True)
+class LogLine:
+    trial_id: int | None
+    task_id: str
+    allocation_id: str
+    agent_id: str
+    container_id: str
+    stdtype: str
+    timestamp: float
+    text: str
+
+
+@dataclass(frozen=True)
+class LogFilter:
+    head: int = 0
+    tail: int = 0
+    rank_ids: tuple[int, ...] = ()
+    levels: tuple[str, ...] = ()
+    min_level: str = ""
+    search: str = ""
+    after_id: int = 0
+
+
+def parse_line(text: str) -> tuple[int | None, str, str]:
+    """Split a raw line into (rank, level, message); the rank prefix is removed."""
+    rank = None
+    m = _RANK.match(text)
+    if m:
+        rank = int(m.group(1))
+        text = text[m.end() :]
+    level = ""
+    lm = _LEVEL.match(text)
+    if lm:
+        level = {"WARN": "WARNING", "FATAL": "CRITICAL"}.get(lm.group(1), lm.group(1))
+    return rank, level or "INFO", text
+
+
+class LogStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        # Followers wait on the trial's event; it is replaced after each notification.
+        self._events: dict[int, asyncio.Event] = {}
+
+    async def append(self, lines: Sequence[LogLine]) -> None:
+        rows = []
+        for line in lines:
+            rank, level, message = parse_line(line.text)
+            rows.append(
+                (
+                    line.trial_id,
+                    line.task_id,
+                    line.allocation_id,
+                    line.agent_id,
+                    line.container_id,
+                    rank,
+                    level,
+                    line.stdtype,
+                    line.timestamp,
+                    message,
+                )
+            )
+        if not rows:
+            return
+        await self._db.execute_many(
+            "INSERT INTO task_logs (trial_id, task_id, allocation_id, agent_id, container_id,"
+            " rank, level, stdtype, timestamp, message) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            rows,
+        )
+        for trial_id in {line.trial_id for line in lines}:
+            if trial_id is not None:
+                self.notify(trial_id)
+
+    def notify(self, trial_id: int) -> None:
+        event = self._events.pop(trial_id, None)
+        if event is not None:
+            event.set()
+
+    def _waiter(self, trial_id: int) -> asyncio.Event:
+        return self._events.setdefault(trial_id, asyncio.Event())
+
+    async def query(self, trial_id: int, f: LogFilter, *, limit: int = 0) -> list[Row]:
+        where = ["trial_id = ?", "id > ?"]
+        params: list[object] = [trial_id, f.after_id]
+        if f.rank_ids:
+            where.append(f"rank IN ({','.join('?' * len(f.rank_ids))})")
+            params.extend(f.rank_ids)
+        levels = list(f.levels)
+        if f.min_level and f.min_level.upper() in LEVELS:
+            levels += LEVELS[LEVELS.index(f.min_level.upper()) :]
+        if levels:
+            where.append(f"level IN ({','.join('?' * len(levels))})")
+            params.extend(level.upper() for level in levels)
+        if f.search:
+            where.append("instr(message, ?) > 0")
+            params.append(f.search)
+        sql = f"SELECT * FROM task_logs WHERE {' AND '.join(where)}"
+        if f.tail and not f.after_id:
+            rows = await self._db.fetch_all(f"{sql} ORDER BY id DESC LIMIT ?", [*params, f.tail])
+            return rows[::-1]
+        n = f.head or limit
+        if n:
+            return await self._db.fetch_all(f"{sql} ORDER BY id LIMIT ?", [*params, n])
+        return await self._db.fetch_all(f"{sql} ORDER BY id", params)
+
+    async def stream(
+        self, trial_id: int, f: LogFilter, *, follow: bool, is_done: Callable[[], Awaitable[bool]]
+    ) -> AsyncIterator[list[Row]]:
+        """Yield batches of matching lines; with ``follow``, until the trial has ended and
+        every line it wrote was sent."""
+        after = f.after_id
+        sent = 0
+        first = True
+        while True:
+            waiter = self._waiter(trial_id)
+            done = await is_done()
+            batch_filter = LogFilter(
+                head=f.head - sent if f.head else 0,
+                tail=f.tail if first else 0,
+                rank_ids=f.rank_ids,
+                levels=f.levels,
+                min_level=f.min_level,
+                search=f.search,
+                after_id=after,
+            )
+            rows = await self.query(trial_id, batch_filter, limit=5000)
+            first = False
+            if rows:
+                after = int(rows[-1]["id"])
+                sent += len(rows)
+                yield rows
+                if f.head and sent >= f.head:
+                    return
+                continue
+            if not follow or done:
+                return
+            try:
+                await asyncio.wait_for(waiter.wait(), timeout=1.0)
+            except TimeoutError:
+                pass
+

@@ -1,0 +1,114 @@
+"""Schema migrations, applied in order; never edit one that has shipped, append a new one."""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # 1: the initial schema.
+    """
+    CREATE TABLE cluster (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+    CREATE TABLE experiments (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL DEFAULT '',
+        description TEXT NOT NULL DEFAULT '',
+        labels TEXT NOT NULL DEFAULT '[]',
+        state TEXT NOT NULL,
+        config TEXT NOT NULL,
+        original_config TEXT NOT NULL,
+        username TEXT NOT NULL DEFAULT '',
+        archived INTEGER NOT NULL DEFAULT 0,
+        start_time REAL NOT NULL,
+        end_time REAL,
+        progress REAL NOT NULL DEFAULT 0,
+        parent_id INTEGER,
+        job_id TEXT NOT NULL,
+        searcher_state TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX experiments_state ON experiments (state);
+
+    CREATE TABLE contexts (
+        experiment_id INTEGER PRIMARY KEY REFERENCES experiments (id) ON DELETE CASCADE,
+        data BLOB NOT NULL
+    );
+
+    CREATE TABLE trials (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        experiment_id INTEGER NOT NULL REFERENCES experiments (id) ON DELETE CASCADE,
+        request_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        hparams TEXT NOT NULL,
+        seed INTEGER NOT NULL,
+        restarts INTEGER NOT NULL DEFAULT 0,
+        run_id INTEGER NOT NULL DEFAULT 0,
+        steps_completed INTEGER NOT NULL DEFAULT 0,
+        start_time REAL NOT NULL,
+        end_time REAL,
+        latest_checkpoint TEXT,
+        best_validation REAL,
+        latest_validation TEXT NOT NULL DEFAULT '{}',
+        searcher_length INTEGER NOT NULL DEFAULT 0,
+        completed_length INTEGER NOT NULL DEFAULT 0,
+        searcher_closed INTEGER NOT NULL DEFAULT 0,
+        progress REAL NOT NULL DEFAULT 0,
+        early_exit TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX trials_experiment ON trials (experiment_id);
+
+    CREATE TABLE allocations (
+        id TEXT PRIMARY KEY,
+        trial_id INTEGER REFERENCES trials (id) ON DELETE CASCADE,
+        task_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        containers TEXT NOT NULL,
+        token TEXT NOT NULL,
+        preemption_acked INTEGER NOT NULL DEFAULT 0,
+        start_time REAL NOT NULL,
+        end_time REAL,
+        exit_reason TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX allocations_state ON allocations (state);
+
+    CREATE TABLE task_logs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        trial_id INTEGER,
+        task_id TEXT NOT NULL,
+        allocation_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        container_id TEXT NOT NULL DEFAULT '',
+        rank INTEGER,
+        level TEXT NOT NULL DEFAULT '',
+        stdtype TEXT NOT NULL DEFAULT '',
+        timestamp REAL NOT NULL,
+        message TEXT NOT NULL
+    );
+    CREATE INDEX task_logs_trial ON task_logs (trial_id, id);
+
+    CREATE TABLE metrics (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        trial_id INTEGER NOT NULL REFERENCES trials (id) ON DELETE CASCADE,
+        run_id INTEGER NOT NULL DEFAULT 0,
+        grp TEXT NOT NULL,
+        steps_completed INTEGER NOT NULL,
+        metrics TEXT NOT NULL,
+        batch_metrics TEXT NOT NULL DEFAULT '',
+        timestamp REAL NOT NULL
+    );
+    CREATE INDEX metrics_trial ON metrics (trial_id, grp, steps_completed);
+
+    CREATE TABLE checkpoints (
+        uuid TEXT PRIMARY KEY,
+        trial_id INTEGER,
+        experiment_id INTEGER,
+        allocation_id TEXT NOT NULL DEFAULT '',
+        task_id TEXT NOT NULL DEFAULT '',
+        steps_completed INTEGER NOT NULL,
+        metadata TEXT NOT NULL,
+        resources TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        report_time REAL NOT NULL,
+        storage TEXT NOT NULL
+    );
+    CREATE INDEX checkpoints_trial ON checkpoints (trial_id);
+    """,
+]

@@ -1,0 +1,384 @@
+"""The task manager: queued requests, scheduling passes, allocations on agents, and what
+agents report about containers. The experiments module decides what a task *is*; this one
+decides where and whether it runs, and tells the owner when an allocation ends."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import secrets
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from determined.api.gen import v1
+from determined.common import errors
+from master import scheduler
+from master.agents import Agent, AgentHub
+from master.allocation import Allocation, Container
+from master.db import Database
+from master.logs import LogLine, LogStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TaskRequest:
+    task_id: str
+    trial_id: int | None
+    slots: int
+    resource_pool: str
+    priority: int = 42
+    order: float = 0.0
+    single_node: bool = False
+
+
+class TaskOwner(Protocol):
+    async def allocation_placed(
+        self, request: TaskRequest, allocation: Allocation
+    ) -> list[v1.StartContainer]:
+        """Persist the new run and return one start order per container (rank order)."""
+
+    async def allocation_exited(self, allocation: Allocation) -> None:
+        """Every container of the allocation has exited (or was lost)."""
+
+
+class TaskManager:
+    def __init__(
+        self,
+        db: Database,
+        hub: AgentHub,
+        logs: LogStore,
+        lock: asyncio.Lock,
+        *,
+        agent_reconnect_timeout: float,
+        kill_grace: float = 10.0,
+    ) -> None:
+        self._db = db
+        self._hub = hub
+        self._logs = logs
+        self._lock = lock
+        self.owner: TaskOwner | None = None
+        self.pending: dict[str, TaskRequest] = {}
+        self.allocations: dict[str, Allocation] = {}
+        self._by_container: dict[str, Allocation] = {}
+        self._reconnect_timeout = agent_reconnect_timeout
+        self._kill_grace = kill_grace
+        self._wake = asyncio.Event()
+        self._order = itertools.count(1)
+        # Containers whose agent is away, with the time it went away.
+        self._away_since: dict[str, float] = {}
+
+    # -- requests -----------------------------------------------------------------------
+
+    def request(self, req: TaskRequest) -> None:
+        if not req.order:
+            req.order = float(next(self._order))
+        self.pending[req.task_id] = req
+        self.wake()
+
+    def withdraw(self, task_id: str) -> bool:
+        return self.pending.pop(task_id, None) is not None
+
+    def allocation_of(self, task_id: str) -> Allocation | None:
+        for alloc in self.allocations.values():
+            if alloc.task_id == task_id:
+                return alloc
+        return None
+
+    def get(self, allocation_id: str) -> Allocation:
+        alloc = self.allocations.get(allocation_id)
+        if alloc is None:
+            raise errors.NotFound(f"allocation {allocation_id} is not running")
+        return alloc
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # -- the loop -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Scheduling passes whenever something changed, and the lost-agent sweep."""
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            async with self._lock:
+                await self._sweep_lost()
+                await self._schedule()
+
+    async def _schedule(self) -> None:
+        if not self.pending:
+            return
+        by_pool: dict[str, list[Agent]] = {}
+        for agent in self._hub.connected():
+            if agent.enabled and not agent.draining:
+                by_pool.setdefault(agent.resource_pool, []).append(agent)
+        for pool, reqs in _group(self.pending.values()).items():
+            agents = by_pool.get(pool, [])
+            views = [
+                scheduler.AgentView(
+                    id=a.id,
+                    address=a.address,
+                    free_slots=a.free_slots(),
+                    num_containers=len(a.containers),
+                )
+                for a in agents
+            ]
+            requests = [
+                scheduler.Request(
+                    id=r.task_id,
+                    slots=r.slots,
+                    priority=r.priority,
+                    order=r.order,
+                    single_node=r.single_node,
+                )
+                for r in reqs
+            ]
+            for placement in scheduler.schedule(views, requests):
+                await self._start(self.pending.pop(placement.request_id), placement)
+
+    async def _start(self, req: TaskRequest, placement: scheduler.Placement) -> None:
+        assert self.owner is not None
+        alloc_id = f"{req.task_id}.{int(time.time() * 1000) % 10**9}"
+        containers = {}
+        for rank, (agent_id, slot_ids) in enumerate(placement.containers):
+            cid = f"{alloc_id}.{rank}"
+            containers[cid] = Container(id=cid, agent_id=agent_id, slot_ids=slot_ids, rank=rank)
+        alloc = Allocation(
+            id=alloc_id,
+            task_id=req.task_id,
+            trial_id=req.trial_id,
+            token=secrets.token_urlsafe(24),
+            containers=containers,
+        )
+        for c in containers.values():
+            agent = self._hub.agents[c.agent_id]
+            for slot_id in c.slot_ids:
+                agent.slots[slot_id].allocation_id = alloc.id
+            agent.containers.add(c.id)
+            self._by_container[c.id] = alloc
+        self.allocations[alloc.id] = alloc
+        await self._db.execute(
+            "INSERT INTO allocations (id, trial_id, task_id, state, containers, token, start_time)"
+            " VALUES (?,?,?,?,?,?,?)",
+            (
+                alloc.id,
+                alloc.trial_id,
+                alloc.task_id,
+                "RUNNING",
+                alloc.containers_json(),
+                alloc.token,
+                alloc.start_time,
+            ),
+        )
+        orders = await self.owner.allocation_placed(req, alloc)
+        for order, c in zip(orders, sorted(containers.values(), key=lambda c: c.rank), strict=True):
+            self._hub.agents[c.agent_id].send(v1.MasterMessage(start=order))
+
+    # -- orders ---------------------------------------------------------------------------
+
+    def kill(self, alloc: Allocation, *, reason: str, grace: float | None = None) -> None:
+        alloc.stop_reason = alloc.stop_reason or reason
+        for c in alloc.containers.values():
+            if c.exit_code is None:
+                self._hub_agent(c.agent_id).send(
+                    v1.MasterMessage(
+                        kill=v1.KillContainer(
+                            container_id=c.id,
+                            grace_seconds=self._kill_grace if grace is None else grace,
+                        )
+                    )
+                )
+
+    def preempt(self, alloc: Allocation, *, reason: str) -> None:
+        alloc.stop_reason = alloc.stop_reason or reason
+        alloc.preempt.set()
+
+    def _hub_agent(self, agent_id: str) -> Agent:
+        agent = self._hub.agents.get(agent_id)
+        if agent is None:
+            agent = self._hub.agents[agent_id] = Agent(id=agent_id)
+        return agent
+
+    async def ack_preemption(self, alloc: Allocation) -> None:
+        alloc.preemption_acked = True
+        await self._db.execute(
+            "UPDATE allocations SET preemption_acked = 1 WHERE id = ?", (alloc.id,)
+        )
+
+    # -- restore after a master restart -------------------------------------------------------
+
+    async def restore(self) -> list[Allocation]:
+        rows = await self._db.fetch_all("SELECT * FROM allocations WHERE state = 'RUNNING'")
+        restored = []
+        now = time.time()
+        for row in rows:
+            containers = {
+                d["id"]: Container.from_json(d) for d in json.loads(row["containers"])
+            }
+            alloc = Allocation(
+                id=row["id"],
+                task_id=row["task_id"],
+                trial_id=row["trial_id"],
+                token=row["token"],
+                containers=containers,
+                start_time=row["start_time"],
+                preemption_acked=bool(row["preemption_acked"]),
+            )
+            self.allocations[alloc.id] = alloc
+            for c in containers.values():
+                self._by_container[c.id] = alloc
+                if c.exit_code is None:
+                    self._hub_agent(c.agent_id).containers.add(c.id)
+                    self._away_since[c.id] = now
+            restored.append(alloc)
+        return restored
+
+    # -- agent events (AgentEvents) ---------------------------------------------------------
+
+    async def agent_connected(self, agent: Agent, running: Sequence[v1.RunningContainer]) -> None:
+        async with self._lock:
+            alive = {r.container_id for r in running}
+            for cid in alive:
+                alloc = self._by_container.get(cid)
+                if alloc is None:
+                    log.warning("agent %s runs unknown container %s; killing it", agent.id, cid)
+                    agent.send(
+                        v1.MasterMessage(kill=v1.KillContainer(container_id=cid, grace_seconds=1))
+                    )
+                    continue
+                c = alloc.containers[cid]
+                c.started = True
+                self._away_since.pop(cid, None)
+                for slot_id in c.slot_ids:
+                    if slot_id in agent.slots:
+                        agent.slots[slot_id].allocation_id = alloc.id
+            # Containers the agent did not list either exited while we were apart (their
+            # exits follow right after the hello) or are gone; the sweep decides later.
+            now = time.time()
+            for cid in list(agent.containers):
+                if cid not in alive:
+                    self._away_since.setdefault(cid, now - self._reconnect_timeout + 5.0)
+        self.wake()
+
+    async def agent_disconnected(self, agent: Agent) -> None:
+        now = time.time()
+        for cid in agent.containers:
+            self._away_since.setdefault(cid, now)
+        self.wake()
+
+    async def container_started(self, agent: Agent, msg: v1.ContainerStarted) -> None:
+        alloc = self._by_container.get(msg.container_id)
+        if alloc is not None:
+            alloc.containers[msg.container_id].started = True
+
+    async def container_logs(self, agent: Agent, msg: v1.ContainerLogs) -> None:
+        alloc = self._by_container.get(msg.container_id)
+        trial_id = alloc.trial_id if alloc is not None else None
+        task_id = alloc.task_id if alloc is not None else ""
+        await self._logs.append(
+            [
+                LogLine(
+                    trial_id=trial_id,
+                    task_id=task_id,
+                    allocation_id=msg.allocation_id,
+                    agent_id=agent.id,
+                    container_id=msg.container_id,
+                    stdtype=line.stdtype,
+                    timestamp=line.timestamp,
+                    text=line.text,
+                )
+                for line in msg.lines
+            ]
+        )
+
+    async def container_exited(self, agent: Agent, msg: v1.ContainerExited) -> None:
+        async with self._lock:
+            await self._container_exited(msg.container_id, msg.exit_code, msg.error)
+
+    async def _container_exited(self, container_id: str, exit_code: int, error: str) -> None:
+        alloc = self._by_container.get(container_id)
+        if alloc is None:
+            return
+        c = alloc.containers[container_id]
+        if c.exit_code is not None:
+            return
+        self._away_since.pop(container_id, None)
+        alloc.container_exited(c, exit_code, error)
+        agent = self._hub.agents.get(c.agent_id)
+        if agent is not None:
+            agent.containers.discard(container_id)
+            for slot_id in c.slot_ids:
+                slot = agent.slots.get(slot_id)
+                if slot is not None and slot.allocation_id == alloc.id:
+                    slot.allocation_id = ""
+        if error:
+            await self.master_log(alloc, f"container {c.rank} on agent {c.agent_id}: {error}")
+        if exit_code != 0 and not alloc.exited:
+            # One failed process ends its siblings, so distributed jobs never hang.
+            self.kill(alloc, reason=alloc.stop_reason or "sibling_failed", grace=3.0)
+        await self._db.execute(
+            "UPDATE allocations SET containers = ? WHERE id = ?",
+            (alloc.containers_json(), alloc.id),
+        )
+        if alloc.exited:
+            await self._finish(alloc)
+
+    async def _finish(self, alloc: Allocation) -> None:
+        assert self.owner is not None
+        del self.allocations[alloc.id]
+        for cid in alloc.containers:
+            self._by_container.pop(cid, None)
+        await self._db.execute(
+            "UPDATE allocations SET state = 'TERMINATED', end_time = ?, exit_reason = ? "
+            "WHERE id = ?",
+            (time.time(), alloc.stop_reason, alloc.id),
+        )
+        await self.owner.allocation_exited(alloc)
+        self.wake()
+
+    async def _sweep_lost(self) -> None:
+        now = time.time()
+        for cid, since in list(self._away_since.items()):
+            if now - since < self._reconnect_timeout:
+                continue
+            alloc = self._by_container.get(cid)
+            if alloc is None:
+                self._away_since.pop(cid, None)
+                continue
+            agent_id = alloc.containers[cid].agent_id
+            await self._container_exited(
+                cid,
+                -1,
+                f"lost: agent {agent_id} did not report this container within "
+                f"{self._reconnect_timeout:.0f}s",
+            )
+
+    async def master_log(self, alloc: Allocation, text: str) -> None:
+        await self._logs.append(
+            [
+                LogLine(
+                    trial_id=alloc.trial_id,
+                    task_id=alloc.task_id,
+                    allocation_id=alloc.id,
+                    agent_id="",
+                    container_id="",
+                    stdtype="master",
+                    timestamp=time.time(),
+                    text=text,
+                )
+            ]
+        )
+
+
+def _group(reqs: Iterable[TaskRequest]) -> dict[str, list[TaskRequest]]:
+    out: dict[str, list[TaskRequest]] = {}
+    for r in reqs:
+        out.setdefault(r.resource_pool, []).append(r)
+    return out
