@@ -66,6 +66,8 @@ class Allocation:
     # Why the master is ending it ("killed", "preempted", ...), "" while it runs freely.
     stop_reason: str = ""
     preempt: asyncio.Event = field(default_factory=asyncio.Event)
+    # When to kill it if it has not exited after being asked to preempt.
+    kill_at: float | None = None
     _gathers: dict[tuple[str, int], _Gather] = field(default_factory=dict)
     _aborted: str = ""
 

@@ -196,9 +196,16 @@ class TaskManager:
                     )
                 )
 
-    def preempt(self, alloc: Allocation, *, reason: str) -> None:
+    def preempt(self, alloc: Allocation, *, reason: str, timeout: float) -> None:
+        """Ask the task to checkpoint and exit; kill it if it has not within ``timeout``."""
         alloc.stop_reason = alloc.stop_reason or reason
-        alloc.preempt.set()
+        if not alloc.preempt.is_set():
+            alloc.preempt.set()
+            alloc.kill_at = time.time() + timeout
+
+    @property
+    def agents(self) -> dict[str, Agent]:
+        return self._hub.agents
 
     def _hub_agent(self, agent_id: str) -> Agent:
         agent = self._hub.agents.get(agent_id)
@@ -345,6 +352,13 @@ class TaskManager:
 
     async def _sweep_lost(self) -> None:
         now = time.time()
+        for alloc in list(self.allocations.values()):
+            if alloc.kill_at is not None and now >= alloc.kill_at:
+                alloc.kill_at = None
+                await self.master_log(
+                    alloc, "the task did not stop within its preemption_timeout; killing it"
+                )
+                self.kill(alloc, reason=alloc.stop_reason or "preempted")
         for cid, since in list(self._away_since.items()):
             if now - since < self._reconnect_timeout:
                 continue

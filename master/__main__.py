@@ -1,0 +1,52 @@
+"""`det-master`: run the master until SIGTERM or SIGINT (a second signal exits at once)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from determined.common import errors
+from master import config
+from master.server import Master
+
+
+async def _main(cfg: config.MasterConfig) -> None:
+    master = Master(cfg)
+    loop = asyncio.get_running_loop()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            os._exit(1)
+        master.stop()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    await master.run()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = config.parser().parse_args(argv)
+    try:
+        cfg = config.load(args)
+    except errors.DetError as e:
+        print(f"det-master: {e.message}", file=sys.stderr)
+        sys.exit(2)
+    logging.basicConfig(
+        level=cfg.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        asyncio.run(_main(cfg))
+    except errors.DetError as e:
+        print(f"det-master: {e.message}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

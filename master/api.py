@@ -1,0 +1,208 @@
+"""The gRPC servicer: decode, call the domain, encode. Errors from the shared hierarchy are
+mapped to gRPC statuses here and nowhere else."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpclib.const
+import grpclib.server
+from grpclib.exceptions import GRPCError
+
+from determined.api.gen import v1
+from determined.common import errors
+from master.service import Service
+
+log = logging.getLogger(__name__)
+
+
+def _mapped(
+    func: Callable[[grpclib.server.Stream[Any, Any]], Awaitable[None]],
+) -> Callable[[grpclib.server.Stream[Any, Any]], Awaitable[None]]:
+    @functools.wraps(func)
+    async def wrapper(stream: grpclib.server.Stream[Any, Any]) -> None:
+        try:
+            await func(stream)
+        except errors.DetError as e:
+            raise GRPCError(grpclib.const.Status[e.grpc_status], e.message) from None
+
+    return wrapper
+
+
+class DeterminedServicer(v1.DeterminedBase):
+    def __init__(self, service: Service) -> None:
+        self.s = service
+
+    def __mapping__(self) -> dict[str, grpclib.const.Handler]:
+        return {
+            path: handler._replace(func=_mapped(handler.func))
+            for path, handler in super().__mapping__().items()
+        }
+
+    async def get_master(self, message: v1.GetMasterRequest) -> v1.GetMasterResponse:
+        return self.s.master_info()
+
+    async def create_experiment(
+        self, message: v1.CreateExperimentRequest
+    ) -> v1.CreateExperimentResponse:
+        return await self.s.create_experiment(message)
+
+    async def get_experiments(self, message: v1.GetExperimentsRequest) -> v1.GetExperimentsResponse:
+        return await self.s.get_experiments(message)
+
+    async def get_experiment(self, message: v1.GetExperimentRequest) -> v1.GetExperimentResponse:
+        return await self.s.get_experiment(message.experiment_id)
+
+    async def get_experiment_trials(
+        self, message: v1.GetExperimentTrialsRequest
+    ) -> v1.GetExperimentTrialsResponse:
+        return v1.GetExperimentTrialsResponse(
+            trials=await self.s.get_experiment_trials(message.experiment_id)
+        )
+
+    async def get_experiment_context(
+        self, message: v1.GetExperimentContextRequest
+    ) -> v1.GetExperimentContextResponse:
+        return v1.GetExperimentContextResponse(
+            context=await self.s.get_experiment_context(message.experiment_id)
+        )
+
+    async def activate_experiment(
+        self, message: v1.ExperimentActionRequest
+    ) -> v1.ExperimentActionResponse:
+        return await self.s.experiment_action("activate", message.experiment_id)
+
+    async def pause_experiment(
+        self, message: v1.ExperimentActionRequest
+    ) -> v1.ExperimentActionResponse:
+        return await self.s.experiment_action("pause", message.experiment_id)
+
+    async def cancel_experiment(
+        self, message: v1.ExperimentActionRequest
+    ) -> v1.ExperimentActionResponse:
+        return await self.s.experiment_action("cancel", message.experiment_id)
+
+    async def kill_experiment(
+        self, message: v1.ExperimentActionRequest
+    ) -> v1.ExperimentActionResponse:
+        return await self.s.experiment_action("kill", message.experiment_id)
+
+    async def archive_experiment(
+        self, message: v1.ExperimentActionRequest
+    ) -> v1.ExperimentActionResponse:
+        return await self.s.experiment_action("archive", message.experiment_id)
+
+    async def unarchive_experiment(
+        self, message: v1.ExperimentActionRequest
+    ) -> v1.ExperimentActionResponse:
+        return await self.s.experiment_action("unarchive", message.experiment_id)
+
+    async def delete_experiment(
+        self, message: v1.ExperimentActionRequest
+    ) -> v1.ExperimentActionResponse:
+        return await self.s.experiment_action("delete", message.experiment_id)
+
+    async def get_trial(self, message: v1.GetTrialRequest) -> v1.GetTrialResponse:
+        return v1.GetTrialResponse(trial=await self.s.get_trial(message.trial_id))
+
+    async def kill_trial(self, message: v1.KillTrialRequest) -> v1.KillTrialResponse:
+        await self.s.kill_trial(message.trial_id)
+        return v1.KillTrialResponse()
+
+    async def trial_logs(self, message: v1.TrialLogsRequest) -> AsyncIterator[v1.TrialLogsResponse]:
+        async for logs in self.s.trial_logs(message):
+            yield v1.TrialLogsResponse(logs=logs)
+
+    async def get_trial_metrics(
+        self, message: v1.GetTrialMetricsRequest
+    ) -> v1.GetTrialMetricsResponse:
+        return v1.GetTrialMetricsResponse(reports=await self.s.get_trial_metrics(message))
+
+    async def get_agents(self, message: v1.GetAgentsRequest) -> v1.GetAgentsResponse:
+        return v1.GetAgentsResponse(agents=self.s.get_agents())
+
+    async def report_trial_metrics(
+        self, message: v1.ReportTrialMetricsRequest
+    ) -> v1.ReportTrialMetricsResponse:
+        await self.s.reports.metrics(message.trial_id, message.run_id, message.reports)
+        return v1.ReportTrialMetricsResponse()
+
+    async def report_trial_progress(
+        self, message: v1.ReportTrialProgressRequest
+    ) -> v1.ReportTrialProgressResponse:
+        await self.s.reports.progress(message.trial_id, message.progress)
+        return v1.ReportTrialProgressResponse()
+
+    async def report_trial_early_exit(
+        self, message: v1.ReportTrialEarlyExitRequest
+    ) -> v1.ReportTrialEarlyExitResponse:
+        await self.s.locked(self.s.experiments.early_exit(message.trial_id, message.reason))
+        return v1.ReportTrialEarlyExitResponse()
+
+    async def get_best_validation(
+        self, message: v1.GetBestValidationRequest
+    ) -> v1.GetBestValidationResponse:
+        return v1.GetBestValidationResponse(
+            metric=await self.s.reports.best_validation(message.experiment_id)
+        )
+
+    async def get_current_searcher_operation(
+        self, message: v1.GetCurrentSearcherOperationRequest
+    ) -> v1.GetCurrentSearcherOperationResponse:
+        length = await self.s.experiments.current_operation(message.trial_id)
+        if length is None:
+            return v1.GetCurrentSearcherOperationResponse(completed=True)
+        return v1.GetCurrentSearcherOperationResponse(op=v1.SearcherOperation(length=length))
+
+    async def complete_searcher_operation(
+        self, message: v1.CompleteSearcherOperationRequest
+    ) -> v1.CompleteSearcherOperationResponse:
+        await self.s.locked(
+            self.s.experiments.complete_operation(
+                message.trial_id, message.length, message.searcher_metric
+            )
+        )
+        return v1.CompleteSearcherOperationResponse()
+
+    async def allocation_all_gather(self, message: v1.AllGatherRequest) -> v1.AllGatherResponse:
+        return v1.AllGatherResponse(data=await self.s.allgather(message))
+
+    async def allocation_preemption_signal(
+        self, message: v1.PreemptionSignalRequest
+    ) -> v1.PreemptionSignalResponse:
+        alloc = self.s.tasks.get(message.allocation_id)
+        timeout = min(max(message.timeout_seconds, 0.0), 600.0) or 60.0
+        return v1.PreemptionSignalResponse(preempt=await alloc.wait_preemption(timeout))
+
+    async def ack_allocation_preemption_signal(
+        self, message: v1.AckPreemptionSignalRequest
+    ) -> v1.AckPreemptionSignalResponse:
+        await self.s.tasks.ack_preemption(self.s.tasks.get(message.allocation_id))
+        return v1.AckPreemptionSignalResponse()
+
+    async def report_checkpoint(
+        self, message: v1.ReportCheckpointRequest
+    ) -> v1.ReportCheckpointResponse:
+        if message.checkpoint is None:
+            raise errors.InvalidArgument("checkpoint is required")
+        await self.s.reports.checkpoint(message.checkpoint)
+        return v1.ReportCheckpointResponse()
+
+    async def get_checkpoint(self, message: v1.GetCheckpointRequest) -> v1.GetCheckpointResponse:
+        return v1.GetCheckpointResponse(checkpoint=await self.s.reports.get_checkpoint(message.uuid))
+
+    async def get_checkpoints(self, message: v1.GetCheckpointsRequest) -> v1.GetCheckpointsResponse:
+        return v1.GetCheckpointsResponse(
+            checkpoints=await self.s.reports.get_checkpoints(
+                experiment_id=message.experiment_id, trial_id=message.trial_id
+            )
+        )
+
+    async def delete_checkpoints(
+        self, message: v1.DeleteCheckpointsRequest
+    ) -> v1.DeleteCheckpointsResponse:
+        await self.s.reports.delete_checkpoints(message.uuids)
+        return v1.DeleteCheckpointsResponse()

@@ -1,0 +1,157 @@
+"""The master's configuration: a YAML file, then flags on top. Parsed once, at the edge."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from determined.common import errors
+
+_KEYS = {
+    "host",
+    "port",
+    "data_dir",
+    "checkpoint_storage",
+    "resource_pools",
+    "default_resource_pool",
+    "agent_reconnect_timeout",
+    "log_level",
+    "advertised_address",
+}
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    name: str
+    description: str = ""
+    scheduler: str = "priority"
+    fitting_policy: str = "best"
+    preemption: bool = False
+
+
+@dataclass(frozen=True)
+class MasterConfig:
+    host: str = "0.0.0.0"
+    port: int = 8080
+    data_dir: pathlib.Path = field(
+        default_factory=lambda: pathlib.Path("~/.local/share/pydet/master").expanduser()
+    )
+    checkpoint_storage: dict[str, Any] = field(default_factory=dict)
+    resource_pools: tuple[PoolConfig, ...] = (PoolConfig("default"),)
+    default_resource_pool: str = "default"
+    agent_reconnect_timeout: float = 60.0
+    log_level: str = "info"
+    advertised_address: str = ""
+
+    @property
+    def db_path(self) -> pathlib.Path:
+        return self.data_dir / "pydet.db"
+
+    def storage(self) -> dict[str, Any]:
+        """The default checkpoint storage: a shared_fs under the data directory."""
+        return self.checkpoint_storage or {
+            "type": "shared_fs",
+            "host_path": str((self.data_dir / "checkpoints").resolve()),
+        }
+
+    def address_for_tasks(self) -> str:
+        if self.advertised_address:
+            return self.advertised_address
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"{host}:{self.port}"
+
+
+def _fail(msg: str) -> errors.InvalidArgument:
+    return errors.InvalidArgument(f"master config: {msg}")
+
+
+def _pools(raw: Any) -> tuple[PoolConfig, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise _fail("resource_pools: expected a non-empty list of pools")
+    pools = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict) or not isinstance(item.get("pool_name"), str):
+            raise _fail(f"resource_pools[{i}]: expected a mapping with a pool_name")
+        sched = item.get("scheduler") or {}
+        kind = sched.get("type", "priority")
+        if kind not in ("priority", "fair_share"):
+            raise _fail(f"resource_pools[{i}].scheduler.type: expected priority or fair_share")
+        pools.append(
+            PoolConfig(
+                name=item["pool_name"],
+                description=str(item.get("description", "")),
+                scheduler=kind,
+                fitting_policy=str(sched.get("fitting_policy", "best")),
+                preemption=bool(sched.get("preemption", False)),
+            )
+        )
+    return tuple(pools)
+
+
+def load(args: argparse.Namespace) -> MasterConfig:
+    raw: dict[str, Any] = {}
+    if args.config_file:
+        try:
+            loaded = yaml.safe_load(pathlib.Path(args.config_file).read_text())
+        except OSError as e:
+            raise _fail(f"cannot read {args.config_file}: {e.strerror}") from None
+        except yaml.YAMLError as e:
+            raise _fail(f"{args.config_file} is not valid YAML: {e}") from None
+        raw = loaded or {}
+        if not isinstance(raw, dict):
+            raise _fail(f"{args.config_file} must hold a mapping")
+        unknown = sorted(set(raw) - _KEYS)
+        if unknown:
+            raise _fail(f"{unknown[0]}: unknown key (known: {', '.join(sorted(_KEYS))})")
+    for key in ("host", "port", "data_dir", "log_level", "agent_reconnect_timeout"):
+        value = getattr(args, key, None)
+        if value is not None:
+            raw[key] = value
+    if getattr(args, "checkpoint_path", None):
+        raw["checkpoint_storage"] = {"type": "shared_fs", "host_path": args.checkpoint_path}
+    data_dir = pathlib.Path(os.path.expanduser(str(raw.get("data_dir", MasterConfig().data_dir))))
+    pools = _pools(raw["resource_pools"]) if "resource_pools" in raw else MasterConfig().resource_pools
+    default_pool = str(raw.get("default_resource_pool", pools[0].name))
+    if default_pool not in {p.name for p in pools}:
+        raise _fail(f"default_resource_pool: no pool named {default_pool!r}")
+    try:
+        port = int(raw.get("port", 8080))
+        timeout = float(raw.get("agent_reconnect_timeout", 60.0))
+    except (TypeError, ValueError) as e:
+        raise _fail(str(e)) from None
+    storage = raw.get("checkpoint_storage") or {}
+    if storage and not isinstance(storage, dict):
+        raise _fail("checkpoint_storage: expected a mapping")
+    return MasterConfig(
+        host=str(raw.get("host", "0.0.0.0")),
+        port=port,
+        data_dir=data_dir.resolve(),
+        checkpoint_storage=dict(storage),
+        resource_pools=pools,
+        default_resource_pool=default_pool,
+        agent_reconnect_timeout=timeout,
+        log_level=str(raw.get("log_level", "info")),
+        advertised_address=str(raw.get("advertised_address", "")),
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="det-master", description="Run the pydet master.")
+    p.add_argument("--config-file", help="YAML master config; flags override it")
+    p.add_argument("--host", help="address to listen on (default 0.0.0.0)")
+    p.add_argument("--port", type=int, help="port for gRPC, the API and the WebUI (default 8080)")
+    p.add_argument("--data-dir", dest="data_dir", help="where the database and checkpoints live")
+    p.add_argument("--checkpoint-path", help="default shared_fs checkpoint directory")
+    p.add_argument(
+        "--agent-reconnect-timeout",
+        type=float,
+        dest="agent_reconnect_timeout",
+        help="seconds to wait for a lost agent before restarting its trials (default 60)",
+    )
+    p.add_argument("--log-level", dest="log_level", help="debug, info, warning or error")
+    return p

@@ -1,0 +1,624 @@
+"""Experiments and trials: their state machines, driven by users, the searcher and the
+task manager. Every change is written through to the store before it is acknowledged."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from determined.api.gen import v1
+from determined.common import context as ctx
+from determined.common import entrypoint, errors, expconf
+from master import searcher
+from master.allocation import Allocation
+from master.db import Database
+from master.states import STOPPED, State
+from master.tasks import TaskManager, TaskRequest
+
+log = logging.getLogger(__name__)
+
+PAUSE_REASONS = ("paused", "canceled", "preempted")
+
+
+@dataclass
+class Trial:
+    id: int
+    experiment_id: int
+    request_id: str
+    state: State
+    hparams: dict[str, Any]
+    seed: int
+    restarts: int = 0
+    run_id: int = 0
+    steps_completed: int = 0
+    latest_checkpoint: str | None = None
+    searcher_length: int = 0
+    completed_length: int = 0
+    searcher_closed: bool = False
+    early_exit: str = ""
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.experiment_id}.{self.id}"
+
+
+@dataclass
+class Experiment:
+    id: int
+    config: expconf.ExperimentConfig
+    state: State
+    search: searcher.SearchMethod
+    searcher_done: bool = False
+    trials: dict[int, Trial] = field(default_factory=dict)
+
+    def by_request(self, request_id: str) -> Trial | None:
+        return next((t for t in self.trials.values() if t.request_id == request_id), None)
+
+
+@dataclass(frozen=True)
+class MasterInfo:
+    cluster_id: str
+    master_address: str
+    pools: tuple[str, ...]
+    default_pool: str
+    defaults: dict[str, Any]
+
+
+class Experiments:
+    def __init__(self, db: Database, tasks: TaskManager, info: MasterInfo) -> None:
+        self._db = db
+        self._tasks = tasks
+        self._info = info
+        # Experiments that are not yet terminal; terminal ones live only in the store.
+        self.live: dict[int, Experiment] = {}
+        self._trials: dict[int, Trial] = {}
+
+    # -- lookups -----------------------------------------------------------------------------
+
+    def live_trial(self, trial_id: int) -> tuple[Experiment, Trial] | None:
+        trial = self._trials.get(trial_id)
+        if trial is None:
+            return None
+        return self.live[trial.experiment_id], trial
+
+    async def ensure_experiment(self, experiment_id: int) -> None:
+        row = await self._db.fetch_one("SELECT id FROM experiments WHERE id = ?", (experiment_id,))
+        if row is None:
+            raise errors.NotFound(f"experiment {experiment_id} not found")
+
+    # -- creation ----------------------------------------------------------------------------
+
+    def validate(self, text: str) -> expconf.ExperimentConfig:
+        cfg = expconf.parse_experiment_config(expconf.load_yaml(text), self._info.defaults)
+        pool = cfg.resources.resource_pool or self._info.default_pool
+        if pool not in self._info.pools:
+            raise errors.InvalidArgument(
+                f"resources.resource_pool: no resource pool named {pool!r}; "
+                f"the pools are {', '.join(self._info.pools)}"
+            )
+        return cfg
+
+    async def create(
+        self, text: str, context: bytes, *, paused: bool, username: str, parent_id: int = 0
+    ) -> int:
+        cfg = self.validate(text)
+        try:
+            files = {path for path, _ in ctx.context_files(context)}
+        except Exception as e:
+            raise errors.InvalidArgument(f"the context is not a valid archive: {e}") from None
+        if len(context) > ctx.MAX_CONTEXT_BYTES:
+            raise errors.InvalidArgument("the context is over the 95 MiB limit")
+        entrypoint.check(cfg.entrypoint, files)
+        seed = cfg.reproducibility.experiment_seed
+        if seed is None:
+            seed = random.SystemRandom().randrange(2**31)
+            cfg = cfg.with_seed(seed)
+        search = searcher.new_search(cfg, seed)
+        state = State.PAUSED if paused else State.ACTIVE
+        ids = await self._db.transaction(
+            [
+                (
+                    "INSERT INTO experiments (name, description, labels, state, config,"
+                    " original_config, username, start_time, parent_id, job_id)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        cfg.name or "",
+                        cfg.description or "",
+                        json.dumps(list(cfg.labels)),
+                        state.value,
+                        json.dumps(cfg.to_dict()),
+                        text,
+                        username,
+                        time.time(),
+                        parent_id or None,
+                        uuid.uuid4().hex[:8],
+                    ),
+                ),
+                ("INSERT INTO contexts (experiment_id, data) VALUES (last_insert_rowid(), ?)",
+                 (context,)),
+            ]
+        )
+        exp = Experiment(id=ids[0], config=cfg, state=state, search=search)
+        self.live[exp.id] = exp
+        await self._apply(exp, search.initial_operations())
+        log.info("created experiment %d", exp.id)
+        return exp.id
+
+    # -- searcher operations -----------------------------------------------------------------
+
+    async def _apply(self, exp: Experiment, ops: list[searcher.Operation]) -> None:
+        queue = list(ops)
+        while queue:
+            op = queue.pop(0)
+            if isinstance(op, searcher.Create):
+                trial = await self._create_trial(exp, op)
+                queue += exp.search.on_trial_created(trial.request_id)
+            elif isinstance(op, searcher.ValidateAfter):
+                trial_or_none = exp.by_request(op.request_id)
+                if trial_or_none is not None:
+                    trial_or_none.searcher_length = op.length
+                    await self._save_trial(trial_or_none)
+            elif isinstance(op, searcher.Close):
+                trial_or_none = exp.by_request(op.request_id)
+                if trial_or_none is not None:
+                    trial_or_none.searcher_closed = True
+                    await self._save_trial(trial_or_none)
+            elif isinstance(op, searcher.Shutdown):
+                exp.searcher_done = True
+        await self._db.execute(
+            "UPDATE experiments SET searcher_state = ?, progress = ? WHERE id = ?",
+            (
+                json.dumps({"method": exp.search.state_dict(), "done": exp.searcher_done}),
+                exp.search.progress(),
+                exp.id,
+            ),
+        )
+        await self._maybe_finish(exp)
+
+    async def _create_trial(self, exp: Experiment, op: searcher.Create) -> Trial:
+        trial_id = await self._db.execute(
+            "INSERT INTO trials (experiment_id, request_id, state, hparams, seed, start_time)"
+            " VALUES (?,?,?,?,?,?)",
+            (exp.id, op.request_id, State.ACTIVE.value, json.dumps(op.hparams), op.seed, time.time()),
+        )
+        trial = Trial(
+            id=trial_id,
+            experiment_id=exp.id,
+            request_id=op.request_id,
+            state=State.ACTIVE if exp.state == State.ACTIVE else State.PAUSED,
+            hparams=op.hparams,
+            seed=op.seed,
+        )
+        exp.trials[trial.id] = trial
+        self._trials[trial.id] = trial
+        if trial.state == State.ACTIVE:
+            self._request(exp, trial)
+        else:
+            await self._save_trial(trial)
+        return trial
+
+    def _request(self, exp: Experiment, trial: Trial) -> None:
+        res = exp.config.resources
+        self._tasks.request(
+            TaskRequest(
+                task_id=trial.task_id,
+                trial_id=trial.id,
+                slots=res.slots_per_trial,
+                resource_pool=res.resource_pool or self._info.default_pool,
+                priority=res.priority if res.priority is not None else 42,
+                single_node=bool(res.is_single_node),
+            )
+        )
+
+    async def _save_trial(self, t: Trial, *, ended: bool = False) -> None:
+        await self._db.execute(
+            "UPDATE trials SET state = ?, restarts = ?, run_id = ?, steps_completed = ?,"
+            " latest_checkpoint = ?, searcher_length = ?, completed_length = ?,"
+            " searcher_closed = ?, early_exit = ?, end_time = COALESCE(?, end_time) WHERE id = ?",
+            (
+                t.state.value,
+                t.restarts,
+                t.run_id,
+                t.steps_completed,
+                t.latest_checkpoint,
+                t.searcher_length,
+                t.completed_length,
+                int(t.searcher_closed),
+                t.early_exit,
+                time.time() if ended else None,
+                t.id,
+            ),
+        )
+
+    async def _set_state(self, exp: Experiment, state: State) -> None:
+        exp.state = state
+        await self._db.execute(
+            "UPDATE experiments SET state = ?, end_time = ? WHERE id = ?",
+            (state.value, time.time() if state.terminal else None, exp.id),
+        )
+
+    async def _end_trial(self, exp: Experiment, trial: Trial, state: State) -> None:
+        trial.state = state
+        await self._save_trial(trial, ended=True)
+        self._trials.pop(trial.id, None)
+
+    async def _maybe_finish(self, exp: Experiment) -> None:
+        if exp.state.terminal or any(not t.state.terminal for t in exp.trials.values()):
+            return
+        if exp.state.stopping:
+            final = STOPPED[exp.state]
+        elif exp.state == State.ACTIVE and exp.searcher_done:
+            states = [t.state for t in exp.trials.values()]
+            if State.COMPLETED in states:
+                final = State.COMPLETED
+            elif states and all(s == State.ERROR for s in states):
+                final = State.ERROR
+            else:
+                final = State.CANCELED
+        else:
+            return
+        await self._set_state(exp, final)
+        await self._db.execute(
+            "UPDATE experiments SET progress = ? WHERE id = ?",
+            (1.0 if final == State.COMPLETED else exp.search.progress(), exp.id),
+        )
+        del self.live[exp.id]
+        log.info("experiment %d finished: %s", exp.id, final.value)
+
+    # -- the task manager's callbacks (TaskOwner) --------------------------------------------------
+
+    async def allocation_placed(
+        self, request: TaskRequest, allocation: Allocation
+    ) -> list[v1.StartContainer]:
+        found = self.live_trial(request.trial_id or 0)
+        if found is None:
+            raise RuntimeError(f"allocation {allocation.id} placed for unknown task {request.task_id}")
+        exp, trial = found
+        trial.run_id += 1
+        await self._save_trial(trial)
+        steps = 0
+        if trial.latest_checkpoint:
+            row = await self._db.fetch_one(
+                "SELECT steps_completed FROM checkpoints WHERE uuid = ?", (trial.latest_checkpoint,)
+            )
+            steps = int(row["steps_completed"]) if row is not None else 0
+        return self._start_orders(exp, trial, allocation, steps)
+
+    def _start_orders(
+        self, exp: Experiment, trial: Trial, alloc: Allocation, steps_completed: int
+    ) -> list[v1.StartContainer]:
+        cfg = exp.config
+        containers = sorted(alloc.containers.values(), key=lambda c: c.rank)
+        agents = self._tasks.agents
+        addrs = [agents[c.agent_id].address for c in containers]
+        counts = [len(c.slot_ids) for c in containers]
+        orders = []
+        for c in containers:
+            agent = agents[c.agent_id]
+            slots = [agent.slots[s] for s in c.slot_ids if s in agent.slots]
+            cuda = any(s.type == "cuda" for s in slots)
+            env = {
+                "DET_MASTER": self._info.master_address,
+                "DET_CLUSTER_ID": self._info.cluster_id,
+                "DET_AGENT_ID": c.agent_id,
+                "DET_SLOT_IDS": json.dumps([int(s) if s.isdigit() else s for s in c.slot_ids]),
+                "DET_TASK_ID": trial.task_id,
+                "DET_ALLOCATION_ID": alloc.id,
+                "DET_SESSION_TOKEN": alloc.token,
+                "DET_TASK_TYPE": "TRIAL",
+                "DET_TRIAL_ID": str(trial.id),
+                "DET_EXPERIMENT_ID": str(exp.id),
+                "DET_TRIAL_SEED": str(trial.seed),
+                "DET_HPARAMS": json.dumps(trial.hparams),
+                "DET_EXPERIMENT_CONFIG": json.dumps(cfg.to_dict()),
+                "DET_STEPS_COMPLETED": str(steps_completed),
+                "DET_TRIAL_RUN_ID": str(trial.run_id),
+                "DET_CONTAINER_ADDRS": json.dumps(addrs),
+                "DET_CONTAINER_RANK": str(c.rank),
+                "DET_CONTAINER_SLOT_COUNTS": json.dumps(counts),
+                "DET_GPU_UUIDS": json.dumps([s.uuid for s in slots if s.type == "cuda"]),
+            }
+            if trial.latest_checkpoint:
+                env["DET_LATEST_CHECKPOINT"] = trial.latest_checkpoint
+            variables = cfg.environment.environment_variables
+            for item in variables.cuda if cuda else variables.cpu:
+                key, _, value = item.partition("=")
+                env[key] = value
+            image = cfg.environment.image
+            orders.append(
+                v1.StartContainer(
+                    container_id=c.id,
+                    allocation_id=alloc.id,
+                    task_id=trial.task_id,
+                    argv=["python3", "-m", "determined.exec.launch"],
+                    env=env,
+                    slot_ids=list(c.slot_ids),
+                    spec=v1.ContainerSpec(
+                        image=(image.cuda if cuda else image.cpu) or "",
+                        force_pull=cfg.environment.force_pull_image,
+                        bind_mounts=[
+                            v1.BindMount(
+                                host_path=m.host_path,
+                                container_path=m.container_path,
+                                read_only=m.read_only,
+                                propagation=m.propagation,
+                            )
+                            for m in cfg.bind_mounts
+                        ],
+                        add_capabilities=list(cfg.environment.add_capabilities),
+                        drop_capabilities=list(cfg.environment.drop_capabilities),
+                        labels={
+                            "ai.pydet.allocation": alloc.id,
+                            "ai.pydet.container": c.id,
+                            "ai.pydet.task": trial.task_id,
+                        },
+                    ),
+                )
+            )
+        return orders
+
+    async def allocation_exited(self, alloc: Allocation) -> None:
+        found = self.live_trial(alloc.trial_id or 0)
+        if found is None:
+            return
+        exp, trial = found
+        ops: list[searcher.Operation] = []
+        failure = alloc.first_failure()
+        if alloc.stop_reason == "killed":
+            await self._end_trial(exp, trial, State.CANCELED)
+            ops = exp.search.on_trial_exited_early(trial.request_id, "user_canceled")
+        elif failure is None and not alloc.preemption_acked:
+            await self._end_trial(exp, trial, State.COMPLETED)
+            if trial.early_exit:
+                ops = exp.search.on_trial_exited_early(trial.request_id, trial.early_exit)
+            else:
+                ops = exp.search.on_trial_closed(trial.request_id)
+        elif failure is None or alloc.stop_reason in PAUSE_REASONS:
+            # It acknowledged preemption and exited, or was killed after the preemption
+            # timeout: either way it resumes from its latest checkpoint.
+            await self._resume_or_park(exp, trial)
+        else:
+            trial.restarts += 1
+            code = failure.exit_code
+            if trial.restarts > exp.config.max_restarts:
+                await self._tasks.master_log(
+                    alloc,
+                    f"trial {trial.id} failed (exit code {code}) and used all "
+                    f"{exp.config.max_restarts} restarts; it ends in ERROR",
+                )
+                await self._end_trial(exp, trial, State.ERROR)
+                ops = exp.search.on_trial_exited_early(trial.request_id, "errored")
+            else:
+                await self._tasks.master_log(
+                    alloc,
+                    f"trial {trial.id} failed (exit code {code}); restarting "
+                    f"({trial.restarts} of {exp.config.max_restarts})",
+                )
+                await self._resume_or_park(exp, trial)
+        await self._apply(exp, ops)
+
+    async def _resume_or_park(self, exp: Experiment, trial: Trial) -> None:
+        if exp.state == State.ACTIVE:
+            self._request(exp, trial)
+            await self._save_trial(trial)
+        elif exp.state == State.PAUSED:
+            trial.state = State.PAUSED
+            await self._save_trial(trial)
+        else:
+            await self._end_trial(exp, trial, STOPPED.get(exp.state, State.CANCELED))
+
+    # -- what running trials ask of the searcher -------------------------------------------------
+
+    async def current_operation(self, trial_id: int) -> int | None:
+        """The length the trial should train to, or None when the searcher is done with it."""
+        found = self.live_trial(trial_id)
+        if found is None:
+            row = await self._db.fetch_one("SELECT id FROM trials WHERE id = ?", (trial_id,))
+            if row is None:
+                raise errors.NotFound(f"trial {trial_id} not found")
+            return None
+        trial = found[1]
+        if trial.searcher_closed or trial.completed_length >= trial.searcher_length > 0:
+            return None
+        return trial.searcher_length
+
+    async def complete_operation(self, trial_id: int, length: int, metric: float) -> None:
+        found = self.live_trial(trial_id)
+        if found is None:
+            raise errors.FailedPrecondition(f"trial {trial_id} is not running")
+        exp, trial = found
+        trial.completed_length = max(trial.completed_length, length)
+        await self._save_trial(trial)
+        await self._apply(exp, exp.search.on_validation_completed(trial.request_id, metric, length))
+
+    async def early_exit(self, trial_id: int, reason: str) -> None:
+        found = self.live_trial(trial_id)
+        if found is None:
+            raise errors.FailedPrecondition(f"trial {trial_id} is not running")
+        if reason not in ("invalid_hp", "errored", "user_canceled"):
+            raise errors.InvalidArgument(
+                f"early exit reason {reason!r}: expected invalid_hp, errored or user_canceled"
+            )
+        trial = found[1]
+        trial.early_exit = reason
+        await self._save_trial(trial)
+
+    # -- user actions ----------------------------------------------------------------------------
+
+    async def _live(self, experiment_id: int, action: str) -> Experiment | None:
+        exp = self.live.get(experiment_id)
+        if exp is None:
+            await self.ensure_experiment(experiment_id)
+        return exp
+
+    async def kill(self, experiment_id: int) -> None:
+        exp = await self._live(experiment_id, "kill")
+        if exp is None:
+            return
+        await self._set_state(exp, State.STOPPING_KILLED)
+        for trial in list(exp.trials.values()):
+            await self._kill_trial(exp, trial)
+        await self._maybe_finish(exp)
+
+    async def kill_trial(self, trial_id: int) -> None:
+        found = self.live_trial(trial_id)
+        if found is None:
+            row = await self._db.fetch_one("SELECT id FROM trials WHERE id = ?", (trial_id,))
+            if row is None:
+                raise errors.NotFound(f"trial {trial_id} not found")
+            return
+        exp, trial = found
+        await self._kill_trial(exp, trial)
+        await self._maybe_finish(exp)
+
+    async def _kill_trial(self, exp: Experiment, trial: Trial) -> None:
+        if trial.state.terminal:
+            return
+        alloc = self._tasks.allocation_of(trial.task_id)
+        if alloc is not None:
+            alloc.stop_reason = "killed"
+            self._tasks.kill(alloc, reason="killed", grace=3.0)
+            return
+        self._tasks.withdraw(trial.task_id)
+        await self._end_trial(exp, trial, State.CANCELED)
+        await self._apply(exp, exp.search.on_trial_exited_early(trial.request_id, "user_canceled"))
+
+    async def pause(self, experiment_id: int) -> None:
+        exp = await self._live(experiment_id, "pause")
+        if exp is None or exp.state != State.ACTIVE:
+            return
+        await self._set_state(exp, State.PAUSED)
+        await self._stop_trials(exp, "paused")
+
+    async def cancel(self, experiment_id: int) -> None:
+        exp = await self._live(experiment_id, "cancel")
+        if exp is None or exp.state.stopping:
+            return
+        await self._set_state(exp, State.STOPPING_CANCELED)
+        await self._stop_trials(exp, "canceled")
+        await self._maybe_finish(exp)
+
+    async def _stop_trials(self, exp: Experiment, reason: str) -> None:
+        """Ask running trials to checkpoint and exit; park the ones waiting for slots."""
+        for trial in list(exp.trials.values()):
+            if trial.state.terminal:
+                continue
+            alloc = self._tasks.allocation_of(trial.task_id)
+            if alloc is not None:
+                self._tasks.preempt(alloc, reason=reason, timeout=exp.config.preemption_timeout)
+            elif self._tasks.withdraw(trial.task_id) or trial.state == State.PAUSED:
+                if reason == "paused":
+                    trial.state = State.PAUSED
+                    await self._save_trial(trial)
+                else:
+                    await self._end_trial(exp, trial, State.CANCELED)
+
+    async def activate(self, experiment_id: int) -> None:
+        exp = await self._live(experiment_id, "activate")
+        if exp is None:
+            raise errors.FailedPrecondition(f"experiment {experiment_id} has ended")
+        if exp.state != State.PAUSED:
+            return
+        await self._set_state(exp, State.ACTIVE)
+        for trial in exp.trials.values():
+            if trial.state == State.PAUSED:
+                trial.state = State.ACTIVE
+                await self._save_trial(trial)
+                if self._tasks.allocation_of(trial.task_id) is None:
+                    self._request(exp, trial)
+
+    async def set_archived(self, experiment_id: int, archived: bool) -> None:
+        await self.ensure_experiment(experiment_id)
+        if archived and experiment_id in self.live:
+            raise errors.FailedPrecondition(
+                f"experiment {experiment_id} is still running; only ended experiments can be "
+                "archived"
+            )
+        await self._db.execute(
+            "UPDATE experiments SET archived = ? WHERE id = ?", (int(archived), experiment_id)
+        )
+
+    async def delete(self, experiment_id: int) -> list[tuple[str, str]]:
+        """Delete an ended experiment; returns (uuid, storage) of checkpoints to remove."""
+        await self.ensure_experiment(experiment_id)
+        if experiment_id in self.live:
+            raise errors.FailedPrecondition(
+                f"experiment {experiment_id} is still running; kill it before deleting it"
+            )
+        rows = await self._db.fetch_all(
+            "SELECT uuid, storage FROM checkpoints WHERE experiment_id = ? AND state != 'DELETED'",
+            (experiment_id,),
+        )
+        await self._db.transaction(
+            [
+                ("DELETE FROM task_logs WHERE trial_id IN "
+                 "(SELECT id FROM trials WHERE experiment_id = ?)", (experiment_id,)),
+                ("DELETE FROM checkpoints WHERE experiment_id = ?", (experiment_id,)),
+                ("DELETE FROM experiments WHERE id = ?", (experiment_id,)),
+            ]
+        )
+        return [(r["uuid"], r["storage"]) for r in rows]
+
+    # -- restore after a master restart -------------------------------------------------------
+
+    async def restore(self, allocations: list[Allocation]) -> None:
+        running = {a.trial_id: a for a in allocations}
+        rows = await self._db.fetch_all(
+            "SELECT * FROM experiments WHERE state NOT IN ('COMPLETED', 'CANCELED', 'ERROR')"
+        )
+        for row in rows:
+            cfg = expconf.parse_experiment_config(json.loads(row["config"]))
+            seed = cfg.reproducibility.experiment_seed or 0
+            search = searcher.new_search(cfg, seed)
+            state = json.loads(row["searcher_state"] or "{}")
+            search.load_state_dict(state.get("method", {}))
+            exp = Experiment(
+                id=row["id"],
+                config=cfg,
+                state=State(row["state"]),
+                search=search,
+                searcher_done=bool(state.get("done", False)),
+            )
+            self.live[exp.id] = exp
+            for t in await self._db.fetch_all(
+                "SELECT * FROM trials WHERE experiment_id = ?", (exp.id,)
+            ):
+                trial = Trial(
+                    id=t["id"],
+                    experiment_id=exp.id,
+                    request_id=t["request_id"],
+                    state=State(t["state"]),
+                    hparams=json.loads(t["hparams"]),
+                    seed=t["seed"],
+                    restarts=t["restarts"],
+                    run_id=t["run_id"],
+                    steps_completed=t["steps_completed"],
+                    latest_checkpoint=t["latest_checkpoint"],
+                    searcher_length=t["searcher_length"],
+                    completed_length=t["completed_length"],
+                    searcher_closed=bool(t["searcher_closed"]),
+                    early_exit=t["early_exit"],
+                )
+                exp.trials[trial.id] = trial
+                if trial.state.terminal:
+                    continue
+                self._trials[trial.id] = trial
+                alloc = running.get(trial.id)
+                if alloc is not None:
+                    if exp.state == State.PAUSED:
+                        self._tasks.preempt(alloc, reason="paused", timeout=cfg.preemption_timeout)
+                    elif exp.state == State.STOPPING_CANCELED:
+                        self._tasks.preempt(alloc, reason="canceled", timeout=cfg.preemption_timeout)
+                    elif exp.state == State.STOPPING_KILLED:
+                        self._tasks.kill(alloc, reason="killed", grace=3.0)
+                elif exp.state == State.ACTIVE and trial.state == State.ACTIVE:
+                    self._request(exp, trial)
+                elif exp.state.stopping:
+                    await self._end_trial(exp, trial, STOPPED[exp.state])
+            await self._maybe_finish(exp)
+        log.info("restored %d live experiments", len(self.live))

@@ -1,0 +1,111 @@
+"""The master process: wires the store, agents, tasks, experiments and both transports
+together, runs them, and shuts them down in order."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+import grpclib.server
+
+from master import config as master_config
+from master import gateway
+from master.agents import AgentHub
+from master.api import DeterminedServicer
+from master.db import Database
+from master.experiments import Experiments, MasterInfo
+from master.listener import Listener, bind
+from master.logs import LogStore
+from master.reports import Reports
+from master.service import Service
+from master.tasks import TaskManager
+
+log = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+
+
+class Master:
+    def __init__(self, cfg: master_config.MasterConfig) -> None:
+        self.cfg = cfg
+        self.db = Database(cfg.db_path)
+        self._listener: Listener | None = None
+        self._stopping = asyncio.Event()
+        self.port = cfg.port
+        self.ready = asyncio.Event()
+
+    async def _cluster_id(self) -> str:
+        row = await self.db.fetch_one("SELECT value FROM cluster WHERE key = 'cluster_id'")
+        if row is not None:
+            return str(row["value"])
+        cluster_id = str(uuid.uuid4())
+        await self.db.execute(
+            "INSERT INTO cluster (key, value) VALUES ('cluster_id', ?)", (cluster_id,)
+        )
+        return cluster_id
+
+    async def run(self) -> None:
+        sock = bind(self.cfg.host, self.cfg.port)
+        await self.db.open()
+        try:
+            await self._serve(sock)
+        finally:
+            await self.db.close()
+
+    async def _serve(self, sock: object) -> None:
+        import socket
+
+        assert isinstance(sock, socket.socket)
+        cluster_id = await self._cluster_id()
+        lock = asyncio.Lock()
+        hub = AgentHub(cluster_id=cluster_id, version=VERSION)
+        logs = LogStore(self.db)
+        tasks = TaskManager(
+            self.db, hub, logs, lock, agent_reconnect_timeout=self.cfg.agent_reconnect_timeout
+        )
+        info = MasterInfo(
+            cluster_id=cluster_id,
+            master_address=self.cfg.address_for_tasks(),
+            pools=tuple(p.name for p in self.cfg.resource_pools),
+            default_pool=self.cfg.default_resource_pool,
+            defaults={
+                "checkpoint_storage": self.cfg.storage(),
+                "resources": {"resource_pool": self.cfg.default_resource_pool},
+            },
+        )
+        experiments = Experiments(self.db, tasks, info)
+        tasks.owner = experiments
+        hub.events = tasks
+        reports = Reports(self.db, experiments)
+        service = Service(
+            db=self.db,
+            lock=lock,
+            hub=hub,
+            logs=logs,
+            tasks=tasks,
+            experiments=experiments,
+            reports=reports,
+            info=info,
+            version=VERSION,
+        )
+        async with lock:
+            restored = await tasks.restore()
+            await experiments.restore(restored)
+        grpc_server = grpclib.server.Server([DeterminedServicer(service), hub])
+        self._listener = Listener(grpc_server, gateway.build(service))
+        await self._listener.start(sock)
+        self.port = self._listener.port
+        log.info("master %s listening on %s:%d", cluster_id, self.cfg.host, self.port)
+        self.ready.set()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                scheduling = tg.create_task(tasks.run())
+                await self._stopping.wait()
+                scheduling.cancel()
+        finally:
+            await self._listener.close()
+            log.info("master stopped")
+
+    def stop(self) -> None:
+        self._stopping.set()
