@@ -163,7 +163,9 @@ class AgentHub:
     async def _connect(self, stream: grpclib.server.Stream[Any, Any]) -> None:
         first = await stream.recv_message()
         if first is None or first.hello is None:
-            raise GRPCError(grpclib.const.Status.INVALID_ARGUMENT, "the first message must be hello")
+            raise GRPCError(
+                grpclib.const.Status.INVALID_ARGUMENT, "the first message must be hello"
+            )
         hello: v1.AgentHello = first.hello
         agent = self._register(hello)
         generation = agent.generation
@@ -208,18 +210,18 @@ class AgentHub:
         events = self.events
         assert events is not None
         async for msg in stream:
-            kind, value = betterproto2.which_one_of(msg, "msg")
-            if kind == "logs":
-                await events.container_logs(agent, value)
-            elif kind == "started":
-                await events.container_started(agent, value)
-            elif kind == "exited":
-                await events.container_exited(agent, value)
+            if msg.logs is not None:
+                await events.container_logs(agent, msg.logs)
+            elif msg.started is not None:
+                await events.container_started(agent, msg.started)
+            elif msg.exited is not None:
+                await events.container_exited(agent, msg.exited)
                 agent.send(
                     v1.MasterMessage(
-                        exit_acknowledged=v1.ExitAcknowledged(container_id=value.container_id)
+                        exit_acknowledged=v1.ExitAcknowledged(container_id=msg.exited.container_id)
                     )
                 )
             else:
+                kind, _ = betterproto2.which_one_of(msg, "msg")
                 log.warning("agent %s sent an unexpected %s message", agent.id, kind or "empty")
         raise ConnectionError("the agent closed its stream")

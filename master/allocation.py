@@ -89,7 +89,9 @@ class Allocation:
     def container_exited(self, container: Container, exit_code: int, error: str) -> None:
         container.exit_code = exit_code
         container.error = error
-        reason = f"container {container.rank} (agent {container.agent_id}) exited with code {exit_code}"
+        reason = (
+            f"container {container.rank} (agent {container.agent_id}) exited with code {exit_code}"
+        )
         if exit_code != 0 or self.exited:
             self.abort_gathers(reason)
 

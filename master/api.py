@@ -192,7 +192,9 @@ class DeterminedServicer(v1.DeterminedBase):
         return v1.ReportCheckpointResponse()
 
     async def get_checkpoint(self, message: v1.GetCheckpointRequest) -> v1.GetCheckpointResponse:
-        return v1.GetCheckpointResponse(checkpoint=await self.s.reports.get_checkpoint(message.uuid))
+        return v1.GetCheckpointResponse(
+            checkpoint=await self.s.reports.get_checkpoint(message.uuid)
+        )
 
     async def get_checkpoints(self, message: v1.GetCheckpointsRequest) -> v1.GetCheckpointsResponse:
         return v1.GetCheckpointsResponse(

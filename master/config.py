@@ -115,7 +115,9 @@ def load(args: argparse.Namespace) -> MasterConfig:
     if getattr(args, "checkpoint_path", None):
         raw["checkpoint_storage"] = {"type": "shared_fs", "host_path": args.checkpoint_path}
     data_dir = pathlib.Path(os.path.expanduser(str(raw.get("data_dir", MasterConfig().data_dir))))
-    pools = _pools(raw["resource_pools"]) if "resource_pools" in raw else MasterConfig().resource_pools
+    pools = (
+        _pools(raw["resource_pools"]) if "resource_pools" in raw else MasterConfig().resource_pools
+    )
     default_pool = str(raw.get("default_resource_pool", pools[0].name))
     if default_pool not in {p.name for p in pools}:
         raise _fail(f"default_resource_pool: no pool named {default_pool!r}")

@@ -139,8 +139,10 @@ class Experiments:
                         uuid.uuid4().hex[:8],
                     ),
                 ),
-                ("INSERT INTO contexts (experiment_id, data) VALUES (last_insert_rowid(), ?)",
-                 (context,)),
+                (
+                    "INSERT INTO contexts (experiment_id, data) VALUES (last_insert_rowid(), ?)",
+                    (context,),
+                ),
             ]
         )
         exp = Experiment(id=ids[0], config=cfg, state=state, search=search)
@@ -184,7 +186,14 @@ class Experiments:
         trial_id = await self._db.execute(
             "INSERT INTO trials (experiment_id, request_id, state, hparams, seed, start_time)"
             " VALUES (?,?,?,?,?,?)",
-            (exp.id, op.request_id, State.ACTIVE.value, json.dumps(op.hparams), op.seed, time.time()),
+            (
+                exp.id,
+                op.request_id,
+                State.ACTIVE.value,
+                json.dumps(op.hparams),
+                op.seed,
+                time.time(),
+            ),
         )
         trial = Trial(
             id=trial_id,
@@ -277,7 +286,9 @@ class Experiments:
     ) -> list[v1.StartContainer]:
         found = self.live_trial(request.trial_id or 0)
         if found is None:
-            raise RuntimeError(f"allocation {allocation.id} placed for unknown task {request.task_id}")
+            raise RuntimeError(
+                f"allocation {allocation.id} placed for unknown task {request.task_id}"
+            )
         exp, trial = found
         trial.run_id += 1
         await self._save_trial(trial)
@@ -556,8 +567,11 @@ class Experiments:
         )
         await self._db.transaction(
             [
-                ("DELETE FROM task_logs WHERE trial_id IN "
-                 "(SELECT id FROM trials WHERE experiment_id = ?)", (experiment_id,)),
+                (
+                    "DELETE FROM task_logs WHERE trial_id IN "
+                    "(SELECT id FROM trials WHERE experiment_id = ?)",
+                    (experiment_id,),
+                ),
                 ("DELETE FROM checkpoints WHERE experiment_id = ?", (experiment_id,)),
                 ("DELETE FROM experiments WHERE id = ?", (experiment_id,)),
             ]
@@ -613,7 +627,9 @@ class Experiments:
                     if exp.state == State.PAUSED:
                         self._tasks.preempt(alloc, reason="paused", timeout=cfg.preemption_timeout)
                     elif exp.state == State.STOPPING_CANCELED:
-                        self._tasks.preempt(alloc, reason="canceled", timeout=cfg.preemption_timeout)
+                        self._tasks.preempt(
+                            alloc, reason="canceled", timeout=cfg.preemption_timeout
+                        )
                     elif exp.state == State.STOPPING_KILLED:
                         self._tasks.kill(alloc, reason="killed", grace=3.0)
                 elif exp.state == State.ACTIVE and trial.state == State.ACTIVE:

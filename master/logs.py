@@ -154,4 +154,3 @@ class LogStore:
                 await asyncio.wait_for(waiter.wait(), timeout=1.0)
             except TimeoutError:
                 pass
-

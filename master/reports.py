@@ -61,7 +61,15 @@ class Reports:
         steps = 0
         for r in reports:
             rows.append(
-                (trial_id, run_id, r.group, r.steps_completed, r.metrics, r.batch_metrics, r.timestamp)
+                (
+                    trial_id,
+                    run_id,
+                    r.group,
+                    r.steps_completed,
+                    r.metrics,
+                    r.batch_metrics,
+                    r.timestamp,
+                )
             )
             steps = max(steps, r.steps_completed)
             if r.group == "validation":
@@ -105,11 +113,14 @@ class Reports:
             target = max(1, exp.search.target_trials())
             done = float(row["done"] or 0) if row is not None else 0.0
             await self._db.execute(
-                "UPDATE experiments SET progress = ? WHERE id = ?", (min(1.0, done / target), exp.id)
+                "UPDATE experiments SET progress = ? WHERE id = ?",
+                (min(1.0, done / target), exp.id),
             )
 
     async def best_validation(self, experiment_id: int) -> float | None:
-        row = await self._db.fetch_one("SELECT config FROM experiments WHERE id = ?", (experiment_id,))
+        row = await self._db.fetch_one(
+            "SELECT config FROM experiments WHERE id = ?", (experiment_id,)
+        )
         if row is None:
             raise errors.NotFound(f"experiment {experiment_id} not found")
         smaller = json.loads(row["config"])["searcher"].get("smaller_is_better", True)

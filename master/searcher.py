@@ -95,7 +95,9 @@ class SearchMethod(abc.ABC):
         self.lengths[request_id] = length
         return [ValidateAfter(request_id, length)]
 
-    def on_validation_completed(self, request_id: str, metric: float, length: int) -> list[Operation]:
+    def on_validation_completed(
+        self, request_id: str, metric: float, length: int
+    ) -> list[Operation]:
         if length >= self.lengths.get(request_id, 0):
             return [Close(request_id)]
         return []

@@ -119,7 +119,9 @@ class Service:
                 f"order_by: expected one of {', '.join(_ORDER_COLUMNS)}; got {req.order_by!r}"
             )
         clause = " AND ".join(where)
-        total = await self.db.fetch_one(f"SELECT COUNT(*) AS n FROM experiments WHERE {clause}", params)
+        total = await self.db.fetch_one(
+            f"SELECT COUNT(*) AS n FROM experiments WHERE {clause}", params
+        )
         rows = await self.db.fetch_all(
             f"SELECT e.*, (SELECT COUNT(*) FROM trials t WHERE t.experiment_id = e.id) AS n,"
             f" (SELECT MIN(best_validation) FROM trials t WHERE t.experiment_id = e.id) AS lo,"
@@ -162,7 +164,9 @@ class Service:
             raise errors.NotFound(f"experiment {experiment_id} not found")
         return bytes(row["data"])
 
-    async def experiment_action(self, action: str, experiment_id: int) -> v1.ExperimentActionResponse:
+    async def experiment_action(
+        self, action: str, experiment_id: int
+    ) -> v1.ExperimentActionResponse:
         exps = self.experiments
         async with self.lock:
             if action == "activate":

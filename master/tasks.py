@@ -226,9 +226,7 @@ class TaskManager:
         restored = []
         now = time.time()
         for row in rows:
-            containers = {
-                d["id"]: Container.from_json(d) for d in json.loads(row["containers"])
-            }
+            containers = {d["id"]: Container.from_json(d) for d in json.loads(row["containers"])}
             alloc = Allocation(
                 id=row["id"],
                 task_id=row["task_id"],
@@ -362,11 +360,11 @@ class TaskManager:
         for cid, since in list(self._away_since.items()):
             if now - since < self._reconnect_timeout:
                 continue
-            alloc = self._by_container.get(cid)
-            if alloc is None:
+            owner = self._by_container.get(cid)
+            if owner is None:
                 self._away_since.pop(cid, None)
                 continue
-            agent_id = alloc.containers[cid].agent_id
+            agent_id = owner.containers[cid].agent_id
             await self._container_exited(
                 cid,
                 -1,

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from determined._info import ClusterInfo, TrialInfo, get_cluster_info
+
+if TYPE_CHECKING:
+    from determined import core
 
 __version__ = "0.1.0"
 
@@ -15,4 +21,22 @@ class InvalidHP(Exception):
     invalid (not failed), and the searcher may replace it."""
 
 
-__all__ = ["LOG_FORMAT", "ClusterInfo", "InvalidHP", "TrialInfo", "__version__", "get_cluster_info"]
+# Submodules loaded on first use (``det.core``), so that ``import determined`` stays fast.
+_LAZY_SUBMODULES = ("core",)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"determined.{name}")
+    raise AttributeError(f"module 'determined' has no attribute {name!r}")
+
+
+__all__ = [
+    "LOG_FORMAT",
+    "ClusterInfo",
+    "InvalidHP",
+    "TrialInfo",
+    "__version__",
+    "core",
+    "get_cluster_info",
+]

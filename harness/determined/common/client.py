@@ -107,7 +107,9 @@ class Session:
 
 
 @contextlib.asynccontextmanager
-async def session(address: str | None = None, *, token: str | None = None) -> AsyncIterator[Session]:
+async def session(
+    address: str | None = None, *, token: str | None = None
+) -> AsyncIterator[Session]:
     s = Session(address, token=token)
     try:
         yield s

@@ -1,0 +1,324 @@
+"""The process runtime: each container is a plain subprocess tree on this machine.
+
+A container is its argv run directly (no shell) in a new session, so it leads its own
+process group and a kill reaches its children too, in a fresh working directory
+``<work_dir>/<container_id>``. Like a real container, it ends with its main process: when
+that exits, whatever else is left in its group is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import shlex
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.lines import LineSplitter
+from agent.runtime import (
+    EventSink,
+    Exited,
+    LogLine,
+    Output,
+    RunningContainer,
+    Started,
+    StartOrder,
+)
+from agent.slots import SlotSpec
+
+log = logging.getLogger(__name__)
+
+_READ_SIZE = 64 * 1024
+# How long to keep reading a container's pipes after its process group was killed; only a
+# process that escaped the group (its own setsid) can hold them open longer.
+_DRAIN_SECONDS = 5.0
+# Exit codes for containers that never ran, as a shell would report them.
+EXIT_NOT_FOUND = 127
+EXIT_START_FAILED = 1
+
+
+class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's protocol for ``Process``, plus an event for the main process's exit."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=_READ_SIZE, loop=loop)
+        self.main_exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.main_exited.set()
+
+
+class _StartFailed(Exception):
+    def __init__(self, message: str, exit_code: int = EXIT_START_FAILED) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class _Spawned:
+    proc: asyncio.subprocess.Process
+    transport: asyncio.SubprocessTransport
+    protocol: _Protocol
+
+
+@dataclass(eq=False)
+class _Container:
+    order: StartOrder
+    spawned: _Spawned
+    on_event: EventSink
+    returned: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+    watcher: asyncio.Task[None] | None = None
+
+    @property
+    def proc(self) -> asyncio.subprocess.Process:
+        return self.spawned.proc
+
+    @property
+    def pid(self) -> int:
+        return self.spawned.proc.pid
+
+    def signal_group(self, sig: signal.Signals) -> None:
+        # Once the exit was reported the group id may belong to someone else.
+        if self.finished.is_set():
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+
+class ProcessRuntime:
+    """Runs containers as process groups; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        work_dir: Path,
+        agent_id: str,
+        master: str,
+        slots: Sequence[SlotSpec],
+        base_env: dict[str, str] | None = None,
+    ) -> None:
+        self._work_dir = work_dir
+        self._agent_id = agent_id
+        self._master = master
+        self._slots = {s.id: s for s in slots}
+        self._has_gpus = any(s.type == "cuda" for s in slots)
+        self._base_env = dict(os.environ if base_env is None else base_env)
+        self._containers: dict[str, _Container] = {}
+        self._starting: set[str] = set()
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return "process"
+
+    async def start(self, order: StartOrder, on_event: EventSink) -> None:
+        cid = order.container_id
+        if cid in self._containers or cid in self._starting:
+            log.warning("ignoring a second start order for container %s: it is running", cid)
+            return
+        if self._closed:
+            _report_failure(order, on_event, "the agent is shutting down", EXIT_START_FAILED)
+            return
+        self._starting.add(cid)
+        try:
+            spawned = await self._spawn(order)
+        except _StartFailed as e:
+            log.warning("container %s could not start: %s", cid, e.message)
+            _report_failure(order, on_event, e.message, e.exit_code)
+            return
+        finally:
+            self._starting.discard(cid)
+        container = _Container(order=order, spawned=spawned, on_event=on_event)
+        proc = spawned.proc
+        self._containers[cid] = container
+        log.info("started container %s (pid %d): %s", cid, proc.pid, _describe(order.argv))
+        on_event(Started(cid, order.allocation_id, proc.pid, time.time()))
+        container.watcher = asyncio.create_task(self._watch(container), name=f"watch-{cid}")
+
+    async def kill(self, container_id: str, grace_seconds: float) -> None:
+        container = self._containers.get(container_id)
+        if container is None or container.finished.is_set():
+            return
+        grace = grace_seconds if math.isfinite(grace_seconds) and grace_seconds > 0 else 0.0
+        log.info("stopping container %s (SIGKILL after %.1f s)", container_id, grace)
+        container.signal_group(signal.SIGTERM)
+        if not container.returned.is_set():
+            try:
+                async with asyncio.timeout(grace):
+                    await container.returned.wait()
+            except TimeoutError:
+                log.info("container %s outlived its grace period; sending SIGKILL", container_id)
+        container.signal_group(signal.SIGKILL)
+        await container.finished.wait()
+
+    def running(self) -> list[RunningContainer]:
+        return [
+            RunningContainer(c.order.container_id, c.order.allocation_id, c.pid)
+            for c in self._containers.values()
+            if not c.finished.is_set()
+        ]
+
+    def kill_now(self) -> None:
+        for container in self._containers.values():
+            container.signal_group(signal.SIGKILL)
+
+    async def close(self) -> None:
+        self._closed = True
+        self.kill_now()
+        watchers = [c.watcher for c in self._containers.values() if c.watcher is not None]
+        if not watchers:
+            return
+        # Give the watchers a moment to reap and report, then stop them.
+        _, pending = await asyncio.wait(watchers, timeout=_DRAIN_SECONDS)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _spawn(self, order: StartOrder) -> _Spawned:
+        if not order.argv or not order.argv[0]:
+            raise _StartFailed("the container has no command (empty argv)")
+        cid = order.container_id
+        if not cid or cid in (".", "..") or "/" in cid or "\0" in cid:
+            raise _StartFailed(f"invalid container id {cid!r}")
+        unknown = [s for s in order.slot_ids if s not in self._slots]
+        if unknown:
+            raise _StartFailed(
+                f"slot id(s) {', '.join(unknown)} do not exist on agent {self._agent_id} "
+                f"(it has {', '.join(self._slots) or 'no slots'})"
+            )
+        env = self._environment(order)
+        exe = order.argv[0]
+        if os.sep not in exe and shutil.which(exe, path=env["PATH"]) is None:
+            raise _StartFailed(f"executable {exe!r} not found on PATH", EXIT_NOT_FOUND)
+        cwd = self._work_dir / cid
+        try:
+            await asyncio.to_thread(_fresh_directory, cwd)
+        except OSError as e:
+            raise _StartFailed(f"cannot create working directory {cwd}: {e.strerror or e}") from e
+        loop = asyncio.get_running_loop()
+        try:
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _Protocol(loop),
+                *order.argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+            )
+        except FileNotFoundError as e:
+            raise _StartFailed(f"executable {exe!r} not found", EXIT_NOT_FOUND) from e
+        except PermissionError as e:
+            raise _StartFailed(f"cannot execute {exe!r}: permission denied") from e
+        except (OSError, ValueError) as e:
+            raise _StartFailed(f"cannot execute {exe!r}: {e}") from e
+        return _Spawned(asyncio.subprocess.Process(transport, protocol, loop), transport, protocol)
+
+    def _environment(self, order: StartOrder) -> dict[str, str]:
+        env = {**self._base_env, **order.env}
+        env["DET_MASTER"] = self._master
+        env["DET_AGENT_ID"] = self._agent_id
+        env["PYTHONUNBUFFERED"] = "1"
+        # `python3` in an argv means this interpreter, which has `determined` installed.
+        bindir = os.path.dirname(sys.executable)
+        rest = [d for d in env.get("PATH", "").split(os.pathsep) if d]
+        env["PATH"] = os.pathsep.join([bindir, *rest])
+        if self._has_gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(order.slot_ids)
+        return env
+
+    async def _watch(self, container: _Container) -> None:
+        order = container.order
+        cid = order.container_id
+        error = ""
+        try:
+            exit_code = await self._supervise(container)
+        except Exception as e:
+            # A fault here is the agent's, not the task's: report it on this container only.
+            log.exception("lost track of container %s", cid)
+            container.signal_group(signal.SIGKILL)
+            exit_code, error = EXIT_START_FAILED, f"the agent lost track of the container: {e}"
+        finally:
+            container.returned.set()
+        log.info("container %s exited with code %d", cid, exit_code)
+        container.on_event(Exited(cid, order.allocation_id, exit_code, error, time.time()))
+        container.finished.set()
+        del self._containers[cid]
+
+    async def _supervise(self, container: _Container) -> int:
+        proc = container.proc
+        assert proc.stdout is not None and proc.stderr is not None
+        readers = [
+            asyncio.create_task(_pump(proc.stdout, "stdout", container)),
+            asyncio.create_task(_pump(proc.stderr, "stderr", container)),
+        ]
+        try:
+            # Not proc.wait(): it also waits for the pipes, which a leftover child can hold.
+            await container.spawned.protocol.main_exited.wait()
+            code = proc.returncode
+            assert code is not None
+            container.returned.set()
+            container.signal_group(signal.SIGKILL)
+            _, pending = await asyncio.wait(readers, timeout=_DRAIN_SECONDS)
+            if pending:
+                log.warning(
+                    "container %s: a process outside its group holds its output open; "
+                    "not waiting for more output",
+                    container.order.container_id,
+                )
+            for task in readers:
+                if task.done() and not task.cancelled() and task.exception() is not None:
+                    log.error(
+                        "container %s: reading output failed",
+                        container.order.container_id,
+                        exc_info=task.exception(),
+                    )
+        finally:
+            for task in readers:
+                task.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
+            container.spawned.transport.close()
+        return code if code >= 0 else 128 - code
+
+
+async def _pump(stream: asyncio.StreamReader, stdtype: str, container: _Container) -> None:
+    splitter = LineSplitter()
+    order = container.order
+    while True:
+        data = await stream.read(_READ_SIZE)
+        texts = splitter.feed(data) if data else splitter.flush()
+        if texts:
+            now = time.time()
+            lines = tuple(LogLine(now, stdtype, t) for t in texts)
+            container.on_event(Output(order.container_id, order.allocation_id, lines))
+        if not data:
+            return
+
+
+def _describe(argv: Sequence[str], limit: int = 200) -> str:
+    text = shlex.join(argv).replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _fresh_directory(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+
+
+def _report_failure(order: StartOrder, on_event: EventSink, message: str, code: int) -> None:
+    on_event(Exited(order.container_id, order.allocation_id, code, message, time.time()))

@@ -1,0 +1,73 @@
+"""`det agent list` and `det slot list`: what the cluster has and what is using it."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from cli import Subparsers, render, rpc
+from determined.api.gen import v1
+from determined.common import client
+
+
+def add_parser(nouns: Subparsers) -> None:
+    agent = nouns.add_parser("agent", aliases=["a"], help="list agents")
+    verbs = agent.add_subparsers(dest="verb", metavar="COMMAND", required=True)
+    p = verbs.add_parser("list", aliases=["ls"], help="list agents and their slot usage")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=list_agents)
+
+    slot = nouns.add_parser("slot", aliases=["s"], help="list slots")
+    verbs = slot.add_subparsers(dest="verb", metavar="COMMAND", required=True)
+    p = verbs.add_parser("list", aliases=["ls"], help="list every agent's slots")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=list_slots)
+
+
+def _agents(master: str | None) -> list[v1.Agent]:
+    async def body(s: client.Session) -> list[v1.Agent]:
+        return list((await s.call(s.stub.get_agents(v1.GetAgentsRequest()))).agents)
+
+    return rpc.run(master, body)
+
+
+AGENT_HEADERS = ("Agent ID", "Address", "Pool", "Slots", "Runtime", "Connected", "Enabled")
+
+
+def agent_row(a: v1.Agent) -> list[Any]:
+    used = sum(1 for slot in a.slots if slot.allocation_id)
+    return [
+        a.id,
+        a.address,
+        a.resource_pool,
+        f"{used}/{len(a.slots)}",
+        a.runtime,
+        a.connected,
+        a.enabled,
+    ]
+
+
+SLOT_HEADERS = ("Agent ID", "Slot ID", "Type", "Device", "Enabled", "Allocation")
+
+
+def slot_rows(a: v1.Agent) -> list[list[Any]]:
+    return [[a.id, s.id, s.type, s.device, s.enabled, s.allocation_id or "FREE"] for s in a.slots]
+
+
+def list_agents(args: argparse.Namespace) -> int:
+    agents = _agents(args.master)
+    if args.json:
+        print(render.to_json([render.message_dict(a) for a in agents]))
+    else:
+        print(render.table(AGENT_HEADERS, map(agent_row, agents)))
+    return 0
+
+
+def list_slots(args: argparse.Namespace) -> int:
+    agents = _agents(args.master)
+    if args.json:
+        slots = [{"agent_id": a.id, **render.message_dict(s)} for a in agents for s in a.slots]
+        print(render.to_json(slots))
+    else:
+        print(render.table(SLOT_HEADERS, [row for a in agents for row in slot_rows(a)]))
+    return 0

@@ -1,0 +1,206 @@
+"""`det experiment|e`: list, inspect and control experiments (creation lives in `create`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import yaml
+
+from cli import Subparsers, create, render, rpc, trial
+from determined.api.gen import v1
+from determined.common import client, errors
+
+# verb -> (stub method, past tense for the confirmation line)
+_ACTIONS = {
+    "activate": ("activate_experiment", "Activated"),
+    "pause": ("pause_experiment", "Paused"),
+    "cancel": ("cancel_experiment", "Canceled"),
+    "kill": ("kill_experiment", "Killed"),
+    "archive": ("archive_experiment", "Archived"),
+    "unarchive": ("unarchive_experiment", "Unarchived"),
+}
+
+
+def add_parser(nouns: Subparsers) -> None:
+    exp = nouns.add_parser("experiment", aliases=["e"], help="create and manage experiments")
+    verbs = exp.add_subparsers(dest="verb", metavar="COMMAND", required=True)
+    create.add_create_parser(verbs)
+
+    p = verbs.add_parser("list", aliases=["ls"], help="list experiments")
+    p.add_argument("--all", action="store_true", help="include archived experiments")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=list_experiments)
+
+    p = _with_id(verbs, "describe", "show an experiment and its trials", json_flag=True)
+    p.set_defaults(func=describe)
+    _with_id(verbs, "config", "print an experiment's filled config").set_defaults(func=show_config)
+    p = _with_id(verbs, "list-trials", "list its trials", aliases=["lt"], json_flag=True)
+    p.set_defaults(func=list_trials)
+    p = _with_id(verbs, "list-checkpoints", "list its checkpoints", aliases=["lc"], json_flag=True)
+    p.set_defaults(func=list_checkpoints)
+
+    p = _with_id(verbs, "wait", "wait for an experiment to end; exit 0 only if it completed")
+    p.add_argument("--interval", type=float, default=2.0, metavar="S", help="poll every S seconds")
+    p.set_defaults(func=wait)
+
+    for verb in _ACTIONS:
+        _with_id(verbs, verb, f"{verb} an experiment").set_defaults(func=action)
+
+    p = _with_id(verbs, "delete", "delete an experiment with its checkpoints and logs")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.set_defaults(func=delete)
+
+    p = _with_id(verbs, "logs", "print the logs of the experiment's first trial")
+    trial.add_log_flags(p)
+    p.set_defaults(func=logs)
+
+
+def _with_id(
+    verbs: Subparsers,
+    name: str,
+    help_text: str,
+    *,
+    aliases: list[str] | None = None,
+    json_flag: bool = False,
+) -> argparse.ArgumentParser:
+    p = verbs.add_parser(name, aliases=aliases or [], help=help_text)
+    p.add_argument("experiment_id", type=int, metavar="EXPERIMENT_ID")
+    if json_flag:
+        p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(action_name=name)
+    return p
+
+
+def list_experiments(args: argparse.Namespace) -> int:
+    request = v1.GetExperimentsRequest(archived=None if args.all else False, order_by="id")
+
+    async def body(s: client.Session) -> list[v1.Experiment]:
+        return list((await s.call(s.stub.get_experiments(request))).experiments)
+
+    experiments = rpc.run(args.master, body)
+    if args.json:
+        print(render.to_json([render.message_dict(e) for e in experiments]))
+    else:
+        print(render.table(render.EXPERIMENT_HEADERS, map(render.experiment_row, experiments)))
+    return 0
+
+
+async def _trials(s: client.Session, exp_id: int) -> list[v1.Trial]:
+    request = v1.GetExperimentTrialsRequest(experiment_id=exp_id)
+    return list((await s.call(s.stub.get_experiment_trials(request))).trials)
+
+
+def describe(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> tuple[v1.GetExperimentResponse, list[v1.Trial]]:
+        request = v1.GetExperimentRequest(experiment_id=args.experiment_id)
+        exp = await s.call(s.stub.get_experiment(request))
+        return exp, await _trials(s, args.experiment_id)
+
+    resp, trials = rpc.run(args.master, body)
+    e = rpc.present(resp.experiment, "experiment")
+    if args.json:
+        out: dict[str, Any] = render.message_dict(e)
+        out["config"] = json.loads(resp.config) if resp.config else None
+        out["trials"] = [render.message_dict(t) for t in trials]
+        print(render.to_json(out))
+        return 0
+    headers = (*render.EXPERIMENT_HEADERS, "Searcher", "Best Metric", "Archived", "Description")
+    row = render.experiment_row(e)
+    row += [e.searcher_name, render.optional_number(e.best_searcher_metric), e.archived]
+    row.append(e.description)
+    print(render.table(headers, [row]))
+    print("\nTrials:")
+    print(render.table(render.TRIAL_HEADERS, map(render.trial_row, trials)))
+    return 0
+
+
+def show_config(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> str:
+        request = v1.GetExperimentRequest(experiment_id=args.experiment_id)
+        return str((await s.call(s.stub.get_experiment(request))).config)
+
+    filled = json.loads(rpc.run(args.master, body) or "{}")
+    sys.stdout.write(yaml.safe_dump(filled, sort_keys=False, default_flow_style=False))
+    return 0
+
+
+def list_trials(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> list[v1.Trial]:
+        return await _trials(s, args.experiment_id)
+
+    trials = rpc.run(args.master, body)
+    if args.json:
+        print(render.to_json([render.message_dict(t) for t in trials]))
+    else:
+        print(render.table(render.TRIAL_HEADERS, map(render.trial_row, trials)))
+    return 0
+
+
+def list_checkpoints(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> list[v1.Checkpoint]:
+        request = v1.GetCheckpointsRequest(experiment_id=args.experiment_id)
+        return list((await s.call(s.stub.get_checkpoints(request))).checkpoints)
+
+    checkpoints = rpc.run(args.master, body)
+    if args.json:
+        print(render.to_json([render.message_dict(c) for c in checkpoints]))
+    else:
+        print(render.table(render.CHECKPOINT_HEADERS, map(render.checkpoint_row, checkpoints)))
+    return 0
+
+
+def wait(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> v1.State:
+        return await create.wait_for_end(s, args.experiment_id, interval=args.interval)
+
+    return create.report_end(args.experiment_id, rpc.run(args.master, body))
+
+
+def action(args: argparse.Namespace) -> int:
+    method, done = _ACTIONS[args.action_name]
+    request = v1.ExperimentActionRequest(experiment_id=args.experiment_id)
+
+    async def body(s: client.Session) -> None:
+        await s.call(getattr(s.stub, method)(request))
+
+    rpc.run(args.master, body)
+    print(f"{done} experiment {args.experiment_id}")
+    return 0
+
+
+def delete(args: argparse.Namespace) -> int:
+    exp_id = args.experiment_id
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise errors.InvalidArgument(
+                f"deleting experiment {exp_id} needs confirmation; pass --yes to confirm"
+            )
+        answer = input(
+            f"Delete experiment {exp_id} with all its checkpoints, metrics and logs? This "
+            "cannot be undone (`det experiment archive` hides it instead). [y/N] "
+        )
+        if answer.strip().lower() not in ("y", "yes"):
+            print("Not deleted.")
+            return 1
+
+    async def body(s: client.Session) -> None:
+        request = v1.ExperimentActionRequest(experiment_id=exp_id)
+        await s.call(s.stub.delete_experiment(request))
+
+    rpc.run(args.master, body)
+    print(f"Deleted experiment {exp_id}")
+    return 0
+
+
+def logs(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> None:
+        trial_id = await create.first_trial(s, args.experiment_id, wait=args.follow)
+        if trial_id is None:
+            raise errors.NotFound(f"experiment {args.experiment_id} ended without any trial")
+        await trial.print_logs(s, trial.logs_request(trial_id, args))
+
+    rpc.run(args.master, body)
+    return 0

@@ -1,0 +1,206 @@
+"""How the CLI shows things: tables, JSON, times, states and log lines.
+
+Every command prints through here so that `det` looks the same everywhere (Determined's
+"presto" tables, local wall-clock times) and so that `--json` output is stable for scripts:
+states are plain names ("COMPLETED"), JSON-in-a-string fields are decoded into objects.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import betterproto2
+
+# tabulate ships no type hints (no py.typed); its one function is wrapped below.
+from tabulate import tabulate  # type: ignore[import-untyped]
+
+from determined.api.gen import v1
+
+# Proto fields that carry a JSON document as a string; --json output inlines them.
+_JSON_STRING_FIELDS = frozenset(
+    {"hparams", "latest_validation", "metadata", "storage", "metrics", "batch_metrics", "config"}
+)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A table in Determined's look (`ID | Name | State`)."""
+    # disable_numparse: ids and hyperparameters are shown as sent, not re-formatted as floats.
+    text = tabulate(list(rows), headers=list(headers), tablefmt="presto", disable_numparse=True)
+    return str(text)
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=False)
+
+
+def local_time(seconds: float | None) -> str:
+    """Seconds since the epoch as local `YYYY-MM-DD HH:MM:SS`; "" for unset (0 or None)."""
+    if not seconds:
+        return ""
+    return datetime.datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def iso_utc(seconds: float) -> str:
+    """Log timestamps: ISO 8601 in UTC, like Determined's `det trial logs`."""
+    when = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
+    return when.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def state_name(state: Any) -> str:
+    """`v1.State.COMPLETED` -> "COMPLETED"; a value this CLI does not know stays visible."""
+    if isinstance(state, enum.Enum) and state.name:
+        return str(state.name)
+    # betterproto2 keeps an unknown number as a nameless member; show it as UNKNOWN(n).
+    return str(state)
+
+
+def percent(fraction: float) -> str:
+    return f"{fraction * 100:.1f}%"
+
+
+def optional_number(value: float | None) -> str:
+    return "" if value is None else f"{value:.6g}"
+
+
+def compact_json(text: str) -> str:
+    """A JSON string field on one line with spaces (hyperparameters in a table cell)."""
+    if not text:
+        return ""
+    try:
+        return json.dumps(json.loads(text), separators=(", ", ": "))
+    except ValueError:
+        return text
+
+
+def human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def message_dict(message: betterproto2.Message) -> dict[str, Any]:
+    """A proto message as plain JSON-ready data, every field present, snake_case keys."""
+    raw = message.to_dict(
+        output_format=betterproto2.OutputFormat.PYTHON,
+        casing=betterproto2.Casing.SNAKE,
+        include_default_values=True,
+    )
+    cleaned: dict[str, Any] = _plain(raw)
+    return cleaned
+
+
+def _plain(value: Any, key: str = "") -> Any:
+    if isinstance(value, enum.Enum):
+        return state_name(value)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, bytes):
+        return value.hex()
+    if key in _JSON_STRING_FIELDS and isinstance(value, str):
+        if not value:
+            return None
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+# Column sets shared by several commands.
+
+EXPERIMENT_HEADERS = (
+    "ID",
+    "Name",
+    "State",
+    "Progress",
+    "Start Time",
+    "End Time",
+    "Resource Pool",
+    "Owner",
+)
+
+
+def experiment_row(e: v1.Experiment) -> list[Any]:
+    return [
+        e.id,
+        e.name,
+        state_name(e.state),
+        percent(e.progress),
+        local_time(e.start_time),
+        local_time(e.end_time),
+        e.resource_pool,
+        e.username,
+    ]
+
+
+TRIAL_HEADERS = (
+    "Trial ID",
+    "State",
+    "H-Params",
+    "Steps",
+    "Restarts",
+    "Best Validation",
+    "Start",
+    "End",
+)
+
+
+def trial_row(t: v1.Trial) -> list[Any]:
+    return [
+        t.id,
+        state_name(t.state),
+        compact_json(t.hparams),
+        t.steps_completed,
+        t.restarts,
+        optional_number(t.best_validation_metric),
+        local_time(t.start_time),
+        local_time(t.end_time),
+    ]
+
+
+CHECKPOINT_HEADERS = (
+    "Trial ID",
+    "Steps",
+    "State",
+    "Validation Metric",
+    "UUID",
+    "Resources",
+    "Size",
+    "Report Time",
+)
+
+
+def checkpoint_row(c: v1.Checkpoint) -> list[Any]:
+    return [
+        c.trial_id,
+        c.steps_completed,
+        c.state,
+        optional_number(c.searcher_metric),
+        c.uuid,
+        len(c.resources),
+        human_bytes(c.size),
+        local_time(c.report_time),
+    ]
+
+
+METRIC_HEADERS = ("Group", "Steps", "Reported", "Metrics")
+
+
+def metric_row(r: v1.MetricReport) -> list[Any]:
+    return [r.group, r.steps_completed, local_time(r.timestamp), compact_json(r.metrics)]
+
+
+def log_line(log: v1.TaskLog) -> str:
+    """One trial log line as Determined prints it: `[time] [rank=N] message`."""
+    rank = "" if log.rank is None else f"[rank={log.rank}] "
+    message = log.message.rstrip("\r\n")
+    return f"[{iso_utc(log.timestamp)}] {rank}{message}"

@@ -1,0 +1,186 @@
+"""The Core API's connection to the master: one event-loop thread that owns the gRPC channel.
+
+Training code is synchronous; gRPC (grpclib) is asyncio. A ``Session`` runs an event loop in
+a background thread; synchronous callers hand it coroutines (``run``) and wait for the answer,
+and long-lived background work (the metrics shipper, the preemption long poll) runs there as
+tasks the session owns (``spawn``). ``close()`` cancels and awaits those tasks, closes the
+channel, stops the loop and joins the thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+import grpclib.client
+import grpclib.const
+import grpclib.exceptions
+
+from determined.api.gen import v1
+from determined.common import client, errors
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# How long an RPC keeps being retried while the master cannot be reached (it may be
+# restarting) before the failure is reported to the caller.
+RETRY_FOR_SECONDS = 30.0
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` means "the master could not be reached", worth another try."""
+    if isinstance(exc, grpclib.exceptions.GRPCError):
+        return exc.status is grpclib.const.Status.UNAVAILABLE
+    return isinstance(
+        exc, (ConnectionError, OSError, grpclib.exceptions.StreamTerminatedError)
+    ) and not isinstance(exc, TimeoutError)
+
+
+class Session:
+    """An event-loop thread, a channel to the master, and the tasks running on that loop."""
+
+    def __init__(self, master_url: str, token: str, *, name: str = "pydet-core") -> None:
+        self.master_url = master_url
+        self._metadata = client.metadata(token)
+        self._loop = asyncio.new_event_loop()
+        self._channel: grpclib.client.Channel | None = None
+        self._stub: Any = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run_loop, name=name, daemon=True)
+        self._thread.start()
+
+    def _run_loop(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            self._loop.close()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    @property
+    def stub(self) -> Any:
+        """The ``v1.DeterminedStub``; only for coroutines running on this session's loop."""
+        if self._stub is None:
+            # grpclib binds a channel to the running loop when it is created.
+            host, port = client.parse_address(self.master_url)
+            self._channel = grpclib.client.Channel(host, port)
+            self._stub = v1.DeterminedStub(self._channel, metadata=self._metadata)
+        return self._stub
+
+    @property
+    def channel(self) -> grpclib.client.Channel:
+        """The channel, opened on first use; only for coroutines on this session's loop."""
+        _ = self.stub
+        assert self._channel is not None
+        return self._channel
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return self._metadata
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule ``coro`` on the loop; the caller waits on the returned future."""
+        if self._closed:
+            coro.close()
+            raise RuntimeError("the Core API session is closed (core.Context.close() was called)")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], *, timeout: float | None = None) -> T:
+        """Run ``coro`` on the loop and return its result (from a non-loop thread)."""
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("Session.run() was called from the session's own loop thread")
+        future = self.submit(coro)
+        try:
+            return future.result(timeout)
+        except BaseException:
+            # Interrupted (Ctrl-C) or timed out: do not leave the RPC running unowned.
+            future.cancel()
+            raise
+
+    def spawn(self, factory: Callable[[], Coroutine[Any, Any, None]], *, name: str) -> None:
+        """Start a long-lived task on the loop; the session cancels it at ``close()``."""
+
+        async def start() -> None:
+            task = asyncio.create_task(factory(), name=name)
+            self._tasks.add(task)
+            task.add_done_callback(self._task_done)
+
+        self.run(start())
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error(
+                "Core API background task %s failed", task.get_name(), exc_info=task.exception()
+            )
+
+    async def call(
+        self,
+        what: str,
+        rpc: Callable[[], Awaitable[T]],
+        *,
+        retry_for: float = RETRY_FOR_SECONDS,
+    ) -> T:
+        """Await ``rpc()``; retry while the master is unreachable, then raise a ``DetError``.
+
+        ``rpc`` is called afresh for each attempt. Errors the master answers with (not found,
+        invalid argument, aborted, ...) are not retried.
+        """
+        deadline = time.monotonic() + retry_for
+        delay = 0.2
+        while True:
+            try:
+                return await rpc()
+            except Exception as e:
+                if isinstance(e, TimeoutError):
+                    # grpclib's client-side deadline; OSError's subclass, but not "unreachable".
+                    raise errors.DeadlineExceeded(
+                        f"{what}: the master did not answer before the deadline"
+                    ) from None
+                if is_transient(e) and time.monotonic() + delay < deadline:
+                    log.debug("%s: master unreachable (%s); retrying in %.1fs", what, e, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                    continue
+                translated = client.translate(e, self.master_url)
+                if translated is None:
+                    raise
+                raise type(translated)(f"{what}: {translated.message}") from None
+
+    def close(self) -> None:
+        """Cancel and await the session's tasks, close the channel, stop and join the thread."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("Session.close() was called from the session's own loop thread")
+        try:
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result()
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+
+    async def _shutdown(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+            self._stub = None

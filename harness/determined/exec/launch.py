@@ -1,0 +1,122 @@
+"""``python3 -m determined.exec.launch``: the first process of every trial container.
+
+The agent starts it in an empty working directory with the task's ``DET_*`` environment.
+It downloads the experiment's context from the master into that directory, runs
+``startup-hook.sh`` if the context has one, and then runs the experiment's entrypoint:
+
+- a string: ``sh -c STRING``;
+- a list: that argv;
+- a legacy Trial class, ``module:ClassName`` (``model_def:MyTrial``): Determined picks
+  Horovod for it, but Horovod cannot build against the torch that pydet supports, so pydet
+  runs ``python3 -m determined.launch.torch_distributed --trial model_def:MyTrial``.
+
+SIGTERM and SIGINT are passed on to the entrypoint's process group; the exit status is the
+entrypoint's (128+N if a signal N ended it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import determined as det
+from determined.common import errors
+from determined.common.context import unpack_context
+from determined.launch import rpc
+from determined.launch._supervisor import Worker, supervise
+
+STARTUP_HOOK = "startup-hook.sh"
+_LEGACY_TRIAL = re.compile(r"[A-Za-z_][\w.]*(?:/[A-Za-z_][\w.]*)*:[A-Za-z_]\w*")
+
+
+class InvalidEntrypoint(errors.InvalidArgument):
+    """The experiment config's ``entrypoint`` is missing or not a string or list of strings."""
+
+
+def is_legacy_trial(entrypoint: str) -> bool:
+    """Whether ``entrypoint`` names a Trial class (``model_def:MyTrial``) instead of a command."""
+    return _LEGACY_TRIAL.fullmatch(entrypoint.strip()) is not None
+
+
+def entrypoint_argv(entrypoint: Any, *, python: str = "python3") -> list[str]:
+    """The command an experiment config's ``entrypoint`` stands for.
+
+    Raises:
+        InvalidEntrypoint: it is missing, empty, or not a string or a list of strings.
+    """
+    if isinstance(entrypoint, str) and entrypoint.strip():
+        if is_legacy_trial(entrypoint):
+            trial = entrypoint.strip()
+            return [python, "-m", "determined.launch.torch_distributed", "--trial", trial]
+        return ["sh", "-c", entrypoint]
+    if (
+        isinstance(entrypoint, list)
+        and entrypoint
+        and all(isinstance(word, str) for word in entrypoint)
+    ):
+        return list(entrypoint)
+    raise InvalidEntrypoint(
+        f"entrypoint must be a command string or a list of strings, not {entrypoint!r}"
+    )
+
+
+def _child_env() -> dict[str, str]:
+    # Our stdout is the task log: Python code should write lines as it prints them.
+    return {"PYTHONUNBUFFERED": "1", **os.environ}
+
+
+def run_startup_hook(directory: str | os.PathLike[str], env: Mapping[str, str]) -> int:
+    """Run ``sh startup-hook.sh`` in ``directory`` if it exists; its exit status, else 0."""
+    if not (Path(directory) / STARTUP_HOOK).is_file():
+        return 0
+    return supervise([Worker(["sh", STARTUP_HOOK], env=env, cwd=os.fspath(directory))])
+
+
+def run_task(directory: str | os.PathLike[str], entrypoint: Any, *, python: str = "python3") -> int:
+    """Everything after the download: the startup hook, then the entrypoint; an exit status."""
+    try:
+        argv = entrypoint_argv(entrypoint, python=python)
+    except InvalidEntrypoint as e:
+        print(f"cannot start the task: {e.message}", file=sys.stderr, flush=True)
+        return 1
+    env = _child_env()
+    code = run_startup_hook(directory, env)
+    if code != 0:
+        print(f"{STARTUP_HOOK} failed with exit code {code}", file=sys.stderr, flush=True)
+        return code
+    return supervise([Worker(argv, env=env, cwd=os.fspath(directory))])
+
+
+def main() -> int:
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # a TextIOWrapper
+    logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
+    info = det.get_cluster_info()
+    if info is None:
+        print(
+            "determined.exec.launch starts a task's entrypoint and runs only inside a pydet "
+            "task (DET_ALLOCATION_ID is not set); run your script directly instead",
+            file=sys.stderr,
+        )
+        return 2
+    if info.trial is None:
+        print(
+            "determined.exec.launch: this task is not a trial (DET_TRIAL_ID is not set)",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        data = rpc.fetch_context(info, info.trial.experiment_id)
+        unpack_context(data, os.getcwd())
+    except errors.DetError as e:
+        print(f"cannot download the experiment's context: {e.message}", file=sys.stderr, flush=True)
+        return 1
+    return run_task(os.getcwd(), info.trial.config.get("entrypoint"), python=sys.executable)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The launch layers' calls to the master, retried while the master cannot be reached.
+
+A task can start while its master restarts or while the network settles, so connection
+failures are retried with backoff for up to ``RETRY_SECONDS``; any other error (an unknown
+experiment, a bad token) fails at once. Calls carry the task's ``DET_SESSION_TOKEN``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from determined import ClusterInfo
+from determined.api.gen import v1
+from determined.common import client, errors
+
+log = logging.getLogger(__name__)
+
+RETRY_SECONDS = 30.0
+CONTEXT_TIMEOUT_SECONDS = 300.0
+_FIRST_DELAY = 0.25
+_MAX_DELAY = 4.0
+
+
+async def _call(
+    info: ClusterInfo,
+    request: Callable[[Any], Any],
+    *,
+    what: str,
+    retry_seconds: float,
+) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + retry_seconds
+    delay = _FIRST_DELAY
+    while True:
+        # A fresh channel per attempt: a refused connection must not be remembered.
+        async with client.session(info.master_url, token=info.session_token) as session:
+            try:
+                result: Any = await session.call(request(session.stub))
+                return result
+            except errors.Unavailable as e:
+                if loop.time() + delay > deadline:
+                    raise errors.Unavailable(
+                        f"{what}: gave up after {retry_seconds:.0f} s: {e.message}"
+                    ) from None
+                log.warning("%s: %s; retrying in %.1f s", what, e.message, delay)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, _MAX_DELAY)
+
+
+def fetch_context(
+    info: ClusterInfo, experiment_id: int, *, retry_seconds: float = RETRY_SECONDS
+) -> bytes:
+    """The experiment's packed context (``GetExperimentContext``).
+
+    Raises:
+        determined.common.errors.DetError: the master refused, or stayed unreachable.
+    """
+    message = v1.GetExperimentContextRequest(experiment_id=experiment_id)
+
+    def request(stub: Any) -> Any:
+        return stub.get_experiment_context(message, timeout=CONTEXT_TIMEOUT_SECONDS)
+
+    response = asyncio.run(
+        _call(info, request, what="downloading the context", retry_seconds=retry_seconds)
+    )
+    return bytes(response.context)
+
+
+def all_gather(
+    info: ClusterInfo,
+    data: bytes,
+    *,
+    group: str,
+    seq: int = 0,
+    timeout_seconds: float = 0.0,
+    retry_seconds: float = RETRY_SECONDS,
+) -> list[bytes]:
+    """Every container's ``data``, in container-rank order (``AllocationAllGather``).
+
+    Each of the allocation's containers must call it with the same ``group`` and ``seq``;
+    the call returns once all of them have. ``timeout_seconds`` 0 leaves the wait to the
+    master's default.
+
+    Raises:
+        determined.common.errors.DetError: the master refused, timed out, or stayed
+            unreachable.
+    """
+    message = v1.AllGatherRequest(
+        allocation_id=info.allocation_id,
+        group=group,
+        seq=seq,
+        rank=info.container_rank,
+        size=len(info.container_addrs),
+        data=data,
+        timeout_seconds=timeout_seconds,
+    )
+
+    def request(stub: Any) -> Any:
+        return stub.allocation_all_gather(message)
+
+    response = asyncio.run(
+        _call(info, request, what="exchanging rendezvous data", retry_seconds=retry_seconds)
+    )
+    return [bytes(d) for d in response.data]

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The test command: static checks, then the default test suite (no slow or docker suites).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+. .venv/bin/activate
+python api/generate.py --check
+ruff check .
+ruff format --check .
+mypy
+pytest -m "not slow and not docker" -p no:cacheprovider "$@"

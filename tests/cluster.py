@@ -1,0 +1,204 @@
+"""A real local cluster for tests: a master and agents as subprocesses on free ports.
+
+Tests drive it the way a user does, through the `det` CLI (as a subprocess) or the API.
+Every process started here is stopped at teardown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Cluster:
+    def __init__(self, root: pathlib.Path, *, reconnect_timeout: float = 10.0) -> None:
+        self.root = root
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.reconnect_timeout = reconnect_timeout
+        self.master: subprocess.Popen[bytes] | None = None
+        self.agents: dict[str, subprocess.Popen[bytes]] = {}
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "DET_MASTER": self.address, "PYTHONUNBUFFERED": "1"}
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - owned by the process
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+
+    def start_master(self) -> None:
+        self.master = self._spawn(
+            "master",
+            [
+                sys.executable,
+                "-m",
+                "master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--data-dir",
+                str(self.root / "master"),
+                "--agent-reconnect-timeout",
+                str(self.reconnect_timeout),
+                "--log-level",
+                "debug",
+            ],
+        )
+        wait_until(self.healthy, 30, "the master to answer /health")
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.address}/health", timeout=1) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def stop_master(self, sig: int = signal.SIGTERM) -> None:
+        assert self.master is not None
+        self.master.send_signal(sig)
+        self.master.wait(timeout=30)
+        self.master = None
+
+    def start_agent(self, agent_id: str = "agent-0", slots: int = 1) -> None:
+        self.agents[agent_id] = self._spawn(
+            agent_id,
+            [
+                sys.executable,
+                "-m",
+                "agent",
+                "--master",
+                self.address,
+                "--agent-id",
+                agent_id,
+                "--slots",
+                str(slots),
+                "--work-dir",
+                str(self.root / agent_id),
+                "--log-level",
+                "debug",
+            ],
+        )
+        wait_until(
+            lambda: any(a["id"] == agent_id and a["connected"] for a in self.agents_json()),
+            30,
+            f"agent {agent_id} to connect",
+        )
+
+    def stop_agent(self, agent_id: str, sig: int = signal.SIGTERM) -> None:
+        proc = self.agents.pop(agent_id)
+        proc.send_signal(sig)
+        proc.wait(timeout=30)
+
+    def agents_json(self) -> list[dict[str, Any]]:
+        try:
+            with urllib.request.urlopen(f"http://{self.address}/api/v1/agents", timeout=2) as r:
+                return list(json.load(r)["agents"])
+        except OSError:
+            return []
+
+    def det(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"det {' '.join(args)} exited {proc.returncode}\n"
+                f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+            )
+        return proc
+
+    def create(self, config: pathlib.Path | str, context: pathlib.Path | str, *extra: str) -> int:
+        out = self.det("experiment", "create", str(config), str(context), *extra).stdout
+        for line in out.splitlines():
+            if line.startswith("Created experiment "):
+                return int(line.split()[-1])
+        raise AssertionError(f"no experiment id in: {out}")
+
+    def experiment(self, exp_id: int) -> dict[str, Any]:
+        return dict(json.loads(self.det("experiment", "describe", str(exp_id), "--json").stdout))
+
+    def state(self, exp_id: int) -> str:
+        return str(self.experiment(exp_id)["state"]).removeprefix("STATE_")
+
+    def trials(self, exp_id: int) -> list[dict[str, Any]]:
+        return list(json.loads(self.det("experiment", "list-trials", str(exp_id), "--json").stdout))
+
+    def wait_state(self, exp_id: int, *states: str, timeout: float = 120) -> str:
+        return str(
+            wait_until(
+                lambda: (s := self.state(exp_id)) in states and s,
+                timeout,
+                f"experiment {exp_id} to reach {states}",
+                interval=0.3,
+            )
+        )
+
+    def logs(self, trial_id: int, *extra: str) -> str:
+        return self.det("trial", "logs", str(trial_id), *extra).stdout
+
+    def close(self) -> None:
+        for agent_id in list(self.agents):
+            proc = self.agents.pop(agent_id)
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if self.master is not None:
+            self.master.kill()
+            self.master.wait()
+            self.master = None
+
+    def dump_logs(self) -> str:
+        return "\n".join(
+            f"==== {p.name}\n{p.read_text(errors='replace')[-6000:]}" for p in self.root.glob("*.log")
+        )
+
+
+def cluster_fixture(tmp_path: pathlib.Path, agents: int = 1, slots: int = 1) -> Iterator[Cluster]:
+    c = Cluster(tmp_path)
+    try:
+        c.start_master()
+        for i in range(agents):
+            c.start_agent(f"agent-{i}", slots)
+        yield c
+    except BaseException:
+        print(c.dump_logs())
+        raise
+    finally:
+        c.close()

@@ -1,0 +1,42 @@
+"""Bad input gets a clear error and loses nothing."""
+
+from __future__ import annotations
+
+import pathlib
+
+from tests.cluster import EXAMPLES, Cluster, free_port
+
+
+def test_entrypoint_missing_from_context_is_rejected(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    (tmp_path / "ctx").mkdir()
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("entrypoint: python3 nowhere.py\nsearcher: {name: single, metric: x}\n")
+    proc = cluster.det("experiment", "create", str(cfg), str(tmp_path / "ctx"), check=False)
+    assert proc.returncode == 1
+    assert "nowhere.py is not in the context directory" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "minimal" not in cluster.det("experiment", "list").stdout
+    assert cluster.det("experiment", "list", "--json").stdout.strip() in ("[]", "")
+
+
+def test_unknown_config_key_names_the_path(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("entrypoint: python3 train.py\nsearcher: {name: single, metric: x, max_trails: 3}\n")
+    proc = cluster.det("experiment", "create", str(cfg), str(EXAMPLES / "minimal"), check=False)
+    assert proc.returncode == 1
+    assert "searcher.max_trails" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_experiment_id_says_which(cluster: Cluster) -> None:
+    proc = cluster.det("experiment", "describe", "4242", check=False)
+    assert proc.returncode == 1
+    assert "experiment 4242 not found" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_dead_master_is_reported(cluster: Cluster) -> None:
+    proc = cluster.det("-m", f"127.0.0.1:{free_port()}", "experiment", "list", check=False)
+    assert proc.returncode == 1
+    assert "cannot reach the master" in proc.stderr
+    assert "Traceback" not in proc.stderr

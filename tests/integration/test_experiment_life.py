@@ -1,0 +1,138 @@
+"""An experiment's life on a real master and agent, driven through the `det` CLI."""
+
+from __future__ import annotations
+
+import pathlib
+import signal
+import textwrap
+import time
+
+from tests.cluster import EXAMPLES, Cluster, wait_until
+
+
+def make_context(tmp_path: pathlib.Path, script: str, config: str) -> tuple[pathlib.Path, pathlib.Path]:
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "train.py").write_text(textwrap.dedent(script))
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(textwrap.dedent(config))
+    return cfg, ctx
+
+
+def test_minimal_example_completes_with_its_logs(cluster: Cluster) -> None:
+    exp_id = cluster.create(EXAMPLES / "minimal" / "const.yaml", EXAMPLES / "minimal")
+    assert cluster.wait_state(exp_id, "COMPLETED", "ERROR", "CANCELED") == "COMPLETED"
+    trials = cluster.trials(exp_id)
+    assert [t["state"] for t in trials] == ["COMPLETED"]
+    logs = cluster.logs(trials[0]["id"])
+    assert "step 5/5" in logs
+    assert "done" in logs
+
+
+def test_create_follow_streams_logs_and_exits_zero(cluster: Cluster) -> None:
+    proc = cluster.det(
+        "experiment", "create", str(EXAMPLES / "minimal" / "const.yaml"), str(EXAMPLES / "minimal"), "-f"
+    )
+    assert "Created experiment" in proc.stdout
+    assert "step 3/5" in proc.stdout
+    assert "COMPLETED" in proc.stdout
+
+
+def test_failing_entrypoint_restarts_then_errors(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    cfg, ctx = make_context(
+        tmp_path,
+        """
+        import os
+        print("run", os.environ["DET_TRIAL_RUN_ID"], flush=True)
+        raise SystemExit(3)
+        """,
+        """
+        entrypoint: python3 train.py
+        searcher: {name: single, metric: x, max_length: 1}
+        max_restarts: 2
+        """,
+    )
+    exp_id = cluster.create(cfg, ctx)
+    assert cluster.wait_state(exp_id, "ERROR", "COMPLETED") == "ERROR"
+    (trial,) = cluster.trials(exp_id)
+    assert trial["state"] == "ERROR"
+    assert trial["restarts"] == 3
+    logs = cluster.logs(trial["id"])
+    assert "run 1" in logs and "run 2" in logs and "run 3" in logs
+    assert "used all 2 restarts" in logs
+    proc = cluster.det("experiment", "wait", str(exp_id), check=False)
+    assert proc.returncode != 0
+
+
+def test_kill_stops_a_running_experiment_promptly(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    cfg, ctx = make_context(
+        tmp_path,
+        """
+        import time
+        print("started", flush=True)
+        time.sleep(600)
+        """,
+        """
+        entrypoint: python3 train.py
+        searcher: {name: single, metric: x, max_length: 1}
+        """,
+    )
+    exp_id = cluster.create(cfg, ctx)
+    trial_id = wait_until(lambda: cluster.trials(exp_id), 30, "a trial")[0]["id"]
+    wait_until(lambda: "started" in cluster.logs(trial_id), 60, "the trial to start")
+    began = time.monotonic()
+    cluster.det("experiment", "kill", str(exp_id))
+    assert cluster.wait_state(exp_id, "CANCELED", timeout=30) == "CANCELED"
+    assert time.monotonic() - began < 15
+    assert all(not a["container_ids"] for a in cluster.agents_json())
+
+
+def test_master_restart_keeps_a_running_trial(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    cfg, ctx = make_context(
+        tmp_path,
+        """
+        import time
+        for i in range(40):
+            print(f"tick {i}", flush=True)
+            time.sleep(0.25)
+        """,
+        """
+        entrypoint: python3 train.py
+        searcher: {name: single, metric: x, max_length: 1}
+        max_restarts: 0
+        """,
+    )
+    exp_id = cluster.create(cfg, ctx)
+    trial_id = wait_until(lambda: cluster.trials(exp_id), 30, "a trial")[0]["id"]
+    wait_until(lambda: "tick 2" in cluster.logs(trial_id), 60, "the trial to run")
+    cluster.stop_master(signal.SIGKILL)
+    time.sleep(1.0)
+    cluster.start_master()
+    assert cluster.wait_state(exp_id, "COMPLETED", "ERROR", timeout=60) == "COMPLETED"
+    (trial,) = cluster.trials(exp_id)
+    assert trial["restarts"] == 0
+    logs = cluster.logs(trial_id)
+    assert "tick 0" in logs and "tick 39" in logs
+
+
+def test_ranks_are_stored_and_filterable(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    cfg, ctx = make_context(
+        tmp_path,
+        """
+        import sys
+        print(f"hello from {sys.argv[1]}", flush=True)
+        """,
+        """
+        entrypoint: >-
+          python3 -m determined.launch.wrap_rank 0 python3 train.py zero &&
+          python3 -m determined.launch.wrap_rank 1 python3 train.py one
+        searcher: {name: single, metric: x, max_length: 1}
+        """,
+    )
+    exp_id = cluster.create(cfg, ctx)
+    assert cluster.wait_state(exp_id, "COMPLETED", "ERROR") == "COMPLETED"
+    trial_id = cluster.trials(exp_id)[0]["id"]
+    only_one = cluster.logs(trial_id, "--rank-id", "1")
+    assert "hello from one" in only_one
+    assert "hello from zero" not in only_one
+    assert "[rank=1]" in only_one

@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+
+from cli import agent, render
+from determined.api.gen import v1
+
+START = datetime.datetime(2024, 5, 6, 7, 8, 9).timestamp()  # local time, as the CLI shows it
+START_TEXT = "2024-05-06 07:08:09"
+
+
+def test_times_are_local_wall_clock_and_blank_when_unset() -> None:
+    assert render.local_time(START) == "2024-05-06 07:08:09"
+    assert render.local_time(None) == ""
+    assert render.local_time(0.0) == ""
+
+
+def test_experiment_table_has_determineds_columns_and_look() -> None:
+    e = v1.Experiment(
+        id=7,
+        name="mnist",
+        state=v1.State.COMPLETED,
+        progress=0.5,
+        start_time=START,
+        end_time=START + 61,
+        resource_pool="default",
+        username="alice",
+    )
+    lines = render.table(render.EXPERIMENT_HEADERS, [render.experiment_row(e)]).splitlines()
+    assert [c.strip() for c in lines[0].split("|")] == list(render.EXPERIMENT_HEADERS)
+    assert set(lines[1]) <= {"-", "+"}
+    cells = [c.strip() for c in lines[2].split("|")]
+    assert cells == [
+        "7",
+        "mnist",
+        "COMPLETED",
+        "50.0%",
+        "2024-05-06 07:08:09",
+        "2024-05-06 07:09:10",
+        "default",
+        "alice",
+    ]
+
+
+def test_running_trial_row_leaves_end_and_best_validation_blank() -> None:
+    t = v1.Trial(
+        id=3,
+        state=v1.State.RUNNING,
+        hparams='{"lr":0.1,"layers":{"n":2}}',
+        steps_completed=400,
+        restarts=1,
+        start_time=START,
+    )
+    row = render.trial_row(t)
+    assert row == [3, "RUNNING", '{"lr": 0.1, "layers": {"n": 2}}', 400, 1, "", START_TEXT, ""]
+
+
+def test_json_uses_plain_state_names_and_decodes_json_fields() -> None:
+    t = v1.Trial(
+        id=3,
+        experiment_id=1,
+        state=v1.State.COMPLETED,
+        hparams='{"lr": 0.1}',
+        seed=123456789012,
+        best_validation_metric=0.25,
+    )
+    out = json.loads(render.to_json([render.message_dict(t)]))
+    assert out[0]["state"] == "COMPLETED"
+    assert out[0]["hparams"] == {"lr": 0.1}
+    assert out[0]["seed"] == 123456789012  # a number, not proto-JSON's string for int64
+    assert out[0]["best_validation_metric"] == 0.25
+    assert out[0]["end_time"] is None
+    assert out[0]["latest_validation"] is None  # empty JSON document, not ""
+
+
+def test_json_of_a_state_the_cli_does_not_know_still_renders() -> None:
+    e = v1.Experiment(id=1, state=v1.State(99))
+    assert json.loads(render.to_json(render.message_dict(e)))["state"] == "UNKNOWN(99)"
+    assert render.state_name(v1.State(99)) == "UNKNOWN(99)"
+
+
+def test_agent_row_counts_used_slots() -> None:
+    a = v1.Agent(
+        id="node-0",
+        address="10.0.0.5",
+        resource_pool="default",
+        runtime="process",
+        connected=True,
+        enabled=True,
+        slots=[v1.Slot(id="0", allocation_id="alloc-1"), v1.Slot(id="1"), v1.Slot(id="2")],
+    )
+    assert agent.agent_row(a) == ["node-0", "10.0.0.5", "default", "1/3", "process", True, True]
+    rows = agent.slot_rows(a)
+    assert [r[5] for r in rows] == ["alloc-1", "FREE", "FREE"]
+
+
+def test_checkpoint_row_shows_size_and_metric() -> None:
+    c = v1.Checkpoint(
+        uuid="abc",
+        trial_id=2,
+        steps_completed=100,
+        state="COMPLETED",
+        size=3 * 1024 * 1024,
+        resources={"model.pt": 3 * 1024 * 1024},
+        searcher_metric=0.125,
+        report_time=START,
+    )
+    assert render.checkpoint_row(c) == [
+        2,
+        100,
+        "COMPLETED",
+        "0.125",
+        "abc",
+        1,
+        "3.0 MiB",
+        START_TEXT,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rank", "message", "expected"),
+    [
+        (None, "loading data\n", "[2024-01-02T03:04:05.500000Z] loading data"),
+        (0, "step 1", "[2024-01-02T03:04:05.500000Z] [rank=0] step 1"),
+        (3, "done\r\n", "[2024-01-02T03:04:05.500000Z] [rank=3] done"),
+    ],
+)
+def test_log_lines_read_like_determineds(rank: int | None, message: str, expected: str) -> None:
+    ts = datetime.datetime(2024, 1, 2, 3, 4, 5, 500000, tzinfo=datetime.UTC).timestamp()
+    log = v1.TaskLog(rank=rank, message=message, timestamp=ts)
+    assert render.log_line(log) == expected
+
+
+def test_bytes_are_human_sized() -> None:
+    assert render.human_bytes(512) == "512 B"
+    assert render.human_bytes(2048) == "2.0 KiB"
+    assert render.human_bytes(5 * 1024**4) == "5120.0 GiB"
