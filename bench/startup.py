@@ -1,0 +1,103 @@
+"""How fast a local cluster turns `det experiment create` into running code.
+
+Prints a table: time from the CreateExperiment call to the first line of user code (as
+timestamped by the agent), and to COMPLETED for a no-op experiment, as medians over
+several runs; and the master's resident memory when idle.
+
+    python bench/startup.py [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from determined.api.gen import v1  # noqa: E402
+from determined.common import client, context  # noqa: E402
+from tests.cluster import Cluster  # noqa: E402
+
+CONFIG = """
+entrypoint: python3 noop.py
+searcher: {name: single, metric: x, max_length: 1}
+max_restarts: 0
+"""
+
+
+def rss_mib(pid: int) -> float:
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def one_run(address: str, ctx: bytes) -> tuple[float, float]:
+    async with client.session(address) as s:
+        began = time.time()
+        resp = await s.call(s.stub.create_experiment(v1.CreateExperimentRequest(config=CONFIG, context=ctx)))
+        assert resp.experiment is not None
+        exp_id = resp.experiment.id
+        first_line = None
+        while True:
+            exp = await s.call(s.stub.get_experiment(v1.GetExperimentRequest(experiment_id=exp_id)))
+            assert exp.experiment is not None
+            if exp.experiment.state == v1.State.COMPLETED:
+                done = time.time()
+                break
+            if exp.experiment.state in (v1.State.ERROR, v1.State.CANCELED):
+                raise RuntimeError(f"experiment {exp_id} ended {exp.experiment.state}")
+            await asyncio.sleep(0.005)
+        trials = await s.call(s.stub.get_experiment_trials(v1.GetExperimentTrialsRequest(experiment_id=exp_id)))
+        async for batch in s.stub.trial_logs(v1.TrialLogsRequest(trial_id=trials.trials[0].id)):
+            for line in batch.logs:
+                if "user code running" in line.message:
+                    first_line = line.timestamp
+        assert first_line is not None
+        return first_line - began, done - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = pathlib.Path(tmp)
+        (root / "ctx").mkdir()
+        (root / "ctx" / "noop.py").write_text("print('user code running', flush=True)\n")
+        ctx = context.pack_context(root / "ctx")
+        cluster = Cluster(root)
+        try:
+            cluster.start_master()
+            cluster.start_agent("agent-0", slots=1)
+            time.sleep(2.0)
+            assert cluster.master is not None
+            idle = rss_mib(cluster.master.pid)
+            first, done = [], []
+            for _ in range(args.runs):
+                f, d = asyncio.run(one_run(cluster.address, ctx))
+                first.append(f)
+                done.append(d)
+        finally:
+            cluster.close()
+    rows = [
+        ("create -> first user line (median)", f"{statistics.median(first):.3f} s", "< 1 s"),
+        ("create -> first user line (max)", f"{max(first):.3f} s", ""),
+        ("create -> COMPLETED, no-op (median)", f"{statistics.median(done):.3f} s", ""),
+        ("master idle RSS", f"{idle:.1f} MiB", ""),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure'.ljust(width)} | {'value':>10} | target")
+    print(f"{'-' * width}-+-{'-' * 10}-+-------")
+    for name, value, target in rows:
+        print(f"{name.ljust(width)} | {value:>10} | {target}")
+    print(f"({args.runs} runs, process runtime, 1 agent)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from determined.common import errors
+from master.allocation import Allocation, Container
+
+
+def allocation() -> Allocation:
+    containers = {f"c{r}": Container(id=f"c{r}", agent_id=f"a{r}", slot_ids=("0",), rank=r) for r in range(2)}
+    return Allocation(id="1.1.1", task_id="1.1", trial_id=1, token="t", containers=containers)
+
+
+async def test_allgather_returns_every_rank_in_rank_order() -> None:
+    alloc = allocation()
+    results = await asyncio.gather(
+        *(alloc.allgather("world", 0, r, 3, f"r{r}".encode(), 5) for r in (2, 0, 1))
+    )
+    assert all(res == [b"r0", b"r1", b"r2"] for res in results)
+
+
+async def test_successive_calls_meet_by_sequence_number() -> None:
+    alloc = allocation()
+    a = asyncio.gather(alloc.allgather("world", 0, 0, 2, b"a0", 5), alloc.allgather("world", 1, 0, 2, b"b0", 5))
+    b = asyncio.gather(alloc.allgather("world", 1, 1, 2, b"b1", 5), alloc.allgather("world", 0, 1, 2, b"a1", 5))
+    (a0, b0), (b1, a1) = await asyncio.gather(a, b)
+    assert a0 == a1 == [b"a0", b"a1"]
+    assert b0 == b1 == [b"b0", b"b1"]
+
+
+async def test_a_dead_container_aborts_waiting_ranks_with_a_clear_error() -> None:
+    alloc = allocation()
+    waiting = asyncio.create_task(alloc.allgather("world", 0, 0, 2, b"x", 60))
+    await asyncio.sleep(0.01)
+    alloc.container_exited(alloc.containers["c1"], 137, "")
+    with pytest.raises(errors.Aborted, match=r"rank\(s\) \[1\].*exited with code 137"):
+        await waiting
+    with pytest.raises(errors.Aborted):
+        await alloc.allgather("world", 1, 0, 2, b"x", 60)
+
+
+async def test_allgather_times_out_naming_the_missing_ranks() -> None:
+    with pytest.raises(errors.DeadlineExceeded, match=r"rank\(s\) \[1\]"):
+        await allocation().allgather("world", 0, 0, 2, b"x", 0.05)
+
+
+async def test_preemption_long_poll_wakes_when_signalled() -> None:
+    alloc = allocation()
+    assert await alloc.wait_preemption(0.01) is False
+    waiter = asyncio.create_task(alloc.wait_preemption(10))
+    alloc.preempt.set()
+    assert await waiter is True

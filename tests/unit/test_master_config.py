@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from determined.common import errors
+from master import config
+
+
+def load(tmp_path: pathlib.Path, text: str, *flags: str) -> config.MasterConfig:
+    f = tmp_path / "master.yaml"
+    f.write_text(text)
+    return config.load(config.parser().parse_args(["--config-file", str(f), *flags]))
+
+
+def test_flags_override_the_file(tmp_path: pathlib.Path) -> None:
+    cfg = load(tmp_path, "port: 9000\ndata_dir: /tmp/x\n", "--port", "9100")
+    assert cfg.port == 9100
+    assert cfg.data_dir == pathlib.Path("/tmp/x")
+
+
+def test_default_checkpoint_storage_lives_under_the_data_dir(tmp_path: pathlib.Path) -> None:
+    cfg = load(tmp_path, f"data_dir: {tmp_path}\n")
+    assert cfg.storage() == {"type": "shared_fs", "host_path": str(tmp_path / "checkpoints")}
+
+
+def test_unknown_key_is_named(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(errors.InvalidArgument, match="prot: unknown key"):
+        load(tmp_path, "prot: 1\n")
+
+
+def test_resource_pools_are_read(tmp_path: pathlib.Path) -> None:
+    cfg = load(
+        tmp_path,
+        "resource_pools:\n- pool_name: gpu\n  scheduler: {type: fair_share}\n- pool_name: cpu\n"
+        "default_resource_pool: cpu\n",
+    )
+    assert [p.name for p in cfg.resource_pools] == ["gpu", "cpu"]
+    assert cfg.resource_pools[0].scheduler == "fair_share"
+    assert cfg.default_resource_pool == "cpu"
