@@ -17,7 +17,7 @@ from typing import Any
 import determined
 from agent import wire
 from agent.config import AgentConfig
-from agent.connection import Connection
+from agent.connection import MAX_BACKOFF, MIN_BACKOFF, Connection
 from agent.outbox import Outbox
 from agent.process_runtime import ProcessRuntime
 from agent.runtime import Exited, KillOrder, Order, Runtime, StartOrder
@@ -40,8 +40,8 @@ class Daemon:
         runtime: Runtime | None = None,
         outbox: Outbox | None = None,
         stop_grace_seconds: float = STOP_GRACE_SECONDS,
-        min_backoff: float | None = None,
-        max_backoff: float | None = None,
+        min_backoff: float = MIN_BACKOFF,
+        max_backoff: float = MAX_BACKOFF,
     ) -> None:
         self.config = config
         self.slots = list(slots)
@@ -53,18 +53,14 @@ class Daemon:
         )
         self._outbox = outbox or Outbox()
         self._stop_grace = stop_grace_seconds
-        backoff: dict[str, float] = {}
-        if min_backoff is not None:
-            backoff["min_backoff"] = min_backoff
-        if max_backoff is not None:
-            backoff["max_backoff"] = max_backoff
         self.connection = Connection(
             master=config.master,
             agent_id=config.agent_id,
             hello=self._hello,
             outbox=self._outbox,
             on_order=self._on_order,
-            **backoff,
+            min_backoff=min_backoff,
+            max_backoff=max_backoff,
         )
         self._hostname = socket.gethostname()
         self._accepting = True
@@ -81,6 +77,11 @@ class Daemon:
     @property
     def runtime(self) -> Runtime:
         return self._runtime
+
+    @property
+    def outbox(self) -> Outbox:
+        """What waits to be sent to the master."""
+        return self._outbox
 
     async def run(self) -> None:
         if self._running or self._done.is_set():

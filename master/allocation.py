@@ -45,6 +45,9 @@ class Container:
         )
 
 
+_KEEP_FINISHED = 64
+
+
 @dataclass
 class _Gather:
     size: int
@@ -69,6 +72,8 @@ class Allocation:
     # When to kill it if it has not exited after being asked to preempt.
     kill_at: float | None = None
     _gathers: dict[tuple[str, int], _Gather] = field(default_factory=dict)
+    # Recently finished rounds, so a rank that retries after a lost response gets the answer.
+    _finished: dict[tuple[str, int], list[bytes]] = field(default_factory=dict)
     _aborted: str = ""
 
     def containers_json(self) -> str:
@@ -103,6 +108,8 @@ class Allocation:
         if not 0 <= rank < size:
             raise errors.InvalidArgument(f"rank {rank} is outside a group of size {size}")
         key = (group, seq)
+        if key in self._finished:
+            return self._finished[key]
         gather = self._gathers.get(key)
         if gather is None:
             gather = self._gathers[key] = _Gather(size)
@@ -113,8 +120,12 @@ class Allocation:
             )
         gather.entries[rank] = data
         if len(gather.entries) == size and not gather.done.done():
-            gather.done.set_result([gather.entries[r] for r in range(size)])
+            result = [gather.entries[r] for r in range(size)]
+            gather.done.set_result(result)
             del self._gathers[key]
+            self._finished[key] = result
+            if len(self._finished) > _KEEP_FINISHED:
+                del self._finished[next(iter(self._finished))]
         try:
             return await asyncio.wait_for(asyncio.shield(gather.done), timeout)
         except TimeoutError:

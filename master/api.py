@@ -174,7 +174,8 @@ class DeterminedServicer(v1.DeterminedBase):
         self, message: v1.PreemptionSignalRequest
     ) -> v1.PreemptionSignalResponse:
         alloc = self.s.tasks.get(message.allocation_id)
-        timeout = min(max(message.timeout_seconds, 0.0), 600.0) or 60.0
+        # 0 asks for the current answer without waiting.
+        timeout = min(max(message.timeout_seconds, 0.0), 600.0)
         return v1.PreemptionSignalResponse(preempt=await alloc.wait_preemption(timeout))
 
     async def ack_allocation_preemption_signal(

@@ -17,6 +17,7 @@ from determined.common import entrypoint, errors, expconf
 from master import searcher
 from master.allocation import Allocation
 from master.db import Database
+from master.events import EventBus
 from master.states import STOPPED, State
 from master.tasks import TaskManager, TaskRequest
 
@@ -70,8 +71,11 @@ class MasterInfo:
 
 
 class Experiments:
-    def __init__(self, db: Database, tasks: TaskManager, info: MasterInfo) -> None:
+    def __init__(
+        self, db: Database, tasks: TaskManager, info: MasterInfo, events: EventBus
+    ) -> None:
         self._db = db
+        self._events = events
         self._tasks = tasks
         self._info = info
         # Experiments that are not yet terminal; terminal ones live only in the store.
@@ -147,6 +151,7 @@ class Experiments:
         )
         exp = Experiment(id=ids[0], config=cfg, state=state, search=search)
         self.live[exp.id] = exp
+        self._events.publish("experiment", id=exp.id, state=state.value)
         await self._apply(exp, search.initial_operations())
         log.info("created experiment %d", exp.id)
         return exp.id
@@ -243,6 +248,9 @@ class Experiments:
                 t.id,
             ),
         )
+        self._events.publish(
+            "trial", id=t.id, experiment_id=t.experiment_id, state=t.state.value
+        )
 
     async def _set_state(self, exp: Experiment, state: State) -> None:
         exp.state = state
@@ -250,6 +258,7 @@ class Experiments:
             "UPDATE experiments SET state = ?, end_time = ? WHERE id = ?",
             (state.value, time.time() if state.terminal else None, exp.id),
         )
+        self._events.publish("experiment", id=exp.id, state=state.value)
 
     async def _end_trial(self, exp: Experiment, trial: Trial, state: State) -> None:
         trial.state = state

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from master.db import Database, Row
+from master.events import EventBus
 
 _RANK = re.compile(r"^\[rank=(\d+)\] ")
 _LEVEL = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)[:\s]")
@@ -53,8 +54,9 @@ def parse_line(text: str) -> tuple[int | None, str, str]:
 
 
 class LogStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, events: EventBus | None = None) -> None:
         self._db = db
+        self._bus = events
         # Followers wait on the trial's event; it is replaced after each notification.
         self._events: dict[int, asyncio.Event] = {}
 
@@ -86,6 +88,8 @@ class LogStore:
         for trial_id in {line.trial_id for line in lines}:
             if trial_id is not None:
                 self.notify(trial_id)
+                if self._bus is not None:
+                    self._bus.publish("logs", trial_id=trial_id)
 
     def notify(self, trial_id: int) -> None:
         event = self._events.pop(trial_id, None)

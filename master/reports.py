@@ -14,6 +14,7 @@ from typing import Any
 from determined.api.gen import v1
 from determined.common import errors
 from master.db import Database
+from master.events import EventBus
 from master.experiments import Experiments
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,9 @@ def checkpoint_dir(storage: dict[str, Any], uuid: str) -> pathlib.Path | None:
 
 
 class Reports:
-    def __init__(self, db: Database, experiments: Experiments) -> None:
+    def __init__(self, db: Database, experiments: Experiments, events: EventBus) -> None:
         self._db = db
+        self._events = events
         self._exps = experiments
 
     async def metrics(self, trial_id: int, run_id: int, reports: Sequence[v1.MetricReport]) -> None:
@@ -92,6 +94,13 @@ class Reports:
             (steps, latest_validation, best, best, best, trial_id),
         )
         trial.steps_completed = max(trial.steps_completed, steps)
+        self._events.publish(
+            "metrics",
+            trial_id=trial_id,
+            experiment_id=exp.id,
+            groups=sorted({r.group for r in reports}),
+            steps_completed=steps,
+        )
 
     async def _ensure_trial(self, trial_id: int) -> None:
         row = await self._db.fetch_one("SELECT id FROM trials WHERE id = ?", (trial_id,))

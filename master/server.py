@@ -14,6 +14,7 @@ from master import gateway
 from master.agents import AgentHub
 from master.api import DeterminedServicer
 from master.db import Database
+from master.events import EventBus
 from master.experiments import Experiments, MasterInfo
 from master.listener import Listener, bind
 from master.logs import LogStore
@@ -60,7 +61,8 @@ class Master:
         cluster_id = await self._cluster_id()
         lock = asyncio.Lock()
         hub = AgentHub(cluster_id=cluster_id, version=VERSION)
-        logs = LogStore(self.db)
+        events = EventBus()
+        logs = LogStore(self.db, events)
         tasks = TaskManager(
             self.db, hub, logs, lock, agent_reconnect_timeout=self.cfg.agent_reconnect_timeout
         )
@@ -74,10 +76,10 @@ class Master:
                 "resources": {"resource_pool": self.cfg.default_resource_pool},
             },
         )
-        experiments = Experiments(self.db, tasks, info)
+        experiments = Experiments(self.db, tasks, info, events)
         tasks.owner = experiments
         hub.events = tasks
-        reports = Reports(self.db, experiments)
+        reports = Reports(self.db, experiments, events)
         service = Service(
             db=self.db,
             lock=lock,
@@ -88,6 +90,7 @@ class Master:
             reports=reports,
             info=info,
             version=VERSION,
+            events=events,
         )
         async with lock:
             restored = await tasks.restore()

@@ -15,6 +15,7 @@ from determined.common import errors
 from master import convert
 from master.agents import AgentHub
 from master.db import Database
+from master.events import EventBus
 from master.experiments import Experiments, MasterInfo
 from master.logs import LogFilter, LogStore
 from master.reports import Reports
@@ -46,7 +47,9 @@ class Service:
         reports: Reports,
         info: MasterInfo,
         version: str,
+        events: EventBus,
     ) -> None:
+        self.events = events
         self.db = db
         self.lock = lock
         self.hub = hub

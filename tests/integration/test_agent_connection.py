@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -23,8 +24,10 @@ import grpclib.const
 import grpclib.exceptions
 import grpclib.server
 import pytest
+
 from agent.config import AgentConfig
 from agent.daemon import Daemon
+from agent.outbox import Outbox
 from agent.slots import artificial
 from determined.api.gen import v1
 
@@ -32,7 +35,9 @@ WAIT = 20.0
 
 
 class FakeMaster(v1.AgentsBase):
-    def __init__(self, *, ack: bool = True, reject: list[grpclib.exceptions.GRPCError] | None = None):
+    def __init__(
+        self, *, ack: bool = True, reject: list[grpclib.exceptions.GRPCError] | None = None
+    ):
         self.ack = ack
         self.reject = list(reject or [])
         self.received: list[v1.AgentMessage] = []
@@ -76,7 +81,10 @@ class FakeMaster(v1.AgentsBase):
     def start(self, cid: str, *argv: str, **kwargs: object) -> None:
         self.send(
             start=v1.StartContainer(
-                container_id=cid, allocation_id=f"alloc-{cid}", task_id="t", argv=list(argv),
+                container_id=cid,
+                allocation_id=f"alloc-{cid}",
+                task_id="t",
+                argv=list(argv),
                 **kwargs,  # type: ignore[arg-type]
             )
         )
@@ -182,9 +190,7 @@ def make_config(server: Server, tmp_path: Path, **overrides: object) -> AgentCon
 
 
 @contextlib.asynccontextmanager
-async def running_agent(
-    server: Server, tmp_path: Path, **kwargs: object
-) -> AsyncIterator[Daemon]:
+async def running_agent(server: Server, tmp_path: Path, **kwargs: object) -> AsyncIterator[Daemon]:
     cfg = make_config(server, tmp_path)
     daemon = Daemon(cfg, slots=artificial(2), min_backoff=0.05, max_backoff=0.3, **kwargs)  # type: ignore[arg-type]
     task = asyncio.create_task(daemon.run())
@@ -268,7 +274,7 @@ async def test_bad_orders_become_exits_and_the_agent_carries_on(
         master.start("badslot", "true", slot_ids=["9"])
         master.kill("never-started")
         for cid in ("missing", "empty", "badslot"):
-            await master.wait_for(lambda cid=cid: master.exits(cid))
+            await master.wait_for(functools.partial(master.exits, cid))
             [exited] = master.exits(cid)
             assert exited.exit_code in (1, 127) and exited.error, cid
             assert [m.started for m in master.of(cid) if m.started is not None] == []
@@ -314,7 +320,7 @@ async def test_unacknowledged_exit_is_resent_after_the_master_restarts(
             3,
         )
         # Acknowledged now: a further reconnect does not send it again.
-        await master.wait_for(lambda: daemon._outbox.unacked_count == 0)
+        await master.wait_for(lambda: daemon.outbox.unacked_count == 0)
         await server.stop()
         third = await server.start(FakeMaster())
         await third.wait_for(lambda: daemon.connection.connected and third.received)
@@ -358,6 +364,36 @@ async def test_containers_keep_running_through_an_outage_and_their_logs_arrive_a
     lost = [r for r in caplog.records if "lost the master" in r.getMessage()]
     assert len(lost) == 1, [r.getMessage() for r in caplog.records]
     assert any("reconnected to the master" in r.getMessage() for r in caplog.records)
+
+
+async def test_output_beyond_the_buffer_limit_drops_the_oldest_lines_with_a_notice(
+    server: Server, tmp_path: Path
+) -> None:
+    first = await server.start(FakeMaster())
+    go, done = tmp_path / "go", tmp_path / "done"
+    code = f"""
+        import os, time
+        print("ready", flush=True)
+        while not os.path.exists({str(go)!r}):
+            time.sleep(0.01)
+        for i in range(1000):
+            print(f"line {{i}}")
+        open({str(done)!r}, "w").close()
+        time.sleep(60)
+    """
+    async with running_agent(server, tmp_path, outbox=Outbox(max_lines=100)) as daemon:
+        first.start("chatty", *py(code))
+        await first.wait_for(lambda: "ready" in first.lines("chatty"))
+        await server.stop()
+        await first.wait_for(lambda: not daemon.connection.connected)
+        go.touch()
+        await first.wait_for(done.exists)
+        await asyncio.sleep(0.2)  # the agent reads the last lines from the pipe
+        second = await server.start(FakeMaster())
+        await second.wait_for(lambda: "line 999" in second.lines("chatty"))
+        notice, *kept = second.lines("chatty")
+        assert "900 earlier log line(s) were dropped" in notice
+        assert kept == [f"line {i}" for i in range(900, 1000)]
 
 
 async def test_a_refused_agent_retries_and_says_why(

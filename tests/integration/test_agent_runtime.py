@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+
 from agent.process_runtime import ProcessRuntime
 from agent.runtime import Event, Exited, Output, Started, StartOrder
 from agent.slots import SlotSpec, artificial
@@ -51,7 +52,9 @@ class Recorder:
                 await asyncio.sleep(0.01)
 
 
-def order(cid: str, *argv: str, env: dict[str, str] | None = None, slots: tuple[str, ...] = ()):
+def order(
+    cid: str, *argv: str, env: dict[str, str] | None = None, slots: tuple[str, ...] = ()
+) -> StartOrder:
     return StartOrder(
         container_id=cid,
         allocation_id=f"alloc-{cid}",
@@ -213,7 +216,9 @@ async def test_kill_escalates_to_sigkill_after_the_grace(runtime: ProcessRuntime
     assert 0.4 <= took < 5
 
 
-async def test_kill_reaches_the_whole_process_group(runtime: ProcessRuntime, tmp_path: Path) -> None:
+async def test_kill_reaches_the_whole_process_group(
+    runtime: ProcessRuntime, tmp_path: Path
+) -> None:
     rec = Recorder()
     pidfile = tmp_path / "grandchild.pid"
     code = f"""

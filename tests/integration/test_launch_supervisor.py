@@ -93,3 +93,19 @@ def test_sigterm_to_the_launcher_reaches_every_worker(tmp_path: Path) -> None:
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=10) == 128 + signal.SIGTERM
+
+
+def test_workers_do_not_outlive_a_launcher_killed_with_sigkill(tmp_path: Path) -> None:
+    pidfile = tmp_path / "worker.pid"
+    code = (
+        "from determined.launch._supervisor import Worker, supervise\n"
+        f"supervise([Worker(['sh', '-c', 'echo $$ > {pidfile}; exec sleep 60'])])\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    pid = int(wait_for_file(pidfile))
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid)

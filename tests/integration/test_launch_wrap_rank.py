@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 WRAP_RANK = [sys.executable, "-m", "determined.launch.wrap_rank"]
 
@@ -67,3 +68,52 @@ def test_sigterm_is_forwarded_and_the_last_lines_still_arrive() -> None:
     assert proc.wait(timeout=10) == 5
     assert rest == b"[rank=1] terminated\n"
     assert time.monotonic() - started < 5
+
+
+def test_a_signal_to_the_whole_group_reaches_the_command_once() -> None:
+    # torchrun ends a worker by signalling its process group: wrap_rank and, without care,
+    # CMD too, whose SIGTERM handler would then run twice.
+    script = (
+        "import signal, sys, time\n"
+        "hits = []\n"
+        "signal.signal(signal.SIGTERM, lambda *_: hits.append(1))\n"
+        "print('ready', flush=True)\n"
+        "while not hits: time.sleep(0.05)\n"
+        "time.sleep(0.5)\n"
+        "print('hits', len(hits), flush=True)\n"
+    )
+    proc = subprocess.Popen(
+        [*WRAP_RANK, "0", sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"[rank=0] ready\n"
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.stdout.read() == b"[rank=0] hits 1\n"
+    assert proc.wait(timeout=10) == 0
+
+
+def test_the_command_does_not_outlive_a_killed_launcher(tmp_path: Path) -> None:
+    pidfile = tmp_path / "worker.pid"
+    worker = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    launcher = (
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen({[*WRAP_RANK, '0', sys.executable, '-c', worker]!r})\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", launcher])
+    deadline = time.monotonic() + 10
+    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    worker_pid = int(pidfile.read_text())
+    proc.kill()  # SIGKILL: the launcher gets no chance to end its workers
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the worker outlived its launcher")

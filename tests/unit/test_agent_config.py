@@ -4,10 +4,11 @@ import socket
 from pathlib import Path
 
 import pytest
+
 from agent.config import AgentConfig, ConfigError, load
 
 
-def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_defaults() -> None:
     cfg = load([], environ={})
     host = socket.gethostname()
     assert cfg == AgentConfig(
@@ -59,7 +60,12 @@ def test_config_file_with_flags_winning(tmp_path: Path) -> None:
     path = tmp_path / "agent.yaml"
     path.write_text("master: m:1\nagent_id: from-file\nslots: 4\nresource-pool: big\n")
     cfg = load(["--config-file", str(path), "--slots", "2"], environ={})
-    assert (cfg.master, cfg.agent_id, cfg.slots, cfg.resource_pool) == ("m:1", "from-file", 2, "big")
+    assert (cfg.master, cfg.agent_id, cfg.slots, cfg.resource_pool) == (
+        "m:1",
+        "from-file",
+        2,
+        "big",
+    )
     assert cfg.work_dir == Path("/tmp/pydet-agent-from-file")
 
 
@@ -83,7 +89,7 @@ def test_bad_config_files_name_the_problem(tmp_path: Path, text: str, message: s
 
 
 def test_missing_config_file() -> None:
-    with pytest.raises(ConfigError, match="cannot read config file /no/such.yaml"):
+    with pytest.raises(ConfigError, match=r"cannot read config file /no/such\.yaml"):
         load(["--config-file", "/no/such.yaml"], environ={})
 
 

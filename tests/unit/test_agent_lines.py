@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from agent.lines import MAX_LINE_BYTES, LineSplitter
 
 

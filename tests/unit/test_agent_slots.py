@@ -4,6 +4,7 @@ import subprocess
 from typing import Any
 
 import pytest
+
 from agent import slots
 from agent.slots import SlotSpec
 
@@ -38,8 +39,8 @@ class FakeRun:
 
 def test_gpus_are_used_when_no_slot_count_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
     run = FakeRun(stdout="0, GPU-x, Tesla T4\n")
-    monkeypatch.setattr(slots.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(slots.subprocess, "run", run)
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr("subprocess.run", run)
     assert slots.detect(None) == [SlotSpec("0", "cuda", "Tesla T4", "GPU-x")]
     assert run.calls == [
         ["/usr/bin/nvidia-smi", "--query-gpu=index,uuid,name", "--format=csv,noheader"]
@@ -49,14 +50,14 @@ def test_gpus_are_used_when_no_slot_count_is_given(monkeypatch: pytest.MonkeyPat
 
 
 def test_no_nvidia_smi_means_one_cpu_slot(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(slots.shutil, "which", lambda name: None)
+    monkeypatch.setattr("shutil.which", lambda name: None)
     assert slots.detect(None) == slots.artificial(1)
 
 
 def test_failing_nvidia_smi_falls_back_with_a_warning(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(slots.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(slots.subprocess, "run", FakeRun(9, stderr="NVML: driver not loaded"))
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr("subprocess.run", FakeRun(9, stderr="NVML: driver not loaded"))
     assert slots.detect(None) == slots.artificial(1)
     assert "driver not loaded" in caplog.text

@@ -52,3 +52,9 @@ async def test_preemption_long_poll_wakes_when_signalled() -> None:
     waiter = asyncio.create_task(alloc.wait_preemption(10))
     alloc.preempt.set()
     assert await waiter is True
+
+
+async def test_a_retried_call_after_completion_gets_the_same_answer() -> None:
+    alloc = allocation()
+    first = await asyncio.gather(*(alloc.allgather("world", 0, r, 2, f"{r}".encode(), 5) for r in (0, 1)))
+    assert await alloc.allgather("world", 0, 1, 2, b"1", 5) == first[1]

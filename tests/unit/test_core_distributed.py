@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from determined import core
 from determined.common import errors
 
@@ -92,7 +93,7 @@ def test_constructor_checks_ranks_and_says_how_to_fix_the_call() -> None:
             cross_size=1,
         )
     with pytest.raises(TypeError):
-        core.DistributedContext(0, 1, 0, 1, 0, 1)  # type: ignore[misc]
+        core.DistributedContext(0, 1, 0, 1, 0, 1)  # type: ignore[call-arg]
 
 
 def test_getters_match_attributes_and_ports_are_accepted() -> None:

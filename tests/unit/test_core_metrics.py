@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import grpclib.const
 import grpclib.exceptions
 import pytest
+
 from determined import core
 from determined.api.gen import v1
 from determined.common import errors
@@ -122,7 +123,7 @@ def test_close_delivers_everything_reported_before_it(
             time.sleep(0.005)
     s.close()
     assert steps(transport.batches) == list(range(20000))
-    with pytest.raises(RuntimeError, match="after core.Context.close"):
+    with pytest.raises(RuntimeError, match=r"after core\.Context\.close"):
         s.put(record(1))
     s.close()  # idempotent
 

@@ -9,8 +9,9 @@ import math
 import pathlib
 import shutil
 
-import determined as det
 import pytest
+
+import determined as det
 from determined import core
 
 
@@ -117,6 +118,7 @@ def test_distributed_walkthrough_runs_unchanged_on_one_worker(tmp_path: pathlib.
                 checkpoint_metadata = {"steps_completed": steps_completed}
                 with core_context.checkpoint.store_path(checkpoint_metadata) as (path, uuid):
                     save_state(x, steps_completed, trial_id, path)
+                    assert uuid
     assert x == 40
     saved = sorted((tmp_path / "checkpoints").glob("*/state"))
     assert len(saved) == 2
@@ -203,7 +205,7 @@ def test_searcher_op_completed_twice_is_an_error() -> None:
             op.report_completed(1.0)
             with pytest.raises(RuntimeError, match="only once"):
                 op.report_completed(1.0)
-            with pytest.raises(RuntimeError, match="after op.report_completed"):
+            with pytest.raises(RuntimeError, match=r"after op\.report_completed"):
                 op.report_progress(0)
 
 
@@ -219,7 +221,7 @@ def test_chief_only_preempt_mode_refuses_workers() -> None:
 def test_init_refuses_wrong_argument_types() -> None:
     with pytest.raises(TypeError, match="DistributedContext"):
         core.init(distributed="rank0")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="core.init"):
+    with pytest.raises(ValueError, match=r"core\.init"):
         core.init(preempt_mode="sometimes")  # type: ignore[arg-type]
     with pytest.raises(NotImplementedError, match="not supported by pydet yet"):
         core.init(checkpoint_storage="s3://bucket/prefix")

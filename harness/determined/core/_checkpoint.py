@@ -400,18 +400,22 @@ def merge_metadata(all_metadata: list[Any]) -> tuple[dict[str, Any], dict[str, l
     owners: dict[str, list[int]] = {}
     conflicts: dict[str, list[int]] = {}
 
+    absent = object()
+
     def merge(into: dict[str, Any], new: dict[str, Any], rank: int, prefix: str) -> None:
         for key, value in new.items():
             path = f"{prefix}{key}"
-            if isinstance(value, dict) and isinstance(into.get(key, {}), dict):
+            existing = into.get(key, absent)
+            if isinstance(value, dict) and (existing is absent or isinstance(existing, dict)):
+                owners.setdefault(path, []).append(rank)
                 merge(into.setdefault(key, {}), value, rank, path + "/")
-            elif key not in into:
+            elif existing is absent:
                 into[key] = value
                 owners[path] = [rank]
-            elif into[key] != value:
+            elif existing != value:
                 conflicts.setdefault(path, list(owners.get(path, []))).append(rank)
             else:
-                owners.setdefault(path, []).append(rank)
+                owners[path].append(rank)
 
     for rank, metadata in enumerate(all_metadata):
         merge(merged, metadata or {}, rank, "")

@@ -163,6 +163,8 @@ class DistributedContext:
         size = env.get("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE")
         local_rank = env.get("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
         local_size = env.get("LOCAL_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE")
+        if local_size < 1:
+            raise ValueError(f"DistributedContext.from_deepspeed(): local size {local_size} < 1")
         # Nodes run the same number of workers, so a missing node index can be derived.
         cross_rank = env.get(
             "CROSS_RANK", "GROUP_RANK", "OMPI_COMM_WORLD_NODE_RANK", default=rank // local_size

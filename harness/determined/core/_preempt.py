@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("determined.core")
 
 LONG_POLL_SECONDS = 60.0
+FIRST_POLL_SECONDS = 0.01
 RETRY_DELAY_SECONDS = 10.0
 # should_preempt() waits at most this long for the first answer of the master.
 FIRST_ANSWER_TIMEOUT = 30.0
@@ -98,7 +99,8 @@ class PreemptContext:
     async def _watch(self) -> None:
         import asyncio  # only tasks on a cluster need it
 
-        timeout = 0.0  # a quick first answer, then long polls
+        # A quick first answer, then long polls. Not 0: a master may read 0 as "its default".
+        timeout = FIRST_POLL_SECONDS
         while True:
             try:
                 preempt = await self._client.poll_preemption(timeout)

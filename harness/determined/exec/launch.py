@@ -30,6 +30,8 @@ from determined.common.context import unpack_context
 from determined.launch import rpc
 from determined.launch._supervisor import Worker, supervise
 
+log = logging.getLogger("determined.exec.launch")
+
 STARTUP_HOOK = "startup-hook.sh"
 _LEGACY_TRIAL = re.compile(r"[A-Za-z_][\w.]*(?:/[A-Za-z_][\w.]*)*:[A-Za-z_]\w*")
 
@@ -74,6 +76,7 @@ def run_startup_hook(directory: str | os.PathLike[str], env: Mapping[str, str]) 
     """Run ``sh startup-hook.sh`` in ``directory`` if it exists; its exit status, else 0."""
     if not (Path(directory) / STARTUP_HOOK).is_file():
         return 0
+    log.info("running %s", STARTUP_HOOK)
     return supervise([Worker(["sh", STARTUP_HOOK], env=env, cwd=os.fspath(directory))])
 
 
@@ -89,6 +92,7 @@ def run_task(directory: str | os.PathLike[str], entrypoint: Any, *, python: str 
     if code != 0:
         print(f"{STARTUP_HOOK} failed with exit code {code}", file=sys.stderr, flush=True)
         return code
+    log.info("running the entrypoint: %s", argv)
     return supervise([Worker(argv, env=env, cwd=os.fspath(directory))])
 
 
@@ -111,10 +115,15 @@ def main() -> int:
         return 1
     try:
         data = rpc.fetch_context(info, info.trial.experiment_id)
-        unpack_context(data, os.getcwd())
     except errors.DetError as e:
         print(f"cannot download the experiment's context: {e.message}", file=sys.stderr, flush=True)
         return 1
+    try:
+        unpack_context(data, os.getcwd())
+    except (errors.DetError, OSError) as e:
+        print(f"cannot unpack the experiment's context: {e}", file=sys.stderr, flush=True)
+        return 1
+    log.info("unpacked the context (%d bytes packed) into %s", len(data), os.getcwd())
     return run_task(os.getcwd(), info.trial.config.get("entrypoint"), python=sys.executable)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import signal
 import subprocess
@@ -28,7 +27,7 @@ def _load_prctl() -> Callable[[int, int], int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)  # this process's symbols include libc's
     except OSError:
         return None
     prctl: Callable[[int, int], int] | None = getattr(libc, "prctl", None)
@@ -39,9 +38,14 @@ def _load_prctl() -> Callable[[int, int], int] | None:
 _PRCTL = _load_prctl()
 
 
-def _die_with_parent() -> None:
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+def _die_with(parent: int) -> Callable[[], None]:
+    def hook() -> None:
+        if _PRCTL is not None:
+            _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+            if os.getppid() != parent:  # the parent died before the line above
+                os._exit(137)
+
+    return hook
 
 
 def exit_status(returncode: int) -> int:
@@ -65,7 +69,8 @@ def spawn(
     """
     # The parent-death signal is tied to the thread that forks; only set it from the main
     # thread, whose end is the end of this process.
-    hook = _die_with_parent if threading.current_thread() is threading.main_thread() else None
+    main = threading.current_thread() is threading.main_thread()
+    hook = _die_with(os.getpid()) if main else None
     return subprocess.Popen(
         list(argv),
         env=None if env is None else dict(env),
@@ -86,13 +91,6 @@ def signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
     """Send ``signum`` to the process group led by ``proc`` (started with a new session)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signum)
-
-
-def signal_process(proc: subprocess.Popen[bytes], signum: int) -> None:
-    """Send ``signum`` to ``proc`` alone, unless it has already been reaped."""
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signum)
 
 
 @contextlib.contextmanager

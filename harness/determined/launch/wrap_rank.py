@@ -7,8 +7,9 @@ a lone carriage return (a progress bar redrawing itself) ends a line too.
 
 RANK is an integer, or the name of an environment variable that holds it (``RANK`` behind
 ``torch.distributed.run``), or several names separated by commas, the first one set wins
-(``HOROVOD_RANK,OMPI_COMM_WORLD_RANK,PMI_RANK``). SIGTERM and SIGINT are passed on to CMD;
-the exit status is CMD's (128+N if a signal N ended it).
+(``HOROVOD_RANK,OMPI_COMM_WORLD_RANK,PMI_RANK``). SIGTERM and SIGINT are passed on to CMD's
+process group; the exit status is CMD's (128+N if a signal N ended it). If the launcher
+that started wrap_rank dies without ending it, CMD is killed rather than left running.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import errno
 import os
 import re
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -115,9 +117,21 @@ def _write(fd: int, lines: list[bytes]) -> None:
             view = view[n:]
 
 
-def pump(proc: subprocess.Popen[bytes], prefix: str, *, out_fd: int = 1, err_fd: int = 2) -> None:
-    """Copy ``proc``'s stdout and stderr to ``out_fd``/``err_fd`` line by line, prefixed."""
+def pump(
+    proc: subprocess.Popen[bytes],
+    prefix: str,
+    *,
+    out_fd: int = 1,
+    err_fd: int = 2,
+    parent: int | None = None,
+) -> None:
+    """Copy ``proc``'s stdout and stderr to ``out_fd``/``err_fd`` line by line, prefixed.
+
+    If ``parent`` (our parent's pid) stops being our parent, the launcher that started us
+    died without ending us: ``proc``'s process group is killed so no worker outlives it.
+    """
     assert proc.stdout is not None and proc.stderr is not None
+    orphaned = False
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout.fileno(), selectors.EVENT_READ, (out_fd, LinePrefixer(prefix)))
         sel.register(proc.stderr.fileno(), selectors.EVENT_READ, (err_fd, LinePrefixer(prefix)))
@@ -131,6 +145,9 @@ def pump(proc: subprocess.Popen[bytes], prefix: str, *, out_fd: int = 1, err_fd:
                 else:
                     _write(dest, lines.flush())
                     sel.unregister(key.fd)
+            if parent is not None and not orphaned and os.getppid() != parent:
+                orphaned = True
+                _process.signal_group(proc, signal.SIGKILL)
             if proc.poll() is not None:
                 exited_at = exited_at or time.monotonic()
                 if time.monotonic() - exited_at > DRAIN_SECONDS:
@@ -142,13 +159,16 @@ def pump(proc: subprocess.Popen[bytes], prefix: str, *, out_fd: int = 1, err_fd:
 
 def run(rank: int, cmd: Sequence[str]) -> int:
     """Run ``cmd`` with its output prefixed by ``[rank=RANK] ``; its exit status."""
+    parent = os.getppid()
     try:
-        proc = _process.spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # A session of its own: a signal sent to our process group (torchrun ends workers
+        # that way) reaches CMD once, through us, and still reaches all that CMD started.
+        proc = _process.spawn(cmd, new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as e:
         print(f"wrap_rank: cannot run {cmd[0]}: {e.strerror or e}", file=sys.stderr, flush=True)
         return _process.start_failure_status(e)
-    with proc, _process.forward_signals(lambda signum: _process.signal_process(proc, signum)):
-        pump(proc, f"[rank={rank}] ")
+    with proc, _process.forward_signals(lambda signum: _process.signal_group(proc, signum)):
+        pump(proc, f"[rank={rank}] ", parent=parent)
         return _process.exit_status(proc.wait())
 
 
