@@ -15,5 +15,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # or pip would download a CUDA build of several GB.
   .venv/bin/python -m pip install -q "torch==2.13.0"
   .venv/bin/python -m pip install -q -e ".[dev]"
+  # DeepSpeed ships as an sdist whose build imports torch: build it against the torch above
+  # instead of an isolated build environment (which would fetch another torch).
+  .venv/bin/python -m pip install -q --no-build-isolation "deepspeed==0.19.8"
   echo "$want" > "$stamp"
 fi
