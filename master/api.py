@@ -124,6 +124,22 @@ class DeterminedServicer(v1.DeterminedBase):
     async def get_agents(self, message: v1.GetAgentsRequest) -> v1.GetAgentsResponse:
         return v1.GetAgentsResponse(agents=self.s.get_agents())
 
+    async def enable_agent(self, message: v1.AgentActionRequest) -> v1.AgentActionResponse:
+        agent = await self.s.set_agent_enabled(message.agent_id, enabled=True, drain=False)
+        return v1.AgentActionResponse(agent=agent)
+
+    async def disable_agent(self, message: v1.AgentActionRequest) -> v1.AgentActionResponse:
+        agent = await self.s.set_agent_enabled(message.agent_id, enabled=False, drain=message.drain)
+        return v1.AgentActionResponse(agent=agent)
+
+    async def get_resource_pools(
+        self, message: v1.GetResourcePoolsRequest
+    ) -> v1.GetResourcePoolsResponse:
+        return v1.GetResourcePoolsResponse(pools=self.s.get_resource_pools())
+
+    async def get_jobs(self, message: v1.GetJobsRequest) -> v1.GetJobsResponse:
+        return v1.GetJobsResponse(jobs=self.s.get_jobs(message.resource_pool))
+
     async def report_trial_metrics(
         self, message: v1.ReportTrialMetricsRequest
     ) -> v1.ReportTrialMetricsResponse:

@@ -54,6 +54,11 @@ class Experiment:
     config: expconf.ExperimentConfig
     state: State
     search: searcher.SearchMethod
+    job_id: str = ""
+    username: str = ""
+    start_time: float = 0.0
+    # A position set by `det job update --ahead-of/--behind-of`; 0 keeps submission order.
+    queue_order: float = 0.0
     searcher_done: bool = False
     trials: dict[int, Trial] = field(default_factory=dict)
 
@@ -124,6 +129,8 @@ class Experiments:
             cfg = cfg.with_seed(seed)
         search = searcher.new_search(cfg, seed)
         state = State.PAUSED if paused else State.ACTIVE
+        job_id = uuid.uuid4().hex[:8]
+        start_time = time.time()
         ids = await self._db.transaction(
             [
                 (
@@ -138,9 +145,9 @@ class Experiments:
                         json.dumps(cfg.to_dict()),
                         text,
                         username,
-                        time.time(),
+                        start_time,
                         parent_id or None,
-                        uuid.uuid4().hex[:8],
+                        job_id,
                     ),
                 ),
                 (
@@ -149,7 +156,15 @@ class Experiments:
                 ),
             ]
         )
-        exp = Experiment(id=ids[0], config=cfg, state=state, search=search)
+        exp = Experiment(
+            id=ids[0],
+            config=cfg,
+            state=state,
+            search=search,
+            job_id=job_id,
+            username=username,
+            start_time=start_time,
+        )
         self.live[exp.id] = exp
         self._events.publish("experiment", id=exp.id, state=state.value)
         await self._apply(exp, search.initial_operations())
@@ -248,9 +263,7 @@ class Experiments:
                 t.id,
             ),
         )
-        self._events.publish(
-            "trial", id=t.id, experiment_id=t.experiment_id, state=t.state.value
-        )
+        self._events.publish("trial", id=t.id, experiment_id=t.experiment_id, state=t.state.value)
 
     async def _set_state(self, exp: Experiment, state: State) -> None:
         exp.state = state
@@ -605,6 +618,10 @@ class Experiments:
                 config=cfg,
                 state=State(row["state"]),
                 search=search,
+                job_id=row["job_id"],
+                username=row["username"],
+                start_time=row["start_time"],
+                queue_order=row["queue_order"] or 0.0,
                 searcher_done=bool(state.get("done", False)),
             )
             self.live[exp.id] = exp

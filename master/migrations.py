@@ -111,4 +111,8 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX checkpoints_trial ON checkpoints (trial_id);
     """,
+    # 2: queue positions set by users.
+    """
+    ALTER TABLE experiments ADD COLUMN queue_order REAL NOT NULL DEFAULT 0;
+    """,
 ]

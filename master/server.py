@@ -16,6 +16,7 @@ from master.api import DeterminedServicer
 from master.db import Database
 from master.events import EventBus
 from master.experiments import Experiments, MasterInfo
+from master.jobs import Jobs
 from master.listener import Listener, bind
 from master.logs import LogStore
 from master.reports import Reports
@@ -91,6 +92,7 @@ class Master:
             info=info,
             version=VERSION,
             events=events,
+            jobs=Jobs(self.cfg, hub, tasks, experiments),
         )
         async with lock:
             restored = await tasks.restore()

@@ -17,6 +17,7 @@ from master.agents import AgentHub
 from master.db import Database
 from master.events import EventBus
 from master.experiments import Experiments, MasterInfo
+from master.jobs import Jobs
 from master.logs import LogFilter, LogStore
 from master.reports import Reports
 from master.states import State, parse
@@ -48,8 +49,10 @@ class Service:
         info: MasterInfo,
         version: str,
         events: EventBus,
+        jobs: Jobs,
     ) -> None:
         self.events = events
+        self.jobs = jobs
         self.db = db
         self.lock = lock
         self.hub = hub
@@ -244,6 +247,18 @@ class Service:
         alloc = self.tasks.get(req.allocation_id)
         timeout = req.timeout_seconds if req.timeout_seconds > 0 else 3600.0
         return await alloc.allgather(req.group, req.seq, req.rank, req.size, req.data, timeout)
+
+    # -- the job queue, pools and agent control --------------------------------------------
+
+    def get_jobs(self, pool: str) -> list[v1.Job]:
+        return self.jobs.queue(pool)
+
+    def get_resource_pools(self) -> list[v1.ResourcePool]:
+        return self.jobs.pools()
+
+    async def set_agent_enabled(self, agent_id: str, *, enabled: bool, drain: bool) -> v1.Agent:
+        async with self.lock:
+            return self.jobs.set_agent_enabled(agent_id, enabled=enabled, drain=drain)
 
     def trial_state(self, trial_id: int) -> State | None:
         found = self.experiments.live_trial(trial_id)
