@@ -59,6 +59,8 @@ class Experiment:
     start_time: float = 0.0
     # A position set by `det job update --ahead-of/--behind-of`; 0 keeps submission order.
     queue_order: float = 0.0
+    # Where new trials start from (searcher.source_trial_id / source_checkpoint_uuid).
+    source_checkpoint: str | None = None
     searcher_done: bool = False
     trials: dict[int, Trial] = field(default_factory=dict)
 
@@ -116,6 +118,14 @@ class Experiments:
         self, text: str, context: bytes, *, paused: bool, username: str, parent_id: int = 0
     ) -> int:
         cfg = self.validate(text)
+        if not context and parent_id:
+            row = await self._db.fetch_one(
+                "SELECT data FROM contexts WHERE experiment_id = ?", (parent_id,)
+            )
+            if row is None:
+                raise errors.NotFound(f"experiment {parent_id} not found")
+            context = bytes(row["data"])
+        source = await self._source_checkpoint(cfg)
         try:
             files = {path for path, _ in ctx.context_files(context)}
         except Exception as e:
@@ -164,12 +174,39 @@ class Experiments:
             job_id=job_id,
             username=username,
             start_time=start_time,
+            source_checkpoint=source,
         )
         self.live[exp.id] = exp
         self._events.publish("experiment", id=exp.id, state=state.value)
         await self._apply(exp, search.initial_operations())
         log.info("created experiment %d", exp.id)
         return exp.id
+
+    async def _source_checkpoint(self, cfg: expconf.ExperimentConfig) -> str | None:
+        """The checkpoint new trials continue from, checked before anything is created."""
+        uuid_ = cfg.searcher.source_checkpoint_uuid
+        if uuid_:
+            row = await self._db.fetch_one(
+                "SELECT uuid FROM checkpoints WHERE uuid = ? AND state != 'DELETED'", (uuid_,)
+            )
+            if row is None:
+                raise errors.NotFound(
+                    f"searcher.source_checkpoint_uuid: checkpoint {uuid_} not found"
+                )
+            return uuid_
+        trial_id = cfg.searcher.source_trial_id
+        if trial_id:
+            row = await self._db.fetch_one(
+                "SELECT latest_checkpoint FROM trials WHERE id = ?", (trial_id,)
+            )
+            if row is None:
+                raise errors.NotFound(f"searcher.source_trial_id: trial {trial_id} not found")
+            if row["latest_checkpoint"] is None:
+                raise errors.FailedPrecondition(
+                    f"searcher.source_trial_id: trial {trial_id} has no checkpoint to continue from"
+                )
+            return str(row["latest_checkpoint"])
+        return None
 
     # -- searcher operations -----------------------------------------------------------------
 
@@ -222,13 +259,13 @@ class Experiments:
             state=State.ACTIVE if exp.state == State.ACTIVE else State.PAUSED,
             hparams=op.hparams,
             seed=op.seed,
+            latest_checkpoint=exp.source_checkpoint,
         )
         exp.trials[trial.id] = trial
         self._trials[trial.id] = trial
+        await self._save_trial(trial)
         if trial.state == State.ACTIVE:
             self._request(exp, trial)
-        else:
-            await self._save_trial(trial)
         return trial
 
     def _request(self, exp: Experiment, trial: Trial) -> None:
@@ -624,6 +661,10 @@ class Experiments:
                 queue_order=row["queue_order"] or 0.0,
                 searcher_done=bool(state.get("done", False)),
             )
+            try:
+                exp.source_checkpoint = await self._source_checkpoint(cfg)
+            except errors.DetError:
+                exp.source_checkpoint = None
             self.live[exp.id] = exp
             for t in await self._db.fetch_all(
                 "SELECT * FROM trials WHERE experiment_id = ?", (exp.id,)
