@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import sys
 
-from cli import Subparsers, config, render, rpc, trial
+from cli import Subparsers, config, render, rpc, testmode, trial
 from determined.api.gen import v1
 from determined.common import client, errors
 from determined.common.context import pack_context
@@ -56,16 +56,28 @@ def add_create_parser(verbs: Subparsers) -> None:
 
 
 def create(args: argparse.Namespace) -> int:
-    if args.local or args.test_mode:
-        raise errors.DetError(
-            "--local and --test-mode are not implemented yet; "
-            "submit without them to run the experiment on the cluster"
-        )
     if args.follow_first_trial and args.paused:
         args.parser.error("--follow-first-trial cannot be used with --paused")
+    if args.local and args.paused:
+        args.parser.error("--local cannot be used with --paused")
     text = config.load(args.config_file, args.config_overrides)
     context = pack_context(args.context_dir, includes=args.include)
-    request = v1.CreateExperimentRequest(config=text, context=context, paused=args.paused)
+    if args.local:
+        run_text = testmode.shorten(text) if args.test_mode else text
+        with testmode.LocalCluster(testmode.slots_needed(run_text)) as local:
+            return _submit(local.address, run_text, context, paused=False, follow=True)
+    if args.test_mode:
+        print("Running the experiment in test mode first", flush=True)
+        code = _submit(args.master, testmode.shorten(text), context, paused=False, follow=True)
+        if code != 0:
+            print("Test mode failed; the experiment was not created", file=sys.stderr)
+            return code
+        print("Test mode passed; creating the experiment", flush=True)
+    return _submit(args.master, text, context, paused=args.paused, follow=args.follow_first_trial)
+
+
+def _submit(master: str | None, text: str, context: bytes, *, paused: bool, follow: bool) -> int:
+    request = v1.CreateExperimentRequest(config=text, context=context, paused=paused)
 
     async def body(s: client.Session) -> int:
         response = await s.call(s.stub.create_experiment(request))
@@ -73,11 +85,11 @@ def create(args: argparse.Namespace) -> int:
         print(f"Created experiment {exp_id}", flush=True)
         for warning in response.warnings:
             print(f"Warning: {warning}", file=sys.stderr)
-        if not args.follow_first_trial:
+        if not follow:
             return 0
         return await follow_first_trial(s, exp_id)
 
-    return rpc.run(args.master, body)
+    return rpc.run(master, body)
 
 
 async def follow_first_trial(s: client.Session, exp_id: int) -> int:

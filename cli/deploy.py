@@ -121,7 +121,7 @@ def cluster_up(args: argparse.Namespace) -> int:
     print(f"Starting a master and {args.agents} agent(s); logs in {data_dir}", flush=True)
     started: list[Proc] = []
     try:
-        _start_and_wait(args, data_dir, started)
+        start_and_wait(args, data_dir, started)
     except BaseException:
         local_cluster.stop(started[1:])  # the agents, then the master
         local_cluster.stop(started[:1])
@@ -134,7 +134,7 @@ def cluster_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_and_wait(args: argparse.Namespace, data_dir: Path, started: list[Proc]) -> None:
+def start_and_wait(args: argparse.Namespace, data_dir: Path, started: list[Proc]) -> None:
     """Start the master, wait for /health, start the agents, wait until all are connected.
 
     `started` is filled as processes start, so the caller can stop them on any failure.

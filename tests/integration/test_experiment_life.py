@@ -10,7 +10,9 @@ import time
 from tests.cluster import EXAMPLES, Cluster, wait_until
 
 
-def make_context(tmp_path: pathlib.Path, script: str, config: str) -> tuple[pathlib.Path, pathlib.Path]:
+def make_context(
+    tmp_path: pathlib.Path, script: str, config: str
+) -> tuple[pathlib.Path, pathlib.Path]:
     ctx = tmp_path / "ctx"
     ctx.mkdir()
     (ctx / "train.py").write_text(textwrap.dedent(script))
@@ -31,7 +33,11 @@ def test_minimal_example_completes_with_its_logs(cluster: Cluster) -> None:
 
 def test_create_follow_streams_logs_and_exits_zero(cluster: Cluster) -> None:
     proc = cluster.det(
-        "experiment", "create", str(EXAMPLES / "minimal" / "const.yaml"), str(EXAMPLES / "minimal"), "-f"
+        "experiment",
+        "create",
+        str(EXAMPLES / "minimal" / "const.yaml"),
+        str(EXAMPLES / "minimal"),
+        "-f",
     )
     assert "Created experiment" in proc.stdout
     assert "step 3/5" in proc.stdout
@@ -136,3 +142,29 @@ def test_ranks_are_stored_and_filterable(cluster: Cluster, tmp_path: pathlib.Pat
     assert "hello from one" in only_one
     assert "hello from zero" not in only_one
     assert "[rank=1]" in only_one
+
+
+def test_local_test_mode_runs_without_a_deployed_cluster(tmp_path: pathlib.Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "experiment",
+            "create",
+            "--local",
+            "--test-mode",
+            str(EXAMPLES / "minimal" / "const.yaml"),
+            str(EXAMPLES / "minimal"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "step 5/5" in proc.stdout
+    assert "finished with state COMPLETED" in proc.stdout
