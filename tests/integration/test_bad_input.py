@@ -7,7 +7,9 @@ import pathlib
 from tests.cluster import EXAMPLES, Cluster, free_port
 
 
-def test_entrypoint_missing_from_context_is_rejected(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+def test_entrypoint_missing_from_context_is_rejected(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
     (tmp_path / "ctx").mkdir()
     cfg = tmp_path / "c.yaml"
     cfg.write_text("entrypoint: python3 nowhere.py\nsearcher: {name: single, metric: x}\n")
@@ -21,7 +23,9 @@ def test_entrypoint_missing_from_context_is_rejected(cluster: Cluster, tmp_path:
 
 def test_unknown_config_key_names_the_path(cluster: Cluster, tmp_path: pathlib.Path) -> None:
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("entrypoint: python3 train.py\nsearcher: {name: single, metric: x, max_trails: 3}\n")
+    cfg.write_text(
+        "entrypoint: python3 train.py\nsearcher: {name: single, metric: x, max_trails: 3}\n"
+    )
     proc = cluster.det("experiment", "create", str(cfg), str(EXAMPLES / "minimal"), check=False)
     assert proc.returncode == 1
     assert "searcher.max_trails" in proc.stderr
@@ -39,4 +43,43 @@ def test_dead_master_is_reported(cluster: Cluster) -> None:
     proc = cluster.det("-m", f"127.0.0.1:{free_port()}", "experiment", "list", check=False)
     assert proc.returncode == 1
     assert "cannot reach the master" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_oversized_context_names_its_size_and_suggests_detignore(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "train.py").write_text("print('hi')\n")
+    with open(ctx / "data.bin", "wb") as f:
+        f.truncate(96 * 1024 * 1024)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("entrypoint: python3 train.py\nsearcher: {name: single, metric: x}\n")
+    proc = cluster.det("experiment", "create", str(cfg), str(ctx), check=False)
+    assert proc.returncode == 1
+    assert "96.0 MiB" in proc.stderr and ".detignore" in proc.stderr
+    (ctx / ".detignore").write_text("data.bin\n")
+    assert cluster.create(cfg, ctx) > 0
+
+
+def test_symlink_leaving_the_context_is_rejected(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "train.py").write_text("print('hi')\n")
+    (ctx / "secrets").symlink_to("/etc")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("entrypoint: python3 train.py\nsearcher: {name: single, metric: x}\n")
+    proc = cluster.det("experiment", "create", str(cfg), str(ctx), check=False)
+    assert proc.returncode == 1
+    assert "secrets" in proc.stderr and "outside" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_malformed_yaml_says_where(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("entrypoint: python3 train.py\nsearcher: [unclosed\n")
+    proc = cluster.det("experiment", "create", str(cfg), str(EXAMPLES / "minimal"), check=False)
+    assert proc.returncode == 1
+    assert "line" in proc.stderr
     assert "Traceback" not in proc.stderr
