@@ -19,9 +19,9 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from determined.api.gen import v1  # noqa: E402
-from determined.common import client, context  # noqa: E402
-from tests.cluster import Cluster  # noqa: E402
+from determined.api.gen import v1
+from determined.common import client, context
+from tests.cluster import Cluster
 
 CONFIG = """
 entrypoint: python3 noop.py
@@ -40,7 +40,9 @@ def rss_mib(pid: int) -> float:
 async def one_run(address: str, ctx: bytes) -> tuple[float, float]:
     async with client.session(address) as s:
         began = time.time()
-        resp = await s.call(s.stub.create_experiment(v1.CreateExperimentRequest(config=CONFIG, context=ctx)))
+        resp = await s.call(
+            s.stub.create_experiment(v1.CreateExperimentRequest(config=CONFIG, context=ctx))
+        )
         assert resp.experiment is not None
         exp_id = resp.experiment.id
         first_line = None
@@ -53,7 +55,9 @@ async def one_run(address: str, ctx: bytes) -> tuple[float, float]:
             if exp.experiment.state in (v1.State.ERROR, v1.State.CANCELED):
                 raise RuntimeError(f"experiment {exp_id} ended {exp.experiment.state}")
             await asyncio.sleep(0.005)
-        trials = await s.call(s.stub.get_experiment_trials(v1.GetExperimentTrialsRequest(experiment_id=exp_id)))
+        trials = await s.call(
+            s.stub.get_experiment_trials(v1.GetExperimentTrialsRequest(experiment_id=exp_id))
+        )
         async for batch in s.stub.trial_logs(v1.TrialLogsRequest(trial_id=trials.trials[0].id)):
             for line in batch.logs:
                 if "user code running" in line.message:

@@ -53,7 +53,7 @@ class Cluster:
         return {**os.environ, "DET_MASTER": self.address, "PYTHONUNBUFFERED": "1"}
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - owned by the process
+        log = open(self.root / f"{name}.log", "ab")
         return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)
 
     def start_master(self) -> None:
@@ -127,7 +127,9 @@ class Cluster:
         except OSError:
             return []
 
-    def det(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def det(
+        self, *args: str, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             [sys.executable, "-m", "cli", *args],
             env=self.env,
@@ -186,7 +188,8 @@ class Cluster:
 
     def dump_logs(self) -> str:
         return "\n".join(
-            f"==== {p.name}\n{p.read_text(errors='replace')[-6000:]}" for p in self.root.glob("*.log")
+            f"==== {p.name}\n{p.read_text(errors='replace')[-6000:]}"
+            for p in self.root.glob("*.log")
         )
 
 

@@ -9,7 +9,9 @@ from master.allocation import Allocation, Container
 
 
 def allocation() -> Allocation:
-    containers = {f"c{r}": Container(id=f"c{r}", agent_id=f"a{r}", slot_ids=("0",), rank=r) for r in range(2)}
+    containers = {
+        f"c{r}": Container(id=f"c{r}", agent_id=f"a{r}", slot_ids=("0",), rank=r) for r in range(2)
+    }
     return Allocation(id="1.1.1", task_id="1.1", trial_id=1, token="t", containers=containers)
 
 
@@ -23,8 +25,12 @@ async def test_allgather_returns_every_rank_in_rank_order() -> None:
 
 async def test_successive_calls_meet_by_sequence_number() -> None:
     alloc = allocation()
-    a = asyncio.gather(alloc.allgather("world", 0, 0, 2, b"a0", 5), alloc.allgather("world", 1, 0, 2, b"b0", 5))
-    b = asyncio.gather(alloc.allgather("world", 1, 1, 2, b"b1", 5), alloc.allgather("world", 0, 1, 2, b"a1", 5))
+    a = asyncio.gather(
+        alloc.allgather("world", 0, 0, 2, b"a0", 5), alloc.allgather("world", 1, 0, 2, b"b0", 5)
+    )
+    b = asyncio.gather(
+        alloc.allgather("world", 1, 1, 2, b"b1", 5), alloc.allgather("world", 0, 1, 2, b"a1", 5)
+    )
     (a0, b0), (b1, a1) = await asyncio.gather(a, b)
     assert a0 == a1 == [b"a0", b"a1"]
     assert b0 == b1 == [b"b0", b"b1"]
@@ -56,5 +62,7 @@ async def test_preemption_long_poll_wakes_when_signalled() -> None:
 
 async def test_a_retried_call_after_completion_gets_the_same_answer() -> None:
     alloc = allocation()
-    first = await asyncio.gather(*(alloc.allgather("world", 0, r, 2, f"{r}".encode(), 5) for r in (0, 1)))
+    first = await asyncio.gather(
+        *(alloc.allgather("world", 0, r, 2, f"{r}".encode(), 5) for r in (0, 1))
+    )
     assert await alloc.allgather("world", 0, 1, 2, b"1", 5) == first[1]

@@ -7,6 +7,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+
 from determined.common import errors
 from determined.common.context import (
     MAX_CONTEXT_BYTES,

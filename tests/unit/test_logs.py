@@ -15,5 +15,7 @@ from master.logs import parse_line
         ("[rank=x] not a rank", None, "INFO", "[rank=x] not a rank"),
     ],
 )
-def test_rank_prefix_and_level_are_parsed(raw: str, rank: int | None, level: str, message: str) -> None:
+def test_rank_prefix_and_level_are_parsed(
+    raw: str, rank: int | None, level: str, message: str
+) -> None:
     assert parse_line(raw) == (rank, level, message)

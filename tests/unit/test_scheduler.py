@@ -11,7 +11,10 @@ def agents(*free: int) -> list[AgentView]:
 
 
 def test_lower_priority_number_runs_first() -> None:
-    placed = schedule(agents(1), [Request("late", 1, priority=50, order=1), Request("urgent", 1, priority=10, order=2)])
+    placed = schedule(
+        agents(1),
+        [Request("late", 1, priority=50, order=1), Request("urgent", 1, priority=10, order=2)],
+    )
     assert [p.request_id for p in placed] == ["urgent"]
 
 

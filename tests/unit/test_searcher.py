@@ -4,7 +4,9 @@ from determined.common import expconf
 from master import searcher
 
 
-def config(searcher_cfg: dict[str, object], hps: dict[str, object] | None = None) -> expconf.ExperimentConfig:
+def config(
+    searcher_cfg: dict[str, object], hps: dict[str, object] | None = None
+) -> expconf.ExperimentConfig:
     return expconf.parse_experiment_config(
         {"entrypoint": "python3 train.py", "searcher": searcher_cfg, "hyperparameters": hps or {}}
     )
@@ -23,12 +25,16 @@ def test_single_creates_one_trial_trained_to_max_length_then_shuts_down() -> Non
     (create,) = s.initial_operations()
     assert isinstance(create, searcher.Create)
     assert s.on_trial_created(create.request_id) == [searcher.ValidateAfter(create.request_id, 100)]
-    assert s.on_validation_completed(create.request_id, 0.5, 100) == [searcher.Close(create.request_id)]
+    assert s.on_validation_completed(create.request_id, 0.5, 100) == [
+        searcher.Close(create.request_id)
+    ]
     assert s.on_trial_closed(create.request_id) == [searcher.Shutdown()]
 
 
 def test_sampled_hyperparameters_respect_types_and_bounds() -> None:
-    s = searcher.new_search(config({"name": "random", "metric": "x", "max_trials": 50}, HPS), seed=3)
+    s = searcher.new_search(
+        config({"name": "random", "metric": "x", "max_trials": 50}, HPS), seed=3
+    )
     for op in s.initial_operations():
         assert isinstance(op, searcher.Create)
         hp = op.hparams
@@ -39,7 +45,9 @@ def test_sampled_hyperparameters_respect_types_and_bounds() -> None:
 
 
 def test_same_seed_same_trials_and_state_round_trips() -> None:
-    cfg = config({"name": "random", "metric": "x", "max_trials": 5, "max_concurrent_trials": 2}, HPS)
+    cfg = config(
+        {"name": "random", "metric": "x", "max_trials": 5, "max_concurrent_trials": 2}, HPS
+    )
     a = searcher.new_search(cfg, seed=11)
     first = a.initial_operations()
     b = searcher.new_search(cfg, seed=11)

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
 import pathspec
+
 from determined.common.errors import InvalidArgument
 
 MAX_CONTEXT_BYTES = 95 * 1024 * 1024
