@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import os
 import socket
+import subprocess
 import sys
 import time
 import urllib.error
@@ -27,6 +29,9 @@ from determined.common import client, errors
 
 DEFAULT_DATA_DIR = "~/.local/share/pydet/local"
 READY_TIMEOUT = 30.0
+DEFAULT_TASK_IMAGE = "pydet-task:latest"
+# In a checkout (or an editable install); a wheel has no scripts.
+BUILD_IMAGES = Path(__file__).resolve().parent.parent / "scripts" / "docker" / "build-images.sh"
 
 
 def _count(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
@@ -59,7 +64,19 @@ def add_parser(nouns: Subparsers) -> None:
         help="artificial slots per agent (default: the GPUs the agent finds, else 1)",
     )
     up.add_argument("--data-dir", default=DEFAULT_DATA_DIR, metavar="DIR")
-    up.add_argument("--runtime", choices=("process", "docker"), default="process")
+    up.add_argument(
+        "--runtime",
+        choices=("process", "docker"),
+        default="process",
+        help="how agents run tasks: plain processes, or Docker containers (default: process)",
+    )
+    up.add_argument(
+        "--default-image",
+        default=None,
+        metavar="IMAGE",
+        help=f"docker runtime: image for tasks whose config names none "
+        f"(default: {DEFAULT_TASK_IMAGE}, built locally when missing)",
+    )
     up.set_defaults(func=cluster_up)
 
     down = verbs.add_parser("cluster-down", help="stop the local cluster")
@@ -74,10 +91,18 @@ def master_argv(port: int, data_dir: Path) -> list[str]:
 
 
 def agent_argv(
-    port: int, agent_id: str, work_dir: Path, slots: int | None, runtime: str
+    port: int,
+    agent_id: str,
+    work_dir: Path,
+    slots: int | None,
+    runtime: str,
+    *,
+    default_image: str | None = None,
 ) -> list[str]:
     argv = [sys.executable, "-P", "-m", "agent", "--master", f"localhost:{port}"]
     argv += ["--agent-id", agent_id, "--work-dir", str(work_dir), "--resource-pool", "default"]
+    if default_image:
+        argv += ["--default-image", default_image]
     argv += ["--runtime", runtime]
     # Without --slots the agent uses the GPUs it finds, else one artificial slot.
     return argv if slots is None else [*argv, "--slots", str(slots)]
@@ -117,6 +142,11 @@ def cluster_up(args: argparse.Namespace) -> int:
         local_cluster.remove_state(data_dir)
     if port_in_use(port):
         raise errors.FailedPrecondition(f"port {port} is in use; choose another with --master-port")
+    if args.runtime == "docker":
+        args.default_image = args.default_image or DEFAULT_TASK_IMAGE
+        ensure_task_image(args.default_image)
+    elif args.default_image:
+        raise errors.InvalidArgument("--default-image needs --runtime docker")
     data_dir.mkdir(parents=True, exist_ok=True)
     print(f"Starting a master and {args.agents} agent(s); logs in {data_dir}", flush=True)
     started: list[Proc] = []
@@ -156,7 +186,9 @@ def start_and_wait(args: argparse.Namespace, data_dir: Path, started: list[Proc]
         agent_id = f"{host}-{i}"
         work_dir = data_dir / f"agent-{i}"
         work_dir.mkdir(exist_ok=True)
-        argv = agent_argv(port, agent_id, work_dir, args.slots, args.runtime)
+        argv = agent_argv(
+            port, agent_id, work_dir, args.slots, args.runtime, default_image=args.default_image
+        )
         log = data_dir / f"agent-{i}.log"
         agents.append(local_cluster.start(agent_id, argv, log, data_dir))
         started.append(agents[-1])
@@ -179,11 +211,71 @@ async def _wait_for_agents(port: int, master: Proc, agents: list[Proc], deadline
             await asyncio.sleep(0.2)
 
 
+def ensure_task_image(image: str) -> None:
+    """Make sure the local Docker engine has ``image``, building the default one if not.
+
+    There is no registry to pull from, so a missing default image is built here with the
+    project's script; any other missing image is the user's to build.
+    """
+    if asyncio.run(_image_present(image)):
+        print(f"Tasks without environment.image run in Docker image {image}")
+        return
+    if image != DEFAULT_TASK_IMAGE:
+        raise errors.FailedPrecondition(
+            f"Docker image {image} is not in the local engine and there is no registry to pull "
+            f"it from; build it (docker build --network host -t {image} ...) or leave out "
+            f"--default-image to use {DEFAULT_TASK_IMAGE}"
+        )
+    if not BUILD_IMAGES.is_file():
+        raise errors.FailedPrecondition(
+            f"Docker image {image} is missing; build it from a pydet checkout with "
+            "scripts/docker/build-images.sh"
+        )
+    print(
+        f"Docker image {image} is missing: building it with {BUILD_IMAGES} "
+        "(a first build takes a few minutes)",
+        flush=True,
+    )
+    env = dict(os.environ, PYDET_TASK_IMAGE=image)
+    code = subprocess.run([str(BUILD_IMAGES)], env=env, check=False).returncode
+    if code != 0:
+        raise errors.DetError(f"building {image} failed (exit code {code}); see the output above")
+    print(f"Tasks without environment.image run in Docker image {image}")
+
+
+async def _image_present(image: str) -> bool:
+    # Imported here: only the docker runtime needs aiohttp, and `det` should start fast.
+    import aiodocker
+    import aiohttp
+
+    url = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    async with aiodocker.Docker(url=url) as docker:
+        try:
+            await docker.images.inspect(image)
+        except aiodocker.DockerError as e:
+            if e.status == 404:
+                return False
+            raise errors.FailedPrecondition(
+                f"cannot reach the Docker engine at {url}: {e.message}. Start one (on Debian: "
+                "scripts/docker/install.sh), set DOCKER_HOST, or use --runtime process"
+            ) from None
+        except aiohttp.ClientError as e:
+            raise errors.FailedPrecondition(
+                f"cannot reach the Docker engine at {url}: {e}; or use --runtime process"
+            ) from None
+    return True
+
+
 def _check_alive(p: Proc) -> None:
+    # `p` is our own child here, so waitpid knows for sure; the command-line identity check
+    # of `local_cluster.alive` is for pids read back from the state file.
     code = local_cluster.exit_code(p)
-    if code is not None or not local_cluster.alive(p):
-        how = "exited" if code is None else f"exited with code {code}"
-        _fail(p, how, timed_out=False)
+    if code is not None:
+        _fail(p, f"exited with code {code}", timed_out=False)
+    try:
+        os.kill(p.pid, 0)
+    except ProcessLookupError:
+        _fail(p, "exited", timed_out=False)
 
 
 def _fail(p: Proc, what: str, *, timed_out: bool = True) -> NoReturn:
