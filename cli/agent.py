@@ -16,6 +16,15 @@ def add_parser(nouns: Subparsers) -> None:
     p = verbs.add_parser("list", aliases=["ls"], help="list agents and their slot usage")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=list_agents)
+    p = verbs.add_parser("enable", help="let the scheduler use an agent again")
+    p.add_argument("agent_id", metavar="AGENT_ID")
+    p.set_defaults(func=enable, drain=False)
+    p = verbs.add_parser(
+        "disable", help="take an agent out of scheduling (its tasks restart elsewhere)"
+    )
+    p.add_argument("agent_id", metavar="AGENT_ID")
+    p.add_argument("--drain", action="store_true", help="let running tasks finish instead")
+    p.set_defaults(func=disable)
 
     slot = nouns.add_parser("slot", aliases=["s"], help="list slots")
     verbs = slot.add_subparsers(dest="verb", metavar="COMMAND", required=True)
@@ -71,3 +80,23 @@ def list_slots(args: argparse.Namespace) -> int:
     else:
         print(render.table(SLOT_HEADERS, [row for a in agents for row in slot_rows(a)]))
     return 0
+
+
+def _act(args: argparse.Namespace, *, enabled: bool) -> int:
+    async def body(s: client.Session) -> v1.Agent:
+        req = v1.AgentActionRequest(agent_id=args.agent_id, drain=args.drain)
+        call = s.stub.enable_agent(req) if enabled else s.stub.disable_agent(req)
+        return rpc.present((await s.call(call)).agent, "agent")
+
+    agent = rpc.run(args.master, body)
+    what = "enabled" if enabled else ("draining" if agent.draining else "disabled")
+    print(f"Agent {agent.id} {what}")
+    return 0
+
+
+def enable(args: argparse.Namespace) -> int:
+    return _act(args, enabled=True)
+
+
+def disable(args: argparse.Namespace) -> int:
+    return _act(args, enabled=False)

@@ -56,6 +56,7 @@ def add_parser(nouns: Subparsers) -> None:
     p = _with_id(verbs, "logs", "print the logs of the experiment's first trial")
     trial.add_log_flags(p)
     p.set_defaults(func=logs)
+    _add_set_parser(verbs)
 
 
 def _with_id(
@@ -203,4 +204,30 @@ def logs(args: argparse.Namespace) -> int:
         await trial.print_logs(s, trial.logs_request(trial_id, args))
 
     rpc.run(args.master, body)
+    return 0
+
+
+def _add_set_parser(verbs: Subparsers) -> None:
+    p = verbs.add_parser("set", help="change an experiment's priority, weight or max slots")
+    what = p.add_subparsers(dest="field", metavar="FIELD", required=True)
+    for name, kind, help_text in (
+        ("priority", int, "scheduling priority (lower runs first)"),
+        ("weight", float, "fair-share weight"),
+        ("max-slots", int, "the most slots the experiment may hold at once"),
+    ):
+        q = what.add_parser(name, help=help_text)
+        q.add_argument("experiment_id", type=int, metavar="ID")
+        q.add_argument("value", type=kind, metavar="VALUE")
+        q.set_defaults(func=set_resources)
+
+
+def set_resources(args: argparse.Namespace) -> int:
+    field = args.field.replace("-", "_")
+    req = v1.SetExperimentResourcesRequest(experiment_id=args.experiment_id, **{field: args.value})
+
+    async def body(s: client.Session) -> None:
+        await s.call(s.stub.set_experiment_resources(req))
+
+    rpc.run(args.master, body)
+    print(f"Set {args.field} of experiment {args.experiment_id} to {args.value}")
     return 0
