@@ -80,7 +80,11 @@ class LocalCluster:
 
     def __enter__(self) -> LocalCluster:
         args = argparse.Namespace(
-            master_port=self.port, agents=1, slots=self._slots, runtime="process"
+            master_port=self.port,
+            agents=1,
+            slots=self._slots,
+            runtime="process",
+            default_image=None,
         )
         print(f"Starting a local master and agent in {self.data_dir}", flush=True)
         try:

@@ -177,9 +177,11 @@ def test_missing_context_directory_is_a_clear_error(
     assert "does not exist" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag", ["--local", "--test-mode", "-t"])
-def test_local_and_test_mode_say_they_are_not_implemented(
-    project: Path, no_network: None, flag: str, capsys: pytest.CaptureFixture[str]
+def test_test_mode_failing_means_the_real_experiment_is_not_created(
+    project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["e", "create", str(project / "const.yaml"), str(project / "ctx"), flag]) == 1
-    assert "not implemented yet" in capsys.readouterr().err
+    # No master is reachable: the shortened run cannot even be submitted, so nothing is.
+    argv = ["-m", "127.0.0.1:9", "e", "create", str(project / "const.yaml")]
+    assert main([*argv, str(project / "ctx"), "-t"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot reach the master" in err
