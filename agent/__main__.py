@@ -12,9 +12,11 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from agent import config, slots
 from agent.daemon import Daemon
+from agent.outbox import Outbox
 
 log = logging.getLogger("agent")
 
@@ -26,19 +28,52 @@ def main(argv: Sequence[str] | None = None) -> None:
         cfg = config.load(argv)
     except config.ConfigError as e:
         _fail(str(e))
-    if cfg.runtime == "docker":
-        _fail("the docker runtime is not available yet; use --runtime process")
     try:
         cfg.work_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         _fail(f"cannot create the work dir {cfg.work_dir}: {e.strerror or e}")
     logging.basicConfig(level=cfg.log_level, format=LOG_FORMAT, stream=sys.stderr)
+    # h2 and hpack log every frame at DEBUG, which drowns the agent's own lines.
+    for noisy in ("hpack", "h2"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     agent_slots = slots.detect(cfg.slots)
-    asyncio.run(_serve(Daemon(cfg, slots=agent_slots)))
+    asyncio.run(_serve(cfg, agent_slots))
     sys.exit(0)
 
 
-async def _serve(daemon: Daemon) -> None:
+async def _daemon(cfg: config.AgentConfig, agent_slots: list[slots.SlotSpec]) -> Daemon:
+    if cfg.runtime != "docker":
+        return Daemon(cfg, slots=agent_slots)
+    # Imported here: aiohttp costs an agent on the process runtime startup time for nothing.
+    from agent.docker_runtime import DockerRuntime, DockerUnavailable
+
+    try:
+        runtime = await DockerRuntime.connect(
+            agent_id=cfg.agent_id,
+            master=cfg.master,
+            work_dir=cfg.work_dir,
+            slots=agent_slots,
+            default_image=cfg.default_image,
+            harness=cfg.docker_harness,
+        )
+    except DockerUnavailable as e:
+        _fail(e.message)
+    # Containers left by an earlier run of this agent are adopted before the hello, which
+    # lists them; their exits go to the master through the same outbox.
+    outbox = Outbox()
+    try:
+        await runtime.adopt(outbox.put)
+    except DockerUnavailable as e:
+        await runtime.close()
+        _fail(e.message)
+    except BaseException:
+        await runtime.close()
+        raise
+    return Daemon(cfg, slots=agent_slots, runtime=runtime, outbox=outbox)
+
+
+async def _serve(cfg: config.AgentConfig, agent_slots: list[slots.SlotSpec]) -> None:
+    daemon = await _daemon(cfg, agent_slots)
     loop = asyncio.get_running_loop()
     seen = 0
 
@@ -64,7 +99,7 @@ async def _serve(daemon: Daemon) -> None:
             loop.remove_signal_handler(sig)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     print(f"det-agent: {message}", file=sys.stderr)
     sys.exit(2)
 

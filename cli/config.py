@@ -73,6 +73,11 @@ def apply_overrides(config: dict[str, Any], overrides: Sequence[Override]) -> di
     return result
 
 
+# The master fills in its default checkpoint storage, so a config may give only retention
+# settings (`checkpoint_storage: {save_trial_best: 2}`); validate as if a default existed.
+STAND_IN_DEFAULTS = {"checkpoint_storage": {"type": "shared_fs", "host_path": "/"}}
+
+
 def read_text(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
@@ -102,7 +107,7 @@ def load(path: str, overrides: Sequence[Override] = ()) -> str:
         if overrides:
             data = apply_overrides(data, overrides)
             text = yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
-        expconf.parse_experiment_config(data)
+        expconf.parse_experiment_config(data, STAND_IN_DEFAULTS)
     except expconf.InvalidConfig as e:
         raise ConfigFileError(path, e.errors) from None
     return text

@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> None:
         level=cfg.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # These log every frame or statement at DEBUG, which drowns the master's own lines.
+    for noisy in ("hpack", "h2", "aiosqlite"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         asyncio.run(_main(cfg))
     except errors.DetError as e:

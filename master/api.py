@@ -143,8 +143,11 @@ class DeterminedServicer(v1.DeterminedBase):
     async def report_trial_metrics(
         self, message: v1.ReportTrialMetricsRequest
     ) -> v1.ReportTrialMetricsResponse:
-        await self.s.reports.metrics(message.trial_id, message.run_id, message.reports)
+        await self.s.report_metrics(message)
         return v1.ReportTrialMetricsResponse()
+
+    async def preview_search(self, message: v1.PreviewSearchRequest) -> v1.PreviewSearchResponse:
+        return self.s.preview_search(message.config)
 
     async def report_trial_progress(
         self, message: v1.ReportTrialProgressRequest

@@ -1,12 +1,14 @@
 """The master's store: SQLite through aiosqlite, in WAL mode, with versioned migrations.
 
-One connection serves the whole master; aiosqlite runs it on its own thread, so every
-statement is serialized (one writer) without blocking the event loop. Each public write
-commits before returning: whatever the master acknowledged to a caller is durable.
+One connection serves the whole master; aiosqlite runs it on its own thread, so statements
+never block the event loop. Writes take a lock so that one coroutine's transaction never
+interleaves with another's statements (one writer). Each public write commits before
+returning: whatever the master acknowledged to a caller is durable.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import pathlib
 from collections.abc import Iterable, Sequence
@@ -25,6 +27,7 @@ class Database:
     def __init__(self, path: pathlib.Path) -> None:
         self.path = path
         self._conn: aiosqlite.Connection | None = None
+        self._write = asyncio.Lock()
 
     @property
     def conn(self) -> aiosqlite.Connection:
@@ -67,33 +70,36 @@ class Database:
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; returns the last inserted row id."""
-        cursor = await self.conn.execute(sql, params)
-        rowid = cursor.lastrowid or 0
-        await cursor.close()
-        return rowid
+        async with self._write:
+            cursor = await self.conn.execute(sql, params)
+            rowid = cursor.lastrowid or 0
+            await cursor.close()
+            return rowid
 
     async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        await self.conn.execute("BEGIN")
-        try:
-            await self.conn.executemany(sql, rows)
-        except BaseException:
-            await self.conn.execute("ROLLBACK")
-            raise
-        await self.conn.execute("COMMIT")
+        async with self._write:
+            await self.conn.execute("BEGIN")
+            try:
+                await self.conn.executemany(sql, rows)
+            except BaseException:
+                await self.conn.execute("ROLLBACK")
+                raise
+            await self.conn.execute("COMMIT")
 
     async def transaction(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[int]:
         """Run statements atomically; returns each one's last inserted row id."""
         ids: list[int] = []
-        await self.conn.execute("BEGIN")
-        try:
-            for sql, params in statements:
-                cursor = await self.conn.execute(sql, params)
-                ids.append(cursor.lastrowid or 0)
-                await cursor.close()
-        except BaseException:
-            await self.conn.execute("ROLLBACK")
-            raise
-        await self.conn.execute("COMMIT")
+        async with self._write:
+            await self.conn.execute("BEGIN")
+            try:
+                for sql, params in statements:
+                    cursor = await self.conn.execute(sql, params)
+                    ids.append(cursor.lastrowid or 0)
+                    await cursor.close()
+            except BaseException:
+                await self.conn.execute("ROLLBACK")
+                raise
+            await self.conn.execute("COMMIT")
         return ids
 
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:

@@ -8,6 +8,7 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +89,8 @@ class Experiments:
         # Experiments that are not yet terminal; terminal ones live only in the store.
         self.live: dict[int, Experiment] = {}
         self._trials: dict[int, Trial] = {}
+        # Applies the checkpoint retention policy after a trial ends (set by the server).
+        self.on_trial_end: Callable[[Experiment], Awaitable[None]] | None = None
 
     # -- lookups -----------------------------------------------------------------------------
 
@@ -217,18 +220,41 @@ class Experiments:
             if isinstance(op, searcher.Create):
                 trial = await self._create_trial(exp, op)
                 queue += exp.search.on_trial_created(trial.request_id)
-            elif isinstance(op, searcher.ValidateAfter):
-                trial_or_none = exp.by_request(op.request_id)
-                if trial_or_none is not None:
-                    trial_or_none.searcher_length = op.length
-                    await self._save_trial(trial_or_none)
-            elif isinstance(op, searcher.Close):
-                trial_or_none = exp.by_request(op.request_id)
-                if trial_or_none is not None:
-                    trial_or_none.searcher_closed = True
-                    await self._save_trial(trial_or_none)
-            elif isinstance(op, searcher.Shutdown):
+                continue
+            if isinstance(op, searcher.Shutdown):
                 exp.searcher_done = True
+                continue
+            trial_or_none = exp.by_request(op.request_id)
+            if trial_or_none is None or trial_or_none.state.terminal:
+                continue
+            trial = trial_or_none
+            idle = self._idle(trial)
+            if isinstance(op, searcher.ValidateAfter):
+                trial.searcher_length = op.length
+                await self._save_trial(trial)
+                # A trial waiting for the searcher's verdict was promoted: run it again,
+                # from its latest checkpoint, to the longer length.
+                if idle and exp.state == State.ACTIVE and trial.state == State.ACTIVE:
+                    self._request(exp, trial)
+            elif isinstance(op, searcher.Close):
+                trial.searcher_closed = True
+                await self._save_trial(trial)
+                if idle:
+                    self._tasks.withdraw(trial.task_id)
+                    await self._end_trial(exp, trial, State.COMPLETED)
+                    queue += exp.search.on_trial_closed(trial.request_id)
+            elif isinstance(op, searcher.Stop):
+                trial.searcher_closed = True
+                await self._save_trial(trial)
+                alloc = self._tasks.allocation_of(trial.task_id)
+                if alloc is not None:
+                    self._tasks.preempt(
+                        alloc, reason="stopped", timeout=exp.config.preemption_timeout
+                    )
+                else:
+                    self._tasks.withdraw(trial.task_id)
+                    await self._end_trial(exp, trial, State.COMPLETED)
+                    queue += exp.search.on_trial_closed(trial.request_id)
         await self._db.execute(
             "UPDATE experiments SET searcher_state = ?, progress = ? WHERE id = ?",
             (
@@ -238,6 +264,13 @@ class Experiments:
             ),
         )
         await self._maybe_finish(exp)
+
+    def _idle(self, trial: Trial) -> bool:
+        """Neither running nor waiting for slots (e.g. waiting for the searcher's verdict)."""
+        return (
+            self._tasks.allocation_of(trial.task_id) is None
+            and trial.task_id not in self._tasks.pending
+        )
 
     async def _create_trial(self, exp: Experiment, op: searcher.Create) -> Trial:
         trial_id = await self._db.execute(
@@ -314,6 +347,8 @@ class Experiments:
         trial.state = state
         await self._save_trial(trial, ended=True)
         self._trials.pop(trial.id, None)
+        if self.on_trial_end is not None:
+            await self.on_trial_end(exp)
 
     async def _maybe_finish(self, exp: Experiment) -> None:
         if exp.state.terminal or any(not t.state.terminal for t in exp.trials.values()):
@@ -442,11 +477,21 @@ class Experiments:
         if alloc.stop_reason == "killed":
             await self._end_trial(exp, trial, State.CANCELED)
             ops = exp.search.on_trial_exited_early(trial.request_id, "user_canceled")
-        elif failure is None and not alloc.preemption_acked:
+        elif trial.early_exit:
+            # The code said it cannot go on (det.InvalidHP, or an explicit early exit).
+            end = {"invalid_hp": State.COMPLETED, "user_canceled": State.CANCELED}
+            await self._end_trial(exp, trial, end.get(trial.early_exit, State.ERROR))
+            ops = exp.search.on_trial_exited_early(trial.request_id, trial.early_exit)
+        elif alloc.stop_reason == "stopped":
+            # Stopped early by the searcher: a finished trial, not a failed one.
             await self._end_trial(exp, trial, State.COMPLETED)
-            if trial.early_exit:
-                ops = exp.search.on_trial_exited_early(trial.request_id, trial.early_exit)
+            ops = exp.search.on_trial_closed(trial.request_id)
+        elif failure is None and not alloc.preemption_acked:
+            if self._waiting_for_verdict(trial):
+                # It finished its operation; the searcher will promote or close it later.
+                await self._save_trial(trial)
             else:
+                await self._end_trial(exp, trial, State.COMPLETED)
                 ops = exp.search.on_trial_closed(trial.request_id)
         elif failure is None or alloc.stop_reason in PAUSE_REASONS:
             # It acknowledged preemption and exited, or was killed after the preemption
@@ -471,6 +516,14 @@ class Experiments:
                 )
                 await self._resume_or_park(exp, trial)
         await self._apply(exp, ops)
+
+    @staticmethod
+    def _waiting_for_verdict(trial: Trial) -> bool:
+        return (
+            not trial.searcher_closed
+            and trial.searcher_length > 0
+            and trial.completed_length >= trial.searcher_length
+        )
 
     async def _resume_or_park(self, exp: Experiment, trial: Trial) -> None:
         if exp.state == State.ACTIVE:
@@ -505,6 +558,17 @@ class Experiments:
         trial.completed_length = max(trial.completed_length, length)
         await self._save_trial(trial)
         await self._apply(exp, exp.search.on_validation_completed(trial.request_id, metric, length))
+
+    async def validation_reported(
+        self, trial_id: int, metrics: dict[str, Any], steps_completed: int
+    ) -> None:
+        found = self.live_trial(trial_id)
+        if found is None:
+            return
+        exp, trial = found
+        ops = exp.search.on_validation_reported(trial.request_id, metrics, steps_completed)
+        if ops:
+            await self._apply(exp, ops)
 
     async def early_exit(self, trial_id: int, reason: str) -> None:
         found = self.live_trial(trial_id)

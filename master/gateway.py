@@ -1,41 +1,56 @@
-"""The HTTP side of the master: JSON over the same service the gRPC API uses, and the
-WebUI's static files. Errors map through the shared hierarchy's HTTP statuses."""
+"""The HTTP side of the master: JSON over the same Service the gRPC API uses, server-sent
+events for live updates, and the WebUI's static files.
+
+Routes live in one module per area (``gateway_experiments``, ``gateway_cluster``,
+``gateway_stream``, ``gateway_spa``); this module assembles them and maps errors, here and
+nowhere else: the shared hierarchy's HTTP status with its message, anything unexpected as
+a logged 500 with a generic message.
+"""
 
 from __future__ import annotations
 
-import json
-import pathlib
+import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-import betterproto2
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from determined.api.gen import v1
 from determined.common import errors
+from master import gateway_cluster, gateway_codec, gateway_experiments, gateway_spa, gateway_stream
 from master.service import Service
 
-WEBUI_DIST = pathlib.Path(__file__).resolve().parent.parent / "webui" / "dist"
+log = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def _json(message: betterproto2.Message) -> JSONResponse:
-    return JSONResponse(
-        message.to_dict(casing=betterproto2.Casing.SNAKE, include_default_values=True)
-    )
+def error_response(exc: BaseException) -> JSONResponse:
+    if isinstance(exc, errors.DetError):
+        return JSONResponse({"error": exc.message}, status_code=exc.http_status)
+    return JSONResponse({"error": "internal error in the master; see its log"}, status_code=500)
 
 
-def _int(request: Request, name: str) -> int:
-    raw = request.path_params.get(name) or request.query_params.get(name) or "0"
-    try:
-        return int(raw)
-    except ValueError:
-        raise errors.InvalidArgument(f"{name}: expected an integer, got {raw!r}") from None
+def mapped(handler: Handler) -> Handler:
+    async def wrapper(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except errors.DetError as e:
+            return error_response(e)
+        except Exception:
+            log.exception("%s %s failed", request.method, request.url.path)
+            return error_response(RuntimeError())
+
+    return wrapper
+
+
+def _mapped_routes(routes: list[Route]) -> list[Route]:
+    return [
+        Route(r.path, mapped(r.endpoint), methods=sorted(r.methods or ()), name=r.name)
+        for r in routes
+    ]
 
 
 def build(service: Service) -> Starlette:
@@ -45,67 +60,21 @@ def build(service: Service) -> Starlette:
             {"status": "ok", "version": info.version, "cluster_id": info.cluster_id}
         )
 
-    async def experiments(request: Request) -> Response:
-        q = request.query_params
-        archived = q.get("archived")
-        req = v1.GetExperimentsRequest(
-            limit=int(q.get("limit", "0") or 0),
-            offset=int(q.get("offset", "0") or 0),
-            name=q.get("name", ""),
-            order_by=q.get("order_by", "id"),
-            descending=q.get("descending", "false").lower() == "true",
-            archived=None if archived is None else archived.lower() == "true",
-        )
-        return _json(await service.get_experiments(req))
+    async def master(request: Request) -> Response:
+        return gateway_codec.message(service.master_info())
 
-    async def experiment(request: Request) -> Response:
-        return _json(await service.get_experiment(_int(request, "experiment_id")))
-
-    async def trials(request: Request) -> Response:
-        trials = await service.get_experiment_trials(_int(request, "experiment_id"))
-        return _json(v1.GetExperimentTrialsResponse(trials=trials))
-
-    async def agents(request: Request) -> Response:
-        return _json(v1.GetAgentsResponse(agents=service.get_agents()))
-
-    async def index(request: Request) -> Response:
-        page = WEBUI_DIST / "index.html"
-        if page.is_file():
-            return HTMLResponse(page.read_text())
-        return HTMLResponse(
-            "<!doctype html><title>pydet</title><h1>pydet master</h1>"
-            "<p>The WebUI is not built; the JSON API is at <a href='/api/v1/experiments'>"
-            "/api/v1/experiments</a>.</p>"
-        )
-
-    def mapped(handler: Handler) -> Handler:
-        async def wrapper(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except errors.DetError as e:
-                return JSONResponse({"error": e.message}, status_code=e.http_status)
-
-        return wrapper
-
-    async def not_found(request: Request, exc: Exception) -> Response:
+    async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
 
-    routes = [
-        Route("/health", mapped(health)),
-        Route("/api/v1/master", mapped(lambda r: _async(_json(service.master_info())))),
-        Route("/api/v1/experiments", mapped(experiments)),
-        Route("/api/v1/experiments/{experiment_id:int}", mapped(experiment)),
-        Route("/api/v1/experiments/{experiment_id:int}/trials", mapped(trials)),
-        Route("/api/v1/agents", mapped(agents)),
-        Route("/", index),
+    api = [
+        Route("/health", health, methods=["GET"]),
+        Route("/api/v1/master", master, methods=["GET"]),
+        *gateway_experiments.routes(service),
+        *gateway_cluster.routes(service),
+        *gateway_stream.routes(service.events),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: not_found})
-
-
-async def _async(value: Any) -> Any:
-    return value
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj)
+    return Starlette(
+        routes=[*_mapped_routes(api), *gateway_spa.routes()],
+        exception_handlers={HTTPException: http_error},
+    )

@@ -13,9 +13,10 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import errors
+from master import retention
 from master.db import Database
 from master.events import EventBus
-from master.experiments import Experiments
+from master.experiments import Experiment, Experiments
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,38 @@ class Reports:
             groups=sorted({r.group for r in reports}),
             steps_completed=steps,
         )
+
+    async def apply_retention(self, exp: Experiment) -> None:
+        """Delete the checkpoints the experiment's retention policy no longer keeps."""
+        name = exp.config.searcher.metric or ""
+        rows = await self._db.fetch_all(
+            "SELECT c.uuid, c.trial_id, c.steps_completed, c.state,"
+            " (SELECT json_extract(m.metrics, '$.\"' || ? || '\"') FROM metrics m"
+            "  WHERE m.trial_id = c.trial_id AND m.grp = 'validation'"
+            "  AND m.steps_completed = c.steps_completed ORDER BY m.id DESC LIMIT 1) AS metric"
+            " FROM checkpoints c WHERE c.experiment_id = ?",
+            (name, exp.id),
+        )
+        checkpoints = [
+            retention.CheckpointRecord(
+                uuid=r["uuid"],
+                trial_id=r["trial_id"],
+                steps_completed=r["steps_completed"],
+                metric=_number(r["metric"]),
+                state=r["state"],
+            )
+            for r in rows
+        ]
+        trials = [retention.TrialRecord(id=t.id, state=t.state.value) for t in exp.trials.values()]
+        policy = retention.RetentionPolicy.from_config(exp.config)
+        doomed = retention.checkpoints_to_delete(checkpoints, trials, policy)
+        if doomed:
+            log.info(
+                "experiment %d: deleting %d checkpoint(s) by its retention policy",
+                exp.id,
+                len(doomed),
+            )
+            await self.delete_checkpoints(sorted(doomed))
 
     async def _ensure_trial(self, trial_id: int) -> None:
         row = await self._db.fetch_one("SELECT id FROM trials WHERE id = ?", (trial_id,))
@@ -216,3 +249,11 @@ class Reports:
         path = checkpoint_dir(storage, uuid)
         if path is not None:
             await asyncio.to_thread(shutil.rmtree, path, True)
+
+
+def _number(value: Any) -> float | None:
+    try:
+        result = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(result) else result

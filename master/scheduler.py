@@ -1,88 +1,78 @@
-"""Scheduling as a pure function: (agents, pending requests) -> placements.
+"""Scheduling as a pure function: (pool policy, agents, running, pending) -> decision.
 
 Kept free of I/O so it can be unit-tested directly and benchmarked over large clusters.
-The priority scheduler takes requests by (priority, queue position), and places each one
-all-or-nothing: a request either gets every slot it asked for or none.
+``decide`` runs one pass for one resource pool and returns what to start and what to
+preempt; the master applies it (see ``Decision``) and runs another pass whenever
+something changes. The algorithms live in ``scheduler_priority`` and
+``scheduler_fairshare``; the shared types in ``scheduler_types``.
+
+How the master applies a Decision:
+
+1. Start every placement, in order, on exactly the agents and slots it names; they were
+   free when the pass ran and no two placements share a slot.
+2. Send the preemption signal to every allocation in ``preemptions`` and from then on
+   pass it in ``running`` with ``preempting=True`` (so it is neither chosen again nor
+   preempted for twice); kill it if it has not exited after the preemption timeout.
+3. When a preempted allocation exits, re-queue its task and run another pass: the work it
+   made room for is placed then, ahead of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+
+from master.scheduler_fairshare import decide_fair_share, fair_shares
+from master.scheduler_priority import decide_priority
+from master.scheduler_types import (
+    DEFAULT_PRIORITY,
+    AgentView,
+    Containers,
+    Decision,
+    Placement,
+    PoolPolicy,
+    Request,
+    RunningAllocation,
+)
+
+__all__ = [
+    "DEFAULT_PRIORITY",
+    "AgentView",
+    "Containers",
+    "Decision",
+    "Placement",
+    "PoolPolicy",
+    "Request",
+    "RunningAllocation",
+    "decide",
+    "fair_shares",
+    "queue_order",
+    "schedule",
+]
 
 
-@dataclass
-class AgentView:
-    id: str
-    address: str
-    free_slots: list[str]
-    # Containers already on the agent; zero-slot tasks are spread by this count.
-    num_containers: int = 0
-    enabled: bool = True
+def decide(
+    pool: PoolPolicy,
+    agents: Sequence[AgentView],
+    running: Sequence[RunningAllocation],
+    pending: Sequence[Request],
+) -> Decision:
+    """One scheduling pass over one pool.
 
-
-@dataclass(frozen=True)
-class Request:
-    id: str
-    slots: int
-    priority: int = 42
-    # Position in the queue (submission order, or a user's reorder); lower goes first.
-    order: float = 0.0
-    # Never more than one container per agent when false (multi-node is allowed).
-    single_node: bool = False
-
-
-@dataclass(frozen=True)
-class Placement:
-    request_id: str
-    # One entry per container: (agent id, its slot ids).
-    containers: tuple[tuple[str, tuple[str, ...]], ...] = field(default_factory=tuple)
-
-
-def queue_order(requests: Sequence[Request]) -> list[Request]:
-    return sorted(requests, key=lambda r: (r.priority, r.order))
+    ``agents`` are the pool's connected agents (disabled and draining ones included: they
+    receive nothing, and what runs on them is never preempted); ``running`` every
+    allocation holding resources in the pool, so that job caps, pool size and preemption
+    see the whole picture; ``pending`` the requests waiting in the pool.
+    """
+    if pool.scheduler == "fair_share":
+        return decide_fair_share(pool, agents, running, pending)
+    return decide_priority(pool, agents, running, pending)
 
 
 def schedule(agents: Sequence[AgentView], requests: Sequence[Request]) -> list[Placement]:
-    """Place as many requests as fit, in queue order; later requests may fill gaps."""
-    free = {a.id: list(a.free_slots) for a in agents if a.enabled}
-    counts = {a.id: a.num_containers for a in agents if a.enabled}
-    placements: list[Placement] = []
-    for request in queue_order(requests):
-        placement = _fit(request, free, counts)
-        if placement is None:
-            continue
-        for agent_id, slots in placement.containers:
-            taken = set(slots)
-            free[agent_id] = [s for s in free[agent_id] if s not in taken]
-            counts[agent_id] += 1
-        placements.append(placement)
-    return placements
+    """Placements for a default priority pool with nothing running (the pre-``decide`` API)."""
+    return list(decide(PoolPolicy(), agents, (), requests).placements)
 
 
-def _fit(request: Request, free: dict[str, list[str]], counts: dict[str, int]) -> Placement | None:
-    if not free:
-        return None
-    if request.slots == 0:
-        agent_id = min(free, key=lambda a: (counts[a], a))
-        return Placement(request.id, ((agent_id, ()),))
-    # Best fit on one agent: the fullest agent that still has room (packing).
-    fitting = [a for a, slots in free.items() if len(slots) >= request.slots]
-    if fitting:
-        agent_id = min(fitting, key=lambda a: (len(free[a]), a))
-        return Placement(request.id, ((agent_id, tuple(free[agent_id][: request.slots])),))
-    if request.single_node:
-        return None
-    # Span agents, emptiest first, so the trial uses as few containers as possible.
-    chosen: list[tuple[str, tuple[str, ...]]] = []
-    needed = request.slots
-    for agent_id in sorted(free, key=lambda a: (-len(free[a]), a)):
-        if needed == 0:
-            break
-        take = min(needed, len(free[agent_id]))
-        if take:
-            chosen.append((agent_id, tuple(free[agent_id][:take])))
-            needed -= take
-    if needed:
-        return None
-    return Placement(request.id, tuple(chosen))
+def queue_order(requests: Sequence[Request]) -> list[Request]:
+    """Requests in the order the priority scheduler considers them."""
+    return sorted(requests, key=lambda r: (r.priority, r.order))

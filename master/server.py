@@ -81,6 +81,7 @@ class Master:
         tasks.owner = experiments
         hub.events = tasks
         reports = Reports(self.db, experiments, events)
+        experiments.on_trial_end = reports.apply_retention
         service = Service(
             db=self.db,
             lock=lock,

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import convert
+from master import convert, preview
 from master.agents import AgentHub
 from master.db import Database
 from master.events import EventBus
@@ -248,6 +248,24 @@ class Service:
         timeout = req.timeout_seconds if req.timeout_seconds > 0 else 3600.0
         return await alloc.allgather(req.group, req.seq, req.rank, req.size, req.data, timeout)
 
+    async def report_metrics(self, req: v1.ReportTrialMetricsRequest) -> None:
+        await self.reports.metrics(req.trial_id, req.run_id, req.reports)
+        for r in req.reports:
+            if r.group == "validation":
+                metrics = json.loads(r.metrics)
+                await self.locked(
+                    self.experiments.validation_reported(req.trial_id, metrics, r.steps_completed)
+                )
+
+    def preview_search(self, config_text: str) -> v1.PreviewSearchResponse:
+        cfg = self.experiments.validate(config_text)
+        entries, unit = preview.preview(cfg)
+        return v1.PreviewSearchResponse(
+            entries=[v1.SearchPreviewEntry(num_trials=n, length=length) for n, length in entries],
+            unit=unit,
+            total_trials=sum(n for n, _ in entries),
+        )
+
     # -- the job queue, pools and agent control --------------------------------------------
 
     def get_jobs(self, pool: str) -> list[v1.Job]:
@@ -263,3 +281,11 @@ class Service:
     def trial_state(self, trial_id: int) -> State | None:
         found = self.experiments.live_trial(trial_id)
         return None if found is None else found[1].state
+
+    # -- read-only queries for the HTTP gateway ----------------------------------------------
+
+    async def get_checkpoints(
+        self, *, experiment_id: int = 0, trial_id: int = 0
+    ) -> list[v1.Checkpoint]:
+        """An experiment's or a trial's checkpoints, oldest first."""
+        return await self.reports.get_checkpoints(experiment_id=experiment_id, trial_id=trial_id)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
 
+from determined import _invalid_hp
 from determined._info import ClusterInfo, TrialInfo, get_cluster_info
 
 if TYPE_CHECKING:
@@ -20,6 +22,8 @@ class InvalidHP(Exception):
     """Raised by user code when a trial's hyperparameters cannot work: the trial ends as
     invalid (not failed), and the searcher may replace it."""
 
+
+_invalid_hp.install(InvalidHP, dict(os.environ))
 
 # Submodules loaded on first use (``det.core``), so that ``import determined`` stays fast.
 _LAZY_SUBMODULES = ("core",)

@@ -1,0 +1,86 @@
+"""JSON routes for the cluster: agents, resource pools and the job queue."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from determined.api.gen import v1
+from determined.common import errors
+from master import gateway_codec as codec
+from master.service import Service
+
+_UPDATE_FIELDS: dict[str, type] = {
+    "job_id": str,
+    "priority": int,
+    "weight": float,
+    "resource_pool": str,
+    "ahead_of": str,
+    "behind_of": str,
+}
+
+
+async def _call(service: Service, name: str, *args: Any) -> Any:
+    """Call a job-queue operation of the Service, sync or async.
+
+    Looked up by name so that this transport does not pin whether the resource manager
+    answers synchronously; a master without it answers 503 with a clear message."""
+    method = getattr(service, name, None)
+    if method is None:
+        raise errors.Unavailable(f"this master has no job queue API yet ({name})")
+    result = method(*args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def job_update(raw: Any, index: int) -> v1.JobUpdate:
+    if not isinstance(raw, dict):
+        raise errors.InvalidArgument(f"updates[{index}]: expected an object")
+    unknown = sorted(set(raw) - set(_UPDATE_FIELDS))
+    if unknown:
+        raise errors.InvalidArgument(f"updates[{index}]: unknown fields {', '.join(unknown)}")
+    values: dict[str, Any] = {}
+    for name, kind in _UPDATE_FIELDS.items():
+        try:
+            values[name] = codec.field(raw, name, kind)
+        except errors.InvalidArgument as e:
+            raise errors.InvalidArgument(f"updates[{index}].{e.message}") from None
+    if not values["job_id"]:
+        raise errors.InvalidArgument(f"updates[{index}].job_id: required")
+    return v1.JobUpdate(**values)
+
+
+def routes(service: Service) -> list[Route]:
+    async def agents(request: Request) -> Response:
+        return codec.message(v1.GetAgentsResponse(agents=service.get_agents()))
+
+    async def resource_pools(request: Request) -> Response:
+        pools = await _call(service, "get_resource_pools")
+        return codec.message(v1.GetResourcePoolsResponse(pools=list(pools)))
+
+    async def jobs(request: Request) -> Response:
+        pool = request.query_params.get("resource_pool", "")
+        found = await _call(service, "get_jobs", pool)
+        return codec.message(v1.GetJobsResponse(jobs=list(found)))
+
+    async def update_jobs(request: Request) -> Response:
+        body = await codec.json_body(request)
+        if isinstance(body, dict) and "updates" in body:
+            body = body["updates"]
+        if not isinstance(body, list) or not body:
+            raise errors.InvalidArgument("request body: expected a non-empty list of job updates")
+        updates = [job_update(raw, i) for i, raw in enumerate(body)]
+        await _call(service, "update_job_queue", updates)
+        return codec.message(v1.UpdateJobQueueResponse())
+
+    return [
+        Route("/api/v1/agents", agents, methods=["GET"]),
+        Route("/api/v1/resource-pools", resource_pools, methods=["GET"]),
+        Route("/api/v1/jobs", jobs, methods=["GET"]),
+        Route("/api/v1/jobs/update", update_jobs, methods=["POST"]),
+    ]

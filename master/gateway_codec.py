@@ -1,0 +1,138 @@
+"""The gateway's edges: API messages to JSON (the proto3 JSON shapes with snake_case keys, as
+betterproto writes them) and query strings and bodies to typed values, with errors that name
+the offending parameter."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import betterproto2
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from determined.api.gen import v1
+from determined.common import errors
+
+
+def to_dict(message: betterproto2.Message) -> dict[str, Any]:
+    return message.to_dict(casing=betterproto2.Casing.SNAKE, include_default_values=True)
+
+
+def message(message: betterproto2.Message) -> JSONResponse:
+    return JSONResponse(to_dict(message))
+
+
+def messages(items: Sequence[betterproto2.Message]) -> JSONResponse:
+    return JSONResponse([to_dict(m) for m in items])
+
+
+def metric_reports(reports: Sequence[v1.MetricReport]) -> Response:
+    """A trial's metrics can be 100,000 reports; encoding them field by field is several
+    times faster than the generic ``to_dict`` and gives the same JSON (a unit test holds the
+    two equal)."""
+    body = json.dumps(
+        [
+            {
+                "group": r.group,
+                "steps_completed": str(r.steps_completed),
+                "metrics": r.metrics,
+                "timestamp": r.timestamp,
+                "batch_metrics": r.batch_metrics,
+            }
+            for r in reports
+        ],
+        ensure_ascii=False,
+        allow_nan=False,
+        separators=(",", ":"),
+    )
+    return Response(body, media_type="application/json")
+
+
+def _raw(request: Request, name: str) -> str | None:
+    value = request.path_params.get(name)
+    if value is not None:
+        return str(value)
+    return request.query_params.get(name)
+
+
+def integer(request: Request, name: str, default: int = 0, *, minimum: int | None = 0) -> int:
+    raw = _raw(request, name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise errors.InvalidArgument(f"{name}: expected an integer, got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise errors.InvalidArgument(f"{name}: must be >= {minimum}, got {value}")
+    return value
+
+
+def integers(request: Request, name: str) -> list[int]:
+    """Repeated (``?rank_ids=0&rank_ids=1``) or comma-separated (``?rank_ids=0,1``)."""
+    values: list[int] = []
+    for raw in _repeated(request, name):
+        try:
+            values.append(int(raw))
+        except ValueError:
+            raise errors.InvalidArgument(f"{name}: expected integers, got {raw!r}") from None
+    return values
+
+
+def strings(request: Request, name: str) -> list[str]:
+    return _repeated(request, name)
+
+
+def _repeated(request: Request, name: str) -> list[str]:
+    return [
+        part.strip()
+        for raw in request.query_params.getlist(name)
+        for part in raw.split(",")
+        if part.strip()
+    ]
+
+
+def boolean(request: Request, name: str) -> bool | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    lowered = raw.lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise errors.InvalidArgument(f"{name}: expected true or false, got {raw!r}")
+
+
+def states(request: Request, name: str) -> list[v1.State]:
+    found: list[v1.State] = []
+    for raw in strings(request, name):
+        key = raw.upper().removeprefix("STATE_")
+        try:
+            found.append(v1.State[key])
+        except KeyError:
+            raise errors.InvalidArgument(f"{name}: unknown state {raw!r}") from None
+    return found
+
+
+async def json_body(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return json.loads(raw or b"null")
+    except ValueError as e:
+        raise errors.InvalidArgument(f"request body: not valid JSON ({e})") from None
+
+
+def field(body: dict[str, Any], name: str, kind: type, default: Any = None) -> Any:
+    """A field of a JSON object body, type-checked (``bool`` is not accepted as ``int``)."""
+    value = body.get(name, default)
+    if value is None:
+        return default
+    ok = isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        raise errors.InvalidArgument(f"{name}: expected {kind.__name__}, got {value!r}")
+    return value

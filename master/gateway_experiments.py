@@ -1,0 +1,125 @@
+"""JSON routes for experiments and trials: each decodes its parameters, calls one Service
+operation (the same one the gRPC servicer calls) and encodes the answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from determined.api.gen import v1
+from determined.common import errors
+from master import gateway_codec as codec
+from master.service import Service
+
+EXPERIMENT_ACTIONS = ("activate", "pause", "cancel", "kill", "archive", "unarchive")
+
+
+def routes(service: Service) -> list[Route]:
+    async def list_experiments(request: Request) -> Response:
+        q = request.query_params
+        req = v1.GetExperimentsRequest(
+            limit=codec.integer(request, "limit"),
+            offset=codec.integer(request, "offset"),
+            states=codec.states(request, "state"),
+            archived=codec.boolean(request, "archived"),
+            name=q.get("name", ""),
+            order_by=q.get("order_by", "id") or "id",
+            descending=bool(codec.boolean(request, "descending")),
+        )
+        return codec.message(await service.get_experiments(req))
+
+    async def create_experiment(request: Request) -> Response:
+        body = await codec.json_body(request)
+        if not isinstance(body, dict):
+            raise errors.InvalidArgument("request body: expected a JSON object")
+        config = codec.field(body, "config", str)
+        if not config:
+            raise errors.InvalidArgument("config: required (the experiment config as YAML)")
+        req = v1.CreateExperimentRequest(
+            config=config,
+            parent_id=codec.field(body, "parent_id", int, 0),
+            # No context: the master reuses the parent's.
+            context=b"",
+            paused=not codec.field(body, "activate", bool, True),
+            validate_only=codec.field(body, "validate_only", bool, False),
+        )
+        return codec.message(await service.create_experiment(req))
+
+    async def get_experiment(request: Request) -> Response:
+        return codec.message(await service.get_experiment(codec.integer(request, "id")))
+
+    async def delete_experiment(request: Request) -> Response:
+        await service.experiment_action("delete", codec.integer(request, "id"))
+        return JSONResponse({})
+
+    async def experiment_action(request: Request) -> Response:
+        action = str(request.path_params["action"])
+        if action not in EXPERIMENT_ACTIONS:
+            raise errors.NotFound(
+                f"unknown experiment action {action!r}; one of {', '.join(EXPERIMENT_ACTIONS)}"
+            )
+        return codec.message(await service.experiment_action(action, codec.integer(request, "id")))
+
+    async def experiment_trials(request: Request) -> Response:
+        trials = await service.get_experiment_trials(codec.integer(request, "id"))
+        return codec.message(v1.GetExperimentTrialsResponse(trials=trials))
+
+    async def experiment_checkpoints(request: Request) -> Response:
+        found = await service.get_checkpoints(experiment_id=codec.integer(request, "id"))
+        return codec.message(v1.GetCheckpointsResponse(checkpoints=found))
+
+    async def get_trial(request: Request) -> Response:
+        trial = await service.get_trial(codec.integer(request, "id"))
+        return codec.message(v1.GetTrialResponse(trial=trial))
+
+    async def kill_trial(request: Request) -> Response:
+        await service.kill_trial(codec.integer(request, "id"))
+        return codec.message(v1.KillTrialResponse())
+
+    async def trial_metrics(request: Request) -> Response:
+        req = v1.GetTrialMetricsRequest(
+            trial_id=codec.integer(request, "id"),
+            group=request.query_params.get("group", ""),
+            after_steps=codec.integer(request, "after_steps", minimum=None),
+            limit=codec.integer(request, "limit"),
+        )
+        return codec.metric_reports(await service.get_trial_metrics(req))
+
+    async def trial_checkpoints(request: Request) -> Response:
+        found = await service.get_checkpoints(trial_id=codec.integer(request, "id"))
+        return codec.message(v1.GetCheckpointsResponse(checkpoints=found))
+
+    async def trial_logs(request: Request) -> Response:
+        req = v1.TrialLogsRequest(
+            trial_id=codec.integer(request, "id"),
+            follow=False,
+            head=codec.integer(request, "head"),
+            tail=codec.integer(request, "tail"),
+            rank_ids=codec.integers(request, "rank_ids"),
+            levels=[level.upper() for level in codec.strings(request, "levels")],
+            min_level=request.query_params.get("min_level", ""),
+            search=request.query_params.get("search", ""),
+            after_id=codec.integer(request, "after_id"),
+        )
+        lines: list[dict[str, Any]] = []
+        async for batch in service.trial_logs(req):
+            lines.extend(codec.to_dict(line) for line in batch)
+        return JSONResponse(lines)
+
+    return [
+        Route("/api/v1/experiments", list_experiments, methods=["GET"]),
+        Route("/api/v1/experiments", create_experiment, methods=["POST"]),
+        Route("/api/v1/experiments/{id:int}", get_experiment, methods=["GET"]),
+        Route("/api/v1/experiments/{id:int}", delete_experiment, methods=["DELETE"]),
+        Route("/api/v1/experiments/{id:int}/trials", experiment_trials, methods=["GET"]),
+        Route("/api/v1/experiments/{id:int}/checkpoints", experiment_checkpoints, methods=["GET"]),
+        Route("/api/v1/experiments/{id:int}/{action:str}", experiment_action, methods=["POST"]),
+        Route("/api/v1/trials/{id:int}", get_trial, methods=["GET"]),
+        Route("/api/v1/trials/{id:int}/kill", kill_trial, methods=["POST"]),
+        Route("/api/v1/trials/{id:int}/metrics", trial_metrics, methods=["GET"]),
+        Route("/api/v1/trials/{id:int}/checkpoints", trial_checkpoints, methods=["GET"]),
+        Route("/api/v1/trials/{id:int}/logs", trial_logs, methods=["GET"]),
+    ]

@@ -1,0 +1,95 @@
+"""What a search will run, without running it (``det preview-search``).
+
+The answer is a list of ``(number of trials, length)``: how many trials train to each length,
+shortest first, in ``unit`` ("batches", "records", "epochs", or "" for a bare number). Single,
+random and grid searches are counted directly. Adaptive ASHA is simulated: its own search
+method is driven with random metrics from the experiment seed (0 when none is set), one trial
+operation at a time, as Determined's preview does; the counts per length follow from the
+promotion rule and barely depend on the metrics.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+
+from determined.common import expconf
+from master.search_adaptive import AdaptiveASHASearch
+from master.search_base import Close, Create, Operation, Shutdown, Stop, ValidateAfter
+from master.search_base import max_length_units as _max_length_units
+from master.search_grid import grid_size
+
+Entries = list[tuple[int, int]]
+_UNITS = ("batches", "records", "epochs")
+# A simulation of this many steps has gone wrong; a real search is orders of magnitude smaller.
+_MAX_STEPS = 10_000_000
+
+
+def preview(config: expconf.ExperimentConfig) -> tuple[Entries, str]:
+    searcher = config.searcher
+    length = _max_length_units(searcher)
+    if isinstance(searcher, expconf.SingleSearcher):
+        return [(1, length)], _unit(searcher.max_length)
+    if isinstance(searcher, expconf.RandomSearcher):
+        return [(searcher.max_trials, length)], _unit(searcher.max_length)
+    if isinstance(searcher, expconf.GridSearcher):
+        return [(grid_size(config.hyperparameters), length)], _unit(searcher.max_length)
+    if searcher.time_metric is not None:
+        unit = searcher.time_metric if searcher.time_metric in _UNITS else ""
+    else:
+        unit = _unit(searcher.max_length)
+    return simulate(config), unit
+
+
+def _unit(length: expconf.Length | None) -> str:
+    return "" if length is None or length.unit is None else length.unit
+
+
+def simulate(config: expconf.ExperimentConfig) -> Entries:
+    """Runs an adaptive ASHA search to its end with random metrics and counts the trials by
+    the length each trained to."""
+    seed = config.reproducibility.experiment_seed or 0
+    search = AdaptiveASHASearch(config, seed)
+    metrics = random.Random(seed)
+    time_metric, metric = search.time_metric, search.metric
+    # Stop-driven trials validate at every rung length: that is where decisions are made.
+    checkpoints = sorted({n for b in search.brackets for n in b.lengths})
+    trained: dict[str, int] = {}
+    target: dict[str, int] = {}
+    ready: collections.deque[str] = collections.deque()
+    ops: collections.deque[Operation] = collections.deque(search.initial_operations())
+    for _ in range(_MAX_STEPS):
+        if ops:
+            op = ops.popleft()
+            if isinstance(op, Create):
+                trained[op.request_id] = 0
+                ops.extend(search.on_trial_created(op.request_id))
+            elif isinstance(op, ValidateAfter):
+                target[op.request_id] = op.length
+                ready.append(op.request_id)
+            elif isinstance(op, Close | Stop):
+                ops.extend(search.on_trial_closed(op.request_id))
+            elif isinstance(op, Shutdown):
+                break
+            continue
+        if not ready:
+            break
+        rid = ready.popleft()
+        if time_metric is None:
+            trained[rid] = target[rid]
+            ops.extend(search.on_validation_completed(rid, metrics.random(), target[rid]))
+            continue
+        for t in [c for c in checkpoints if trained[rid] < c <= target[rid]]:
+            trained[rid] = t
+            reported = search.on_validation_reported(
+                rid, {time_metric: t, metric: metrics.random()}, t
+            )
+            ops.extend(reported)
+            if any(isinstance(o, Stop) and o.request_id == rid for o in reported):
+                break
+        else:
+            ops.extend(search.on_validation_completed(rid, metrics.random(), target[rid]))
+    else:
+        raise RuntimeError("the search preview did not finish")
+    counts = collections.Counter(trained.values())
+    return sorted(((n, length) for length, n in counts.items()), key=lambda e: e[1])

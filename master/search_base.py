@@ -1,0 +1,241 @@
+"""The contract between the master and a search method, and what every method shares.
+
+A search method is pure: it never touches the store, the clock or the network. The master
+feeds it events and carries out the operations it returns. Given the same config, seed and
+events it returns the same operations, and its state round-trips through JSON
+(``state_dict``/``load_state_dict``) so that a restarted master continues a search exactly
+where it stopped.
+
+Events (methods of :class:`SearchMethod`, each returning a list of operations):
+
+- ``initial_operations()`` once, when the experiment is created.
+- ``on_trial_created(request_id)`` right after the master has carried out a ``Create``.
+- ``on_validation_completed(request_id, metric, length)``: the trial called
+  ``op.report_completed(metric)`` for the op of that length (length-driven searchers).
+- ``on_validation_reported(request_id, metrics, steps_completed)``: every validation the trial
+  reports, whatever its op; stop-driven ASHA reads its ``time_metric`` from it.
+- ``on_trial_exited_early(request_id, reason)``: the trial ended without finishing its work;
+  reason is one of :data:`EXIT_REASONS`.
+- ``on_trial_closed(request_id)``: the trial ended normally (after ``Close`` or ``Stop``).
+
+Exactly one of the last two arrives for each trial, once.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import random
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from determined.common import expconf
+
+EXIT_REASONS = ("errored", "invalid_hp", "user_canceled")
+
+
+@dataclass(frozen=True)
+class Create:
+    """Start a new trial with these hyperparameters and this seed."""
+
+    request_id: str
+    hparams: dict[str, Any]
+    seed: int
+
+
+@dataclass(frozen=True)
+class ValidateAfter:
+    """Train the trial to ``length`` (an absolute length, not an increment) and report.
+
+    A longer ``ValidateAfter`` for a trial that already finished its previous one is a
+    promotion: the trial resumes from its latest checkpoint.
+    """
+
+    request_id: str
+    length: int
+
+
+@dataclass(frozen=True)
+class Close:
+    """The trial is done once its current operation is done; no more will come."""
+
+    request_id: str
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Stop the trial now (stop-driven early stopping): the master sends it the preemption
+    signal and ends it as COMPLETED, not as failed or paused."""
+
+    request_id: str
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """The search is over: every trial it created has ended."""
+
+    failure: bool = False
+
+
+Operation = Create | ValidateAfter | Close | Stop | Shutdown
+
+
+def sample_hparams(tree: expconf.HParamTree, rng: random.Random) -> dict[str, Any]:
+    """One random point of the search space, nested like the config's groups."""
+    values: dict[tuple[str, ...], Any] = {}
+    for path, hp in expconf.flatten_hparams(tree).items():
+        values[path] = _sample_one(hp, rng)
+    return expconf.unflatten_hparams(values)
+
+
+def _sample_one(hp: expconf.Hyperparameter, rng: random.Random) -> Any:
+    if isinstance(hp, expconf.ConstHP):
+        return hp.val
+    if isinstance(hp, expconf.IntHP):
+        return rng.randint(hp.minval, hp.maxval)
+    if isinstance(hp, expconf.DoubleHP):
+        return rng.uniform(hp.minval, hp.maxval)
+    if isinstance(hp, expconf.LogHP):
+        return math.pow(hp.base, rng.uniform(hp.minval, hp.maxval))
+    return hp.vals[rng.randrange(len(hp.vals))]
+
+
+def max_length_units(searcher: expconf.SearcherConfig) -> int:
+    """The target length handed to trials (in the config's unit; 1 when none is set)."""
+    length = getattr(searcher, "max_length", None)
+    if length is None:
+        return 1
+    assert isinstance(length, expconf.Length)
+    return length.value
+
+
+def signed(metric: float, smaller_is_better: bool) -> float:
+    """Turns a metric into a loss (smaller is better). NaN becomes the worst value, so that a
+    diverged trial never wins a comparison; the best infinity becomes the largest float, so
+    that ``inf`` is only ever the worst and JSON state can write it as null."""
+    if math.isnan(metric):
+        return math.inf
+    loss = metric if smaller_is_better else -metric
+    return max(loss, -sys.float_info.max)
+
+
+class SearchMethod(abc.ABC):
+    """Events in, operations out. Subclasses keep their own state in plain containers and
+    extend :meth:`state_dict`/:meth:`load_state_dict`."""
+
+    def __init__(self, config: expconf.ExperimentConfig, seed: int) -> None:
+        self.config = config
+        self.rng = random.Random(seed)
+        self.created = 0
+        # Trials the master has ended (closed or exited early): each ends exactly once.
+        self.finished: set[str] = set()
+        self.done = False
+
+    # -- helpers for subclasses ----------------------------------------------------------------
+
+    def _create(self, hparams: dict[str, Any] | None = None) -> Create:
+        """A new trial; ids count up ("r1", "r2", ...) so that a replayed search names its
+        trials the same way."""
+        self.created += 1
+        if hparams is None:
+            hparams = sample_hparams(self.config.hyperparameters, self.rng)
+        return Create(f"r{self.created}", hparams, self.rng.randrange(2**31))
+
+    def _known(self, request_id: str) -> bool:
+        if not request_id.startswith("r") or not request_id[1:].isdigit():
+            return False
+        return 1 <= int(request_id[1:]) <= self.created
+
+    def _with_shutdown(self, ops: list[Operation]) -> list[Operation]:
+        """Appends ``Shutdown`` once nothing is left to create and every trial has ended."""
+        if (
+            not self.done
+            and self._exhausted()
+            and not any(isinstance(op, Create) for op in ops)
+            and len(self.finished) >= self.created
+        ):
+            self.done = True
+            ops.append(Shutdown())
+        return ops
+
+    @abc.abstractmethod
+    def _exhausted(self) -> bool:
+        """No trial will be created any more."""
+
+    def _trial_ended(self, request_id: str) -> list[Operation]:
+        return []
+
+    def _trial_exited(self, request_id: str, reason: str) -> list[Operation]:
+        return self._trial_ended(request_id)
+
+    # -- events --------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def initial_operations(self) -> list[Operation]: ...
+
+    @abc.abstractmethod
+    def on_trial_created(self, request_id: str) -> list[Operation]: ...
+
+    @abc.abstractmethod
+    def on_validation_completed(
+        self, request_id: str, metric: float, length: int
+    ) -> list[Operation]: ...
+
+    def on_validation_reported(
+        self, request_id: str, metrics: dict[str, Any], steps_completed: int
+    ) -> list[Operation]:
+        """Only stop-driven searchers act on plain validation reports."""
+        return []
+
+    def on_trial_exited_early(self, request_id: str, reason: str) -> list[Operation]:
+        if reason not in EXIT_REASONS:
+            raise ValueError(f"exit reason {reason!r}: expected one of {', '.join(EXIT_REASONS)}")
+        if not self._known(request_id) or request_id in self.finished:
+            return []
+        self.finished.add(request_id)
+        return self._with_shutdown(self._trial_exited(request_id, reason))
+
+    def on_trial_closed(self, request_id: str) -> list[Operation]:
+        if not self._known(request_id) or request_id in self.finished:
+            return []
+        self.finished.add(request_id)
+        return self._with_shutdown(self._trial_ended(request_id))
+
+    @abc.abstractmethod
+    def target_trials(self) -> int:
+        """How many trials the search means to run (not counting replaced invalid ones)."""
+
+    @abc.abstractmethod
+    def progress(self) -> float:
+        """The fraction of the search's training budget that is done, in [0, 1]."""
+
+    # -- persistence ---------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        version, internal, gauss = self.rng.getstate()
+        return {
+            "rng": [version, list(internal), gauss],
+            "created": self.created,
+            "finished": sorted(self.finished, key=_rid_order),
+            "done": self.done,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not state:
+            return
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+        self.created = int(state["created"])
+        self.finished = set(state["finished"])
+        self.done = bool(state["done"])
+
+
+def _rid_order(request_id: str) -> tuple[int, str]:
+    digits = request_id[1:]
+    return (int(digits) if digits.isdigit() else -1, request_id)
+
+
+def rid_sorted(request_ids: set[str] | list[str]) -> list[str]:
+    """Request ids in creation order: JSON state and iteration must not depend on set order."""
+    return sorted(request_ids, key=_rid_order)

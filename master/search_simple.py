@@ -1,0 +1,142 @@
+"""Searchers whose trials each train once, to ``max_length``: single and random.
+
+They share one shape (:class:`OneShotSearch`): keep up to the concurrency limit of trials
+running, give each one ``ValidateAfter(max_length)``, close it when it reports that length,
+and create the next trial when one ends. Grid search has the same shape with its points
+taken from a grid instead of sampled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from determined.common import expconf
+from master.search_base import (
+    Close,
+    Operation,
+    SearchMethod,
+    ValidateAfter,
+    max_length_units,
+    rid_sorted,
+)
+
+
+class OneShotSearch(SearchMethod):
+    """Trials that train once to ``max_length``; subclasses choose how many, how many at a
+    time, and where their hyperparameters come from."""
+
+    # Random search samples another point for a trial whose hyperparameters the user code
+    # rejected; a grid point or the single trial has no stand-in.
+    replaces_invalid = False
+
+    def __init__(self, config: expconf.ExperimentConfig, seed: int) -> None:
+        super().__init__(config, seed)
+        self.length = max_length_units(config.searcher)
+        self.completed: dict[str, int] = {}
+        self.closing: set[str] = set()
+        self.invalid: set[str] = set()
+
+    def _limit(self) -> int:
+        """How many trials may run at once."""
+        return 1
+
+    def _hparams(self, index: int) -> dict[str, Any] | None:
+        """The hyperparameters of the ``index``-th trial (0-based), or None to sample them."""
+        return None
+
+    def _valid_created(self) -> int:
+        return self.created - len(self.invalid)
+
+    def _fill(self) -> list[Operation]:
+        ops: list[Operation] = []
+        while (
+            self._valid_created() < self.target_trials()
+            and self.created - len(self.finished) < self._limit()
+        ):
+            ops.append(self._create(self._hparams(self._valid_created())))
+        return ops
+
+    def _exhausted(self) -> bool:
+        return self._valid_created() >= self.target_trials()
+
+    def initial_operations(self) -> list[Operation]:
+        return self._with_shutdown(self._fill())
+
+    def on_trial_created(self, request_id: str) -> list[Operation]:
+        if not self._known(request_id) or request_id in self.finished:
+            return []
+        return [ValidateAfter(request_id, self.length)]
+
+    def on_validation_completed(
+        self, request_id: str, metric: float, length: int
+    ) -> list[Operation]:
+        if not self._known(request_id) or request_id in self.finished | self.closing:
+            return []
+        self.completed[request_id] = max(length, self.completed.get(request_id, 0))
+        if length < self.length:
+            return []
+        self.closing.add(request_id)
+        return [Close(request_id)]
+
+    def _trial_exited(self, request_id: str, reason: str) -> list[Operation]:
+        if reason == "invalid_hp" and self.replaces_invalid:
+            self.invalid.add(request_id)
+        return self._fill()
+
+    def _trial_ended(self, request_id: str) -> list[Operation]:
+        return self._fill()
+
+    def progress(self) -> float:
+        if self.done:
+            return 1.0
+        credit = 0.0
+        for n in range(1, self.created + 1):
+            rid = f"r{n}"
+            if rid in self.invalid:
+                continue
+            if rid in self.finished:
+                credit += 1.0
+            else:
+                credit += min(1.0, self.completed.get(rid, 0) / max(1, self.length))
+        return min(1.0, credit / max(1, self.target_trials()))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            **super().state_dict(),
+            "completed": dict(sorted(self.completed.items())),
+            "closing": rid_sorted(self.closing),
+            "invalid": rid_sorted(self.invalid),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not state:
+            return
+        super().load_state_dict(state)
+        self.completed = {k: int(v) for k, v in state["completed"].items()}
+        self.closing = set(state["closing"])
+        self.invalid = set(state["invalid"])
+
+
+class SingleSearch(OneShotSearch):
+    """One trial, trained to ``max_length``."""
+
+    def target_trials(self) -> int:
+        return 1
+
+
+class RandomSearch(OneShotSearch):
+    """``max_trials`` independently sampled trials, ``max_concurrent_trials`` at a time
+    (0: no limit)."""
+
+    replaces_invalid = True
+
+    def __init__(self, config: expconf.ExperimentConfig, seed: int) -> None:
+        super().__init__(config, seed)
+        assert isinstance(config.searcher, expconf.RandomSearcher)
+        self.searcher = config.searcher
+
+    def _limit(self) -> int:
+        return self.searcher.max_concurrent_trials or self.searcher.max_trials
+
+    def target_trials(self) -> int:
+        return self.searcher.max_trials
