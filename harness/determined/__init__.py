@@ -26,7 +26,7 @@ class InvalidHP(Exception):
 _invalid_hp.install(InvalidHP, dict(os.environ))
 
 # Submodules loaded on first use (``det.core``), so that ``import determined`` stays fast.
-_LAZY_SUBMODULES = ("core",)
+_LAZY_SUBMODULES = ("core", "pytorch")
 
 
 def __getattr__(name: str) -> Any:
