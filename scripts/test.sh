@@ -8,4 +8,4 @@ python api/generate.py --check
 ruff check .
 ruff format --check .
 mypy
-pytest -m "not slow and not docker" -p no:cacheprovider "$@"
+pytest -m "not slow and not docker and not webui" -p no:cacheprovider "$@"
