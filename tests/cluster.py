@@ -90,7 +90,9 @@ class Cluster:
         self.master.wait(timeout=30)
         self.master = None
 
-    def start_agent(self, agent_id: str = "agent-0", slots: int = 1) -> None:
+    def start_agent(
+        self, agent_id: str = "agent-0", slots: int = 1, runtime: str = "process"
+    ) -> None:
         self.agents[agent_id] = self._spawn(
             agent_id,
             [
@@ -107,6 +109,8 @@ class Cluster:
                 str(self.root / agent_id),
                 "--log-level",
                 "debug",
+                "--runtime",
+                runtime,
             ],
         )
         wait_until(
@@ -154,8 +158,14 @@ class Cluster:
     def experiment(self, exp_id: int) -> dict[str, Any]:
         return dict(json.loads(self.det("experiment", "describe", str(exp_id), "--json").stdout))
 
+    def get(self, path: str) -> Any:
+        """GET a JSON document from the master's HTTP API (cheap enough to poll)."""
+        with urllib.request.urlopen(f"http://{self.address}{path}", timeout=10) as r:
+            return json.load(r)
+
     def state(self, exp_id: int) -> str:
-        return str(self.experiment(exp_id)["state"]).removeprefix("STATE_")
+        exp = self.get(f"/api/v1/experiments/{exp_id}")["experiment"]
+        return str(exp["state"]).removeprefix("STATE_")
 
     def trials(self, exp_id: int) -> list[dict[str, Any]]:
         return list(json.loads(self.det("experiment", "list-trials", str(exp_id), "--json").stdout))
