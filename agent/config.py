@@ -20,6 +20,8 @@ import yaml
 from determined.common import client, errors
 
 RUNTIMES = ("process", "docker")
+DOCKER_HARNESS_MODES = ("auto", "image", "mount")
+DEFAULT_IMAGE = "pydet-task:latest"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -38,6 +40,8 @@ class AgentConfig:
     work_dir: Path
     address: str
     log_level: str
+    default_image: str = DEFAULT_IMAGE
+    docker_harness: str = "auto"
 
 
 # key -> (type, flag help)
@@ -53,6 +57,16 @@ _KEYS: dict[str, tuple[type, str]] = {
     ),
     "address": (str, "address other nodes use to reach this one (default: 127.0.0.1)"),
     "log_level": (str, "DEBUG, INFO, WARNING or ERROR (default: INFO)"),
+    "default_image": (
+        str,
+        f"docker runtime: image for tasks whose config names none (default: {DEFAULT_IMAGE})",
+    ),
+    "docker_harness": (
+        str,
+        "docker runtime: where tasks find the determined harness: image (installed in it), "
+        "mount (this host's, mounted read-only), or auto (image if it has the "
+        "ai.pydet.harness label, else mount; the default)",
+    ),
 }
 
 
@@ -142,6 +156,13 @@ def _build(values: dict[str, Any], environ: dict[str, str]) -> AgentConfig:
     if log_level not in LOG_LEVELS:
         problems.append(f"log_level: must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
     address = values.get("address") or "127.0.0.1"
+    default_image = values.get("default_image") or DEFAULT_IMAGE
+    docker_harness = values.get("docker_harness") or "auto"
+    if docker_harness not in DOCKER_HARNESS_MODES:
+        problems.append(
+            f"docker_harness: must be one of {', '.join(DOCKER_HARNESS_MODES)}, "
+            f"got {docker_harness!r}"
+        )
     work_dir = Path(values.get("work_dir") or f"/tmp/pydet-agent-{agent_id}")
     if problems:
         raise ConfigError("; ".join(problems))
@@ -154,4 +175,6 @@ def _build(values: dict[str, Any], environ: dict[str, str]) -> AgentConfig:
         work_dir=work_dir,
         address=address,
         log_level=log_level,
+        default_image=default_image,
+        docker_harness=docker_harness,
     )

@@ -158,7 +158,8 @@ def cluster_up(args: argparse.Namespace) -> int:
         local_cluster.remove_state(data_dir)
         raise
     print(f"Master at http://localhost:{port} (DET_MASTER=localhost:{port})")
-    print(f"WebUI at http://localhost:{port}/")
+    built = (Path(__file__).resolve().parent.parent / "webui/dist/index.html").is_file()
+    print(f"WebUI at http://localhost:{port}/" + ("" if built else " (run scripts/webui.sh build)"))
     print("Stop it with: det deploy local cluster-down")
     print(f"Cluster ready: 1 master, {args.agents} agents")
     return 0

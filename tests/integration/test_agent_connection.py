@@ -540,7 +540,7 @@ def _alive(pid: int) -> bool:
     [
         (["--slots", "-2"], "slots: must be >= 0"),
         (["--bogus"], "unrecognized arguments: --bogus"),
-        (["--runtime", "docker"], "the docker runtime is not available yet"),
+        (["--runtime", "docker"], "cannot reach the Docker engine"),
     ],
 )
 def test_det_agent_bad_flags_exit_2_with_one_line(args: list[str], message: str) -> None:
@@ -549,7 +549,7 @@ def test_det_agent_bad_flags_exit_2_with_one_line(args: list[str], message: str)
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "DET_MASTER": ""},
+        env={**os.environ, "DET_MASTER": "", "DOCKER_HOST": "unix:///nonexistent.sock"},
     )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
