@@ -78,6 +78,21 @@ class MasterInfo:
     defaults: dict[str, Any]
 
 
+_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def shm_bytes(size: int | str | None) -> int:
+    """``resources.shm_size`` in bytes (``4G``, ``512M``, or a number); 0 means the default."""
+    if size is None:
+        return 0
+    if isinstance(size, int):
+        return size
+    text = size.strip().upper().removesuffix("B").removesuffix("I")
+    unit = text[-1] if text and text[-1] in _SIZE_UNITS else ""
+    number = text[: len(text) - len(unit)]
+    return int(float(number) * _SIZE_UNITS[unit])
+
+
 class Experiments:
     def __init__(
         self, db: Database, tasks: TaskManager, info: MasterInfo, events: EventBus
@@ -435,6 +450,7 @@ class Experiments:
                 key, _, value = item.partition("=")
                 env[key] = value
             image = cfg.environment.image
+            auth = cfg.environment.registry_auth
             orders.append(
                 v1.StartContainer(
                     container_id=c.id,
@@ -454,6 +470,14 @@ class Experiments:
                                 propagation=m.propagation,
                             )
                             for m in cfg.bind_mounts
+                        ],
+                        shm_size=shm_bytes(cfg.resources.shm_size),
+                        registry_auth=json.dumps(auth.to_dict()) if auth is not None else "",
+                        devices=[
+                            v1.Device(
+                                host_path=d.host_path, container_path=d.container_path, mode=d.mode
+                            )
+                            for d in cfg.resources.devices
                         ],
                         add_capabilities=list(cfg.environment.add_capabilities),
                         drop_capabilities=list(cfg.environment.drop_capabilities),
