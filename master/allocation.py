@@ -7,9 +7,12 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from determined.common import errors
+
+if TYPE_CHECKING:
+    from master.tasks import JobInfo
 
 
 @dataclass
@@ -71,6 +74,8 @@ class Allocation:
     preempt: asyncio.Event = field(default_factory=asyncio.Event)
     # When to kill it if it has not exited after being asked to preempt.
     kill_at: float | None = None
+    # The job it belongs to; set again by the owner after a master restart.
+    job: JobInfo | None = None
     _gathers: dict[tuple[str, int], _Gather] = field(default_factory=dict)
     # Recently finished rounds, so a rank that retries after a lost response gets the answer.
     _finished: dict[tuple[str, int], list[bytes]] = field(default_factory=dict)

@@ -140,6 +140,18 @@ class DeterminedServicer(v1.DeterminedBase):
     async def get_jobs(self, message: v1.GetJobsRequest) -> v1.GetJobsResponse:
         return v1.GetJobsResponse(jobs=self.s.get_jobs(message.resource_pool))
 
+    async def update_job_queue(
+        self, message: v1.UpdateJobQueueRequest
+    ) -> v1.UpdateJobQueueResponse:
+        await self.s.update_job_queue(list(message.updates))
+        return v1.UpdateJobQueueResponse()
+
+    async def set_experiment_resources(
+        self, message: v1.SetExperimentResourcesRequest
+    ) -> v1.SetExperimentResourcesResponse:
+        await self.s.set_experiment_resources(message)
+        return v1.SetExperimentResourcesResponse()
+
     async def report_trial_metrics(
         self, message: v1.ReportTrialMetricsRequest
     ) -> v1.ReportTrialMetricsResponse:

@@ -3,6 +3,7 @@ task manager. Every change is written through to the store before it is acknowle
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import random
@@ -20,7 +21,7 @@ from master.allocation import Allocation
 from master.db import Database
 from master.events import EventBus
 from master.states import STOPPED, State
-from master.tasks import TaskManager, TaskRequest
+from master.tasks import JobInfo, TaskManager, TaskRequest
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class Experiment:
     queue_order: float = 0.0
     # Where new trials start from (searcher.source_trial_id / source_checkpoint_uuid).
     source_checkpoint: str | None = None
+    job: JobInfo = field(default_factory=lambda: JobInfo(job_id="", resource_pool=""))
     searcher_done: bool = False
     trials: dict[int, Trial] = field(default_factory=dict)
 
@@ -194,6 +196,7 @@ class Experiments:
             start_time=start_time,
             source_checkpoint=source,
         )
+        exp.job = self.job_info(exp.id, job_id, cfg, 0.0)
         self.live[exp.id] = exp
         self._events.publish("experiment", id=exp.id, state=state.value)
         await self._apply(exp, search.initial_operations())
@@ -323,11 +326,59 @@ class Experiments:
                 task_id=trial.task_id,
                 trial_id=trial.id,
                 slots=res.slots_per_trial,
-                resource_pool=res.resource_pool or self._info.default_pool,
-                priority=res.priority if res.priority is not None else 42,
+                job=exp.job,
                 single_node=bool(res.is_single_node),
             )
         )
+
+    def job_info(
+        self, exp_id: int, job_id: str, cfg: expconf.ExperimentConfig, order: float
+    ) -> JobInfo:
+        res = cfg.resources
+        return JobInfo(
+            job_id=job_id,
+            resource_pool=res.resource_pool or self._info.default_pool,
+            priority=res.priority if res.priority is not None else 42,
+            weight=res.weight,
+            order=order or float(exp_id),
+            max_slots=res.max_slots,
+            preemption_timeout=float(cfg.preemption_timeout),
+        )
+
+    async def update_job(
+        self,
+        exp: Experiment,
+        *,
+        priority: int | None = None,
+        weight: float | None = None,
+        resource_pool: str | None = None,
+        max_slots: int | None = None,
+        order: float | None = None,
+    ) -> None:
+        """Change where a job stands; its requests and allocations see it at once."""
+        res = exp.config.resources
+        changes: dict[str, Any] = {}
+        if priority is not None:
+            changes["priority"] = exp.job.priority = priority
+        if weight is not None:
+            changes["weight"] = exp.job.weight = weight
+        if resource_pool is not None:
+            if resource_pool not in self._info.pools:
+                raise errors.NotFound(f"resource pool {resource_pool!r} not found")
+            changes["resource_pool"] = exp.job.resource_pool = resource_pool
+        if max_slots is not None:
+            changes["max_slots"] = exp.job.max_slots = max_slots
+        if changes:
+            exp.config = dataclasses.replace(
+                exp.config, resources=dataclasses.replace(res, **changes)
+            )
+        if order is not None:
+            exp.job.order = exp.queue_order = order
+        await self._db.execute(
+            "UPDATE experiments SET config = ?, queue_order = ? WHERE id = ?",
+            (json.dumps(exp.config.to_dict()), exp.queue_order, exp.id),
+        )
+        self._tasks.wake()
 
     async def _save_trial(self, t: Trial, *, ended: bool = False) -> None:
         await self._db.execute(
@@ -749,6 +800,7 @@ class Experiments:
                 queue_order=row["queue_order"] or 0.0,
                 searcher_done=bool(state.get("done", False)),
             )
+            exp.job = self.job_info(exp.id, exp.job_id, cfg, exp.queue_order)
             try:
                 exp.source_checkpoint = await self._source_checkpoint(cfg)
             except errors.DetError:
@@ -779,6 +831,7 @@ class Experiments:
                 self._trials[trial.id] = trial
                 alloc = running.get(trial.id)
                 if alloc is not None:
+                    alloc.job = exp.job
                     if exp.state == State.PAUSED:
                         self._tasks.preempt(alloc, reason="paused", timeout=cfg.preemption_timeout)
                     elif exp.state == State.STOPPING_CANCELED:

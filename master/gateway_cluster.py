@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from starlette.requests import Request
@@ -22,20 +21,6 @@ _UPDATE_FIELDS: dict[str, type] = {
     "ahead_of": str,
     "behind_of": str,
 }
-
-
-async def _call(service: Service, name: str, *args: Any) -> Any:
-    """Call a job-queue operation of the Service, sync or async.
-
-    Looked up by name so that this transport does not pin whether the resource manager
-    answers synchronously; a master without it answers 503 with a clear message."""
-    method = getattr(service, name, None)
-    if method is None:
-        raise errors.Unavailable(f"this master has no job queue API yet ({name})")
-    result = method(*args)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
 
 
 def job_update(raw: Any, index: int) -> v1.JobUpdate:
@@ -60,13 +45,11 @@ def routes(service: Service) -> list[Route]:
         return codec.message(v1.GetAgentsResponse(agents=service.get_agents()))
 
     async def resource_pools(request: Request) -> Response:
-        pools = await _call(service, "get_resource_pools")
-        return codec.message(v1.GetResourcePoolsResponse(pools=list(pools)))
+        return codec.message(v1.GetResourcePoolsResponse(pools=service.get_resource_pools()))
 
     async def jobs(request: Request) -> Response:
         pool = request.query_params.get("resource_pool", "")
-        found = await _call(service, "get_jobs", pool)
-        return codec.message(v1.GetJobsResponse(jobs=list(found)))
+        return codec.message(v1.GetJobsResponse(jobs=service.get_jobs(pool)))
 
     async def update_jobs(request: Request) -> Response:
         body = await codec.json_body(request)
@@ -75,7 +58,7 @@ def routes(service: Service) -> list[Route]:
         if not isinstance(body, list) or not body:
             raise errors.InvalidArgument("request body: expected a non-empty list of job updates")
         updates = [job_update(raw, i) for i, raw in enumerate(body)]
-        await _call(service, "update_job_queue", updates)
+        await service.update_job_queue(updates)
         return codec.message(v1.UpdateJobQueueResponse())
 
     return [

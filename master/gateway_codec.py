@@ -14,10 +14,11 @@ from starlette.responses import JSONResponse, Response
 
 from determined.api.gen import v1
 from determined.common import errors
+from master import gateway_json
 
 
 def to_dict(message: betterproto2.Message) -> dict[str, Any]:
-    return message.to_dict(casing=betterproto2.Casing.SNAKE, include_default_values=True)
+    return gateway_json.to_dict(message)
 
 
 def message(message: betterproto2.Message) -> JSONResponse:
@@ -28,26 +29,9 @@ def messages(items: Sequence[betterproto2.Message]) -> JSONResponse:
     return JSONResponse([to_dict(m) for m in items])
 
 
-def metric_reports(reports: Sequence[v1.MetricReport]) -> Response:
-    """A trial's metrics can be 100,000 reports; encoding them field by field is several
-    times faster than the generic ``to_dict`` and gives the same JSON (a unit test holds the
-    two equal)."""
-    body = json.dumps(
-        [
-            {
-                "group": r.group,
-                "steps_completed": str(r.steps_completed),
-                "metrics": r.metrics,
-                "timestamp": r.timestamp,
-                "batch_metrics": r.batch_metrics,
-            }
-            for r in reports
-        ],
-        ensure_ascii=False,
-        allow_nan=False,
-        separators=(",", ":"),
-    )
-    return Response(body, media_type="application/json")
+def json_text(text: str) -> Response:
+    """A JSON document the Service already encoded."""
+    return Response(text, media_type="application/json")
 
 
 def _raw(request: Request, name: str) -> str | None:

@@ -86,7 +86,9 @@ def routes(service: Service) -> list[Route]:
             after_steps=codec.integer(request, "after_steps", minimum=None),
             limit=codec.integer(request, "limit"),
         )
-        return codec.metric_reports(await service.get_trial_metrics(req))
+        # max_points (not in the gRPC request): a thinned first view for charts.
+        max_points = codec.integer(request, "max_points")
+        return codec.json_text(await service.get_trial_metrics_json(req, max_points=max_points))
 
     async def trial_checkpoints(request: Request) -> Response:
         found = await service.get_checkpoints(trial_id=codec.integer(request, "id"))

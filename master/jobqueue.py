@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
+from operator import attrgetter
 from typing import Protocol
 
 from determined.common import errors
@@ -77,6 +78,10 @@ class PoolSettings(Protocol):
     def scheduler(self) -> str: ...
 
 
+_priority_order = attrgetter("priority", "order", "job_id")
+_fair_share_order = attrgetter("order", "job_id")
+
+
 def queue_rows(jobs: Iterable[QueuedJob], *, resource_pool: str, scheduler: str) -> list[QueueRow]:
     """The rows of one pool's queue in scheduling order; ended jobs are left out.
 
@@ -84,10 +89,7 @@ def queue_rows(jobs: Iterable[QueuedJob], *, resource_pool: str, scheduler: str)
     priority and moves, so its queue is in submission order.
     """
     live = [j for j in jobs if j.resource_pool == resource_pool and not j.ended]
-    if scheduler == "fair_share":
-        live.sort(key=lambda j: (j.order, j.job_id))
-    else:
-        live.sort(key=lambda j: (j.priority, j.order, j.job_id))
+    live.sort(key=_fair_share_order if scheduler == "fair_share" else _priority_order)
     return [
         QueueRow(i, job, STATE_SCHEDULED if job.scheduled else STATE_QUEUED)
         for i, job in enumerate(live)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from determined.api.gen import v1
 from determined.common import errors
+from master import jobqueue
 from master.agents import AgentHub
 from master.config import MasterConfig
 from master.experiments import Experiment, Experiments
@@ -32,48 +33,118 @@ class Jobs:
             raise errors.NotFound(f"resource pool {pool!r} not found")
         return pool
 
+    def _holdings(self, exp: Experiment) -> tuple[int, int]:
+        """(slots acquired, slots needed) over the experiment's unfinished trials."""
+        acquired = needed = 0
+        slots = exp.config.resources.slots_per_trial
+        for trial in exp.trials.values():
+            if trial.state.terminal:
+                continue
+            alloc = self._tasks.allocation_of(trial.task_id)
+            if alloc is not None:
+                acquired += sum(len(c.slot_ids) for c in alloc.containers.values())
+                needed += slots
+            elif trial.task_id in self._tasks.pending:
+                needed += slots
+        return acquired, needed
+
+    def _queued(self) -> dict[str, tuple[Experiment, jobqueue.QueuedJob, int, int]]:
+        """Every job in a queue: experiments with trials running or waiting for slots."""
+        out = {}
+        for exp in self._exps.live.values():
+            acquired, needed = self._holdings(exp)
+            running = any(
+                self._tasks.allocation_of(t.task_id) is not None for t in exp.trials.values()
+            )
+            pending = any(t.task_id in self._tasks.pending for t in exp.trials.values())
+            if not (running or pending):
+                continue
+            job = jobqueue.QueuedJob(
+                exp.job.job_id,
+                resource_pool=exp.job.resource_pool,
+                priority=exp.job.priority,
+                weight=exp.job.weight,
+                order=exp.job.order,
+                scheduled=running,
+            )
+            out[job.job_id] = (exp, job, acquired, needed)
+        return out
+
     def queue(self, pool: str) -> list[v1.Job]:
         pool = self._check_pool(pool)
-        rows: list[tuple[tuple[int, int, float, int], v1.Job]] = []
-        for exp in self._exps.live.values():
-            if self.pool_of(exp) != pool:
-                continue
-            acquired = needed = 0
-            order = float("inf")
-            for trial in exp.trials.values():
-                if trial.state.terminal:
-                    continue
-                slots = exp.config.resources.slots_per_trial
-                alloc = self._tasks.allocation_of(trial.task_id)
-                req = self._tasks.pending.get(trial.task_id)
-                if alloc is not None:
-                    acquired += sum(len(c.slot_ids) for c in alloc.containers.values())
-                    needed += slots
-                elif req is not None:
-                    needed += slots
-                    order = min(order, req.order)
-            if needed == 0:
-                continue
-            priority = exp.config.resources.priority
-            prio = priority if priority is not None else 42
-            job = v1.Job(
-                job_id=exp.job_id,
-                type="TYPE_EXPERIMENT",
-                name=exp.config.name or f"Experiment {exp.id}",
-                priority=prio,
-                weight=exp.config.resources.weight,
-                submission_time=exp.start_time,
-                acquired_slots=acquired,
-                needed_slots=needed,
-                state="STATE_SCHEDULED" if acquired or needed == 0 else "STATE_QUEUED",
-                username=exp.username,
-                resource_pool=pool,
-                entity_id=exp.id,
+        queued = self._queued()
+        scheduler = {p.name: p.scheduler for p in self._cfg.resource_pools}[pool]
+        rows = jobqueue.queue_rows(
+            [job for _, job, _, _ in queued.values()], resource_pool=pool, scheduler=scheduler
+        )
+        out = []
+        for row in rows:
+            exp, job, acquired, needed = queued[row.job.job_id]
+            out.append(
+                v1.Job(
+                    job_id=job.job_id,
+                    type="TYPE_EXPERIMENT",
+                    name=exp.config.name or f"Experiment {exp.id}",
+                    priority=job.priority,
+                    weight=job.weight,
+                    submission_time=exp.start_time,
+                    acquired_slots=acquired,
+                    needed_slots=needed,
+                    state=row.state,
+                    username=exp.username,
+                    resource_pool=job.resource_pool,
+                    entity_id=exp.id,
+                )
             )
-            scheduled = 0 if acquired else 1
-            rows.append(((scheduled, prio, exp.queue_order or order, exp.id), job))
-        rows.sort(key=lambda r: r[0])
-        return [job for _, job in rows]
+        return out
+
+    async def update(self, updates: list[v1.JobUpdate]) -> None:
+        """Apply `det job update(-batch)`: all of it, or nothing when any part is invalid."""
+        queued = self._queued()
+        changed = jobqueue.apply_updates(
+            [job for _, job, _, _ in queued.values()],
+            [
+                jobqueue.JobUpdate(
+                    u.job_id,
+                    priority=u.priority,
+                    weight=u.weight,
+                    resource_pool=u.resource_pool,
+                    ahead_of=u.ahead_of,
+                    behind_of=u.behind_of,
+                )
+                for u in updates
+            ],
+            self._cfg.resource_pools,
+        )
+        for job in changed:
+            exp = queued[job.job_id][0]
+            await self._exps.update_job(
+                exp,
+                priority=job.priority,
+                weight=job.weight,
+                resource_pool=job.resource_pool,
+                order=job.order,
+            )
+
+    async def set_resources(
+        self,
+        experiment_id: int,
+        *,
+        priority: int | None,
+        weight: float | None,
+        max_slots: int | None,
+    ) -> None:
+        exp = self._exps.live.get(experiment_id)
+        if exp is None:
+            await self._exps.ensure_experiment(experiment_id)
+            raise errors.FailedPrecondition(f"experiment {experiment_id} has ended")
+        if priority is not None and not 1 <= priority <= 99:
+            raise errors.InvalidArgument(f"priority must be between 1 and 99, got {priority}")
+        if weight is not None and weight <= 0:
+            raise errors.InvalidArgument(f"weight must be positive, got {weight}")
+        if max_slots is not None and max_slots < 1:
+            raise errors.InvalidArgument(f"max-slots must be at least 1, got {max_slots}")
+        await self._exps.update_job(exp, priority=priority, weight=weight, max_slots=max_slots)
 
     def pools(self) -> list[v1.ResourcePool]:
         out = []

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from operator import attrgetter
 
 from master.scheduler_fit import Capacity, place_zero_slot
 from master.scheduler_types import (
@@ -30,71 +30,124 @@ from master.scheduler_types import (
     RunningAllocation,
 )
 
+_by_order = attrgetter("order")
+_NEVER = 1 << 62
+
 
 def fair_shares(capacity: int, demands: Mapping[str, tuple[int, float]]) -> dict[str, int]:
     """Whole-slot shares of ``capacity`` for jobs given as ``{job: (demand, weight)}``.
 
     Ties in rounding favour jobs earlier in the mapping (the caller passes queue order).
     """
-    items = [(job, d, w, float(i)) for i, (job, (d, w)) in enumerate(demands.items())]
-    shares = _water_fill(capacity, items)
-    return {job: shares.get(job, 0) for job in demands}
+    wants = [d for d, _ in demands.values()]
+    weights = [w for _, w in demands.values()]
+    return dict(zip(demands, _water_fill(capacity, wants, weights), strict=True))
 
 
-def _water_fill(capacity: int, items: list[tuple[str, int, float, float]]) -> dict[str, int]:
-    """Shares for (job, demand, weight, tie-break) items; see the module docstring."""
-    jobs = [item for item in items if item[1] > 0 and item[2] > 0]
-    fluid: dict[str, float] = {}
+def _water_fill(capacity: int, wants: list[int], weights: list[float]) -> list[int]:
+    """Shares for jobs given as parallel lists; rounding ties favour lower indices."""
+    level_of = [d / w if d > 0 and w > 0 else -1.0 for d, w in zip(wants, weights, strict=True)]
+    jobs = [j for j, level in enumerate(level_of) if level >= 0]
+    jobs.sort(key=level_of.__getitem__)
+    fluid = [0.0] * len(wants)
     left = float(capacity)
-    weight = sum(item[2] for item in jobs)
-    jobs.sort(key=lambda item: item[1] / item[2])
-    for i, (job, demand, w, _) in enumerate(jobs):
+    weight = sum(weights[j] for j in jobs)
+    for i, j in enumerate(jobs):
         level = left / weight
-        if demand <= level * w:
-            fluid[job] = demand
-            left -= demand
-            weight -= w
+        if level_of[j] <= level:
+            fluid[j] = wants[j]
+            left -= wants[j]
+            weight -= weights[j]
             continue
-        for rest, _, rest_w, _ in jobs[i:]:
-            fluid[rest] = level * rest_w
+        for rest in jobs[i:]:
+            fluid[rest] = level * weights[rest]
         break
-    shares: dict[str, int] = {}
-    short: list[tuple[float, float, str]] = []
-    total = 0
-    for job, demand, _, tie in jobs:
-        share = min(demand, int(fluid[job] + 1e-9))
-        shares[job] = share
-        total += demand
-        if share < demand:
-            short.append((share - fluid[job], tie, job))
-    leftover = min(capacity, total) - sum(shares.values())
+    shares = [min(d, int(f + 1e-9)) if f > 0 else 0 for d, f in zip(wants, fluid, strict=True)]
+    leftover = min(capacity, sum(wants[j] for j in jobs)) - sum(shares)
     if leftover > 0:
-        short.sort()  # largest remainder first, then the earlier job
-        for _, _, job in short[:leftover]:
-            shares[job] += 1
+        remainder = [f - s for f, s in zip(fluid, shares, strict=True)]
+        short = [j for j, r in enumerate(remainder) if r > 0]
+        short.sort(key=remainder.__getitem__, reverse=True)  # stable: ties keep index order
+        for j in short[:leftover]:
+            shares[j] += 1
     return shares
 
 
-@dataclass(slots=True)
-class _Job:
-    weight: float
-    order: float
-    max_slots: int | None
-    # Slots held anywhere (counts against max_slots).
-    held: int = 0
-    # Slots of running, not-yet-preempted allocations on schedulable agents: what the
-    # job's share is measured against and what can be taken back.
-    active: int = 0
-    # Slots asked for by its pending requests that could ever fit.
-    asked: int = 0
-    allocations: list[RunningAllocation] = field(default_factory=list)
-    pending: list[Request] = field(default_factory=list)
-    share: int = 0
-    # Slots it holds in this pass's accounting: active plus what the pass placed.
-    got: int = 0
+class _Jobs:
+    """The pool's jobs as parallel lists indexed by job number, numbered in queue order:
+    with ten thousand jobs, a handful of lists is much cheaper to build and walk than an
+    object per job."""
 
-    def room(self, slots: int) -> bool:
-        return self.max_slots is None or self.held + slots <= self.max_slots
+    def __init__(
+        self, capacity: Capacity, running: Sequence[RunningAllocation], pending: Sequence[Request]
+    ) -> None:
+        size = {agent_id: capacity.free_count(agent_id) for agent_id in capacity.agent_ids}
+        for alloc in running:
+            for agent_id, slot_ids in alloc.containers:
+                if agent_id in size:
+                    size[agent_id] += len(slot_ids)
+        self.pool_size = pool_size = sum(size.values())
+        largest = max(size.values(), default=0)
+        # The requests that take a slot and could ever fit, in queue order.
+        self.requests = requests = [
+            r
+            for r in sorted(pending, key=_by_order)
+            if 0 < r.slots <= (largest if r.single_node else pool_size)
+        ]
+
+        # Number jobs by their earliest position; what first names a job carries its settings.
+        self.index: dict[str, int] = {}
+        named: list[Request | RunningAllocation] = []
+        sources: list[Request | RunningAllocation] = [*requests, *running]
+        for source in sorted(sources, key=_by_order):
+            name = source.job_id or source.id
+            if name not in self.index:
+                self.index[name] = len(named)
+                named.append(source)
+        n = len(named)
+        self.weight = [s.weight for s in named]
+        self.order = [s.order for s in named]
+        self.cap = [s.max_slots for s in named]
+        self.held = [0] * n  # slots held anywhere: what max_slots limits
+        # Slots of running, not-yet-preempted allocations on schedulable agents: what the
+        # share is measured against, and what may be taken back.
+        self.active = [0] * n
+        self.asked = [0] * n  # slots asked for by its requests
+        self.allocations: dict[int, list[RunningAllocation]] = {}
+        # Each job's requests chained in queue order through ``first`` and ``next``.
+        self.first = [-1] * n
+        self.next = [-1] * len(requests)
+
+        index = self.index
+        for alloc in running:
+            j = index[alloc.job_id or alloc.id]
+            slots = 0
+            on_pool = True
+            for agent_id, slot_ids in alloc.containers:
+                slots += len(slot_ids)
+                on_pool = on_pool and agent_id in size
+            self.held[j] += slots
+            if on_pool and slots and not alloc.preempting:
+                self.active[j] += slots
+                self.allocations.setdefault(j, []).append(alloc)
+        last: dict[int, int] = {}
+        self.job_of = [index[r.job_id or r.id] for r in requests]
+        for i, request in enumerate(requests):
+            j = self.job_of[i]
+            if j in last:
+                self.next[last[j]] = i
+            else:
+                self.first[j] = i
+            last[j] = i
+            self.asked[j] += request.slots
+
+    def wants(self) -> list[int]:
+        """What each job would hold with every request running, within its max_slots."""
+        wants = [a + k for a, k in zip(self.active, self.asked, strict=True)]
+        for j, cap in enumerate(self.cap):
+            if cap is not None:
+                wants[j] = max(0, min(wants[j], cap - (self.held[j] - self.active[j])))
+        return wants
 
 
 def decide_fair_share(
@@ -104,147 +157,116 @@ def decide_fair_share(
     pending: Sequence[Request],
 ) -> Decision:
     capacity = Capacity(agents, policy.fitting_policy)
-    placements = place_zero_slot(capacity, pending, key=lambda r: r.order)
-    jobs, pool_size = _jobs(capacity, running, pending)
-    items = []
-    for name, job in jobs.items():
-        wanted = job.active + job.asked
-        if job.max_slots is not None:
-            wanted = min(wanted, job.max_slots - (job.held - job.active))
-        items.append((name, wanted, job.weight, job.order))
-    for name, share in _water_fill(pool_size, items).items():
-        jobs[name].share = share
+    placements = place_zero_slot(capacity, pending, key=_by_order)
+    t = _Jobs(capacity, running, pending)
+    share = _water_fill(t.pool_size, t.wants(), t.weight)
+    got = list(t.active)
+    held, caps = t.held, t.cap
+    placed = [False] * len(t.requests)
+    fit, take, requests, nxt = capacity.fit, capacity.take, t.requests, t.next
 
-    # (1) Everyone up to their share, the least-served first.
-    fit, take = capacity.fit, capacity.take
-    unplaced: dict[str, list[Request]] = {}
-    ranked = sorted((job.got / (job.share or 1), job.order, name) for name, job in jobs.items())
-    for _, _, name in ranked:
-        job = jobs[name]
-        for request in job.pending:
-            slots = request.slots
-            plan = None
-            if job.got + slots <= job.share and job.room(slots):
-                plan = fit(slots, single_node=request.single_node)
-            if plan is None:
-                unplaced.setdefault(name, []).append(request)
-                continue
-            take(plan)
-            job.got += slots
-            job.held += slots
-            placements.append(Placement(request.id, plan))
+    # Slots only get scarcer during a pass: once a request of some size (spanning, or on
+    # one node) does not fit, no request that size or bigger will, so do not look again.
+    misfit = [_NEVER, _NEVER]
 
-    # What jobs under their share could still run within it, were the slots free.
+    def start(j: int, i: int) -> None:
+        request = requests[i]
+        if request.slots >= misfit[request.single_node]:
+            return
+        plan = fit(request.slots, single_node=request.single_node)
+        if plan is None:
+            misfit[request.single_node] = request.slots
+            return
+        take(plan)
+        got[j] += request.slots
+        held[j] += request.slots
+        placed[i] = True
+        placements.append(Placement(request.id, plan))
+
+    # (1) Everyone up to their share, the least-served first (then in queue order).
+    ranked = [j for j, g in enumerate(got) if not g]
+    busy = [j for j, g in enumerate(got) if g]
+    busy.sort(key=lambda j: got[j] / (share[j] or 1))
+    ranked += busy
+    # ...and what jobs under their share could still run within it, were the slots free.
     wanted = 0
-    for name, requests in unplaced.items():
-        job = jobs[name]
-        gap = job.share - job.got
-        for request in requests:
-            if gap <= 0:
-                break
-            if request.slots <= gap and job.room(request.slots):
-                wanted += request.slots
-                gap -= request.slots
-
+    for j in ranked:
+        i = t.first[j]
+        cap = caps[j]
+        while i >= 0 and got[j] < share[j]:
+            slots = requests[i].slots
+            if got[j] + slots <= share[j] and (cap is None or held[j] + slots <= cap):
+                start(j, i)
+            i = nxt[i]
+        gap = share[j] - got[j]
+        i = t.first[j]
+        while gap > 0 and i >= 0:
+            slots = requests[i].slots
+            if not placed[i] and slots <= gap and (cap is None or held[j] + slots <= cap):
+                wanted += slots
+                gap -= slots
+            i = nxt[i]
     if wanted:
-        return Decision(tuple(placements), tuple(_rebalance(jobs, wanted)))
+        return Decision(tuple(placements), tuple(_rebalance(t, share, wanted)))
 
     # (3) Leftovers nobody can use within their share: least-served job first.
-    heap = [(jobs[n].got / jobs[n].weight, jobs[n].order, n, 0) for n in unplaced]
+    def small_enough(request: Request) -> bool:
+        return request.slots < misfit[request.single_node] and request.slots <= capacity.total_free
+
+    def next_fitting(i: int) -> int:
+        """The job's next unplaced request from ``i`` on that might fit in what is left."""
+        while i >= 0 and (placed[i] or not small_enough(requests[i])):
+            i = nxt[i]
+        return i
+
+    # Each job's first request that might fit (requests are in queue order).
+    firsts: dict[int, int] = {}
+    for i, (j, request) in enumerate(zip(t.job_of, requests, strict=True)):
+        if not placed[i] and j not in firsts and small_enough(request):
+            firsts[j] = i
+    heap = [(got[j] / t.weight[j], t.order[j], j, i) for j, i in firsts.items()]
     heapq.heapify(heap)
     while heap and capacity.total_free:
-        _, order, name, i = heapq.heappop(heap)
-        job, requests = jobs[name], unplaced[name]
-        request = requests[i]
-        plan = None
-        if job.room(request.slots):
-            plan = fit(request.slots, single_node=request.single_node)
-        if plan is not None:
-            take(plan)
-            job.got += request.slots
-            job.held += request.slots
-            placements.append(Placement(request.id, plan))
-        if i + 1 < len(requests):
-            heapq.heappush(heap, (job.got / job.weight, order, name, i + 1))
+        _, order, j, i = heapq.heappop(heap)
+        cap = t.cap[j]
+        if cap is None or held[j] + requests[i].slots <= cap:
+            start(j, i)
+        i = next_fitting(nxt[i])
+        if i >= 0:
+            heapq.heappush(heap, (got[j] / t.weight[j], order, j, i))
     return Decision(tuple(placements), ())
 
 
-def _jobs(
-    capacity: Capacity, running: Sequence[RunningAllocation], pending: Sequence[Request]
-) -> tuple[dict[str, _Job], int]:
-    """Group by job; also the pool's size were it empty."""
-    jobs: dict[str, _Job] = {}
-    size = {agent_id: capacity.free_count(agent_id) for agent_id in capacity.agent_ids}
-    for alloc in running:
-        name = alloc.job_id or alloc.id
-        job = jobs.get(name)
-        if job is None:
-            job = jobs[name] = _Job(alloc.weight, alloc.order, alloc.max_slots)
-        elif alloc.order < job.order:
-            job.order = alloc.order
-        slots = 0
-        on_pool = True
-        for agent_id, slot_ids in alloc.containers:
-            slots += len(slot_ids)
-            if agent_id in size:
-                size[agent_id] += len(slot_ids)
-            else:
-                on_pool = False
-        job.held += slots
-        if on_pool and slots and not alloc.preempting:
-            job.active += slots
-            job.got += slots
-            job.allocations.append(alloc)
-    pool_size = sum(size.values())
-    largest = max(size.values(), default=0)
-    for request in pending:
-        slots = request.slots
-        if slots == 0 or slots > (largest if request.single_node else pool_size):
-            continue  # takes no slot, or could never fit: no claim on a share
-        name = request.job_id or request.id
-        job = jobs.get(name)
-        if job is None:
-            job = jobs[name] = _Job(request.weight, request.order, request.max_slots)
-        elif request.order < job.order:
-            job.order = request.order
-        job.pending.append(request)
-        job.asked += slots
-    for job in jobs.values():
-        if len(job.pending) > 1:
-            job.pending.sort(key=lambda r: r.order)
-    return jobs, pool_size
-
-
-def _rebalance(jobs: Mapping[str, _Job], wanted: int) -> list[str]:
+def _rebalance(t: _Jobs, share: list[int], wanted: int) -> list[str]:
     """Allocations to preempt from jobs over their share, most over (by weight) first."""
+    active = t.active
     heap = [
-        (-(job.active - job.share) / job.weight, job.order, name)
-        for name, job in jobs.items()
-        if job.active > job.share
+        (-(active[j] - share[j]) / t.weight[j], t.order[j], j)
+        for j in t.allocations
+        if active[j] > share[j]
     ]
     heapq.heapify(heap)
     newest_first = {
-        name: sorted(jobs[name].allocations, key=lambda a: (-a.started, -a.order, a.id))
-        for _, _, name in heap
+        j: sorted(t.allocations[j], key=lambda a: (-a.started, -a.order, a.id)) for _, _, j in heap
     }
     cursor = dict.fromkeys(newest_first, 0)
     preemptions: list[str] = []
     freed = 0
     while heap and freed < wanted:
-        _, order, name = heapq.heappop(heap)
-        job, allocs = jobs[name], newest_first[name]
-        excess = job.active - job.share
-        i = cursor[name]
+        _, order, j = heapq.heappop(heap)
+        allocs = newest_first[j]
+        excess = active[j] - share[j]
+        i = cursor[j]
         # Only a whole allocation the job can give up without dropping below its share;
         # excess only shrinks, so one too large now stays too large.
         while i < len(allocs) and allocs[i].slots > excess:
             i += 1
         if i == len(allocs):
             continue
-        cursor[name] = i + 1
+        cursor[j] = i + 1
         preemptions.append(allocs[i].id)
-        job.active -= allocs[i].slots
+        active[j] -= allocs[i].slots
         freed += allocs[i].slots
-        if job.active > job.share:
-            heapq.heappush(heap, (-(job.active - job.share) / job.weight, order, name))
+        if active[j] > share[j]:
+            heapq.heappush(heap, (-(active[j] - share[j]) / t.weight[j], order, j))
     return preemptions

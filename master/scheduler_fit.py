@@ -36,8 +36,8 @@ class Capacity:
             self._rank[agent.id] = len(self._rank)
             self._bucket(len(free))[agent.id] = None
             self.total_free += len(free)
-        self._by_containers = [(n, self._rank[a], a) for a, n in self._containers.items()]
-        heapq.heapify(self._by_containers)
+        self._by_containers: list[tuple[int, int, str]] = []
+        self._containers_changed = True
         # Told of every agent whose free count changes (the preemption planner listens).
         self.on_change: Callable[[str], None] | None = None
 
@@ -51,13 +51,14 @@ class Capacity:
         other._buckets = [dict(bucket) for bucket in self._buckets]
         other.total_free = self.total_free
         other._by_containers = list(self._by_containers)
+        other._containers_changed = self._containers_changed
         return other
 
     @property
     def agent_ids(self) -> Sequence[str]:
         return list(self._free)
 
-    def __contains__(self, agent_id: object) -> bool:
+    def __contains__(self, agent_id: str) -> bool:
         return agent_id in self._free
 
     def free_count(self, agent_id: str) -> int:
@@ -114,10 +115,7 @@ class Capacity:
                 self.total_free -= n
             self._bucket(len(free))[agent_id] = None
             self._containers[agent_id] += 1
-            heapq.heappush(
-                self._by_containers,
-                (self._containers[agent_id], self._rank[agent_id], agent_id),
-            )
+            self._containers_changed = True
             if self.on_change is not None and slot_ids:
                 self.on_change(agent_id)
 
@@ -133,15 +131,19 @@ class Capacity:
         if self.on_change is not None:
             self.on_change(agent_id)
 
-    def zero_slot_agent(self) -> str | None:
-        """The agent with the fewest containers, where a zero-slot task goes."""
-        heap = self._by_containers
-        while heap:
-            count, _, agent_id = heap[0]
-            if count == self._containers[agent_id]:
-                return agent_id
-            heapq.heappop(heap)  # stale: the agent gained containers since this entry
-        return None
+    def place_zero_slot(self, request_id: str) -> Placement | None:
+        """Put a zero-slot task on the agent with the fewest containers."""
+        if self._containers_changed:
+            # Placements since the last zero-slot task; rare, as those are placed first.
+            self._by_containers = [(n, self._rank[a], a) for a, n in self._containers.items()]
+            heapq.heapify(self._by_containers)
+            self._containers_changed = False
+        if not self._by_containers:
+            return None
+        count, rank, agent_id = self._by_containers[0]
+        self._containers[agent_id] = count + 1
+        heapq.heapreplace(self._by_containers, (count + 1, rank, agent_id))
+        return Placement(request_id, ((agent_id, ()),))
 
 
 def place_zero_slot(
@@ -150,10 +152,8 @@ def place_zero_slot(
     """Place every zero-slot request, in ``key`` order: they compete for no slot."""
     placements = []
     for request in sorted((r for r in pending if r.slots == 0), key=key):
-        agent_id = capacity.zero_slot_agent()
-        if agent_id is None:
+        placement = capacity.place_zero_slot(request.id)
+        if placement is None:
             break
-        placement = Placement(request.id, ((agent_id, ()),))
-        capacity.take(placement.containers)
         placements.append(placement)
     return placements

@@ -24,6 +24,7 @@ import itertools
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 from master.scheduler_fit import Capacity, place_zero_slot
 from master.scheduler_types import (
@@ -35,10 +36,8 @@ from master.scheduler_types import (
     RunningAllocation,
 )
 
-
-def queue_key(request: Request) -> tuple[int, float]:
-    # Ties keep the caller's order (sorts are stable).
-    return (request.priority, request.order)
+# Ties keep the caller's order (sorts are stable).
+queue_key = attrgetter("priority", "order")
 
 
 def decide_priority(
@@ -59,7 +58,19 @@ def decide_priority(
     preemptions: list[str] = []
     waiting = False  # some request holds room that is not free yet: start nothing more
     blocked = False
-    queue = sorted((r for r in pending if r.slots > 0 and limits.can_ever_fit(r)), key=queue_key)
+    # Requests too big for the pool even if empty neither block others nor preempt.
+    queue = sorted(
+        (
+            r
+            for r in pending
+            if 0 < r.slots <= (limits.largest_agent if r.single_node else limits.total)
+        ),
+        key=queue_key,
+    )
+    # The smallest request (spanning, single-node) for which no victims could be found: no
+    # later one that size or bigger can do better, as it is behind in the queue (fewer
+    # candidates) and slots only get scarcer, so it is not searched for again.
+    hopeless = [_NEVER, _NEVER]
     fit, fits, take = capacity.fit, capacity.fits, capacity.take
     for _, level in itertools.groupby(queue, key=lambda r: r.priority):
         may_start = not waiting and (not blocked or policy.preemption)
@@ -100,8 +111,11 @@ def decide_priority(
             # request, may suffice: then it waits for that instead of preempting more.
             plan = planning.fit(request.slots, single_node=request.single_node)
             if plan is None:
+                if request.slots >= hopeless[request.single_node]:
+                    continue
                 victims = preemptor.plan(request)
                 if victims is None:
+                    hopeless[request.single_node] = request.slots
                     continue
                 for victim in victims:
                     preemptions.append(victim.id)
@@ -129,10 +143,6 @@ class _Limits:
         self.total = sum(size.values())
         self.largest_agent = max(size.values(), default=0)
 
-    def can_ever_fit(self, request: Request) -> bool:
-        limit = self.largest_agent if request.single_node else self.total
-        return request.slots <= limit
-
     def held_by_job(self) -> defaultdict[str, int]:
         return defaultdict(int, self._held)
 
@@ -155,17 +165,22 @@ class _Preemptor:
 
     def __init__(self, running: Sequence[RunningAllocation], capacity: Capacity) -> None:
         self._cap = capacity
-        cands = [
-            a
-            for a in running
-            if not a.preempting
-            and a.slots > 0
-            and all(agent_id in capacity for agent_id, _ in a.containers)
-        ]
-        cands.sort(key=lambda a: (-a.priority, -a.order, -a.started, a.id))
-        self._cands = cands
-        self._slots = [a.slots for a in cands]
-        self._keys = [(-a.priority, -a.order) for a in cands]
+        cands = []
+        for a in running:
+            if a.preempting:
+                continue
+            slots = 0
+            for agent_id, slot_ids in a.containers:
+                if agent_id not in capacity:
+                    break  # on a draining or disabled agent: left alone
+                slots += len(slot_ids)
+            else:
+                if slots:
+                    cands.append((-a.priority, -a.order, -a.started, a.id, a, slots))
+        cands.sort()
+        self._cands = [c[4] for c in cands]
+        self._slots = [c[5] for c in cands]
+        self._keys = [(c[0], c[1]) for c in cands]
         self._taken = [False] * len(cands)
         # Union-find "next candidate not yet taken", so taken ones are skipped in O(1).
         self._next = list(range(len(cands) + 1))
@@ -173,7 +188,6 @@ class _Preemptor:
         self._heaps: dict[int, list[tuple[int, int, str, int]]] = {}
         self._version: defaultdict[str, int] = defaultdict(int)
         self._index = {agent_id: i for i, agent_id in enumerate(capacity.agent_ids)}
-        capacity.on_change = self._agent_changed
 
     def plan(self, request: Request) -> list[RunningAllocation] | None:
         cutoff = bisect_left(self._keys, (-request.priority, -request.order))
@@ -260,6 +274,7 @@ class _Preemptor:
             ]
             heapq.heapify(heap)
             self._heaps[slots] = heap
+            self._cap.on_change = self._agent_changed
         return heap
 
     def _cost(self, agent_id: str, slots: int) -> int:

@@ -10,7 +10,7 @@ import uuid
 import grpclib.server
 
 from master import config as master_config
-from master import gateway
+from master import gateway, scheduler
 from master.agents import AgentHub
 from master.api import DeterminedServicer
 from master.db import Database
@@ -65,7 +65,12 @@ class Master:
         events = EventBus()
         logs = LogStore(self.db, events)
         tasks = TaskManager(
-            self.db, hub, logs, lock, agent_reconnect_timeout=self.cfg.agent_reconnect_timeout
+            self.db,
+            hub,
+            logs,
+            lock,
+            pools={p.name: scheduler.PoolPolicy.of(p) for p in self.cfg.resource_pools},
+            agent_reconnect_timeout=self.cfg.agent_reconnect_timeout,
         )
         info = MasterInfo(
             cluster_id=cluster_id,

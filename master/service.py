@@ -271,6 +271,19 @@ class Service:
     def get_jobs(self, pool: str) -> list[v1.Job]:
         return self.jobs.queue(pool)
 
+    async def update_job_queue(self, updates: list[v1.JobUpdate]) -> None:
+        async with self.lock:
+            await self.jobs.update(updates)
+
+    async def set_experiment_resources(self, req: v1.SetExperimentResourcesRequest) -> None:
+        async with self.lock:
+            await self.jobs.set_resources(
+                req.experiment_id,
+                priority=req.priority,
+                weight=req.weight,
+                max_slots=req.max_slots,
+            )
+
     def get_resource_pools(self) -> list[v1.ResourcePool]:
         return self.jobs.pools()
 
@@ -289,3 +302,40 @@ class Service:
     ) -> list[v1.Checkpoint]:
         """An experiment's or a trial's checkpoints, oldest first."""
         return await self.reports.get_checkpoints(experiment_id=experiment_id, trial_id=trial_id)
+
+    async def get_trial_metrics_json(
+        self, req: v1.GetTrialMetricsRequest, *, max_points: int = 0
+    ) -> str:
+        """``get_trial_metrics`` as the JSON list of MetricReport the HTTP API returns,
+        built by SQLite in one statement: a trial can have 100,000 reports, which as API
+        messages take seconds to encode and as one JSON text a fraction of one.
+
+        With ``max_points``, a group with more reports than that is thinned to about that
+        many, spread over its whole length (every k-th by row id), its last one kept: what a
+        chart needs for a first view of a long trial."""
+        await self.get_trial(req.trial_id)
+        where = "trial_id = ? AND steps_completed > ?"
+        params: list[object] = [req.trial_id, req.after_steps if req.after_steps else -1]
+        if req.group:
+            where += " AND grp = ?"
+            params.append(req.group)
+        if max_points > 0:
+            counts = await self.db.fetch_all(
+                f"SELECT grp, COUNT(*) AS n FROM metrics WHERE {where} GROUP BY grp", params
+            )
+            for c in counts:
+                if c["n"] > max_points:
+                    where += (
+                        " AND (grp != ? OR id % ? = 0 OR id = (SELECT id FROM metrics"
+                        " WHERE trial_id = ? AND grp = ? ORDER BY steps_completed DESC, id DESC"
+                        " LIMIT 1))"
+                    )
+                    params += [c["grp"], -(-c["n"] // max_points), req.trial_id, c["grp"]]
+        row = await self.db.fetch_one(
+            "SELECT json_group_array(json_object('group', grp,"
+            " 'steps_completed', CAST(steps_completed AS TEXT), 'metrics', metrics,"
+            " 'timestamp', timestamp, 'batch_metrics', batch_metrics)) AS reports"
+            f" FROM (SELECT * FROM metrics WHERE {where} ORDER BY steps_completed, id LIMIT ?)",
+            [*params, req.limit or -1],
+        )
+        return str(row["reports"]) if row is not None else "[]"

@@ -5,12 +5,11 @@ decides where and whether it runs, and tells the owner when an allocation ends."
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
 import secrets
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,13 +25,25 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
+class JobInfo:
+    """A job's place in the queue. One object per job, shared by its pending requests and its
+    allocations, so that `det job update` changes all of them at once."""
+
+    job_id: str
+    resource_pool: str
+    priority: int = 42
+    weight: float = 1.0
+    order: float = 0.0
+    max_slots: int | None = None
+    preemption_timeout: float = 30.0
+
+
+@dataclass
 class TaskRequest:
     task_id: str
     trial_id: int | None
     slots: int
-    resource_pool: str
-    priority: int = 42
-    order: float = 0.0
+    job: JobInfo
     single_node: bool = False
 
 
@@ -54,9 +65,11 @@ class TaskManager:
         logs: LogStore,
         lock: asyncio.Lock,
         *,
+        pools: dict[str, scheduler.PoolPolicy],
         agent_reconnect_timeout: float,
         kill_grace: float = 10.0,
     ) -> None:
+        self._pools = pools
         self._db = db
         self._hub = hub
         self._logs = logs
@@ -68,15 +81,12 @@ class TaskManager:
         self._reconnect_timeout = agent_reconnect_timeout
         self._kill_grace = kill_grace
         self._wake = asyncio.Event()
-        self._order = itertools.count(1)
         # Containers whose agent is away, with the time it went away.
         self._away_since: dict[str, float] = {}
 
     # -- requests -----------------------------------------------------------------------
 
     def request(self, req: TaskRequest) -> None:
-        if not req.order:
-            req.order = float(next(self._order))
         self.pending[req.task_id] = req
         self.wake()
 
@@ -113,35 +123,52 @@ class TaskManager:
                 await self._schedule()
 
     async def _schedule(self) -> None:
-        if not self.pending:
-            return
-        by_pool: dict[str, list[Agent]] = {}
-        for agent in self._hub.connected():
-            if agent.enabled and not agent.draining:
-                by_pool.setdefault(agent.resource_pool, []).append(agent)
-        for pool, reqs in _group(self.pending.values()).items():
-            agents = by_pool.get(pool, [])
-            views = [
+        for pool, policy in self._pools.items():
+            pending = [r for r in self.pending.values() if r.job.resource_pool == pool]
+            if not pending:
+                continue
+            agents = [
                 scheduler.AgentView(
-                    id=a.id,
+                    a.id,
                     address=a.address,
-                    free_slots=a.free_slots(),
+                    free_slots=tuple(a.free_slots()),
                     num_containers=len(a.containers),
+                    enabled=a.enabled,
+                    draining=a.draining,
                 )
-                for a in agents
+                for a in self._hub.connected()
+                if a.resource_pool == pool
+            ]
+            running = [
+                _running_view(alloc)
+                for alloc in self.allocations.values()
+                if alloc.job is not None and alloc.job.resource_pool == pool
             ]
             requests = [
                 scheduler.Request(
-                    id=r.task_id,
-                    slots=r.slots,
-                    priority=r.priority,
-                    order=r.order,
+                    r.task_id,
+                    r.slots,
+                    job_id=r.job.job_id,
+                    priority=r.job.priority,
+                    weight=r.job.weight,
+                    order=r.job.order,
+                    max_slots=r.job.max_slots,
                     single_node=r.single_node,
                 )
-                for r in reqs
+                for r in pending
             ]
-            for placement in scheduler.schedule(views, requests):
+            decision = scheduler.decide(policy, agents, running, requests)
+            for placement in decision.placements:
                 await self._start(self.pending.pop(placement.request_id), placement)
+            for alloc_id in decision.preemptions:
+                alloc = self.allocations[alloc_id]
+                timeout = alloc.job.preemption_timeout if alloc.job is not None else 30.0
+                await self.master_log(
+                    alloc,
+                    "preempted by the scheduler for a higher-priority job; "
+                    "it checkpoints and resumes later",
+                )
+                self.preempt(alloc, reason="preempted", timeout=timeout)
 
     async def _start(self, req: TaskRequest, placement: scheduler.Placement) -> None:
         assert self.owner is not None
@@ -156,6 +183,7 @@ class TaskManager:
             trial_id=req.trial_id,
             token=secrets.token_urlsafe(24),
             containers=containers,
+            job=req.job,
         )
         for c in containers.values():
             agent = self._hub.agents[c.agent_id]
@@ -389,8 +417,21 @@ class TaskManager:
         )
 
 
-def _group(reqs: Iterable[TaskRequest]) -> dict[str, list[TaskRequest]]:
-    out: dict[str, list[TaskRequest]] = {}
-    for r in reqs:
-        out.setdefault(r.resource_pool, []).append(r)
-    return out
+def _running_view(alloc: Allocation) -> scheduler.RunningAllocation:
+    job = alloc.job
+    assert job is not None
+    return scheduler.RunningAllocation(
+        alloc.id,
+        job_id=job.job_id,
+        containers=tuple(
+            (c.agent_id, tuple(c.slot_ids))
+            for c in alloc.containers.values()
+            if c.exit_code is None
+        ),
+        priority=job.priority,
+        weight=job.weight,
+        order=job.order,
+        max_slots=job.max_slots,
+        started=alloc.start_time,
+        preempting=alloc.preempt.is_set(),
+    )

@@ -40,8 +40,15 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: fl
 
 
 class Cluster:
-    def __init__(self, root: pathlib.Path, *, reconnect_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        root: pathlib.Path,
+        *,
+        reconnect_timeout: float = 10.0,
+        master_config: str | None = None,
+    ) -> None:
         self.root = root
+        self.master_config = master_config
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.reconnect_timeout = reconnect_timeout
@@ -73,9 +80,17 @@ class Cluster:
                 str(self.reconnect_timeout),
                 "--log-level",
                 "debug",
+                *self._config_flag(),
             ],
         )
         wait_until(self.healthy, 30, "the master to answer /health")
+
+    def _config_flag(self) -> list[str]:
+        if self.master_config is None:
+            return []
+        path = self.root / "master.yaml"
+        path.write_text(self.master_config)
+        return ["--config-file", str(path)]
 
     def healthy(self) -> bool:
         try:

@@ -1,0 +1,101 @@
+"""API messages as proto3 JSON dicts (snake_case keys, default values included), fast.
+
+betterproto's own ``to_dict`` resolves every class's type hints on every call, about 2 ms
+a message: 1,000 log lines took 2 s. This encoder makes one plan per message class from the
+same field metadata and then only walks values. It gives exactly what
+``to_dict(casing=SNAKE, include_default_values=True)`` gives; a unit test holds the two
+equal for every message the gateway sends, and a class it cannot plan (wrapped well-known
+types) falls back to ``to_dict``.
+"""
+
+from __future__ import annotations
+
+import math
+from base64 import b64encode
+from collections.abc import Callable
+from typing import Any
+
+import betterproto2
+
+Convert = Callable[[Any], Any]
+
+_INT64 = frozenset(betterproto2.INT_64_TYPES)
+_plans: dict[type, list[tuple[str, str, Callable[[Any], Any]]] | None] = {}
+
+
+def _float(value: float) -> float | str:
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if math.isnan(value):
+        return "NaN"
+    return value
+
+
+def _enum(enum_type: Any) -> Convert:
+    def convert(value: Any) -> Any:
+        member = enum_type(value)
+        if not member.name:
+            return member.value
+        return member.proto_name or member.name
+
+    return convert
+
+
+def _scalar(proto_type: str, field_type: Any) -> Convert | None:
+    """The conversion for one value of a type; None means "as it is"."""
+    if proto_type == betterproto2.TYPE_MESSAGE:
+        return to_dict
+    if proto_type in _INT64:
+        return str
+    if proto_type == betterproto2.TYPE_BYTES:
+        return lambda v: b64encode(v).decode("utf8")
+    if proto_type == betterproto2.TYPE_ENUM:
+        return _enum(field_type)
+    if proto_type in (betterproto2.TYPE_FLOAT, betterproto2.TYPE_DOUBLE):
+        return _float
+    return None
+
+
+def _field(meta: Any, hint: Any) -> Callable[[Any], Any] | None:
+    if meta.unwrap is not None:
+        return None
+    if meta.proto_type == betterproto2.TYPE_MAP:
+        key_meta, value_meta = meta.map_meta
+        if value_meta.unwrap is not None:
+            return None
+        key = _scalar(key_meta.proto_type, hint.__args__[0]) or (lambda k: k)
+        value = _scalar(value_meta.proto_type, hint.__args__[1]) or (lambda v: v)
+        return lambda m: {key(k): value(v) for k, v in m.items()}
+    item_type = hint.__args__[0] if (meta.repeated or meta.optional) else hint
+    one = _scalar(meta.proto_type, item_type)
+    if meta.repeated:
+        if one is None:
+            return list
+        convert_one = one
+        return lambda values: [convert_one(v) for v in values]
+    if one is None:
+        return lambda v: v
+    convert = one
+    return lambda v: None if v is None else convert(v)
+
+
+def _plan(cls: type) -> list[tuple[str, str, Callable[[Any], Any]]] | None:
+    if cls in _plans:
+        return _plans[cls]
+    hints = cls._type_hints()  # type: ignore[attr-defined]
+    plan: list[tuple[str, str, Callable[[Any], Any]]] | None = []
+    for name, meta in cls._betterproto.meta_by_field_name.items():  # type: ignore[attr-defined]
+        convert = _field(meta, hints[name])
+        if convert is None or plan is None:
+            plan = None
+            break
+        plan.append((name, betterproto2.Casing.SNAKE(name).rstrip("_"), convert))
+    _plans[cls] = plan
+    return plan
+
+
+def to_dict(message: betterproto2.Message) -> dict[str, Any]:
+    plan = _plan(type(message))
+    if plan is None:
+        return message.to_dict(casing=betterproto2.Casing.SNAKE, include_default_values=True)
+    return {key: convert(getattr(message, name)) for name, key, convert in plan}
