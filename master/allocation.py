@@ -55,6 +55,7 @@ _KEEP_FINISHED = 64
 class _Gather:
     size: int
     entries: dict[int, bytes] = field(default_factory=dict)
+    request_ids: dict[int, str] = field(default_factory=dict)
     done: asyncio.Future[list[bytes]] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -76,9 +77,16 @@ class Allocation:
     kill_at: float | None = None
     # The job it belongs to; set again by the owner after a master restart.
     job: JobInfo | None = None
+    # The container that failed first: the one to blame, whatever its siblings did after.
+    failed_first: str | None = None
+    # When to stop the siblings of a failed container (they get a moment to report).
+    siblings_kill_at: float | None = None
     _gathers: dict[tuple[str, int], _Gather] = field(default_factory=dict)
-    # Recently finished rounds, so a rank that retries after a lost response gets the answer.
-    _finished: dict[tuple[str, int], list[bytes]] = field(default_factory=dict)
+    # Recently finished rounds, so a rank that retries after a lost response gets the answer:
+    # the result, and the request id each rank sent.
+    _finished: dict[tuple[str, int], tuple[list[bytes], dict[int, str]]] = field(
+        default_factory=dict
+    )
     _aborted: str = ""
 
     def containers_json(self) -> str:
@@ -89,8 +97,7 @@ class Allocation:
         return all(c.exit_code is not None for c in self.containers.values())
 
     def first_failure(self) -> Container | None:
-        failed = [c for c in self.containers.values() if c.exit_code not in (None, 0)]
-        return min(failed, key=lambda c: c.rank) if failed else None
+        return None if self.failed_first is None else self.containers[self.failed_first]
 
     @property
     def succeeded(self) -> bool:
@@ -99,6 +106,8 @@ class Allocation:
     def container_exited(self, container: Container, exit_code: int, error: str) -> None:
         container.exit_code = exit_code
         container.error = error
+        if exit_code != 0 and self.failed_first is None:
+            self.failed_first = container.id
         reason = (
             f"container {container.rank} (agent {container.agent_id}) exited with code {exit_code}"
         )
@@ -106,15 +115,27 @@ class Allocation:
             self.abort_gathers(reason)
 
     async def allgather(
-        self, group: str, seq: int, rank: int, size: int, data: bytes, timeout: float
+        self,
+        group: str,
+        seq: int,
+        rank: int,
+        size: int,
+        data: bytes,
+        timeout: float,
+        request_id: str = "",
     ) -> list[bytes]:
         if self._aborted:
             raise errors.Aborted(f"all-gather in group {group!r} aborted: {self._aborted}")
         if not 0 <= rank < size:
             raise errors.InvalidArgument(f"rank {rank} is outside a group of size {size}")
         key = (group, seq)
-        if key in self._finished:
-            return self._finished[key]
+        finished = self._finished.get(key)
+        if finished is not None:
+            result, ids = finished
+            if request_id and ids.get(rank) == request_id:
+                return result
+            # A new process of the same task counting from 0 again: a new round.
+            del self._finished[key]
         gather = self._gathers.get(key)
         if gather is None:
             gather = self._gathers[key] = _Gather(size)
@@ -124,11 +145,12 @@ class Allocation:
                 f"an earlier rank said {gather.size}"
             )
         gather.entries[rank] = data
+        gather.request_ids[rank] = request_id
         if len(gather.entries) == size and not gather.done.done():
             result = [gather.entries[r] for r in range(size)]
             gather.done.set_result(result)
             del self._gathers[key]
-            self._finished[key] = result
+            self._finished[key] = (result, dict(gather.request_ids))
             if len(self._finished) > _KEEP_FINISHED:
                 del self._finished[next(iter(self._finished))]
         try:

@@ -562,7 +562,10 @@ class Experiments:
             await self._end_trial(exp, trial, State.COMPLETED)
             ops = exp.search.on_trial_closed(trial.request_id)
         elif failure is None and not alloc.preemption_acked:
-            if self._waiting_for_verdict(trial):
+            if self._promoted_while_exiting(trial):
+                # The searcher gave it a longer operation after it had run out of work.
+                await self._resume_or_park(exp, trial)
+            elif self._waiting_for_verdict(trial):
                 # It finished its operation; the searcher will promote or close it later.
                 await self._save_trial(trial)
             else:
@@ -591,6 +594,14 @@ class Experiments:
                 )
                 await self._resume_or_park(exp, trial)
         await self._apply(exp, ops)
+
+    @staticmethod
+    def _promoted_while_exiting(trial: Trial) -> bool:
+        return (
+            not trial.searcher_closed
+            and trial.completed_length > 0
+            and trial.searcher_length > trial.completed_length
+        )
 
     @staticmethod
     def _waiting_for_verdict(trial: Trial) -> bool:

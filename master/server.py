@@ -87,7 +87,7 @@ class Master:
         hub.events = tasks
         reports = Reports(self.db, experiments, events)
         experiments.on_trial_end = reports.apply_retention
-        service = Service(
+        service = self.service = Service(
             db=self.db,
             lock=lock,
             hub=hub,

@@ -246,7 +246,9 @@ class Service:
     async def allgather(self, req: v1.AllGatherRequest) -> list[bytes]:
         alloc = self.tasks.get(req.allocation_id)
         timeout = req.timeout_seconds if req.timeout_seconds > 0 else 3600.0
-        return await alloc.allgather(req.group, req.seq, req.rank, req.size, req.data, timeout)
+        return await alloc.allgather(
+            req.group, req.seq, req.rank, req.size, req.data, timeout, req.request_id
+        )
 
     async def report_metrics(self, req: v1.ReportTrialMetricsRequest) -> None:
         await self.reports.metrics(req.trial_id, req.run_id, req.reports)

@@ -23,6 +23,9 @@ from master.logs import LogLine, LogStore
 
 log = logging.getLogger(__name__)
 
+# Seconds the siblings of a failed container get to exit on their own before being stopped.
+SIBLING_GRACE = 2.0
+
 
 @dataclass
 class JobInfo:
@@ -353,9 +356,11 @@ class TaskManager:
                     slot.allocation_id = ""
         if error:
             await self.master_log(alloc, f"container {c.rank} on agent {c.agent_id}: {error}")
-        if exit_code != 0 and not alloc.exited:
-            # One failed process ends its siblings, so distributed jobs never hang.
-            self.kill(alloc, reason=alloc.stop_reason or "sibling_failed", grace=3.0)
+        if exit_code != 0 and not alloc.exited and alloc.siblings_kill_at is None:
+            # One failed process ends its siblings, so distributed jobs never hang; they get
+            # a moment first to print why their collectives were aborted.
+            alloc.siblings_kill_at = time.time() + SIBLING_GRACE
+            self.wake()
         await self._db.execute(
             "UPDATE allocations SET containers = ? WHERE id = ?",
             (alloc.containers_json(), alloc.id),
@@ -379,6 +384,9 @@ class TaskManager:
     async def _sweep_lost(self) -> None:
         now = time.time()
         for alloc in list(self.allocations.values()):
+            if alloc.siblings_kill_at is not None and now >= alloc.siblings_kill_at:
+                alloc.siblings_kill_at = float("inf")
+                self.kill(alloc, reason=alloc.stop_reason or "sibling_failed", grace=3.0)
             if alloc.kill_at is not None and now >= alloc.kill_at:
                 alloc.kill_at = None
                 await self.master_log(

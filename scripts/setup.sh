@@ -20,3 +20,5 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --no-build-isolation "deepspeed==0.19.8"
   echo "$want" > "$stamp"
 fi
+# The WebUI's static files, served by the master (quick when webui/ has not changed).
+scripts/webui.sh build

@@ -8,4 +8,5 @@ python api/generate.py --check
 ruff check .
 ruff format --check .
 mypy
+scripts/webui.sh test
 pytest -m "not slow and not docker and not webui" -p no:cacheprovider "$@"

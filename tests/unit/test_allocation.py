@@ -63,6 +63,15 @@ async def test_preemption_long_poll_wakes_when_signalled() -> None:
 async def test_a_retried_call_after_completion_gets_the_same_answer() -> None:
     alloc = allocation()
     first = await asyncio.gather(
-        *(alloc.allgather("world", 0, r, 2, f"{r}".encode(), 5) for r in (0, 1))
+        *(alloc.allgather("world", 0, r, 2, f"{r}".encode(), 5, f"id{r}") for r in (0, 1))
     )
-    assert await alloc.allgather("world", 0, 1, 2, b"1", 5) == first[1]
+    assert await alloc.allgather("world", 0, 1, 2, b"1", 5, "id1") == first[1]
+
+
+async def test_a_new_process_reusing_a_sequence_number_starts_a_new_round() -> None:
+    alloc = allocation()
+    await asyncio.gather(*(alloc.allgather("world", 0, r, 2, b"old", 5, f"a{r}") for r in (0, 1)))
+    second = await asyncio.gather(
+        *(alloc.allgather("world", 0, r, 2, f"new{r}".encode(), 5, f"b{r}") for r in (0, 1))
+    )
+    assert second[0] == [b"new0", b"new1"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import struct
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -119,6 +120,7 @@ class MasterClient:
             size=size,
             data=data,
             timeout_seconds=timeout,
+            request_id=uuid.uuid4().hex,
         )
 
         async def call() -> list[bytes]:

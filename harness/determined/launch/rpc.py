@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -96,6 +97,7 @@ def all_gather(
         size=len(info.container_addrs),
         data=data,
         timeout_seconds=timeout_seconds,
+        request_id=uuid.uuid4().hex,
     )
 
     def request(stub: Any) -> Any:

@@ -363,6 +363,12 @@ class AllGatherRequest(betterproto2.Message):
     Give up after this long (0: the master's default).
     """
 
+    request_id: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    """
+    Unique per call and kept across the caller's retries: a retry of a finished round gets
+    its answer again, while a new process reusing the sequence number starts a new round.
+    """
+
 
 default_message_pool.register_message("v1", "AllGatherRequest", AllGatherRequest)
 

@@ -1,0 +1,294 @@
+"""The HTTP gateway without sockets: JSON encoding, parameters, error mapping, the
+server-sent event stream, the SPA's files and client-side routes, and the fast metrics
+listing. The ASGI app is called directly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import pathlib
+from typing import Any, cast
+
+import betterproto2
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from determined.api.gen import v1
+from determined.common import errors
+from master import gateway_cluster, gateway_codec, gateway_json, gateway_spa, gateway_stream
+from master.db import Database
+from master.events import Event, EventBus
+from master.gateway import mapped
+from master.service import Service
+
+
+async def call(app: Any, path: str, method: str = "GET", body: bytes = b"") -> tuple[int, bytes]:
+    """One HTTP request through an ASGI app; returns (status, body)."""
+    raw_path, _, query = path.partition("?")
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": raw_path,
+        "raw_path": raw_path.encode(),
+        "query_string": query.encode(),
+        "headers": [(b"host", b"test")],
+        "client": ("127.0.0.1", 1),
+        "server": ("test", 80),
+    }
+    sent = False
+    status = 0
+    chunks: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.sleep(3600)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+
+    await app(scope, receive, send)
+    return status, b"".join(chunks)
+
+
+def slow(message: betterproto2.Message) -> dict[str, Any]:
+    return message.to_dict(casing=betterproto2.Casing.SNAKE, include_default_values=True)
+
+
+MESSAGES: list[betterproto2.Message] = [
+    v1.Experiment(id=3, name="x", labels=["a"], state=v1.State.PAUSED, start_time=1.5),
+    v1.Experiment(id=4, end_time=2.0, best_searcher_metric=0.25, progress=float("nan")),
+    v1.GetExperimentsResponse(experiments=[v1.Experiment(id=1)], total=10_000),
+    v1.GetExperimentResponse(experiment=None, config="{}", original_config="name: x"),
+    v1.Trial(
+        id=1, seed=2**40, steps_completed=7, latest_checkpoint_uuid="u", state=v1.State.PAUSED
+    ),
+    v1.Trial(id=2, best_validation_metric=float("-inf")),
+    v1.TaskLog(id=9, rank=None, level="INFO", message="hi"),
+    v1.TaskLog(id=10, rank=3),
+    v1.Checkpoint(uuid="u", resources={"a.pt": 12, "b": 2**40}, size=5, searcher_metric=None),
+    v1.Checkpoint(uuid="v", searcher_metric=float("inf")),
+    v1.GetAgentsResponse(agents=[v1.Agent(id="a", slots=[v1.Slot(id="0", type="cpu")])]),
+    v1.Job(job_id="j", priority=42, weight=1.5, submission_time=3.0, entity_id=3),
+    v1.ResourcePool(name="default", slots_total=4, is_default=True),
+    v1.JobUpdate(job_id="j", priority=None, ahead_of="k"),
+    v1.MetricReport(group="training", steps_completed=5, metrics='{"loss": 1}'),
+    v1.AllGatherResponse(data=[b"\x00\x01", b""]),
+    v1.GetExperimentContextResponse(context=b"tar"),
+    v1.StartContainer(container_id="c", env={"A": "1"}, argv=["x"], spec=v1.ContainerSpec()),
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
+def test_fast_json_encoding_matches_betterproto(message: betterproto2.Message) -> None:
+    fast, reference = gateway_json.to_dict(message), slow(message)
+    assert json.dumps(fast, sort_keys=True) == json.dumps(reference, sort_keys=True)
+
+
+def test_int64_values_are_strings_and_states_are_names() -> None:
+    out = gateway_codec.to_dict(v1.Trial(id=1, seed=5, state=v1.State.ACTIVE))
+    assert out["seed"] == "5"
+    assert out["state"] == "STATE_ACTIVE"
+    assert out["end_time"] is None
+
+
+def test_query_parameters_are_checked_with_the_parameter_named() -> None:
+    def request(query: str) -> Request:
+        return Request({"type": "http", "query_string": query.encode(), "path_params": {}})
+
+    assert gateway_codec.integers(request("rank_ids=0,1&rank_ids=3"), "rank_ids") == [0, 1, 3]
+    assert gateway_codec.states(request("state=active&state=STATE_PAUSED"), "state") == [
+        v1.State.ACTIVE,
+        v1.State.PAUSED,
+    ]
+    with pytest.raises(errors.InvalidArgument, match="limit: expected an integer, got 'ten'"):
+        gateway_codec.integer(request("limit=ten"), "limit")
+    with pytest.raises(errors.InvalidArgument, match="offset: must be >= 0"):
+        gateway_codec.integer(request("offset=-1"), "offset")
+    with pytest.raises(errors.InvalidArgument, match="state: unknown state 'napping'"):
+        gateway_codec.states(request("state=napping"), "state")
+    with pytest.raises(errors.InvalidArgument, match="archived: expected true or false"):
+        gateway_codec.boolean(request("archived=maybe"), "archived")
+
+
+def test_job_updates_are_validated_field_by_field() -> None:
+    update = gateway_cluster.job_update({"job_id": "j", "priority": 5, "behind_of": "k"}, 0)
+    assert update == v1.JobUpdate(job_id="j", priority=5, behind_of="k")
+    with pytest.raises(errors.InvalidArgument, match=r"updates\[1\].priority: expected int"):
+        gateway_cluster.job_update({"job_id": "j", "priority": "high"}, 1)
+    with pytest.raises(errors.InvalidArgument, match="unknown fields colour"):
+        gateway_cluster.job_update({"job_id": "j", "colour": 1}, 0)
+    with pytest.raises(errors.InvalidArgument, match="job_id: required"):
+        gateway_cluster.job_update({"priority": 1}, 0)
+
+
+async def test_errors_map_to_their_http_status_and_unexpected_ones_to_a_generic_500() -> None:
+    async def missing(request: Request) -> Response:
+        raise errors.NotFound("experiment 9 not found")
+
+    async def broken(request: Request) -> Response:
+        raise RuntimeError("secret detail")
+
+    app = Starlette(routes=[Route("/a", mapped(missing)), Route("/b", mapped(broken))])
+    assert await call(app, "/a") == (404, b'{"error":"experiment 9 not found"}')
+    status, body = await call(app, "/b")
+    assert status == 500
+    assert b"secret" not in body
+
+
+# -- server-sent events ------------------------------------------------------------------
+
+
+async def test_stream_sends_matching_events_then_cleans_up() -> None:
+    bus = EventBus()
+    only = gateway_stream.StreamFilter(trial_id=2)
+    stream = gateway_stream.event_stream(bus, only, heartbeat=60)
+    assert (await anext(stream)).startswith("retry:")
+    bus.publish("trial", id=1, experiment_id=1, state="ACTIVE")
+    bus.publish("logs", trial_id=2)
+    bus.publish("metrics", trial_id=2, experiment_id=1, groups=["training"], steps_completed=5)
+    assert await anext(stream) == 'event: logs\ndata: {"trial_id":2}\n\n'
+    assert (await anext(stream)).startswith("event: metrics\ndata: {")
+    await stream.aclose()
+    assert not bus._subscribers
+
+
+async def test_stream_sends_a_heartbeat_when_idle() -> None:
+    stream = gateway_stream.event_stream(EventBus(), gateway_stream.StreamFilter(), heartbeat=0.01)
+    await anext(stream)
+    assert await anext(stream) == ": heartbeat\n\n"
+    await stream.aclose()
+
+
+def test_stream_filters_by_experiment() -> None:
+    only = gateway_stream.StreamFilter(experiment_id=3)
+    assert only.matches(Event("experiment", {"id": 3, "state": "PAUSED"}))
+    assert only.matches(Event("trial", {"id": 7, "experiment_id": 3, "state": "ACTIVE"}))
+    assert not only.matches(Event("experiment", {"id": 4, "state": "PAUSED"}))
+    assert not only.matches(Event("logs", {"trial_id": 7}))
+    assert only.matches(Event("overflow", {}))
+
+
+# -- the SPA -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def spa(tmp_path: pathlib.Path) -> Starlette:
+    dist = tmp_path / "dist"
+    (dist / "assets").mkdir(parents=True)
+    (dist / "index.html").write_text("<!doctype html><title>pydet</title>")
+    (dist / "assets" / "index-abc.js").write_text("console.log(1)")
+    (tmp_path / "secret.txt").write_text("no")
+
+    async def api(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    return Starlette(routes=[Route("/api/v1/ok", api), *gateway_spa.routes(dist)])
+
+
+async def test_client_routes_get_the_app_so_a_reload_works(spa: Starlette) -> None:
+    for path in ("/", "/experiments/3", "/trials/7/continue", "/jobs"):
+        assert await call(spa, path) == (200, b"<!doctype html><title>pydet</title>")
+
+
+async def test_files_are_served_and_missing_ones_are_404(spa: Starlette) -> None:
+    assert await call(spa, "/assets/index-abc.js") == (200, b"console.log(1)")
+    assert (await call(spa, "/assets/index-old.js"))[0] == 404
+    assert (await call(spa, "/../secret.txt"))[0] == 404
+    assert (await call(spa, "/assets/..%2F..%2Fsecret.txt"))[1] != b"no"
+
+
+async def test_unknown_api_paths_are_json_404_not_the_app(spa: Starlette) -> None:
+    assert await call(spa, "/api/v1/ok") == (200, b'{"ok":true}')
+    status, body = await call(spa, "/api/v1/nope")
+    assert status == 404
+    assert json.loads(body) == {"error": "no API route /api/v1/nope"}
+
+
+async def test_without_a_build_the_master_says_how_to_build(tmp_path: pathlib.Path) -> None:
+    app = Starlette(routes=gateway_spa.routes(tmp_path / "missing"))
+    status, body = await call(app, "/experiments")
+    assert status == 200
+    assert b"scripts/webui.sh build" in body
+
+
+# -- the metrics listing -------------------------------------------------------------------
+
+
+@pytest.fixture
+async def store(tmp_path: pathlib.Path) -> Any:
+    db = Database(tmp_path / "pydet.db")
+    await db.open()
+    await db.execute(
+        "INSERT INTO experiments (state, config, original_config, start_time, job_id)"
+        " VALUES ('ACTIVE', '{}', '', 1.0, 'j')"
+    )
+    await db.execute(
+        "INSERT INTO trials (experiment_id, request_id, state, hparams, seed, start_time)"
+        " VALUES (1, 'r', 'ACTIVE', '{}', 1, 1.0)"
+    )
+    rows = [
+        (
+            1,
+            0,
+            "validation" if step % 5 == 0 else "training",
+            step,
+            json.dumps({"loss": 1 / step}),
+            "",
+            1700000000.25 + step,
+        )
+        for step in range(1, 21)
+    ]
+    await db.execute_many(
+        "INSERT INTO metrics (trial_id, run_id, grp, steps_completed, metrics, batch_metrics,"
+        " timestamp) VALUES (?,?,?,?,?,?,?)",
+        rows,
+    )
+    # Only what the queries need: the store.
+    service = Service.__new__(Service)
+    service.db = db
+    yield service
+    await db.close()
+
+
+@pytest.mark.parametrize(
+    "req",
+    [
+        v1.GetTrialMetricsRequest(trial_id=1),
+        v1.GetTrialMetricsRequest(trial_id=1, group="validation"),
+        v1.GetTrialMetricsRequest(trial_id=1, after_steps=12, limit=3),
+    ],
+    ids=["all", "group", "after-limit"],
+)
+async def test_metrics_json_is_the_api_messages_encoded(
+    store: Service, req: v1.GetTrialMetricsRequest
+) -> None:
+    fast = json.loads(await store.get_trial_metrics_json(req))
+    reference = [slow(m) for m in await store.get_trial_metrics(req)]
+    assert fast == reference
+    assert fast
+
+
+async def test_metrics_of_an_unknown_trial_are_not_found(store: Service) -> None:
+    with pytest.raises(errors.NotFound, match="trial 5 not found"):
+        await store.get_trial_metrics_json(v1.GetTrialMetricsRequest(trial_id=5))
+
+
+def test_nan_is_written_as_proto3_json_does() -> None:
+    out = gateway_json.to_dict(v1.Experiment(progress=math.nan))
+    assert out["progress"] == "NaN"
+    assert cast(Any, json.dumps(out))

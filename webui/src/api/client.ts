@@ -1,0 +1,126 @@
+// The typed API client: one function per route, every answer decoded before use.
+
+import { type Decoder, DecodeError, decode } from "./decode";
+import * as t from "./types";
+
+/** What a page shows when a call fails: the master's own message when it sent one. */
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+type Query = Record<string, string | number | boolean | readonly (string | number)[] | undefined>;
+
+export function queryString(query: Query): string {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(query)) {
+    if (value === undefined || value === "") continue;
+    if (Array.isArray(value)) {
+      for (const v of value) params.append(key, String(v));
+    } else {
+      params.set(key, String(value));
+    }
+  }
+  const text = params.toString();
+  return text ? `?${text}` : "";
+}
+
+async function call<T>(method: string, path: string, decoder: Decoder<T>, body?: unknown): Promise<T> {
+  let response: Response;
+  try {
+    response = await fetch(path, {
+      method,
+      headers: body === undefined ? {} : { "Content-Type": "application/json" },
+      body: body === undefined ? null : JSON.stringify(body),
+    });
+  } catch {
+    throw new ApiError("cannot reach the master; is it running?", 0);
+  }
+  let payload: unknown;
+  try {
+    payload = await response.json();
+  } catch {
+    throw new ApiError(`the master answered ${response.status} without JSON (${path})`, response.status);
+  }
+  if (!response.ok) {
+    let message = `${response.status} ${response.statusText}`;
+    try {
+      message = decode(t.errorBody, payload).error;
+    } catch {
+      // Keep the status line.
+    }
+    throw new ApiError(message, response.status);
+  }
+  try {
+    return decode(decoder, payload);
+  } catch (e) {
+    if (e instanceof DecodeError) throw new ApiError(`unexpected answer from ${path}: ${e.message}`, response.status);
+    throw e;
+  }
+}
+
+const ignore: Decoder<null> = () => null;
+
+export type ExperimentAction = "activate" | "pause" | "cancel" | "kill" | "archive" | "unarchive";
+
+export interface ExperimentQuery {
+  limit?: number;
+  offset?: number;
+  order_by?: string;
+  descending?: boolean;
+  name?: string;
+  state?: readonly string[];
+  archived?: boolean;
+}
+
+export interface LogQuery {
+  head?: number;
+  tail?: number;
+  after_id?: number;
+  rank_ids?: readonly number[];
+  levels?: readonly string[];
+  search?: string;
+}
+
+export interface MetricQuery {
+  group?: string;
+  after_steps?: number;
+  limit?: number;
+  /** At most about this many reports per group, evenly spaced (first and last kept). */
+  max_points?: number;
+}
+
+export const api = {
+  experiments: (q: ExperimentQuery) =>
+    call("GET", `/api/v1/experiments${queryString({ ...q })}`, t.experimentList),
+  experiment: (id: number) => call("GET", `/api/v1/experiments/${id}`, t.experimentDetail),
+  experimentTrials: (id: number) => call("GET", `/api/v1/experiments/${id}/trials`, t.trialList),
+  experimentCheckpoints: (id: number) =>
+    call("GET", `/api/v1/experiments/${id}/checkpoints`, t.checkpointList),
+  experimentAction: (id: number, action: ExperimentAction) =>
+    call("POST", `/api/v1/experiments/${id}/${action}`, t.experimentAction),
+  deleteExperiment: (id: number) => call("DELETE", `/api/v1/experiments/${id}`, ignore),
+  createExperiment: (body: { config: string; parent_id: number; activate: boolean }) =>
+    call("POST", "/api/v1/experiments", t.created, body),
+  trial: (id: number) => call("GET", `/api/v1/trials/${id}`, t.trialOne),
+  trialMetrics: (id: number, q: MetricQuery = {}) =>
+    call("GET", `/api/v1/trials/${id}/metrics${queryString({ ...q })}`, t.metricReports),
+  trialCheckpoints: (id: number) => call("GET", `/api/v1/trials/${id}/checkpoints`, t.checkpointList),
+  trialLogs: (id: number, q: LogQuery) =>
+    call("GET", `/api/v1/trials/${id}/logs${queryString({ ...q })}`, t.taskLogs),
+  killTrial: (id: number) => call("POST", `/api/v1/trials/${id}/kill`, ignore),
+  agents: () => call("GET", "/api/v1/agents", t.agentList),
+  resourcePools: () => call("GET", "/api/v1/resource-pools", t.resourcePoolList),
+  jobs: (pool: string) => call("GET", `/api/v1/jobs${queryString({ resource_pool: pool })}`, t.jobList),
+  updateJobs: (updates: t.JobUpdate[]) => call("POST", "/api/v1/jobs/update", ignore, updates),
+};
+
+export function errorMessage(e: unknown): string {
+  if (e instanceof Error) return e.message;
+  return String(e);
+}

@@ -1,0 +1,87 @@
+// Live updates: one EventSource per page, filtered by the master. Events only say what
+// changed; pages refetch what they show (and refetch everything after a reconnect).
+
+import { array, type Decoder, decode, int, object, optional, str } from "./decode";
+import { type State, state } from "./types";
+
+export interface ExperimentEvent {
+  id: number;
+  state: State;
+}
+export interface TrialEvent {
+  id: number;
+  experiment_id: number;
+  state: State;
+}
+export interface MetricsEvent {
+  trial_id: number;
+  experiment_id: number;
+  groups: string[];
+  steps_completed: number;
+}
+export interface LogsEvent {
+  trial_id: number;
+}
+
+export const decoders = {
+  experiment: object<ExperimentEvent>({ id: int, state }),
+  trial: object<TrialEvent>({ id: int, experiment_id: int, state }),
+  metrics: object<MetricsEvent>({
+    trial_id: int,
+    experiment_id: optional(int, 0),
+    groups: optional(array(str), []),
+    steps_completed: optional(int, 0),
+  }),
+  logs: object<LogsEvent>({ trial_id: int }),
+};
+
+export interface Handlers {
+  experiment?: (e: ExperimentEvent) => void;
+  trial?: (e: TrialEvent) => void;
+  metrics?: (e: MetricsEvent) => void;
+  logs?: (e: LogsEvent) => void;
+  /** Connected or reconnected, or events were dropped: refetch everything shown. */
+  resync?: () => void;
+  /** The connection went down or came up. */
+  status?: (live: boolean) => void;
+}
+
+export interface Stream {
+  close(): void;
+}
+
+type Kind = keyof typeof decoders;
+
+export function openStream(filter: { experiment_id?: number; trial_id?: number }, handlers: Handlers): Stream {
+  if (typeof EventSource === "undefined") return { close() {} };
+  const params = new URLSearchParams();
+  if (filter.experiment_id) params.set("experiment_id", String(filter.experiment_id));
+  if (filter.trial_id) params.set("trial_id", String(filter.trial_id));
+  const query = params.toString();
+  const source = new EventSource(`/api/v1/stream${query ? `?${query}` : ""}`);
+  let opened = false;
+  source.addEventListener("open", () => {
+    handlers.status?.(true);
+    // The first open follows the page's own first fetch; later ones follow a gap.
+    if (opened) handlers.resync?.();
+    opened = true;
+  });
+  source.addEventListener("error", () => handlers.status?.(false));
+  source.addEventListener("overflow", () => handlers.resync?.());
+  const listen = <K extends Kind>(kind: K, decoder: Decoder<Parameters<NonNullable<Handlers[K]>>[0]>) => {
+    const handler = handlers[kind] as ((e: unknown) => void) | undefined;
+    if (!handler) return;
+    source.addEventListener(kind, (message) => {
+      try {
+        handler(decode(decoder, JSON.parse((message as MessageEvent<string>).data), kind));
+      } catch (e) {
+        console.warn("ignored a malformed live event", kind, e);
+      }
+    });
+  };
+  listen("experiment", decoders.experiment);
+  listen("trial", decoders.trial);
+  listen("metrics", decoders.metrics);
+  listen("logs", decoders.logs);
+  return { close: () => source.close() };
+}

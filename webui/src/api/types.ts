@@ -1,0 +1,331 @@
+// The master's JSON shapes (the API's messages with snake_case keys) and their decoders.
+// Times are seconds since the epoch; JSON-in-a-string fields are parsed here.
+
+import {
+  anyObject,
+  array,
+  bool,
+  type Decoder,
+  DecodeError,
+  int,
+  jsonText,
+  map,
+  nullable,
+  num,
+  object,
+  optional,
+  record,
+  str,
+} from "./decode";
+
+export const STATES = [
+  "UNSPECIFIED",
+  "ACTIVE",
+  "PAUSED",
+  "STOPPING_COMPLETED",
+  "STOPPING_CANCELED",
+  "STOPPING_ERROR",
+  "COMPLETED",
+  "CANCELED",
+  "ERROR",
+  "DELETED",
+  "DELETING",
+  "DELETE_FAILED",
+  "STOPPING_KILLED",
+  "QUEUED",
+  "PULLING",
+  "STARTING",
+  "RUNNING",
+] as const;
+export type State = (typeof STATES)[number];
+
+export const TERMINAL_STATES: readonly State[] = ["COMPLETED", "CANCELED", "ERROR", "DELETED"];
+
+/** "STATE_ACTIVE" (the API) or "ACTIVE" (live events) to "ACTIVE". */
+export const state: Decoder<State> = (value) => {
+  const name = str(value).replace(/^STATE_/, "");
+  if (!(STATES as readonly string[]).includes(name)) throw new DecodeError(`unknown state ${JSON.stringify(name)}`);
+  return name as State;
+};
+
+export type JsonObject = Record<string, unknown>;
+const jsonObject: Decoder<JsonObject> = anyObject;
+
+export interface Experiment {
+  id: number;
+  name: string;
+  description: string;
+  labels: string[];
+  state: State;
+  start_time: number;
+  end_time: number | null;
+  username: string;
+  archived: boolean;
+  progress: number;
+  num_trials: number;
+  resource_pool: string;
+  job_id: string;
+  searcher_name: string;
+  searcher_metric: string;
+  smaller_is_better: boolean;
+  best_searcher_metric: number | null;
+  parent_id: number;
+}
+
+export const experiment: Decoder<Experiment> = object<Experiment>({
+  id: int,
+  name: str,
+  description: str,
+  labels: array(str),
+  state,
+  start_time: num,
+  end_time: nullable(num),
+  username: str,
+  archived: bool,
+  progress: num,
+  num_trials: int,
+  resource_pool: str,
+  job_id: str,
+  searcher_name: str,
+  searcher_metric: str,
+  smaller_is_better: bool,
+  best_searcher_metric: nullable(num),
+  parent_id: int,
+});
+
+export interface ExperimentList {
+  experiments: Experiment[];
+  total: number;
+}
+export const experimentList: Decoder<ExperimentList> = object<ExperimentList>({
+  experiments: array(experiment),
+  total: int,
+});
+
+export interface ExperimentDetail {
+  experiment: Experiment;
+  /** The filled-in config. */
+  config: JsonObject;
+  /** The config text exactly as submitted (YAML or JSON). */
+  original_config: string;
+}
+export const experimentDetail: Decoder<ExperimentDetail> = object<ExperimentDetail>({
+  experiment,
+  config: jsonText(jsonObject, {}),
+  original_config: str,
+});
+
+export const experimentAction: Decoder<{ experiment: Experiment | null }> = object({
+  experiment: nullable(experiment),
+});
+
+export interface Trial {
+  id: number;
+  experiment_id: number;
+  state: State;
+  hparams: JsonObject;
+  seed: number;
+  restarts: number;
+  run_id: number;
+  steps_completed: number;
+  start_time: number;
+  end_time: number | null;
+  latest_checkpoint_uuid: string | null;
+  best_validation_metric: number | null;
+  latest_validation: JsonObject;
+  task_id: string;
+  searcher_length: number;
+  progress: number;
+  early_exit: string;
+}
+
+export const trial: Decoder<Trial> = object<Trial>({
+  id: int,
+  experiment_id: int,
+  state,
+  hparams: jsonText(jsonObject, {}),
+  seed: int,
+  restarts: int,
+  run_id: int,
+  steps_completed: int,
+  start_time: num,
+  end_time: nullable(num),
+  latest_checkpoint_uuid: nullable(str),
+  best_validation_metric: nullable(num),
+  latest_validation: jsonText(jsonObject, {}),
+  task_id: str,
+  searcher_length: int,
+  progress: num,
+  early_exit: str,
+});
+export const trialList: Decoder<Trial[]> = map(object({ trials: array(trial) }), (r) => r.trials);
+export const trialOne: Decoder<Trial> = map(object({ trial }), (r) => r.trial);
+
+export interface MetricReport {
+  group: string;
+  steps_completed: number;
+  metrics: JsonObject;
+  timestamp: number;
+}
+export const metricReport: Decoder<MetricReport> = object<MetricReport>({
+  group: str,
+  steps_completed: int,
+  metrics: jsonText(jsonObject, {}),
+  timestamp: num,
+});
+export const metricReports: Decoder<MetricReport[]> = array(metricReport);
+
+export interface Checkpoint {
+  uuid: string;
+  trial_id: number;
+  experiment_id: number;
+  steps_completed: number;
+  metadata: JsonObject;
+  resources: Record<string, number>;
+  size: number;
+  state: string;
+  report_time: number;
+  searcher_metric: number | null;
+}
+export const checkpoint: Decoder<Checkpoint> = object<Checkpoint>({
+  uuid: str,
+  trial_id: int,
+  experiment_id: int,
+  steps_completed: int,
+  metadata: jsonText(jsonObject, {}),
+  resources: record(int),
+  size: int,
+  state: str,
+  report_time: num,
+  searcher_metric: optional(nullable(num), null),
+});
+export const checkpointList: Decoder<Checkpoint[]> = map(
+  object({ checkpoints: array(checkpoint) }),
+  (r) => r.checkpoints,
+);
+
+export interface TaskLog {
+  id: number;
+  rank: number | null;
+  level: string;
+  stdtype: string;
+  timestamp: number;
+  message: string;
+  agent_id: string;
+}
+export const taskLog: Decoder<TaskLog> = object<TaskLog>({
+  id: int,
+  rank: nullable(int),
+  level: str,
+  stdtype: str,
+  timestamp: num,
+  message: str,
+  agent_id: str,
+});
+export const taskLogs: Decoder<TaskLog[]> = array(taskLog);
+
+export interface Slot {
+  id: string;
+  type: string;
+  device: string;
+  enabled: boolean;
+  allocation_id: string;
+}
+export interface Agent {
+  id: string;
+  address: string;
+  slots: Slot[];
+  resource_pool: string;
+  registered_time: number;
+  enabled: boolean;
+  draining: boolean;
+  connected: boolean;
+  runtime: string;
+  version: string;
+}
+export const agent: Decoder<Agent> = object<Agent>({
+  id: str,
+  address: str,
+  slots: array(
+    object<Slot>({ id: str, type: str, device: str, enabled: bool, allocation_id: str }),
+  ),
+  resource_pool: str,
+  registered_time: num,
+  enabled: bool,
+  draining: bool,
+  connected: bool,
+  runtime: str,
+  version: str,
+});
+export const agentList: Decoder<Agent[]> = map(object({ agents: array(agent) }), (r) => r.agents);
+
+export interface ResourcePool {
+  name: string;
+  description: string;
+  scheduler: string;
+  fitting_policy: string;
+  preemption: boolean;
+  num_agents: number;
+  slots_total: number;
+  slots_used: number;
+  is_default: boolean;
+}
+export const resourcePool: Decoder<ResourcePool> = object<ResourcePool>({
+  name: str,
+  description: str,
+  scheduler: str,
+  fitting_policy: str,
+  preemption: bool,
+  num_agents: int,
+  slots_total: int,
+  slots_used: int,
+  is_default: bool,
+});
+export const resourcePoolList: Decoder<ResourcePool[]> = map(
+  object({ pools: array(resourcePool) }),
+  (r) => r.pools,
+);
+
+export interface Job {
+  job_id: string;
+  type: string;
+  name: string;
+  priority: number;
+  weight: number;
+  submission_time: number;
+  acquired_slots: number;
+  needed_slots: number;
+  state: string;
+  username: string;
+  resource_pool: string;
+  entity_id: number;
+}
+export const job: Decoder<Job> = object<Job>({
+  job_id: str,
+  type: str,
+  name: str,
+  priority: int,
+  weight: num,
+  submission_time: num,
+  acquired_slots: int,
+  needed_slots: int,
+  state: str,
+  username: str,
+  resource_pool: str,
+  entity_id: int,
+});
+export const jobList: Decoder<Job[]> = map(object({ jobs: array(job) }), (r) => r.jobs);
+
+/** One change to the queue, as `det job update` takes it. */
+export interface JobUpdate {
+  job_id: string;
+  priority?: number;
+  weight?: number;
+  resource_pool?: string;
+  ahead_of?: string;
+  behind_of?: string;
+}
+
+export const created: Decoder<{ experiment: Experiment }> = object({ experiment });
+
+export const errorBody: Decoder<{ error: string }> = object({ error: str });

@@ -1,0 +1,97 @@
+// Cluster: agents with their slots, and the resource pools.
+
+import { api, errorMessage } from "../api/client";
+import type { Agent, ResourcePool } from "../api/types";
+import type { Page } from "../router";
+import { h, replace } from "../ui/dom";
+import { time } from "../ui/format";
+import { coalesce, Notice, section, Table } from "../ui/widgets";
+
+const POLL_MS = 3000;
+
+function used(a: Agent): number {
+  return a.slots.filter((s) => s.allocation_id !== "").length;
+}
+
+export const clusterPage: Page = (root) => {
+  const notice = new Notice();
+  const totals = h("div", { class: "stats" });
+  const agents = new Table<Agent>(
+    [
+      { title: "Agent", cell: (a) => a.id },
+      { title: "Address", cell: (a) => a.address },
+      { title: "Pool", cell: (a) => a.resource_pool },
+      { title: "Slots", class: "num", cell: (a) => String(a.slots.length) },
+      { title: "Used", class: "num", cell: (a) => String(used(a)) },
+      { title: "Free", class: "num", cell: (a) => String(a.slots.filter((s) => s.enabled && !s.allocation_id).length) },
+      { title: "Type", cell: (a) => [...new Set(a.slots.map((s) => s.type))].join(", ") || "–" },
+      {
+        title: "Status",
+        cell: (a) =>
+          h(
+            "span",
+            { class: `badge ${a.connected ? "state-active" : "state-error"}` },
+            !a.connected ? "disconnected" : !a.enabled ? (a.draining ? "draining" : "disabled") : "connected",
+          ),
+      },
+      { title: "Runtime", cell: (a) => a.runtime },
+      { title: "Registered", cell: (a) => time(a.registered_time) },
+    ],
+    { empty: "No agents are connected. Start one with det-agent or det deploy local cluster-up.", rowKey: (a) => a.id },
+  );
+  const poolNotice = new Notice();
+  const pools = new Table<ResourcePool>(
+    [
+      { title: "Pool", cell: (p) => (p.is_default ? h("span", {}, p.name, h("span", { class: "muted" }, " (default)")) : p.name) },
+      { title: "Scheduler", cell: (p) => p.scheduler },
+      { title: "Fitting", cell: (p) => p.fitting_policy },
+      { title: "Preemption", cell: (p) => (p.preemption ? "yes" : "no") },
+      { title: "Agents", class: "num", cell: (p) => String(p.num_agents) },
+      { title: "Slots used", class: "num", cell: (p) => `${p.slots_used} / ${p.slots_total}` },
+      { title: "Description", cell: (p) => p.description },
+    ],
+    { empty: "No resource pools." },
+  );
+
+  replace(
+    root,
+    h("div", { class: "page-head" }, h("h1", {}, "Cluster")),
+    notice.el,
+    totals,
+    section("Agents", h("div", { class: "table-wrap" }, agents.el)),
+    section("Resource pools", poolNotice.el, h("div", { class: "table-wrap" }, pools.el)),
+  );
+
+  const stat = (label: string, n: number) => h("div", { class: "stat" }, h("div", { class: "n" }, String(n)), h("div", { class: "label" }, label));
+  let first = true;
+  const load = coalesce(async () => {
+    if (first) notice.loading("Loading the cluster…");
+    try {
+      const list = await api.agents();
+      const slots = list.flatMap((a) => a.slots);
+      const busy = slots.filter((s) => s.allocation_id !== "").length;
+      replace(
+        totals,
+        stat("agents", list.length),
+        stat("slots", slots.length),
+        stat("slots used", busy),
+        stat("slots free", slots.filter((s) => s.enabled && !s.allocation_id).length),
+      );
+      agents.update(list);
+      notice.clear();
+    } catch (e) {
+      notice.error(`Could not load agents: ${errorMessage(e)}`);
+    }
+    try {
+      pools.update(await api.resourcePools());
+      poolNotice.clear();
+    } catch (e) {
+      poolNotice.error(`Could not load resource pools: ${errorMessage(e)}`);
+    }
+    first = false;
+  });
+  void load();
+  // Agents and slots have no live events yet; a short poll keeps the page current.
+  const timer = setInterval(() => void load(), POLL_MS);
+  return () => clearInterval(timer);
+};
