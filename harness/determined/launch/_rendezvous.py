@@ -11,7 +11,6 @@ import json
 import socket
 
 from determined import ClusterInfo
-from determined.launch import rpc
 
 GROUP = "launcher"
 
@@ -37,6 +36,9 @@ def chief_port(info: ClusterInfo) -> int:
     port = free_port() if info.container_rank == 0 else 0
     if len(info.container_addrs) == 1:
         return port
+    # Imported here: the gRPC stack costs a second of start-up that one container never needs.
+    from determined.launch import rpc
+
     payload = json.dumps({"port": port}).encode()
     gathered = rpc.all_gather(info, payload, group=GROUP, seq=0)
     chief: int = json.loads(gathered[0])["port"]
