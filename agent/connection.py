@@ -26,6 +26,7 @@ from agent.outbox import Outbox
 from agent.runtime import Order
 from determined.api.gen import v1
 from determined.common import client
+from determined.common import wire as codec
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,9 @@ class Connection:
         return self._finished.is_set()
 
     async def _session(self) -> bool:
-        channel = grpclib.client.Channel(self._host, self._port, config=_CHANNEL_CONFIG)
+        channel = grpclib.client.Channel(
+            self._host, self._port, config=_CHANNEL_CONFIG, codec=codec.WireCodec()
+        )
         try:
             async with channel.request(
                 CONNECT_PATH,

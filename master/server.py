@@ -9,6 +9,7 @@ import uuid
 
 import grpclib.server
 
+from determined.common import wire
 from master import config as master_config
 from master import gateway, scheduler
 from master.agents import AgentHub
@@ -103,7 +104,9 @@ class Master:
         async with lock:
             restored = await tasks.restore()
             await experiments.restore(restored)
-        grpc_server = grpclib.server.Server([DeterminedServicer(service), hub])
+        grpc_server = grpclib.server.Server(
+            [DeterminedServicer(service), hub], codec=wire.WireCodec()
+        )
         self._listener = Listener(grpc_server, gateway.build(service))
         await self._listener.start(sock)
         self.port = self._listener.port

@@ -16,7 +16,7 @@ import grpclib.client
 import grpclib.exceptions
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, wire
 
 DEFAULT_MASTER = "localhost:8080"
 TOKEN_METADATA_KEY = "x-det-token"
@@ -50,7 +50,7 @@ def parse_address(address: str) -> tuple[str, int]:
 
 def open_channel(address: str) -> grpclib.client.Channel:
     host, port = parse_address(address)
-    return grpclib.client.Channel(host, port)
+    return grpclib.client.Channel(host, port, codec=wire.WireCodec())
 
 
 def metadata(token: str | None) -> dict[str, str]:

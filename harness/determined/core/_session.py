@@ -22,7 +22,7 @@ import grpclib.const
 import grpclib.exceptions
 
 from determined.api.gen import v1
-from determined.common import client, errors
+from determined.common import client, errors, wire
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class Session:
         if self._stub is None:
             # grpclib binds a channel to the running loop when it is created.
             host, port = client.parse_address(self.master_url)
-            self._channel = grpclib.client.Channel(host, port)
+            self._channel = grpclib.client.Channel(host, port, codec=wire.WireCodec())
             self._stub = v1.DeterminedStub(self._channel, metadata=self._metadata)
         return self._stub
 
