@@ -239,13 +239,6 @@ def test_core_api_stage3_search_gives_each_trial_its_hparams_and_lengths(
         assert api.checkpoints(trial.id)[-1].steps_completed == validations[-1][0]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="pydet bug (master): a promotion that arrives after the trial was told it has no "
-    "more work, but before its container exits, is lost; the trial ends COMPLETED with "
-    "searcher_length 100 and 25 steps, so whether any trial reaches max_length depends on "
-    "timing",
-)
 def test_core_api_stage3_asha_trains_the_best_trial_to_max_length(
     api: Api, stages: dict[str, int]
 ) -> None:
