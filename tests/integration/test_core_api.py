@@ -458,6 +458,7 @@ searcher:
 """  # noqa: E501
 
 
+@pytest.mark.slow
 def test_core_api_timm_port_fragments_run_and_resume(
     cluster: Cluster, api: Api, tmp_path: pathlib.Path
 ) -> None:

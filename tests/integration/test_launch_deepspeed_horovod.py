@@ -26,6 +26,9 @@ HOROVOD = [sys.executable, "-m", "determined.launch.horovod"]
 # the environment DeepSpeed's launcher sets is enough to prove the wiring.
 ALL_REDUCE = """
 import os, torch, torch.distributed as dist
+
+# Each test imports torch and trains for real: minutes on a 2-core machine.
+pytestmark = pytest.mark.slow
 dist.init_process_group("gloo")
 t = torch.tensor([float(dist.get_rank() + 1)])
 dist.all_reduce(t)
