@@ -24,7 +24,8 @@ DIGITS = EXAMPLES / "digits"
 # 3_checkpoints.yaml: 10 epochs of 23 batches per worker (1,438 images, 2 workers, 32 each).
 EPOCHS, BATCHES = 10, 23
 
-pytestmark = pytest.mark.timeout(600)
+# Each test imports torch and trains for real: minutes on a 2-core machine.
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

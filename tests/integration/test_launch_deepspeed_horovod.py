@@ -19,6 +19,9 @@ import pytest
 from determined.api.gen import v1
 from determined.launch import deepspeed
 
+# Real DeepSpeed runs compile its CPU ops on first use: minutes on a 2-core machine.
+pytestmark = pytest.mark.slow
+
 DEEPSPEED = [sys.executable, "-m", "determined.launch.deepspeed"]
 HOROVOD = [sys.executable, "-m", "determined.launch.horovod"]
 
@@ -27,8 +30,6 @@ HOROVOD = [sys.executable, "-m", "determined.launch.horovod"]
 ALL_REDUCE = """
 import os, torch, torch.distributed as dist
 
-# Each test imports torch and trains for real: minutes on a 2-core machine.
-pytestmark = pytest.mark.slow
 dist.init_process_group("gloo")
 t = torch.tensor([float(dist.get_rank() + 1)])
 dist.all_reduce(t)
