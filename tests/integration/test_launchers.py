@@ -25,12 +25,18 @@ from tests.cluster import EXAMPLES, Cluster, cluster_fixture
 from tests.integration.test_core_api import Api, write_context
 
 CRASH = """
-import os, sys, time
+import os, pathlib, sys, time
 rank = int(os.environ["RANK"])
+started = pathlib.Path("rank0.started")
 if rank == 1:
+    # Crash only once rank 0 is surely running, so the test sees a sibling taken down.
+    deadline = time.time() + 120
+    while not started.exists() and time.time() < deadline:
+        time.sleep(0.05)
     print("rank 1 exits with 1", flush=True)
     sys.exit(1)
 print(f"rank {rank} sleeps", flush=True)
+started.touch()
 time.sleep(600)
 print(f"rank {rank} woke up", flush=True)
 """
