@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from cli import agent, deploy, experiment, job, master, trial
+from cli import agent, deploy, experiment, job, master, search, trial
 from determined import __version__
 from determined.common import client, errors
 
@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"det (pydet) {__version__}")
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND", required=True)
-    for module in (experiment, trial, job, agent, master, deploy):
+    for module in (experiment, trial, job, agent, master, deploy, search):
         module.add_parser(nouns)
     return parser
 

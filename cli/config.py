@@ -54,6 +54,19 @@ def parse_override(text: str) -> Override:
     return Override(keys, value, text)
 
 
+def add_override_argument(parser: argparse.ArgumentParser) -> None:
+    """``--config KEY=VALUE`` (repeatable), collected in ``args.config_overrides``."""
+    parser.add_argument(
+        "--config",
+        dest="config_overrides",
+        type=parse_override,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field, nested keys joined by dots (repeatable)",
+    )
+
+
 def apply_overrides(config: dict[str, Any], overrides: Sequence[Override]) -> dict[str, Any]:
     """A copy of `config` with each override set, creating intermediate mappings as needed."""
     result = copy.deepcopy(config)

@@ -32,15 +32,7 @@ def add_create_parser(verbs: Subparsers) -> None:
         help="print the first trial's logs; exit 0 only if the experiment completes",
     )
     p.add_argument("--paused", action="store_true", help="create the experiment paused")
-    p.add_argument(
-        "--config",
-        dest="config_overrides",
-        type=config.parse_override,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config field, nested keys joined by dots (repeatable)",
-    )
+    config.add_override_argument(p)
     p.add_argument(
         "-i",
         "--include",

@@ -102,10 +102,12 @@ def describe(args: argparse.Namespace) -> int:
 
     resp, trials = rpc.run(args.master, body)
     e = rpc.present(resp.experiment, "experiment")
+    best = best_trial(trials, smaller_is_better=e.smaller_is_better)
     if args.json:
         out: dict[str, Any] = render.message_dict(e)
         out["config"] = json.loads(resp.config) if resp.config else None
         out["trials"] = [render.message_dict(t) for t in trials]
+        out["best_trial"] = None if best is None else render.message_dict(best)
         print(render.to_json(out))
         return 0
     headers = (*render.EXPERIMENT_HEADERS, "Searcher", "Best Metric", "Archived", "Description")
@@ -115,7 +117,38 @@ def describe(args: argparse.Namespace) -> int:
     print(render.table(headers, [row]))
     print("\nTrials:")
     print(render.table(render.TRIAL_HEADERS, map(render.trial_row, trials)))
+    if best is not None:
+        print()
+        print(best_trial_text(best, e.searcher_metric))
     return 0
+
+
+def best_trial(trials: list[v1.Trial], *, smaller_is_better: bool) -> v1.Trial | None:
+    """The trial with the best validation of the searcher metric; the earliest on a tie."""
+    ranked = [t for t in trials if t.best_validation_metric is not None]
+    if not ranked:
+        return None
+    sign = 1.0 if smaller_is_better else -1.0
+    return min(ranked, key=lambda t: (sign * (t.best_validation_metric or 0.0), t.id))
+
+
+def best_trial_text(t: v1.Trial, metric: str) -> str:
+    """`Best trial 7: val_loss 0.0812` and its hyperparameters, one dotted name a line."""
+    name = metric or "validation metric"
+    lines = [f"Best trial {t.id}: {name} {render.optional_number(t.best_validation_metric)}"]
+    hparams = json.loads(t.hparams) if t.hparams else {}
+    lines += [f"  {key}: {value}" for key, value in _flat(hparams)]
+    return "\n".join(lines)
+
+
+def _flat(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    items: list[tuple[str, Any]] = []
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            items += _flat(value, f"{prefix}{key}.")
+        else:
+            items.append((f"{prefix}{key}", value))
+    return items
 
 
 def show_config(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from cli import agent, render
+from cli import agent, experiment, render
 from determined.api.gen import v1
 
 START = datetime.datetime(2024, 5, 6, 7, 8, 9).timestamp()  # local time, as the CLI shows it
@@ -138,3 +138,26 @@ def test_bytes_are_human_sized() -> None:
     assert render.human_bytes(512) == "512 B"
     assert render.human_bytes(2048) == "2.0 KiB"
     assert render.human_bytes(5 * 1024**4) == "5120.0 GiB"
+
+
+def _trial(trial_id: int, best: float | None) -> v1.Trial:
+    hparams = json.dumps({"lr": 0.1, "model": {"hidden": 64}})
+    return v1.Trial(id=trial_id, best_validation_metric=best, hparams=hparams)
+
+
+@pytest.mark.parametrize(("smaller_is_better", "winner"), [(True, 2), (False, 3)])
+def test_best_trial_follows_the_searcher_direction(smaller_is_better: bool, winner: int) -> None:
+    trials = [_trial(1, 0.5), _trial(2, 0.1), _trial(3, 0.9), _trial(4, None)]
+    best = experiment.best_trial(trials, smaller_is_better=smaller_is_better)
+    assert best is not None and best.id == winner
+
+
+def test_best_trial_is_none_before_any_validation_and_earliest_on_a_tie() -> None:
+    assert experiment.best_trial([_trial(1, None)], smaller_is_better=True) is None
+    best = experiment.best_trial([_trial(5, 0.2), _trial(4, 0.2)], smaller_is_better=True)
+    assert best is not None and best.id == 4
+
+
+def test_best_trial_text_names_the_metric_and_flattens_hyperparameters() -> None:
+    text = experiment.best_trial_text(_trial(7, 0.0812), "val_loss")
+    assert text.splitlines() == ["Best trial 7: val_loss 0.0812", "  lr: 0.1", "  model.hidden: 64"]
