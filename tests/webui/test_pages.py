@@ -14,6 +14,9 @@ from tests.webui.helpers import api, create, running_trial, screenshot
 
 pytestmark = pytest.mark.webui
 
+# The config editor is rendered, then enabled once the config it edits has loaded.
+EDITOR_READY = "() => document.querySelector('textarea.config-editor')?.disabled === false"
+
 
 @pytest.fixture(scope="module")
 def running(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, int]:
@@ -152,7 +155,7 @@ def test_fork_creates_an_experiment_from_an_edited_config(
     exp_id, _ = running
     page.goto(f"{base(cluster)}/experiments/{exp_id}/fork")
     editor = page.locator("textarea.config-editor")
-    page.wait_for_function("() => !document.querySelector('textarea.config-editor').disabled")
+    page.wait_for_function(EDITOR_READY)
     assert "name: Fork of webui-running" in editor.input_value()
     editor.fill(editor.input_value().replace("steps: 3000", "steps: 20"))
     page.locator(".create-form label.check input").uncheck()  # create it paused
@@ -181,7 +184,7 @@ def test_continue_trial_creates_an_experiment_from_its_checkpoint(
     page.goto(f"{base(cluster)}/trials/{trial_id}")
     page.locator("a", has_text="Continue trial").click()
     page.wait_for_url(f"**/trials/{trial_id}/continue")
-    page.wait_for_function("() => !document.querySelector('textarea.config-editor').disabled")
+    page.wait_for_function(EDITOR_READY)
     text = page.locator("textarea.config-editor").input_value()
     assert f"source_trial_id: {trial_id}" in text
     assert "name: single" in text
