@@ -75,7 +75,7 @@ def task_log(row: Row) -> v1.TaskLog:
     )
 
 
-def checkpoint(row: Row) -> v1.Checkpoint:
+def checkpoint(row: Row, searcher_metric: float | None) -> v1.Checkpoint:
     return v1.Checkpoint(
         uuid=row["uuid"],
         trial_id=row["trial_id"] or 0,
@@ -89,6 +89,7 @@ def checkpoint(row: Row) -> v1.Checkpoint:
         state=row["state"],
         report_time=row["report_time"],
         storage=row["storage"],
+        searcher_metric=searcher_metric,
     )
 
 

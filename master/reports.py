@@ -105,24 +105,15 @@ class Reports:
 
     async def apply_retention(self, exp: Experiment) -> None:
         """Delete the checkpoints the experiment's retention policy no longer keeps."""
-        name = exp.config.searcher.metric or ""
-        rows = await self._db.fetch_all(
-            "SELECT c.uuid, c.trial_id, c.steps_completed, c.state,"
-            " (SELECT json_extract(m.metrics, '$.\"' || ? || '\"') FROM metrics m"
-            "  WHERE m.trial_id = c.trial_id AND m.grp = 'validation'"
-            "  AND m.steps_completed = c.steps_completed ORDER BY m.id DESC LIMIT 1) AS metric"
-            " FROM checkpoints c WHERE c.experiment_id = ?",
-            (name, exp.id),
-        )
         checkpoints = [
             retention.CheckpointRecord(
                 uuid=r["uuid"],
                 trial_id=r["trial_id"],
                 steps_completed=r["steps_completed"],
-                metric=_number(r["metric"]),
+                metric=metric,
                 state=r["state"],
             )
-            for r in rows
+            for r, metric in await self._checkpoints("c.experiment_id = ?", (exp.id,))
         ]
         trials = [retention.TrialRecord(id=t.id, state=t.state.value) for t in exp.trials.values()]
         policy = retention.RetentionPolicy.from_config(exp.config)
@@ -211,26 +202,59 @@ class Reports:
     async def get_checkpoint(self, uuid: str) -> v1.Checkpoint:
         from master import convert
 
-        row = await self._db.fetch_one("SELECT * FROM checkpoints WHERE uuid = ?", (uuid,))
-        if row is None:
+        found = await self._checkpoints("c.uuid = ?", (uuid,))
+        if not found:
             raise errors.NotFound(f"checkpoint {uuid} not found")
-        return convert.checkpoint(row)
+        return convert.checkpoint(*found[0])
 
     async def get_checkpoints(self, *, experiment_id: int, trial_id: int) -> list[v1.Checkpoint]:
         from master import convert
 
         if trial_id:
             await self._ensure_trial(trial_id)
-            rows = await self._db.fetch_all(
-                "SELECT * FROM checkpoints WHERE trial_id = ? ORDER BY report_time", (trial_id,)
-            )
+            found = await self._checkpoints("c.trial_id = ?", (trial_id,))
         else:
             await self._exps.ensure_experiment(experiment_id)
-            rows = await self._db.fetch_all(
-                "SELECT * FROM checkpoints WHERE experiment_id = ? ORDER BY report_time",
-                (experiment_id,),
-            )
-        return [convert.checkpoint(r) for r in rows]
+            found = await self._checkpoints("c.experiment_id = ?", (experiment_id,))
+        return [convert.checkpoint(row, metric) for row, metric in found]
+
+    async def _checkpoints(
+        self, where: str, params: Sequence[Any]
+    ) -> list[tuple[Any, float | None]]:
+        """The checkpoint rows matching ``where`` (on ``checkpoints c``), oldest first, each
+        with the searcher metric of its trial's latest validation at the same step.
+
+        The metric is read in Python, not with SQLite's JSON functions: reports may hold NaN
+        or Infinity, which those functions refuse as malformed JSON.
+        """
+        rows = await self._db.fetch_all(
+            f"SELECT c.* FROM checkpoints c WHERE {where} ORDER BY c.report_time", params
+        )
+        if not rows:
+            return []
+        validations = await self._db.fetch_all(
+            "SELECT c.uuid, m.metrics FROM checkpoints c JOIN metrics m"
+            " ON m.trial_id = c.trial_id AND m.grp = 'validation'"
+            f" AND m.steps_completed = c.steps_completed WHERE {where} ORDER BY m.id",
+            params,
+        )
+        latest = {v["uuid"]: v["metrics"] for v in validations}  # the last report wins
+        names = await self._searcher_metric_names({r["experiment_id"] for r in rows})
+        out: list[tuple[Any, float | None]] = []
+        for r in rows:
+            metrics = latest.get(r["uuid"])
+            name = names.get(r["experiment_id"])
+            out.append((r, None if metrics is None else _searcher_value(json.loads(metrics), name)))
+        return out
+
+    async def _searcher_metric_names(self, experiment_ids: set[int]) -> dict[int, str]:
+        ids = sorted(i for i in experiment_ids if i is not None)
+        if not ids:
+            return {}
+        rows = await self._db.fetch_all(
+            f"SELECT id, config FROM experiments WHERE id IN ({','.join('?' * len(ids))})", ids
+        )
+        return {r["id"]: json.loads(r["config"]).get("searcher", {}).get("metric") for r in rows}
 
     async def delete_checkpoints(self, uuids: Sequence[str]) -> None:
         for uuid in uuids:
@@ -249,11 +273,3 @@ class Reports:
         path = checkpoint_dir(storage, uuid)
         if path is not None:
             await asyncio.to_thread(shutil.rmtree, path, True)
-
-
-def _number(value: Any) -> float | None:
-    try:
-        result = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(result) else result

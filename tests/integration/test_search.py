@@ -339,7 +339,8 @@ def test_retention_deletes_checkpoint_files_and_marks_them_deleted(
         import determined as det
 
         offset = det.get_cluster_info().trial.hparams["offset"]
-        losses = [0.5, 0.2, 0.4, 0.3, 0.6]  # the best step is not the latest
+        # The best step is not the latest; a NaN (a diverging step) is no metric at all.
+        losses = [0.5, 0.2, float("nan"), 0.3, 0.6]
         with det.core.init() as core_context:
             for op in core_context.searcher.operations():
                 for step, loss in enumerate(losses, start=1):
@@ -375,7 +376,12 @@ def test_retention_deletes_checkpoint_files_and_marks_them_deleted(
     kept = {(c["trial_id"], c["steps_completed"]) for c in checkpoints if c["state"] != "DELETED"}
     # Each trial's latest, and the experiment's best (loss 0.2 at step 2 of offset 0).
     assert kept == {(t, 5) for t in offsets} | {(best_trial, 2)}
+    losses = [0.5, 0.2, None, 0.3, 0.6]
     for c in checkpoints:
+        # Each checkpoint carries the searcher metric of the validation at its step.
+        loss = losses[c["steps_completed"] - 1]
+        want = None if loss is None else pytest.approx(loss + offsets[c["trial_id"]])
+        assert c.get("searcher_metric") == want, c
         files = storage / c["uuid"]
         if c["state"] == "DELETED":
             assert not files.exists(), f"{files} of a deleted checkpoint is still there"
