@@ -414,7 +414,11 @@ class Experiments:
         await self._save_trial(trial, ended=True)
         self._trials.pop(trial.id, None)
         if self.on_trial_end is not None:
-            await self.on_trial_end(exp)
+            try:
+                await self.on_trial_end(exp)
+            except Exception:
+                # Retention is housekeeping: the trial has ended whatever happens to its files.
+                log.exception("experiment %d: checkpoint retention failed", exp.id)
 
     async def _maybe_finish(self, exp: Experiment) -> None:
         if exp.state.terminal or any(not t.state.terminal for t in exp.trials.values()):
