@@ -79,6 +79,18 @@ describe("primitive decoders", () => {
     expect(() => d("{oops")).toThrow(/JSON/);
     expect(() => d("[1]")).toThrow(/expected an object/);
   });
+
+  it("reads the NaN and Infinity that Python's json module writes, but not inside strings", () => {
+    const d = jsonText(anyObject, {});
+    const parsed = d('{"loss": NaN, "hi": Infinity, "lo": -Infinity, "note": "NaN, Infinity", "x": 1}');
+    expect(parsed.loss).toBeNaN();
+    expect(parsed.hi).toBe(Infinity);
+    expect(parsed.lo).toBe(-Infinity);
+    expect(parsed.note).toBe("NaN, Infinity");
+    expect(parsed.x).toBe(1);
+    expect(d('{"q": "say \\"NaN\\"", "v": [NaN, 2]}')).toEqual({ q: 'say "NaN"', v: [NaN, 2] });
+    expect(() => d("{NaNa}")).toThrow(/JSON/);
+  });
 });
 
 describe("API decoders", () => {

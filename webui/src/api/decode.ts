@@ -148,12 +148,37 @@ export function jsonText<T>(decoder: Decoder<T>, empty: T): Decoder<T> {
     if (text === "") return empty;
     let parsed: unknown;
     try {
-      parsed = JSON.parse(text);
+      parsed = parseJson(text);
     } catch {
       throw new DecodeError("expected a JSON document in the string");
     }
     return decoder(parsed);
   };
+}
+
+const NON_FINITE: Record<string, number> = { NaN: NaN, Infinity: Infinity, "-Infinity": -Infinity };
+// A JSON string literal, or one of the bare words Python's json module writes for non-finite floats.
+const STRING_OR_NON_FINITE = /"(?:[^"\\]|\\.)*"|-?Infinity|NaN/g;
+// Marks a non-finite number while JSON.parse runs: a string starting with NUL, which no metric
+// name or value plausibly does.
+const MARK = "\u0000";
+
+/**
+ * JSON.parse that also reads the NaN, Infinity and -Infinity that Python's json module writes:
+ * metrics come from training code, and a diverging loss is NaN.
+ */
+export function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    if (!/NaN|Infinity/.test(text)) throw e;
+  }
+  const marked = text.replace(STRING_OR_NON_FINITE, (m) => (m in NON_FINITE ? `"\\u0000${m}"` : m));
+  return JSON.parse(marked, (_key, value: unknown) =>
+    typeof value === "string" && value.startsWith(MARK) && value.slice(1) in NON_FINITE
+      ? NON_FINITE[value.slice(1)]
+      : value,
+  );
 }
 
 export function map<A, B>(decoder: Decoder<A>, f: (a: A) => B): Decoder<B> {
