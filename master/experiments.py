@@ -236,6 +236,8 @@ class Experiments:
         while queue:
             op = queue.pop(0)
             if isinstance(op, searcher.Create):
+                if exp.state.stopping:
+                    continue  # the experiment is ending: no new trials
                 trial = await self._create_trial(exp, op)
                 queue += exp.search.on_trial_created(trial.request_id)
                 continue
@@ -571,7 +573,7 @@ class Experiments:
                 await self._resume_or_park(exp, trial)
             elif self._waiting_for_verdict(trial):
                 # It finished its operation; the searcher will promote or close it later.
-                await self._save_trial(trial)
+                await self._park_waiting(exp, trial)
             else:
                 await self._end_trial(exp, trial, State.COMPLETED)
                 ops = exp.search.on_trial_closed(trial.request_id)
@@ -614,6 +616,17 @@ class Experiments:
             and trial.searcher_length > 0
             and trial.completed_length >= trial.searcher_length
         )
+
+    async def _park_waiting(self, exp: Experiment, trial: Trial) -> None:
+        """A trial with no process that waits for the searcher's verdict: it waits as ACTIVE,
+        is PAUSED with its experiment, and ends when its experiment is being stopped."""
+        if exp.state == State.ACTIVE:
+            await self._save_trial(trial)
+        elif exp.state == State.PAUSED:
+            trial.state = State.PAUSED
+            await self._save_trial(trial)
+        else:
+            await self._end_trial(exp, trial, STOPPED.get(exp.state, State.CANCELED))
 
     async def _resume_or_park(self, exp: Experiment, trial: Trial) -> None:
         if exp.state == State.ACTIVE:
@@ -728,19 +741,21 @@ class Experiments:
         await self._maybe_finish(exp)
 
     async def _stop_trials(self, exp: Experiment, reason: str) -> None:
-        """Ask running trials to checkpoint and exit; park the ones waiting for slots."""
+        """Ask running trials to checkpoint and exit; pause or cancel the others (waiting for
+        slots, already paused, or waiting for the searcher's verdict)."""
         for trial in list(exp.trials.values()):
             if trial.state.terminal:
                 continue
             alloc = self._tasks.allocation_of(trial.task_id)
             if alloc is not None:
                 self._tasks.preempt(alloc, reason=reason, timeout=exp.config.preemption_timeout)
-            elif self._tasks.withdraw(trial.task_id) or trial.state == State.PAUSED:
-                if reason == "paused":
-                    trial.state = State.PAUSED
-                    await self._save_trial(trial)
-                else:
-                    await self._end_trial(exp, trial, State.CANCELED)
+                continue
+            self._tasks.withdraw(trial.task_id)
+            if reason != "paused":
+                await self._end_trial(exp, trial, State.CANCELED)
+            elif trial.state != State.PAUSED:
+                trial.state = State.PAUSED
+                await self._save_trial(trial)
 
     async def activate(self, experiment_id: int) -> None:
         exp = await self._live(experiment_id, "activate")
@@ -753,6 +768,8 @@ class Experiments:
             if trial.state == State.PAUSED:
                 trial.state = State.ACTIVE
                 await self._save_trial(trial)
+                if self._waiting_for_verdict(trial):
+                    continue  # nothing to run until the searcher promotes it
                 if self._tasks.allocation_of(trial.task_id) is None:
                     self._request(exp, trial)
 

@@ -445,6 +445,81 @@ def test_trial_promoted_while_its_process_exits_still_trains_to_the_next_rung(
     assert promoted[0]["steps_completed"] == 2, promoted[0]
 
 
+# -- pausing and canceling a search whose trials wait for the searcher's verdict -------------
+
+WAITING_SCRIPT = """
+    import time
+    import determined as det
+
+    x = det.get_cluster_info().trial.hparams["x"]
+    with det.core.init() as core_context:
+        for op in core_context.searcher.operations():
+            time.sleep(0.5 + 4 * x)  # the smallest x reports first and waits to be promoted
+            core_context.train.report_validation_metrics(op.length, {"loss": x})
+            op.report_completed(x)
+"""
+WAITING_CONFIG = """
+    entrypoint: python3 train.py
+    hyperparameters:
+      x: {type: double, minval: 0, maxval: 1}
+    searcher:
+      name: adaptive_asha
+      metric: loss
+      max_length: 9
+      max_trials: 6
+      divisor: 3
+      max_rungs: 2
+      mode: aggressive
+      max_concurrent_trials: 4
+    max_restarts: 0
+    reproducibility: {experiment_seed: 8}
+"""
+
+
+def start_when_one_waits(cluster: Cluster, tmp_path: pathlib.Path, name: str) -> int:
+    """Start the search above and return once its first trial has reported its rung."""
+    cfg = make_context(tmp_path, name, WAITING_SCRIPT, WAITING_CONFIG)
+    exp_id = cluster.create(cfg, cfg.parent / name)
+    wait_until(
+        lambda: any(t["best_validation_metric"] is not None for t in cluster.trials(exp_id)),
+        60,
+        "a first result in the bottom rung",
+        interval=0.2,
+    )
+    return exp_id
+
+
+def test_pause_parks_trials_waiting_for_the_verdict_and_activate_finishes_the_search(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    exp_id = start_when_one_waits(cluster, tmp_path, "pause-waiting")
+    cluster.det("experiment", "pause", str(exp_id))
+    wait_until(
+        lambda: {t["state"] for t in cluster.trials(exp_id)} <= {"PAUSED", "COMPLETED"},
+        60,
+        "every unfinished trial to be PAUSED, those waiting for the searcher included",
+        interval=0.3,
+    )
+    cluster.det("experiment", "activate", str(exp_id))
+    assert cluster.wait_state(exp_id, *TERMINAL, timeout=120) == "COMPLETED"
+    trials = cluster.trials(exp_id)
+    assert len(trials) == 6 and all(t["state"] == "COMPLETED" for t in trials), trials
+    assert {t["steps_completed"] for t in trials} == {3, 9}
+
+
+def test_cancel_ends_a_search_whose_trials_wait_for_the_verdict(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    exp_id = start_when_one_waits(cluster, tmp_path, "cancel-waiting")
+    before = len(cluster.trials(exp_id))
+    cluster.det("experiment", "cancel", str(exp_id))
+    assert cluster.wait_state(exp_id, *TERMINAL, timeout=60) == "CANCELED"
+    trials = cluster.trials(exp_id)
+    # No trial is left behind, and none was started after the cancel.
+    assert all(t["state"] in ("CANCELED", "COMPLETED") for t in trials), trials
+    assert len(trials) == before
+
+
 # -- a master restart in the middle of a search -------------------------------------------------
 
 
