@@ -873,7 +873,8 @@ class Experiments:
                     elif exp.state == State.STOPPING_KILLED:
                         self._tasks.kill(alloc, reason="killed", grace=3.0)
                 elif exp.state == State.ACTIVE and trial.state == State.ACTIVE:
-                    self._request(exp, trial)
+                    if not self._waiting_for_verdict(trial):
+                        self._request(exp, trial)
                 elif exp.state.stopping:
                     await self._end_trial(exp, trial, STOPPED[exp.state])
             await self._maybe_finish(exp)
