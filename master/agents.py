@@ -85,7 +85,8 @@ class Agent:
                     type=s.type,
                     device=s.device,
                     uuid=s.uuid,
-                    enabled=s.enabled,
+                    # Disabling an agent disables its slots, as `det slot list` shows them.
+                    enabled=s.enabled and self.enabled,
                     allocation_id=s.allocation_id,
                 )
                 for s in self.slots.values()

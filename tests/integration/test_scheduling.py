@@ -139,3 +139,57 @@ def test_an_agent_lost_mid_trial_restarts_it_elsewhere_from_its_checkpoint(
         raise
     finally:
         c.close()
+
+
+def agent_running(cluster: Cluster, exp_id: int, trial_id: int) -> str | None:
+    """The agent whose slot holds the trial's allocation, if it has one."""
+    for agent in cluster.get("/api/v1/agents")["agents"]:
+        for slot in agent["slots"]:
+            if slot["allocation_id"].startswith(f"{exp_id}.{trial_id}."):
+                return str(agent["id"])
+    return None
+
+
+def test_disabled_agents_take_no_new_work_drain_lets_work_finish_and_enable_restores(
+    tmp_path: pathlib.Path,
+) -> None:
+    c = Cluster(tmp_path)
+    try:
+        c.start_master()
+        c.start_agent("agent-0", slots=1)
+        c.start_agent("agent-1", slots=1)
+        a = c.create(config(tmp_path, "a", 100_000), CONTEXT)
+        a_trial = wait_until(lambda: c.trials(a), 60, "a trial")[0]["id"]
+        x = wait_until(lambda: agent_running(c, a, a_trial), 60, "a to be placed")
+        y = "agent-1" if x == "agent-0" else "agent-0"
+
+        # Draining: what runs there keeps running, nothing new is placed there.
+        c.det("agent", "disable", "--drain", x)
+        slots = {r.split("|")[0].strip(): r for r in c.det("slot", "list").stdout.splitlines()}
+        assert "False" in slots[x]
+        steps = len(steps_run(c.logs(a_trial)))
+        wait_until(lambda: len(steps_run(c.logs(a_trial))) > steps + 2, 60, "a to go on")
+        c.det("experiment", "kill", str(a))
+        c.wait_state(a, "CANCELED", timeout=60)
+        b = c.create(config(tmp_path, "b", 100_000), CONTEXT)
+        b_trial = wait_until(lambda: c.trials(b), 60, "b's trial")[0]["id"]
+        assert wait_until(lambda: agent_running(c, b, b_trial), 60, "b to be placed") == y
+
+        # Enabled again, it takes work.
+        c.det("agent", "enable", x)
+        d = c.create(config(tmp_path, "d", 100_000), CONTEXT)
+        d_trial = wait_until(lambda: c.trials(d), 60, "d's trial")[0]["id"]
+        assert wait_until(lambda: agent_running(c, d, d_trial), 60, "d to be placed") == x
+
+        # Disabling without draining stops what runs there; it waits for a slot elsewhere.
+        c.det("agent", "disable", y)
+        wait_until(lambda: agent_running(c, b, b_trial) is None, 60, "b to leave the agent")
+        assert c.state(b) == "ACTIVE"
+        c.det("agent", "enable", y)
+        assert wait_until(lambda: agent_running(c, b, b_trial), 60, "b to run again") == y
+        wait_until(lambda: "resumed at step" in c.logs(b_trial), 60, "b to resume")
+    except BaseException:
+        print(c.dump_logs())
+        raise
+    finally:
+        c.close()
