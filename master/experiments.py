@@ -622,11 +622,8 @@ class Experiments:
         is PAUSED with its experiment, and ends when its experiment is being stopped."""
         if exp.state == State.ACTIVE:
             await self._save_trial(trial)
-        elif exp.state == State.PAUSED:
-            trial.state = State.PAUSED
-            await self._save_trial(trial)
         else:
-            await self._end_trial(exp, trial, STOPPED.get(exp.state, State.CANCELED))
+            await self._resume_or_park(exp, trial)
 
     async def _resume_or_park(self, exp: Experiment, trial: Trial) -> None:
         if exp.state == State.ACTIVE:

@@ -258,8 +258,12 @@ class Reports:
 
     async def delete_checkpoints(self, uuids: Sequence[str]) -> None:
         for uuid in uuids:
-            c = await self.get_checkpoint(uuid)
-            await self._remove_files(uuid, json.loads(c.storage or "{}"))
+            row = await self._db.fetch_one(
+                "SELECT storage FROM checkpoints WHERE uuid = ?", (uuid,)
+            )
+            if row is None:
+                raise errors.NotFound(f"checkpoint {uuid} not found")
+            await self._remove_files(uuid, json.loads(row["storage"] or "{}"))
             await self._db.execute(
                 "UPDATE checkpoints SET state = 'DELETED' WHERE uuid = ?", (uuid,)
             )
