@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from agent import config, slots
+from agent.connection import AgentRefused
 from agent.daemon import Daemon
 from agent.outbox import Outbox
 
@@ -37,7 +38,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     for noisy in ("hpack", "h2"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     agent_slots = slots.detect(cfg.slots)
-    asyncio.run(_serve(cfg, agent_slots))
+    try:
+        asyncio.run(_serve(cfg, agent_slots))
+    except BaseExceptionGroup as group:
+        refused = group.subgroup(AgentRefused)
+        if refused is None:
+            raise
+        log.error("%s", refused.exceptions[0])
+        print(f"det-agent: {refused.exceptions[0]}", file=sys.stderr)
+        sys.exit(1)
     sys.exit(0)
 
 

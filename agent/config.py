@@ -42,6 +42,8 @@ class AgentConfig:
     log_level: str
     default_image: str = DEFAULT_IMAGE
     docker_harness: str = "auto"
+    # The cluster's agent token (read from token_file); the master refuses agents without it.
+    token: str = ""
 
 
 # key -> (type, flag help)
@@ -57,6 +59,11 @@ _KEYS: dict[str, tuple[type, str]] = {
     ),
     "address": (str, "address other nodes use to reach this one (default: 127.0.0.1)"),
     "log_level": (str, "DEBUG, INFO, WARNING or ERROR (default: INFO)"),
+    "token_file": (
+        str,
+        "file holding the cluster's agent token (the master's security.agent_token_file; "
+        "default: $DET_AGENT_TOKEN_FILE)",
+    ),
     "default_image": (
         str,
         f"docker runtime: image for tasks whose config names none (default: {DEFAULT_IMAGE})",
@@ -164,6 +171,17 @@ def _build(values: dict[str, Any], environ: dict[str, str]) -> AgentConfig:
             f"got {docker_harness!r}"
         )
     work_dir = Path(values.get("work_dir") or f"/tmp/pydet-agent-{agent_id}")
+    # Without a token the master refuses the agent, and says how to pass one.
+    token = ""
+    token_file = values.get("token_file") or environ.get("DET_AGENT_TOKEN_FILE")
+    if token_file:
+        try:
+            token = Path(token_file).expanduser().read_text().strip()
+        except OSError as e:
+            problems.append(f"token_file: cannot read {token_file}: {e.strerror or e}")
+        else:
+            if not token:
+                problems.append(f"token_file: {token_file} is empty")
     if problems:
         raise ConfigError("; ".join(problems))
     return AgentConfig(
@@ -177,4 +195,5 @@ def _build(values: dict[str, Any], environ: dict[str, str]) -> AgentConfig:
         log_level=log_level,
         default_image=default_image,
         docker_harness=docker_harness,
+        token=token,
     )

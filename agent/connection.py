@@ -55,6 +55,10 @@ class ProtocolViolation(Exception):
     """The master broke the agent protocol (e.g. its first message was no welcome)."""
 
 
+class AgentRefused(Exception):
+    """The master refused this agent's credentials: retrying cannot help."""
+
+
 class Connection:
     def __init__(
         self,
@@ -64,6 +68,7 @@ class Connection:
         hello: Callable[[], v1.AgentMessage],
         outbox: Outbox,
         on_order: Callable[[Order], None],
+        token: str = "",
         min_backoff: float = MIN_BACKOFF,
         max_backoff: float = MAX_BACKOFF,
         welcome_timeout: float = WELCOME_TIMEOUT,
@@ -72,6 +77,7 @@ class Connection:
         self._master = master
         self._host, self._port = client.parse_address(master)
         self._agent_id = agent_id
+        self._metadata = client.metadata(token)
         self._hello = hello
         self._outbox = outbox
         self._on_order = on_order
@@ -102,6 +108,17 @@ class Connection:
                     welcomed = await self._session()
                     reason = "the master ended the stream"
                     refused = False
+                except grpclib.exceptions.GRPCError as e:
+                    if e.status in (
+                        grpclib.const.Status.UNAUTHENTICATED,
+                        grpclib.const.Status.PERMISSION_DENIED,
+                    ):
+                        raise AgentRefused(
+                            f"the master at {self._master} refused this agent: {e.message}"
+                        ) from None
+                    welcomed = welcomed or self._connected
+                    reason = self._describe(e)
+                    refused = True
                 except Exception as e:
                     welcomed = welcomed or self._connected
                     reason = self._describe(e)
@@ -143,6 +160,7 @@ class Connection:
                 grpclib.const.Cardinality.STREAM_STREAM,
                 v1.AgentMessage,
                 v1.MasterMessage,
+                metadata=self._metadata,
             ) as stream:
                 await stream.send_message(self._hello())
                 async with asyncio.timeout(self._welcome_timeout):

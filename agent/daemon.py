@@ -59,6 +59,7 @@ class Daemon:
             hello=self._hello,
             outbox=self._outbox,
             on_order=self._on_order,
+            token=config.token,
             min_backoff=min_backoff,
             max_backoff=max_backoff,
         )

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from cli import agent, deploy, experiment, job, master, search, trial
+from cli import agent, auth, deploy, experiment, job, master, search, trial, user
 from determined import __version__
 from determined.common import client, errors
 
@@ -29,9 +29,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDRESS",
         help=f"master host:port (default: $DET_MASTER, else {client.DEFAULT_MASTER})",
     )
+    parser.add_argument(
+        "-u",
+        "--user",
+        metavar="NAME",
+        help="run the command as this user (default: $DET_USER, else who logged in last)",
+    )
     parser.add_argument("--version", action="version", version=f"det (pydet) {__version__}")
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND", required=True)
-    for module in (experiment, trial, job, agent, master, deploy, search):
+    for module in (experiment, trial, job, agent, master, deploy, search, user):
         module.add_parser(nouns)
     return parser
 
@@ -39,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    auth.select_user(args.user)
     try:
         code: int = args.func(args)
     except errors.DetError as e:

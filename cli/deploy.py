@@ -22,12 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from cli import Subparsers, local_cluster
+from cli import Subparsers, auth, local_cluster
 from cli.local_cluster import ClusterState, Proc
 from determined.api.gen import v1
 from determined.common import client, errors
 
 DEFAULT_DATA_DIR = "~/.local/share/pydet/local"
+ADMIN = "admin"
 READY_TIMEOUT = 30.0
 DEFAULT_TASK_IMAGE = "pydet-task:latest"
 # In a checkout (or an editable install); a wheel has no scripts.
@@ -56,6 +57,11 @@ def add_parser(nouns: Subparsers) -> None:
 
     up = verbs.add_parser("cluster-up", help="start a master and agents in the background")
     up.add_argument("--master-port", type=_count(1, 65535), default=8080, metavar="P")
+    up.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address the master listens on (default: 127.0.0.1, this machine only)",
+    )
     up.add_argument("--agents", type=_count(0), default=1, metavar="N", help="number of agents")
     up.add_argument(
         "--slots",
@@ -84,10 +90,18 @@ def add_parser(nouns: Subparsers) -> None:
     down.set_defaults(func=cluster_down)
 
 
-def master_argv(port: int, data_dir: Path) -> list[str]:
+def master_argv(port: int, data_dir: Path, host: str = "127.0.0.1") -> list[str]:
     # -P: a `master.py` in the user's working directory must not shadow the package.
-    argv = [sys.executable, "-P", "-m", "master", "--port", str(port)]
+    argv = [sys.executable, "-P", "-m", "master", "--host", host, "--port", str(port)]
     return [*argv, "--data-dir", str(data_dir / "master")]
+
+
+def admin_password_file(data_dir: Path) -> Path:
+    return data_dir / "master" / "admin-password"
+
+
+def agent_token_file(data_dir: Path) -> Path:
+    return data_dir / "master" / "agent-token"
 
 
 def agent_argv(
@@ -98,8 +112,11 @@ def agent_argv(
     runtime: str,
     *,
     default_image: str | None = None,
+    token_file: Path | None = None,
 ) -> list[str]:
     argv = [sys.executable, "-P", "-m", "agent", "--master", f"localhost:{port}"]
+    if token_file is not None:
+        argv += ["--token-file", str(token_file)]
     argv += ["--agent-id", agent_id, "--work-dir", str(work_dir), "--resource-pool", "default"]
     if default_image:
         argv += ["--default-image", default_image]
@@ -158,6 +175,10 @@ def cluster_up(args: argparse.Namespace) -> int:
         local_cluster.remove_state(data_dir)
         raise
     print(f"Master at http://localhost:{port} (DET_MASTER=localhost:{port})")
+    print(
+        f"Logged in as {ADMIN}; the {ADMIN} password (for the WebUI and other machines) is in "
+        f"{admin_password_file(data_dir)}"
+    )
     built = (Path(__file__).resolve().parent.parent / "webui/dist/index.html").is_file()
     print(f"WebUI at http://localhost:{port}/" + ("" if built else " (run scripts/webui.sh build)"))
     print("Stop it with: det deploy local cluster-down")
@@ -172,7 +193,7 @@ def start_and_wait(args: argparse.Namespace, data_dir: Path, started: list[Proc]
     """
     port: int = args.master_port
     deadline = time.monotonic() + READY_TIMEOUT
-    argv = master_argv(port, data_dir)
+    argv = master_argv(port, data_dir, getattr(args, "host", "127.0.0.1"))
     master = local_cluster.start("master", argv, data_dir / "master.log", data_dir)
     started.append(master)
     agents: list[Proc] = []
@@ -188,17 +209,28 @@ def start_and_wait(args: argparse.Namespace, data_dir: Path, started: list[Proc]
         work_dir = data_dir / f"agent-{i}"
         work_dir.mkdir(exist_ok=True)
         argv = agent_argv(
-            port, agent_id, work_dir, args.slots, args.runtime, default_image=args.default_image
+            port,
+            agent_id,
+            work_dir,
+            args.slots,
+            args.runtime,
+            default_image=args.default_image,
+            token_file=agent_token_file(data_dir),
         )
         log = data_dir / f"agent-{i}.log"
         agents.append(local_cluster.start(agent_id, argv, log, data_dir))
         started.append(agents[-1])
         local_cluster.write_state(data_dir, ClusterState(port, master, agents))
-    asyncio.run(_wait_for_agents(port, master, agents, deadline))
+    asyncio.run(_wait_for_agents(port, master, agents, deadline, data_dir))
 
 
-async def _wait_for_agents(port: int, master: Proc, agents: list[Proc], deadline: float) -> None:
+async def _wait_for_agents(
+    port: int, master: Proc, agents: list[Proc], deadline: float, data_dir: Path
+) -> None:
     async with client.session(f"127.0.0.1:{port}") as s:
+        # The local CLI logs in as admin with the password the master generated.
+        password = admin_password_file(data_dir).read_text().strip()
+        await auth.login(s, ADMIN, password)
         while True:
             for p in [master, *agents]:
                 _check_alive(p)

@@ -11,18 +11,36 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
+from cli import auth
 from determined.common import client, errors
 
 T = TypeVar("T")
 M = TypeVar("M")
 
 
-def run(master: str | None, body: Callable[[client.Session], Awaitable[T]]) -> T:
-    """Run `body` with a Session to the master chosen by `-m`, `DET_MASTER` or the default."""
+def run(
+    master: str | None,
+    body: Callable[[client.Session], Awaitable[T]],
+    *,
+    authenticated: bool = True,
+) -> T:
+    """Run `body` with a Session to the master chosen by `-m`, `DET_MASTER` or the default,
+    logged in as the user `auth` picks (unless `authenticated` is False: login itself)."""
 
     async def main() -> T:
         async with client.session(master) as session:
-            return await body(session)
+            if not authenticated:
+                return await body(session)
+            await auth.authenticate(session)
+            try:
+                return await body(session)
+            except errors.Unauthenticated:
+                # The cached session expired or was revoked; nothing ran.
+                if await auth.refresh(session):
+                    return await body(session)
+                raise auth.not_logged_in(
+                    session.address, "the session has expired or was revoked"
+                ) from None
 
     return asyncio.run(main())
 

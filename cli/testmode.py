@@ -9,6 +9,7 @@ master and agent start in a temporary directory, run the experiment, and stop ag
 from __future__ import annotations
 
 import argparse
+import contextlib
 import socket
 import tempfile
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from cli import deploy, local_cluster
+from cli import auth, deploy, local_cluster
 from determined.common import expconf
 
 # How far a test run trains, per unit of searcher.max_length.
@@ -95,6 +96,8 @@ class LocalCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(OSError):
+            auth.forget(self.address, deploy.ADMIN)
         local_cluster.stop(self._procs[1:])
         local_cluster.stop(self._procs[:1])
         self._procs.clear()

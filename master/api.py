@@ -1,53 +1,74 @@
-"""The gRPC servicer: decode, call the domain, encode. Errors from the shared hierarchy are
-mapped to gRPC statuses here and nowhere else."""
+"""The gRPC servicer: decode, call the domain, encode. It is served behind ``guard.Guarded``,
+which authenticates and authorizes every call and maps the shared errors to gRPC statuses."""
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
-
-import grpclib.const
-import grpclib.server
-from grpclib.exceptions import GRPCError
+from collections.abc import AsyncIterator
 
 from determined.api.gen import v1
 from determined.common import errors
+from master.auth import Authenticator
+from master.callers import UserCaller
+from master.guard import current_caller, current_peer
 from master.service import Service
 
 log = logging.getLogger(__name__)
 
 
-def _mapped(
-    func: Callable[[grpclib.server.Stream[Any, Any]], Awaitable[None]],
-) -> Callable[[grpclib.server.Stream[Any, Any]], Awaitable[None]]:
-    @functools.wraps(func)
-    async def wrapper(stream: grpclib.server.Stream[Any, Any]) -> None:
-        try:
-            await func(stream)
-        except errors.DetError as e:
-            raise GRPCError(grpclib.const.Status[e.grpc_status], e.message) from None
-
-    return wrapper
+def _user() -> UserCaller:
+    caller = current_caller()
+    if not isinstance(caller, UserCaller):
+        raise errors.PermissionDenied("only a user may make this call")
+    return caller
 
 
 class DeterminedServicer(v1.DeterminedBase):
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, auth: Authenticator) -> None:
         self.s = service
-
-    def __mapping__(self) -> dict[str, grpclib.const.Handler]:
-        return {
-            path: handler._replace(func=_mapped(handler.func))
-            for path, handler in super().__mapping__().items()
-        }
+        self.auth = auth
 
     async def get_master(self, message: v1.GetMasterRequest) -> v1.GetMasterResponse:
         return self.s.master_info()
 
+    # -- users -------------------------------------------------------------------------------
+
+    async def login(self, message: v1.LoginRequest) -> v1.LoginResponse:
+        return await self.auth.login(message.username, message.password, current_peer())
+
+    async def logout(self, message: v1.LogoutRequest) -> v1.LogoutResponse:
+        await self.auth.logout(_user())
+        return v1.LogoutResponse()
+
+    async def get_me(self, message: v1.GetMeRequest) -> v1.GetMeResponse:
+        return v1.GetMeResponse(user=await self.auth.me(_user()))
+
+    async def get_users(self, message: v1.GetUsersRequest) -> v1.GetUsersResponse:
+        return v1.GetUsersResponse(users=await self.auth.users())
+
+    async def post_user(self, message: v1.PostUserRequest) -> v1.PostUserResponse:
+        user = await self.auth.create_user(message.username, message.password, admin=message.admin)
+        return v1.PostUserResponse(user=user)
+
+    async def set_user_password(
+        self, message: v1.SetUserPasswordRequest
+    ) -> v1.SetUserPasswordResponse:
+        await self.auth.set_password(_user(), message.username, message.password)
+        return v1.SetUserPasswordResponse()
+
+    async def patch_user(self, message: v1.PatchUserRequest) -> v1.PatchUserResponse:
+        user = await self.auth.patch_user(
+            _user(), message.username, active=message.active, admin=message.admin
+        )
+        return v1.PatchUserResponse(user=user)
+
+    # -- experiments ---------------------------------------------------------------------------
+
     async def create_experiment(
         self, message: v1.CreateExperimentRequest
     ) -> v1.CreateExperimentResponse:
+        # The owner is whoever is logged in, whatever the request says.
+        message.username = _user().username
         return await self.s.create_experiment(message)
 
     async def get_experiments(self, message: v1.GetExperimentsRequest) -> v1.GetExperimentsResponse:

@@ -22,7 +22,9 @@ _KEYS = {
     "agent_reconnect_timeout",
     "log_level",
     "advertised_address",
+    "security",
 }
+_SECURITY_KEYS = {"agent_token_file", "session_lifetime", "tls"}
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,20 @@ class PoolConfig:
     scheduler: str = "priority"
     fitting_policy: str = "best"
     preemption: bool = False
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    cert: pathlib.Path
+    key: pathlib.Path
+
+
+@dataclass(frozen=True)
+class SecurityConfig:
+    # Default: <data_dir>/agent-token, generated at first start.
+    agent_token_file: pathlib.Path | None = None
+    session_lifetime: float = 7 * 24 * 3600.0
+    tls: TlsConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -47,10 +63,15 @@ class MasterConfig:
     agent_reconnect_timeout: float = 60.0
     log_level: str = "info"
     advertised_address: str = ""
+    security: SecurityConfig = field(default_factory=SecurityConfig)
 
     @property
     def db_path(self) -> pathlib.Path:
         return self.data_dir / "pydet.db"
+
+    @property
+    def agent_token_path(self) -> pathlib.Path:
+        return self.security.agent_token_file or self.data_dir / "agent-token"
 
     def storage(self) -> dict[str, Any]:
         """The default checkpoint storage: a shared_fs under the data directory."""
@@ -91,6 +112,43 @@ def _pools(raw: Any) -> tuple[PoolConfig, ...]:
             )
         )
     return tuple(pools)
+
+
+def _path(value: Any, where: str) -> pathlib.Path:
+    if not isinstance(value, str) or not value:
+        raise _fail(f"{where}: expected a file path")
+    return pathlib.Path(os.path.expanduser(value)).resolve()
+
+
+def _security(raw: Any) -> SecurityConfig:
+    if raw is None:
+        return SecurityConfig()
+    if not isinstance(raw, dict):
+        raise _fail("security: expected a mapping")
+    unknown = sorted(set(raw) - _SECURITY_KEYS)
+    if unknown:
+        known = ", ".join(sorted(_SECURITY_KEYS))
+        raise _fail(f"security.{unknown[0]}: unknown key (known: {known})")
+    token_file = raw.get("agent_token_file")
+    lifetime = raw.get("session_lifetime", SecurityConfig().session_lifetime)
+    if isinstance(lifetime, bool) or not isinstance(lifetime, (int, float)) or lifetime <= 0:
+        raise _fail("security.session_lifetime: expected a positive number of seconds")
+    tls = raw.get("tls")
+    tls_cfg = None
+    if tls is not None:
+        if not isinstance(tls, dict) or set(tls) - {"cert", "key"}:
+            raise _fail("security.tls: expected a mapping with cert and key")
+        tls_cfg = TlsConfig(
+            cert=_path(tls.get("cert"), "security.tls.cert"),
+            key=_path(tls.get("key"), "security.tls.key"),
+        )
+    return SecurityConfig(
+        agent_token_file=(
+            _path(token_file, "security.agent_token_file") if token_file is not None else None
+        ),
+        session_lifetime=float(lifetime),
+        tls=tls_cfg,
+    )
 
 
 def load(args: argparse.Namespace) -> MasterConfig:
@@ -139,6 +197,7 @@ def load(args: argparse.Namespace) -> MasterConfig:
         agent_reconnect_timeout=timeout,
         log_level=str(raw.get("log_level", "info")),
         advertised_address=str(raw.get("advertised_address", "")),
+        security=_security(raw.get("security")),
     )
 
 

@@ -2,9 +2,10 @@
 events for live updates, and the WebUI's static files.
 
 Routes live in one module per area (``gateway_experiments``, ``gateway_cluster``,
-``gateway_stream``, ``gateway_spa``); this module assembles them and maps errors, here and
-nowhere else: the shared hierarchy's HTTP status with its message, anything unexpected as
-a logged 500 with a generic message.
+``gateway_stream``, ``gateway_spa``, ``gateway_auth``); this module assembles them, puts
+every API route behind ``gateway_auth.authenticate``, and maps errors, here and nowhere
+else: the shared hierarchy's HTTP status with its message, anything unexpected as a logged
+500 with a generic message.
 """
 
 from __future__ import annotations
@@ -19,7 +20,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from determined.common import errors
-from master import gateway_cluster, gateway_codec, gateway_experiments, gateway_spa, gateway_stream
+from master import (
+    authz,
+    gateway_auth,
+    gateway_cluster,
+    gateway_codec,
+    gateway_experiments,
+    gateway_spa,
+    gateway_stream,
+)
+from master.auth import Authenticator
 from master.service import Service
 
 log = logging.getLogger(__name__)
@@ -33,9 +43,13 @@ def error_response(exc: BaseException) -> JSONResponse:
     return JSONResponse({"error": "internal error in the master; see its log"}, status_code=500)
 
 
-def mapped(handler: Handler) -> Handler:
+def mapped(handler: Handler, auth: Authenticator | None = None) -> Handler:
+    """``handler`` behind authentication (when ``auth`` is given) and the error mapping."""
+
     async def wrapper(request: Request) -> Response:
         try:
+            if auth is not None:
+                await gateway_auth.authenticate(request, auth)
             return await handler(request)
         except errors.DetError as e:
             return error_response(e)
@@ -46,14 +60,20 @@ def mapped(handler: Handler) -> Handler:
     return wrapper
 
 
-def _mapped_routes(routes: list[Route]) -> list[Route]:
+def _mapped_routes(routes: list[Route], auth: Authenticator) -> list[Route]:
     return [
-        Route(r.path, mapped(r.endpoint), methods=sorted(r.methods or ()), name=r.name)
+        Route(r.path, mapped(r.endpoint, auth), methods=sorted(r.methods or ()), name=r.name)
         for r in routes
     ]
 
 
-def build(service: Service) -> Starlette:
+def build(
+    service: Service,
+    auth: Authenticator,
+    lookup: authz.Lookup,
+    *,
+    session_lifetime: float = 7 * 24 * 3600.0,
+) -> Starlette:
     async def health(request: Request) -> Response:
         info = service.master_info()
         return JSONResponse(
@@ -73,8 +93,11 @@ def build(service: Service) -> Starlette:
         *gateway_experiments.routes(service),
         *gateway_cluster.routes(service),
         *gateway_stream.routes(service.events),
+        *gateway_auth.routes(auth, session_lifetime),
     ]
-    return Starlette(
-        routes=[*_mapped_routes(api), *gateway_spa.routes()],
+    app = Starlette(
+        routes=[*_mapped_routes(api, auth), *gateway_spa.routes()],
         exception_handlers={HTTPException: http_error},
     )
+    app.state.lookup = lookup
+    return app

@@ -10,6 +10,7 @@ from starlette.routing import Route
 
 from determined.api.gen import v1
 from determined.common import errors
+from master import gateway_auth
 from master import gateway_codec as codec
 from master.service import Service
 
@@ -58,6 +59,9 @@ def routes(service: Service) -> list[Route]:
         if not isinstance(body, list) or not body:
             raise errors.InvalidArgument("request body: expected a non-empty list of job updates")
         updates = [job_update(raw, i) for i, raw in enumerate(body)]
+        await gateway_auth.authorize(
+            request, "UpdateJobQueue", v1.UpdateJobQueueRequest(updates=updates)
+        )
         await service.update_job_queue(updates)
         return codec.message(v1.UpdateJobQueueResponse())
 

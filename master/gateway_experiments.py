@@ -11,6 +11,7 @@ from starlette.routing import Route
 
 from determined.api.gen import v1
 from determined.common import errors
+from master import gateway_auth
 from master import gateway_codec as codec
 from master.service import Service
 
@@ -45,14 +46,20 @@ def routes(service: Service) -> list[Route]:
             context=b"",
             paused=not codec.field(body, "activate", bool, True),
             validate_only=codec.field(body, "validate_only", bool, False),
+            username=gateway_auth.caller(request).username,
         )
+        await gateway_auth.authorize(request, "CreateExperiment", req)
         return codec.message(await service.create_experiment(req))
 
     async def get_experiment(request: Request) -> Response:
         return codec.message(await service.get_experiment(codec.integer(request, "id")))
 
     async def delete_experiment(request: Request) -> Response:
-        await service.experiment_action("delete", codec.integer(request, "id"))
+        exp_id = codec.integer(request, "id")
+        await gateway_auth.authorize(
+            request, "DeleteExperiment", v1.ExperimentActionRequest(experiment_id=exp_id)
+        )
+        await service.experiment_action("delete", exp_id)
         return JSONResponse({})
 
     async def experiment_action(request: Request) -> Response:
@@ -61,7 +68,13 @@ def routes(service: Service) -> list[Route]:
             raise errors.NotFound(
                 f"unknown experiment action {action!r}; one of {', '.join(EXPERIMENT_ACTIONS)}"
             )
-        return codec.message(await service.experiment_action(action, codec.integer(request, "id")))
+        exp_id = codec.integer(request, "id")
+        await gateway_auth.authorize(
+            request,
+            f"{action.capitalize()}Experiment",
+            v1.ExperimentActionRequest(experiment_id=exp_id),
+        )
+        return codec.message(await service.experiment_action(action, exp_id))
 
     async def experiment_trials(request: Request) -> Response:
         trials = await service.get_experiment_trials(codec.integer(request, "id"))
@@ -76,7 +89,9 @@ def routes(service: Service) -> list[Route]:
         return codec.message(v1.GetTrialResponse(trial=trial))
 
     async def kill_trial(request: Request) -> Response:
-        await service.kill_trial(codec.integer(request, "id"))
+        trial_id = codec.integer(request, "id")
+        await gateway_auth.authorize(request, "KillTrial", v1.KillTrialRequest(trial_id=trial_id))
+        await service.kill_trial(trial_id)
         return codec.message(v1.KillTrialResponse())
 
     async def trial_metrics(request: Request) -> Response:

@@ -115,4 +115,22 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE experiments ADD COLUMN queue_order REAL NOT NULL DEFAULT 0;
     """,
+    # 3: users and their sessions (only token digests are kept).
+    """
+    CREATE TABLE users (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        username TEXT NOT NULL UNIQUE,
+        password_hash TEXT NOT NULL,
+        admin INTEGER NOT NULL DEFAULT 0,
+        active INTEGER NOT NULL DEFAULT 1,
+        modified_at REAL NOT NULL
+    );
+    CREATE TABLE sessions (
+        token_digest TEXT PRIMARY KEY,
+        user_id INTEGER NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL
+    );
+    CREATE INDEX sessions_user ON sessions (user_id);
+    """,
 ]

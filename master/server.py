@@ -10,18 +10,20 @@ import uuid
 import grpclib.server
 
 from determined.common import wire
+from master import auth, authz, gateway, scheduler
 from master import config as master_config
-from master import gateway, scheduler
 from master.agents import AgentHub
 from master.api import DeterminedServicer
 from master.db import Database
 from master.events import EventBus
 from master.experiments import Experiments, MasterInfo
+from master.guard import Guarded
 from master.jobs import Jobs
 from master.listener import Listener, bind
 from master.logs import LogStore
 from master.reports import Reports
 from master.service import Service
+from master.task_tokens import LiveTaskTokens
 from master.tasks import TaskManager
 
 log = logging.getLogger(__name__)
@@ -101,13 +103,28 @@ class Master:
             events=events,
             jobs=Jobs(self.cfg, hub, tasks, experiments),
         )
+        authenticator = auth.Authenticator(
+            self.db,
+            tasks=LiveTaskTokens(tasks, experiments),
+            agent_token=auth.load_or_create_agent_token(self.cfg.agent_token_path),
+            session_lifetime=self.cfg.security.session_lifetime,
+        )
+        await authenticator.bootstrap(self.cfg.data_dir)
         async with lock:
             restored = await tasks.restore()
             await experiments.restore(restored)
+        lookup = authz.Lookup(self.db)
         grpc_server = grpclib.server.Server(
-            [DeterminedServicer(service), hub], codec=wire.WireCodec()
+            [
+                Guarded(DeterminedServicer(service, authenticator), authenticator, lookup),
+                Guarded(hub, authenticator, lookup),
+            ],
+            codec=wire.WireCodec(),
         )
-        self._listener = Listener(grpc_server, gateway.build(service))
+        app = gateway.build(
+            service, authenticator, lookup, session_lifetime=self.cfg.security.session_lifetime
+        )
+        self._listener = Listener(grpc_server, app)
         await self._listener.start(sock)
         self.port = self._listener.port
         log.info("master %s listening on %s:%d", cluster_id, self.cfg.host, self.port)

@@ -81,6 +81,8 @@ class TaskManager:
         self.pending: dict[str, TaskRequest] = {}
         self.allocations: dict[str, Allocation] = {}
         self._by_container: dict[str, Allocation] = {}
+        # Live allocations by their task token: a token is good exactly while this holds it.
+        self._by_token: dict[str, Allocation] = {}
         self._reconnect_timeout = agent_reconnect_timeout
         self._kill_grace = kill_grace
         self._wake = asyncio.Event()
@@ -101,6 +103,9 @@ class TaskManager:
             if alloc.task_id == task_id:
                 return alloc
         return None
+
+    def by_token(self, token: str) -> Allocation | None:
+        return self._by_token.get(token)
 
     def get(self, allocation_id: str) -> Allocation:
         alloc = self.allocations.get(allocation_id)
@@ -195,6 +200,7 @@ class TaskManager:
             agent.containers.add(c.id)
             self._by_container[c.id] = alloc
         self.allocations[alloc.id] = alloc
+        self._by_token[alloc.token] = alloc
         await self._db.execute(
             "INSERT INTO allocations (id, trial_id, task_id, state, containers, token, start_time)"
             " VALUES (?,?,?,?,?,?,?)",
@@ -268,6 +274,7 @@ class TaskManager:
                 preemption_acked=bool(row["preemption_acked"]),
             )
             self.allocations[alloc.id] = alloc
+            self._by_token[alloc.token] = alloc
             for c in containers.values():
                 self._by_container[c.id] = alloc
                 if c.exit_code is None:
@@ -371,6 +378,7 @@ class TaskManager:
     async def _finish(self, alloc: Allocation) -> None:
         assert self.owner is not None
         del self.allocations[alloc.id]
+        self._by_token.pop(alloc.token, None)
         for cid in alloc.containers:
             self._by_container.pop(cid, None)
         await self._db.execute(

@@ -54,10 +54,63 @@ class Cluster:
         self.reconnect_timeout = reconnect_timeout
         self.master: subprocess.Popen[bytes] | None = None
         self.agents: dict[str, subprocess.Popen[bytes]] = {}
+        self._token: str | None = None
+
+    @property
+    def admin_password(self) -> str:
+        """The password the master generated for ``admin`` at its first start."""
+        return (self.root / "master" / "admin-password").read_text().strip()
+
+    @property
+    def agent_token_file(self) -> pathlib.Path:
+        return self.root / "master" / "agent-token"
 
     @property
     def env(self) -> dict[str, str]:
-        return {**os.environ, "DET_MASTER": self.address, "PYTHONUNBUFFERED": "1"}
+        """The environment of `det` commands: logged in as admin through DET_USER/DET_PASS,
+        with a token cache of this cluster's own."""
+        env = {
+            **os.environ,
+            "DET_MASTER": self.address,
+            "PYTHONUNBUFFERED": "1",
+            "XDG_CONFIG_HOME": str(self.root / "config"),
+        }
+        if (self.root / "master" / "admin-password").exists():
+            env.update(DET_USER="admin", DET_PASS=self.admin_password)
+        return env
+
+    def login(self, username: str = "admin", password: str | None = None) -> str:
+        """A session token from the HTTP API (for ``get`` and ``post``)."""
+        body = json.dumps(
+            {"username": username, "password": password or self.admin_password}
+        ).encode()
+        req = urllib.request.Request(
+            f"http://{self.address}/api/v1/auth/login",
+            data=body,
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(req, timeout=30) as r:
+            cookie = r.headers.get("set-cookie", "")
+        return cookie.split("det_session=", 1)[1].split(";", 1)[0]
+
+    @property
+    def token(self) -> str:
+        if self._token is None:
+            self._token = self.login()
+        return self._token
+
+    def request(
+        self, path: str, *, method: str = "GET", body: Any = None, token: str | None = None
+    ) -> urllib.request.Request:
+        """An HTTP API request with the admin's (or ``token``'s) credentials."""
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Authorization": f"Bearer {token or self.token}"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        return urllib.request.Request(
+            f"http://{self.address}{path}", data=data, headers=headers, method=method
+        )
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         log = open(self.root / f"{name}.log", "ab")
@@ -126,6 +179,8 @@ class Cluster:
                 "debug",
                 "--runtime",
                 runtime,
+                "--token-file",
+                str(self.agent_token_file),
             ],
         )
         wait_until(
@@ -141,7 +196,7 @@ class Cluster:
 
     def agents_json(self) -> list[dict[str, Any]]:
         try:
-            with urllib.request.urlopen(f"http://{self.address}/api/v1/agents", timeout=2) as r:
+            with urllib.request.urlopen(self.request("/api/v1/agents"), timeout=2) as r:
                 return list(json.load(r)["agents"])
         except OSError:
             return []
@@ -175,7 +230,7 @@ class Cluster:
 
     def get(self, path: str) -> Any:
         """GET a JSON document from the master's HTTP API (cheap enough to poll)."""
-        with urllib.request.urlopen(f"http://{self.address}{path}", timeout=10) as r:
+        with urllib.request.urlopen(self.request(path), timeout=10) as r:
             return json.load(r)
 
     def state(self, exp_id: int) -> str:

@@ -15,6 +15,7 @@ import grpclib.const
 import pytest
 from grpclib.testing import ChannelFor
 
+from cli import auth
 from cli.__main__ import main
 from determined.api.gen import v1
 from determined.common import client
@@ -110,7 +111,12 @@ def master(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMaster]:
         async with ChannelFor([fake]) as channel:
             yield InMemorySession(channel)
 
+    async def logged_in(session: client.Session) -> None:
+        session.token = "test-token"
+
     monkeypatch.setattr(client, "session", session)
+    # The fake master checks no credentials; the CLI's login is tested against a real one.
+    monkeypatch.setattr(auth, "authenticate", logged_in)
     yield fake
 
 

@@ -30,12 +30,15 @@ def own_argv() -> list[str]:
 
 def test_master_and_agent_command_lines(tmp_path: Path) -> None:
     assert deploy.master_argv(8123, tmp_path) == [
-        sys.executable, "-P", "-m", "master", "--port", "8123",
+        sys.executable, "-P", "-m", "master", "--host", "127.0.0.1", "--port", "8123",
         "--data-dir", str(tmp_path / "master"),
     ]  # fmt: skip
-    argv = deploy.agent_argv(8123, "host-0", tmp_path / "agent-0", None, "process")
+    argv = deploy.agent_argv(
+        8123, "host-0", tmp_path / "agent-0", None, "process", token_file=tmp_path / "tok"
+    )
     assert argv == [
         sys.executable, "-P", "-m", "agent", "--master", "localhost:8123",
+        "--token-file", str(tmp_path / "tok"),
         "--agent-id", "host-0", "--work-dir", str(tmp_path / "agent-0"),
         "--resource-pool", "default", "--runtime", "process",
     ]  # fmt: skip

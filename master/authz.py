@@ -1,0 +1,318 @@
+"""Authorization: one table that says, for every RPC, which callers may make it.
+
+The gRPC servicer and the HTTP gateway both check a call here, by the RPC's name and its
+request message, before the call reaches the domain. The rules:
+
+- Any logged-in user may read. Creating an experiment needs a user; forking one (a create
+  with a parent) is for the parent's owner or an admin.
+- Steering an experiment (pause, activate, cancel, kill, archive, delete, its job's
+  priority, weight, pool and position, its resources) is for its owner or an admin.
+- Users and agents are managed by admins; a user may change their own password.
+- A task acts only on its own allocation and trial, reads only its own experiment (and the
+  checkpoint it started from), and can create, steer or read nothing else.
+- The agent token is good for the agents' stream only.
+
+An RPC missing from the table is refused for everybody, so a new RPC cannot be added
+unprotected by accident.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from determined.common import errors
+from master.callers import AgentCaller, Caller, TaskCaller, UserCaller
+from master.db import Database
+
+_TASK_REFUSED = "a task's token is good only for calls about its own allocation and trial"
+
+
+class Lookup:
+    """The few facts rules need that the request does not carry: who owns what."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def experiment_owner(self, experiment_id: int) -> str:
+        row = await self._db.fetch_one(
+            "SELECT username FROM experiments WHERE id = ?", (experiment_id,)
+        )
+        if row is None:
+            raise errors.NotFound(f"experiment {experiment_id} not found")
+        return str(row["username"])
+
+    async def trial_experiment(self, trial_id: int) -> int:
+        row = await self._db.fetch_one("SELECT experiment_id FROM trials WHERE id = ?", (trial_id,))
+        if row is None:
+            raise errors.NotFound(f"trial {trial_id} not found")
+        return int(row["experiment_id"])
+
+    async def checkpoint_experiment(self, uuid: str) -> int:
+        row = await self._db.fetch_one(
+            "SELECT experiment_id FROM checkpoints WHERE uuid = ?", (uuid,)
+        )
+        if row is None:
+            raise errors.NotFound(f"checkpoint {uuid} not found")
+        return int(row["experiment_id"] or 0)
+
+    async def job_experiment(self, job_id: str) -> int:
+        row = await self._db.fetch_one("SELECT id FROM experiments WHERE job_id = ?", (job_id,))
+        if row is None:
+            raise errors.NotFound(f"job {job_id} not found")
+        return int(row["id"])
+
+
+Rule = Callable[[Caller, Any, Lookup], Awaitable[None]]
+
+
+def _user(caller: Caller) -> UserCaller:
+    if isinstance(caller, UserCaller):
+        return caller
+    if isinstance(caller, TaskCaller):
+        raise errors.PermissionDenied(_TASK_REFUSED)
+    raise errors.PermissionDenied("the agent token is good only for the agents' stream")
+
+
+async def _owns(caller: Caller, experiment_id: int, lookup: Lookup, what: str) -> None:
+    user = _user(caller)
+    owner = await lookup.experiment_owner(experiment_id)
+    if not user.admin and owner != user.username:
+        raise errors.PermissionDenied(
+            f"only {owner or 'its owner'} or an admin may {what} experiment {experiment_id}"
+        )
+
+
+# -- the rule kinds -----------------------------------------------------------------------------
+
+
+async def anyone(caller: Caller, message: Any, lookup: Lookup) -> None:
+    """Login: the one call open to callers without a token (checked elsewhere)."""
+
+
+async def user(caller: Caller, message: Any, lookup: Lookup) -> None:
+    _user(caller)
+
+
+async def signed_in(caller: Caller, message: Any, lookup: Lookup) -> None:
+    """Users and tasks (harmless facts about the master)."""
+    if isinstance(caller, AgentCaller):
+        _user(caller)
+
+
+async def admin(caller: Caller, message: Any, lookup: Lookup) -> None:
+    if not _user(caller).admin:
+        raise errors.PermissionDenied("only an admin may do this")
+
+
+async def self_or_admin(caller: Caller, message: Any, lookup: Lookup) -> None:
+    u = _user(caller)
+    if not u.admin and message.username != u.username:
+        raise errors.PermissionDenied("only an admin may change another user's password")
+
+
+def owner_of_experiment(what: str) -> Rule:
+    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
+        await _owns(caller, int(message.experiment_id), lookup, what)
+
+    return rule
+
+
+async def create_experiment(caller: Caller, message: Any, lookup: Lookup) -> None:
+    _user(caller)
+    if message.parent_id:
+        await _owns(caller, int(message.parent_id), lookup, "fork")
+
+
+async def kill_trial(caller: Caller, message: Any, lookup: Lookup) -> None:
+    _user(caller)
+    exp = await lookup.trial_experiment(int(message.trial_id))
+    await _owns(caller, exp, lookup, "kill a trial of")
+
+
+async def update_jobs(caller: Caller, message: Any, lookup: Lookup) -> None:
+    _user(caller)
+    for update in message.updates:
+        await _owns(caller, await lookup.job_experiment(update.job_id), lookup, "reorder")
+        for other in (update.ahead_of, update.behind_of):
+            if other:
+                await lookup.job_experiment(other)
+
+
+def _own_task(caller: Caller) -> TaskCaller | None:
+    return caller if isinstance(caller, TaskCaller) else None
+
+
+def task_of_trial(field: str = "trial_id") -> Rule:
+    """The trial's own task, or (for reporting from outside a task) its experiment's owner."""
+
+    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
+        trial_id = int(getattr(message, field))
+        task = _own_task(caller)
+        if task is not None:
+            if trial_id != task.trial_id:
+                raise errors.PermissionDenied(
+                    f"{_TASK_REFUSED}: this task is trial {task.trial_id}, not trial {trial_id}"
+                )
+            return
+        exp = await lookup.trial_experiment(trial_id)
+        await _owns(caller, exp, lookup, "report for a trial of")
+
+    return rule
+
+
+async def task_of_allocation(caller: Caller, message: Any, lookup: Lookup) -> None:
+    task = _own_task(caller)
+    if task is None:
+        _user(caller)
+        raise errors.PermissionDenied("only the allocation's own task may make this call")
+    if message.allocation_id != task.allocation_id:
+        raise errors.PermissionDenied(
+            f"{_TASK_REFUSED}: this task is allocation {task.allocation_id}"
+        )
+
+
+def reader_or_task_of_experiment(field: str = "experiment_id") -> Rule:
+    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
+        task = _own_task(caller)
+        if task is None:
+            _user(caller)
+        elif int(getattr(message, field)) != task.experiment_id:
+            raise errors.PermissionDenied(
+                f"{_TASK_REFUSED}: this task belongs to experiment {task.experiment_id}"
+            )
+
+    return rule
+
+
+async def report_checkpoint(caller: Caller, message: Any, lookup: Lookup) -> None:
+    task = _own_task(caller)
+    if task is None:
+        _user(caller)
+        raise errors.PermissionDenied("only a trial's own task may report its checkpoints")
+    ckpt = message.checkpoint
+    if ckpt is None:
+        return  # the servicer refuses it as an invalid argument
+    if ckpt.trial_id != task.trial_id or (
+        ckpt.allocation_id and ckpt.allocation_id != task.allocation_id
+    ):
+        raise errors.PermissionDenied(
+            f"{_TASK_REFUSED}: this task is trial {task.trial_id}, not trial {ckpt.trial_id}"
+        )
+    if ckpt.experiment_id and ckpt.experiment_id != task.experiment_id:
+        raise errors.PermissionDenied(
+            f"{_TASK_REFUSED}: this task belongs to experiment {task.experiment_id}"
+        )
+
+
+async def get_checkpoint(caller: Caller, message: Any, lookup: Lookup) -> None:
+    task = _own_task(caller)
+    if task is None:
+        _user(caller)
+        return
+    if message.uuid and message.uuid == task.start_checkpoint:
+        return
+    if await lookup.checkpoint_experiment(message.uuid) != task.experiment_id:
+        raise errors.PermissionDenied(
+            f"{_TASK_REFUSED}: checkpoint {message.uuid} belongs to another experiment"
+        )
+
+
+async def get_checkpoints(caller: Caller, message: Any, lookup: Lookup) -> None:
+    task = _own_task(caller)
+    if task is None:
+        _user(caller)
+        return
+    if message.trial_id and message.trial_id != task.trial_id:
+        exp = await lookup.trial_experiment(int(message.trial_id))
+    else:
+        exp = int(message.experiment_id) or task.experiment_id
+    if exp != task.experiment_id:
+        raise errors.PermissionDenied(
+            f"{_TASK_REFUSED}: this task belongs to experiment {task.experiment_id}"
+        )
+
+
+async def delete_checkpoints(caller: Caller, message: Any, lookup: Lookup) -> None:
+    experiments = {await lookup.checkpoint_experiment(u) for u in message.uuids}
+    task = _own_task(caller)
+    for exp in sorted(experiments):
+        if task is not None:
+            if exp != task.experiment_id:
+                raise errors.PermissionDenied(
+                    f"{_TASK_REFUSED}: this task belongs to experiment {task.experiment_id}"
+                )
+        else:
+            await _owns(caller, exp, lookup, "delete checkpoints of")
+
+
+async def agent(caller: Caller, message: Any, lookup: Lookup) -> None:
+    if not isinstance(caller, AgentCaller):
+        raise errors.PermissionDenied("only an agent with the cluster's agent token may connect")
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+RULES: dict[str, Rule] = {
+    "/v1.Determined/GetMaster": signed_in,
+    "/v1.Determined/Login": anyone,
+    "/v1.Determined/Logout": user,
+    "/v1.Determined/GetMe": user,
+    "/v1.Determined/GetUsers": user,
+    "/v1.Determined/PostUser": admin,
+    "/v1.Determined/SetUserPassword": self_or_admin,
+    "/v1.Determined/PatchUser": admin,
+    "/v1.Determined/CreateExperiment": create_experiment,
+    "/v1.Determined/GetExperiments": user,
+    "/v1.Determined/GetExperiment": user,
+    "/v1.Determined/GetExperimentTrials": user,
+    "/v1.Determined/GetExperimentContext": reader_or_task_of_experiment(),
+    "/v1.Determined/ActivateExperiment": owner_of_experiment("activate"),
+    "/v1.Determined/PauseExperiment": owner_of_experiment("pause"),
+    "/v1.Determined/CancelExperiment": owner_of_experiment("cancel"),
+    "/v1.Determined/KillExperiment": owner_of_experiment("kill"),
+    "/v1.Determined/ArchiveExperiment": owner_of_experiment("archive"),
+    "/v1.Determined/UnarchiveExperiment": owner_of_experiment("unarchive"),
+    "/v1.Determined/DeleteExperiment": owner_of_experiment("delete"),
+    "/v1.Determined/GetTrial": user,
+    "/v1.Determined/KillTrial": kill_trial,
+    "/v1.Determined/TrialLogs": user,
+    "/v1.Determined/GetTrialMetrics": user,
+    "/v1.Determined/GetAgents": user,
+    "/v1.Determined/EnableAgent": admin,
+    "/v1.Determined/DisableAgent": admin,
+    "/v1.Determined/GetResourcePools": user,
+    "/v1.Determined/GetJobs": user,
+    "/v1.Determined/UpdateJobQueue": update_jobs,
+    "/v1.Determined/SetExperimentResources": owner_of_experiment("change the resources of"),
+    "/v1.Determined/PreviewSearch": user,
+    "/v1.Determined/ReportTrialMetrics": task_of_trial(),
+    "/v1.Determined/ReportTrialProgress": task_of_trial(),
+    "/v1.Determined/ReportTrialEarlyExit": task_of_trial(),
+    "/v1.Determined/GetBestValidation": reader_or_task_of_experiment(),
+    "/v1.Determined/GetCurrentSearcherOperation": task_of_trial(),
+    "/v1.Determined/CompleteSearcherOperation": task_of_trial(),
+    "/v1.Determined/AllocationAllGather": task_of_allocation,
+    "/v1.Determined/AllocationPreemptionSignal": task_of_allocation,
+    "/v1.Determined/AckAllocationPreemptionSignal": task_of_allocation,
+    "/v1.Determined/ReportCheckpoint": report_checkpoint,
+    "/v1.Determined/GetCheckpoint": get_checkpoint,
+    "/v1.Determined/GetCheckpoints": get_checkpoints,
+    "/v1.Determined/DeleteCheckpoints": delete_checkpoints,
+    "/v1.Agents/Connect": agent,
+}
+
+OPEN = frozenset({"/v1.Determined/Login"})
+
+
+async def authorize(rpc: str, caller: Caller, message: Any, lookup: Lookup) -> None:
+    """Raise ``PermissionDenied`` (or ``NotFound`` for a missing object) unless allowed."""
+    rule = RULES.get(rpc)
+    if rule is None:
+        raise errors.PermissionDenied(f"{rpc} is not open to anybody (no authorization rule)")
+    await rule(caller, message, lookup)
+
+
+def unknown_rpcs(paths: Iterable[str]) -> list[str]:
+    """The RPCs of a service that have no rule (a test keeps this empty)."""
+    return sorted(p for p in paths if p not in RULES)

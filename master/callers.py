@@ -1,0 +1,38 @@
+"""Who is calling: the identities a token can stand for once the master has checked it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class UserCaller:
+    """A person (CLI, WebUI or SDK) with a session token."""
+
+    id: int
+    username: str
+    admin: bool
+    # The digest of the session token, so that Logout can end exactly this session.
+    session: str
+
+
+@dataclass(frozen=True)
+class TaskCaller:
+    """A running task with its allocation's token: it may act only on its own allocation,
+    its own trial and (for reads) its own experiment."""
+
+    allocation_id: str
+    task_id: str
+    trial_id: int
+    experiment_id: int
+    # The checkpoint the run started from (warm start or resume); the task may read it
+    # even when another trial wrote it.
+    start_checkpoint: str
+
+
+@dataclass(frozen=True)
+class AgentCaller:
+    """An agent daemon that presented the cluster's agent token."""
+
+
+Caller = UserCaller | TaskCaller | AgentCaller

@@ -1,0 +1,121 @@
+"""Who may use the HTTP API, and from where.
+
+Every ``/api/v1`` route but login needs a user's session: the ``det_session`` cookie that
+login sets (HttpOnly, SameSite=Strict) or an ``Authorization: Bearer`` header for scripts.
+Task and agent tokens are refused here; tasks and agents speak gRPC. A state-changing
+request must come from the master's own origin (its Origin header, when a browser sends
+one, names this host) and, when it has a body, must be ``application/json``; that is what a
+page on another site cannot send without a CORS preflight, which this master never answers.
+Changes to an experiment or job are checked against the same rule table as the gRPC API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from determined.common import errors
+from master import authz
+from master import gateway_codec as codec
+from master.auth import Authenticator
+from master.callers import UserCaller
+
+COOKIE = "det_session"
+OPEN_PATHS = frozenset({"/health", "/api/v1/auth/login"})
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def token_of(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return request.cookies.get(COOKIE) or None
+
+
+def check_same_origin(request: Request) -> None:
+    """Refuse a state-changing request that a page on another site could have sent."""
+    if request.method in _SAFE_METHODS:
+        return
+    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        raise errors.PermissionDenied("cross-site requests are refused")
+    origin = request.headers.get("origin")
+    if origin is not None:
+        host = request.headers.get("host", "")
+        if origin == "null" or urlsplit(origin).netloc.lower() != host.lower():
+            raise errors.PermissionDenied(f"requests from origin {origin} are refused")
+    if request.method in ("POST", "PUT", "PATCH"):
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "application/json":
+            raise errors.InvalidArgument("request body: Content-Type must be application/json")
+
+
+async def authenticate(request: Request, auth: Authenticator) -> UserCaller | None:
+    """Check the request's credentials; None for the few open paths."""
+    check_same_origin(request)
+    if request.url.path in OPEN_PATHS:
+        return None
+    caller = await auth.authenticate(token_of(request))
+    if not isinstance(caller, UserCaller):
+        raise errors.PermissionDenied("the HTTP API is for users; tasks and agents use gRPC")
+    request.state.caller = caller
+    return caller
+
+
+def caller(request: Request) -> UserCaller:
+    found = getattr(request.state, "caller", None)
+    if not isinstance(found, UserCaller):
+        raise errors.Unauthenticated("no credentials: log in first")
+    return found
+
+
+async def authorize(request: Request, rpc: str, message: Any) -> None:
+    """Check a change against the RPC's rule, as the gRPC API does."""
+    lookup: authz.Lookup = request.app.state.lookup
+    await authz.authorize(f"/v1.Determined/{rpc}", caller(request), message, lookup)
+
+
+def _session_cookie(response: Response, request: Request, token: str, max_age: int) -> None:
+    response.set_cookie(
+        COOKIE,
+        token,
+        max_age=max_age,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+
+
+def routes(auth: Authenticator, session_lifetime: float) -> list[Route]:
+    async def login(request: Request) -> Response:
+        body = await codec.json_body(request)
+        if not isinstance(body, dict):
+            raise errors.InvalidArgument("request body: expected a JSON object")
+        username = codec.field(body, "username", str, "")
+        password = codec.field(body, "password", str, "")
+        peer = request.client.host if request.client else ""
+        resp = await auth.login(username, password, peer)
+        assert resp.user is not None
+        out = codec.message(resp.user)
+        _session_cookie(out, request, resp.token, int(session_lifetime))
+        return out
+
+    async def logout(request: Request) -> Response:
+        await auth.logout(caller(request))
+        out = JSONResponse({})
+        out.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+        return out
+
+    async def me(request: Request) -> Response:
+        return codec.message(await auth.me(caller(request)))
+
+    return [
+        Route("/api/v1/auth/login", login, methods=["POST"]),
+        Route("/api/v1/auth/logout", logout, methods=["POST"]),
+        Route("/api/v1/me", me, methods=["GET"]),
+    ]

@@ -1,0 +1,30 @@
+"""Task tokens: a live allocation's token stands for that allocation's task, scoped to its
+trial and experiment. The token stops working the moment the allocation ends."""
+
+from __future__ import annotations
+
+from master.callers import TaskCaller
+from master.experiments import Experiments
+from master.tasks import TaskManager
+
+
+class LiveTaskTokens:
+    def __init__(self, tasks: TaskManager, experiments: Experiments) -> None:
+        self._tasks = tasks
+        self._experiments = experiments
+
+    def task_caller(self, token: str) -> TaskCaller | None:
+        alloc = self._tasks.by_token(token)
+        if alloc is None or alloc.trial_id is None:
+            return None
+        found = self._experiments.live_trial(alloc.trial_id)
+        if found is None:
+            return None
+        exp, trial = found
+        return TaskCaller(
+            allocation_id=alloc.id,
+            task_id=alloc.task_id,
+            trial_id=trial.id,
+            experiment_id=exp.id,
+            start_checkpoint=exp.source_checkpoint or "",
+        )
