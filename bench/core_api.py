@@ -136,7 +136,7 @@ class Bench:
 
     def run(self, cfg: str) -> None:
         async def go() -> None:
-            async with client.session(self.cluster.address) as s:
+            async with client.session(self.cluster.address, token=self.cluster.token) as s:
                 exp_id, trial_id = await self.create(s, cfg)
                 await self.wait_completed(s, exp_id, trial_id)
 
@@ -149,7 +149,7 @@ class Bench:
         cfg = config(command(PY, "metrics_trial.py", n, out))
 
         async def go() -> dict[str, float]:
-            async with client.session(self.cluster.address) as s:
+            async with client.session(self.cluster.address, token=self.cluster.token) as s:
                 master_cpu = self.master_cpu()
                 exp_id, trial_id = await self.create(s, cfg)
                 calls_file = out / "metrics_calls.json"

@@ -107,8 +107,8 @@ async def runtime_table(runs: int, work: pathlib.Path) -> list[tuple[str, list[f
     return rows
 
 
-async def trial_run(address: str, ctx: bytes) -> tuple[float, float]:
-    async with client.session(address) as s:
+async def trial_run(address: str, token: str, ctx: bytes) -> tuple[float, float]:
+    async with client.session(address, token=token) as s:
         began = time.time()
         resp = await s.call(
             s.stub.create_experiment(v1.CreateExperimentRequest(config=CONFIG, context=ctx))
@@ -147,8 +147,10 @@ def trial_table(runs: int, root: pathlib.Path) -> list[tuple[str, list[float]]]:
         try:
             cluster.start_master()
             cluster.start_agent(f"bench-{runtime}", slots=1, runtime=runtime)
-            asyncio.run(trial_run(cluster.address, ctx))  # warm-up
-            results = [asyncio.run(trial_run(cluster.address, ctx)) for _ in range(runs)]
+            asyncio.run(trial_run(cluster.address, cluster.token, ctx))  # warm-up
+            results = [
+                asyncio.run(trial_run(cluster.address, cluster.token, ctx)) for _ in range(runs)
+            ]
         finally:
             cluster.close()
         rows.append((runtime, [statistics.median(r[k] for r in results) for k in range(2)]))

@@ -27,8 +27,8 @@ BLOCKER = "entrypoint: python3 wait.py\nsearcher: {name: single, metric: x}\nmax
 QUEUED = "entrypoint: python3 hello.py\nsearcher: {name: single, metric: x}\nmax_restarts: 0\n"
 
 
-async def run(address: str, ctx: bytes, jobs: int) -> list[tuple[str, str, str]]:
-    async with client.session(address) as s:
+async def run(address: str, token: str, ctx: bytes, jobs: int) -> list[tuple[str, str, str]]:
+    async with client.session(address, token=token) as s:
         stub = s.stub
         blocker = await s.call(
             stub.create_experiment(v1.CreateExperimentRequest(config=BLOCKER, context=ctx))
@@ -95,7 +95,7 @@ def main() -> None:
         try:
             cluster.start_master()
             cluster.start_agent("agent-0", slots=1)
-            rows = asyncio.run(run(cluster.address, ctx, args.jobs))
+            rows = asyncio.run(run(cluster.address, cluster.token, ctx, args.jobs))
         finally:
             cluster.close()
     width = max(len(r[0]) for r in rows)

@@ -131,8 +131,8 @@ def pydet_config(w: Workload, searcher: str) -> str:
     return json.dumps(cfg)  # JSON is YAML
 
 
-async def run_pydet_search(address: str, ctx: bytes, cfg: str) -> tuple[int, float]:
-    async with client.session(address) as s:
+async def run_pydet_search(address: str, token: str, ctx: bytes, cfg: str) -> tuple[int, float]:
+    async with client.session(address, token=token) as s:
         began = time.monotonic()
         resp = await s.call(
             s.stub.create_experiment(v1.CreateExperimentRequest(config=cfg, context=ctx))
@@ -288,8 +288,8 @@ def exit_seconds(code: str, runs: int) -> float:
     return statistics.median(times)
 
 
-async def context_fetch(address: str, exp_id: int, runs: int) -> float:
-    async with client.session(address) as s:
+async def context_fetch(address: str, token: str, exp_id: int, runs: int) -> float:
+    async with client.session(address, token=token) as s:
         request = v1.GetExperimentContextRequest(experiment_id=exp_id)
         times = []
         for _ in range(runs):
@@ -301,7 +301,7 @@ async def context_fetch(address: str, exp_id: int, runs: int) -> float:
         return statistics.median(times)
 
 
-def profile(address: str, exp_id: int, runs: int) -> list[tuple[str, float]]:
+def profile(address: str, token: str, exp_id: int, runs: int) -> list[tuple[str, float]]:
     return [
         ("`python3 -c pass`", timed_runs([PY, "-c", "pass"], runs)),
         ("`python3 -S -c pass` (no site)", timed_runs([PY, "-S", "-c", "pass"], runs)),
@@ -324,7 +324,7 @@ def profile(address: str, exp_id: int, runs: int) -> list[tuple[str, float]]:
         ("`sh -c true`", timed_runs(["sh", "-c", "true"], runs)),
         (
             "context download + unpack (in process, one session)",
-            asyncio.run(context_fetch(address, exp_id, runs)),
+            asyncio.run(context_fetch(address, token, exp_id, runs)),
         ),
     ]
 
@@ -348,7 +348,7 @@ def run_pydet(
             exp_ids = {}
             for searcher in searchers:
                 exp_id, wall = asyncio.run(
-                    run_pydet_search(cluster.address, ctx, pydet_config(w, searcher))
+                    run_pydet_search(cluster.address, cluster.token, ctx, pydet_config(w, searcher))
                 )
                 exp_ids[searcher] = exp_id
                 trials = read_trials(cluster.root / "master" / "pydet.db", exp_id)
@@ -371,7 +371,7 @@ def run_pydet(
                     stages = breakdown(trials)
                 print(f"pydet {searcher}: {wall:.1f}s", file=sys.stderr, flush=True)
             any_exp = next(iter(exp_ids.values()))
-            parts = profile(cluster.address, any_exp, profile_runs)
+            parts = profile(cluster.address, cluster.token, any_exp, profile_runs)
             imports = top_imports("determined.exec.launch", 8)
         except BaseException:
             print(cluster.dump_logs(), file=sys.stderr)

@@ -37,8 +37,8 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
-async def one_run(address: str, ctx: bytes) -> tuple[float, float]:
-    async with client.session(address) as s:
+async def one_run(address: str, token: str, ctx: bytes) -> tuple[float, float]:
+    async with client.session(address, token=token) as s:
         began = time.time()
         resp = await s.call(
             s.stub.create_experiment(v1.CreateExperimentRequest(config=CONFIG, context=ctx))
@@ -84,7 +84,7 @@ def main() -> None:
             idle = rss_mib(cluster.master.pid)
             first, done = [], []
             for _ in range(args.runs):
-                f, d = asyncio.run(one_run(cluster.address, ctx))
+                f, d = asyncio.run(one_run(cluster.address, cluster.token, ctx))
                 first.append(f)
                 done.append(d)
         finally:

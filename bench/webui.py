@@ -121,21 +121,23 @@ def seed(path: pathlib.Path, *, experiments: int, points: int) -> None:
     db.close()
 
 
-def fetch_seconds(url: str, runs: int) -> float:
+def fetch_seconds(url: str, token: str, runs: int) -> float:
     times = []
     for _ in range(runs):
         began = time.perf_counter()
-        with urllib.request.urlopen(url, timeout=60) as r:
+        req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(req, timeout=60) as r:
             r.read()
         times.append(time.perf_counter() - began)
     return statistics.median(times)
 
 
 def first_render(
-    browser: Any, url: str, *marks: str, screenshot: pathlib.Path | None = None
+    browser: Any, url: str, token: str, *marks: str, screenshot: pathlib.Path | None = None
 ) -> list[float]:
-    """Seconds from navigation start to each mark, in a fresh browser context."""
+    """Seconds from navigation start to each mark, in a fresh (logged-in) browser context."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.add_cookies([{"name": "det_session", "value": token, "url": url}])
     try:
         page = context.new_page()
         page.add_init_script(MARKS)
@@ -187,21 +189,26 @@ def main() -> int:
             print(f"seeded in {time.perf_counter() - began:.1f}s", file=sys.stderr)
             cluster.start_master()
             base = f"http://{cluster.address}"
+            token = cluster.token
             api_list = fetch_seconds(
                 f"{base}/api/v1/experiments?limit=50&order_by=id&descending=true&archived=false",
+                token,
                 args.runs,
             )
-            api_first = fetch_seconds(f"{base}/api/v1/trials/1/metrics?max_points=2000", args.runs)
-            api_metrics = fetch_seconds(f"{base}/api/v1/trials/1/metrics", args.runs)
+            api_first = fetch_seconds(
+                f"{base}/api/v1/trials/1/metrics?max_points=2000", token, args.runs
+            )
+            api_metrics = fetch_seconds(f"{base}/api/v1/trials/1/metrics", token, args.runs)
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 try:
-                    first_render(browser, f"{base}/experiments", "experiments")  # warm-up
+                    first_render(browser, f"{base}/experiments", token, "experiments")  # warm-up
                     shots = args.screenshots
                     exps = [
                         first_render(
                             browser,
                             f"{base}/experiments",
+                            token,
                             "experiments",
                             screenshot=shots / "experiments.png" if shots and i == 0 else None,
                         )[0]
@@ -211,6 +218,7 @@ def main() -> int:
                         first_render(
                             browser,
                             f"{base}/trials/1",
+                            token,
                             "trial",
                             "trial_all",
                             screenshot=shots / "trial.png" if shots and i == 0 else None,

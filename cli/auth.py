@@ -76,11 +76,13 @@ def _entry(doc: dict[str, Any], address: str) -> dict[str, Any]:
     return entry
 
 
-def remember(address: str, username: str, token: str) -> None:
+def remember(address: str, username: str, token: str, *, active: bool) -> None:
+    """Cache a session; ``active`` makes its user the default for later commands."""
     doc = _load()
     entry = _entry(doc, address)
     entry["tokens"][username] = token
-    entry["active_user"] = username
+    if active or "active_user" not in entry:
+        entry["active_user"] = username
     _save(doc)
 
 
@@ -127,11 +129,15 @@ def read_password(username: str) -> str:
     return getpass.getpass(f"Password for user '{username}': ")
 
 
-async def login(session: client.Session, username: str, password: str) -> v1.LoginResponse:
+async def login(
+    session: client.Session, username: str, password: str, *, active: bool = False
+) -> v1.LoginResponse:
+    """Log in and cache the session; ``active`` (det user login) makes the user the default,
+    while a login for ``-u`` or ``DET_USER`` leaves the default alone."""
     resp = await session.call(
         session.stub.login(v1.LoginRequest(username=username, password=password))
     )
-    remember(session.address, username, resp.token)
+    remember(session.address, username, resp.token, active=active)
     session.token = resp.token
     return resp
 

@@ -230,7 +230,7 @@ async def _wait_for_agents(
     async with client.session(f"127.0.0.1:{port}") as s:
         # The local CLI logs in as admin with the password the master generated.
         password = admin_password_file(data_dir).read_text().strip()
-        await auth.login(s, ADMIN, password)
+        await auth.login(s, ADMIN, password, active=True)
         while True:
             for p in [master, *agents]:
                 _check_alive(p)

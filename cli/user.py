@@ -70,7 +70,7 @@ def login(args: argparse.Namespace) -> int:
     username = args.username or auth.wanted_user(address) or auth.DEFAULT_USER
 
     async def body(s: client.Session) -> v1.LoginResponse:
-        return await auth.login(s, username, auth.read_password(username))
+        return await auth.login(s, username, auth.read_password(username), active=True)
 
     rpc.run(args.master, body, authenticated=False)
     print(f"Logged in to {address} as {username}")

@@ -79,7 +79,8 @@ async def _owns(caller: Caller, experiment_id: int, lookup: Lookup, what: str) -
     owner = await lookup.experiment_owner(experiment_id)
     if not user.admin and owner != user.username:
         raise errors.PermissionDenied(
-            f"only {owner or 'its owner'} or an admin may {what} experiment {experiment_id}"
+            f"only the owner of experiment {experiment_id} ({owner or 'unknown'}) or an admin "
+            f"may {what} it"
         )
 
 
