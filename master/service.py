@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import convert, preview
+from master import convert, preview, queries
 from master.agents import AgentHub
 from master.db import Database
 from master.events import EventBus
@@ -312,32 +312,14 @@ class Service:
         built by SQLite in one statement: a trial can have 100,000 reports, which as API
         messages take seconds to encode and as one JSON text a fraction of one.
 
-        With ``max_points``, a group with more reports than that is thinned to about that
-        many, spread over its whole length (every k-th by row id), its last one kept: what a
-        chart needs for a first view of a long trial."""
+        With ``max_points``, each group is thinned to about that many reports for a chart's
+        first view (``queries.trial_metrics_json``)."""
         await self.get_trial(req.trial_id)
-        where = "trial_id = ? AND steps_completed > ?"
-        params: list[object] = [req.trial_id, req.after_steps if req.after_steps else -1]
-        if req.group:
-            where += " AND grp = ?"
-            params.append(req.group)
-        if max_points > 0:
-            counts = await self.db.fetch_all(
-                f"SELECT grp, COUNT(*) AS n FROM metrics WHERE {where} GROUP BY grp", params
-            )
-            for c in counts:
-                if c["n"] > max_points:
-                    where += (
-                        " AND (grp != ? OR id % ? = 0 OR id = (SELECT id FROM metrics"
-                        " WHERE trial_id = ? AND grp = ? ORDER BY steps_completed DESC, id DESC"
-                        " LIMIT 1))"
-                    )
-                    params += [c["grp"], -(-c["n"] // max_points), req.trial_id, c["grp"]]
-        row = await self.db.fetch_one(
-            "SELECT json_group_array(json_object('group', grp,"
-            " 'steps_completed', CAST(steps_completed AS TEXT), 'metrics', metrics,"
-            " 'timestamp', timestamp, 'batch_metrics', batch_metrics)) AS reports"
-            f" FROM (SELECT * FROM metrics WHERE {where} ORDER BY steps_completed, id LIMIT ?)",
-            [*params, req.limit or -1],
+        return await queries.trial_metrics_json(
+            self.db,
+            req.trial_id,
+            group=req.group,
+            after_steps=req.after_steps if req.after_steps else -1,
+            limit=req.limit,
+            max_points=max_points,
         )
-        return str(row["reports"]) if row is not None else "[]"
