@@ -45,8 +45,6 @@ __all__ = [
     "RunningAllocation",
     "decide",
     "fair_shares",
-    "queue_order",
-    "schedule",
 ]
 
 
@@ -66,13 +64,3 @@ def decide(
     if pool.scheduler == "fair_share":
         return decide_fair_share(pool, agents, running, pending)
     return decide_priority(pool, agents, running, pending)
-
-
-def schedule(agents: Sequence[AgentView], requests: Sequence[Request]) -> list[Placement]:
-    """Placements for a default priority pool with nothing running (the pre-``decide`` API)."""
-    return list(decide(PoolPolicy(), agents, (), requests).placements)
-
-
-def queue_order(requests: Sequence[Request]) -> list[Request]:
-    """Requests in the order the priority scheduler considers them."""
-    return sorted(requests, key=lambda r: (r.priority, r.order))

@@ -16,7 +16,6 @@ from master.scheduler import (
     Request,
     RunningAllocation,
     decide,
-    schedule,
 )
 
 
@@ -84,12 +83,17 @@ def agents(*free: int) -> list[AgentView]:
     return Pool(*free).agents()
 
 
+def first_pass(agents: Sequence[AgentView], pending: Sequence[Request]) -> list[Placement]:
+    """What one pass of a default priority pool with nothing running places."""
+    return list(decide(PoolPolicy(), agents, (), pending).placements)
+
+
 def placed(decision: Decision) -> list[str]:
     return [p.request_id for p in decision.placements]
 
 
 def test_lower_priority_number_runs_first() -> None:
-    placed = schedule(
+    placed = first_pass(
         agents(1),
         [Request("late", 1, priority=50, order=1), Request("urgent", 1, priority=10, order=2)],
     )
@@ -97,7 +101,7 @@ def test_lower_priority_number_runs_first() -> None:
 
 
 def test_fifo_within_a_priority() -> None:
-    placed = schedule(agents(1), [Request("second", 1, order=2), Request("first", 1, order=1)])
+    placed = first_pass(agents(1), [Request("second", 1, order=2), Request("first", 1, order=1)])
     assert [p.request_id for p in placed] == ["first"]
 
 
@@ -112,7 +116,7 @@ def test_moving_a_job_ahead_changes_who_goes_next() -> None:
 
 
 def test_multi_slot_requests_are_all_or_nothing() -> None:
-    assert schedule(agents(1, 1), [Request("big", 3)]) == []
+    assert first_pass(agents(1, 1), [Request("big", 3)]) == []
 
 
 def test_a_gang_gets_every_slot_it_asked_for_on_distinct_slots() -> None:
@@ -129,17 +133,17 @@ def test_a_gang_gets_every_slot_it_asked_for_on_distinct_slots() -> None:
 
 
 def test_request_spans_agents_when_no_single_agent_fits() -> None:
-    (p,) = schedule(agents(2, 2), [Request("big", 4)])
+    (p,) = first_pass(agents(2, 2), [Request("big", 4)])
     assert sorted(agent for agent, _ in p.containers) == ["a0", "a1"]
     assert sum(len(slots) for _, slots in p.containers) == 4
 
 
 def test_single_node_requests_never_span() -> None:
-    assert schedule(agents(2, 2), [Request("big", 4, single_node=True)]) == []
+    assert first_pass(agents(2, 2), [Request("big", 4, single_node=True)]) == []
 
 
 def test_packing_prefers_the_fullest_agent_that_fits() -> None:
-    (p,) = schedule(agents(4, 1), [Request("one", 1)])
+    (p,) = first_pass(agents(4, 1), [Request("one", 1)])
     assert p == Placement("one", (("a1", ("0",)),))
 
 
@@ -160,7 +164,7 @@ def test_spreading_puts_one_task_per_agent_first() -> None:
 
 
 def test_zero_slot_tasks_take_no_slot() -> None:
-    placed = schedule(agents(0), [Request("cpu-only", 0), Request("also", 0)])
+    placed = first_pass(agents(0), [Request("cpu-only", 0), Request("also", 0)])
     assert [p.request_id for p in placed] == ["cpu-only", "also"]
     assert all(slots == () for p in placed for _, slots in p.containers)
 
@@ -180,7 +184,7 @@ def test_zero_slot_tasks_start_while_slot_work_is_blocked() -> None:
 
 
 def test_smaller_requests_fill_gaps_behind_a_blocked_one() -> None:
-    placed = schedule(agents(2), [Request("big", 4, order=1), Request("small", 2, order=2)])
+    placed = first_pass(agents(2), [Request("big", 4, order=1), Request("small", 2, order=2)])
     assert [p.request_id for p in placed] == ["small"]
 
 
