@@ -180,8 +180,8 @@ def test_only_the_latest_progress_is_shipped(
     assert transport.progress == [0.3]
 
 
-def test_training_reports_per_second(
-    session: _session.Session, transport: FakeTransport, capsys: pytest.CaptureFixture[str]
+def test_fifty_thousand_training_reports_all_arrive_in_order(
+    session: _session.Session, transport: FakeTransport
 ) -> None:
     transport.encode = True  # the real transport's cost, on the shipping thread
     train = _train.TrainContext(
@@ -192,20 +192,12 @@ def test_training_reports_per_second(
         shipper=shipper(session, transport),
         client=None,  # type: ignore[arg-type]
     )
+    # How fast this is: bench/core_api.py. Here: every report arrives, in order.
     n = 50000
-    start = time.perf_counter()
     for step in range(n):
         train.report_training_metrics(step, {"loss": 0.5, "accuracy": 0.25})
-    calls = time.perf_counter() - start
     train._close()
-    total = time.perf_counter() - start
-    with capsys.disabled():
-        print(
-            f"\nreport_training_metrics: {n / calls:,.0f} calls/s; "
-            f"{n / total:,.0f} reports/s shipped (incl. close)"
-        )
     assert steps(transport.batches) == list(range(n))
-    assert n / calls >= 5000
 
 
 def test_only_the_chief_may_report(session: _session.Session, transport: FakeTransport) -> None:

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import pytest
@@ -33,11 +32,10 @@ def test_grid_is_the_size_of_the_product() -> None:
 
 
 def test_a_huge_grid_is_counted_without_listing_it() -> None:
-    hps = {f"h{i}": {"type": "double", "minval": 0, "maxval": 1, "count": 100} for i in range(4)}
+    # 10**24 points: listing them would never finish (the suite's timeout would fail it).
+    hps = {f"h{i}": {"type": "double", "minval": 0, "maxval": 1, "count": 1000} for i in range(8)}
     cfg = config({"name": "grid", "metric": "m", "max_length": 1}, hps)
-    started = time.monotonic()
-    assert preview(cfg) == ([(100**4, 1)], "")
-    assert time.monotonic() - started < 1.0
+    assert preview(cfg) == ([(1000**8, 1)], "")
 
 
 def asha(**fields: Any) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import inspect
 import math
 import struct
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -322,45 +321,3 @@ def test_codec() -> None:
 
     assert codec.encode(Raw(), Raw) == b"raw"
     assert codec.decode(b"ab", Raw) == b"ba"
-
-
-def _per_call(fn: Any, n: int) -> float:
-    best = math.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - start) / n)
-    return best
-
-
-def test_speed() -> None:
-    job = v1.Job(
-        job_id="a" * 36,
-        type="EXPERIMENT",
-        name="job",
-        priority=42,
-        weight=1.0,
-        submission_time=1700000000.0,
-        acquired_slots=1,
-        needed_slots=1,
-        state="QUEUED",
-        username="determined",
-        resource_pool="default",
-        entity_id=7,
-    )
-    listing = v1.GetJobsResponse(jobs=[job] * 100)
-    data = bytes(job)
-    old_enc, new_enc = _per_call(lambda: bytes(job), 50), _per_call(lambda: wire.encode(job), 2000)
-    old_dec = _per_call(lambda: v1.Job.parse(data), 200)
-    new_dec = _per_call(lambda: wire.decode(v1.Job, data), 2000)
-    listing_data = bytes(listing)
-    old_list = _per_call(lambda: v1.GetJobsResponse.parse(listing_data), 5)
-    new_list = _per_call(lambda: wire.decode(v1.GetJobsResponse, listing_data), 50)
-    print(
-        f"\nJob encode {old_enc * 1e6:.1f} -> {new_enc * 1e6:.2f} us ({old_enc / new_enc:.0f}x);"
-        f" decode {old_dec * 1e6:.1f} -> {new_dec * 1e6:.2f} us ({old_dec / new_dec:.0f}x);"
-        f" 100-job list decode {old_list * 1e3:.2f} -> {new_list * 1e3:.3f} ms"
-    )
-    assert new_enc * 10 < old_enc
-    assert new_dec * 3 < old_dec
