@@ -79,10 +79,13 @@ class TaskManager:
         self._lock = lock
         self.owner: TaskOwner | None = None
         self.pending: dict[str, TaskRequest] = {}
+        # Live allocations, and the same by container, by task token and by task. Only
+        # _index and _unindex change these.
         self.allocations: dict[str, Allocation] = {}
         self._by_container: dict[str, Allocation] = {}
-        # Live allocations by their task token: a token is good exactly while this holds it.
+        # A task token is good exactly while its allocation is in here.
         self._by_token: dict[str, Allocation] = {}
+        self._by_task: dict[str, Allocation] = {}
         self._reconnect_timeout = agent_reconnect_timeout
         self._kill_grace = kill_grace
         self._wake = asyncio.Event()
@@ -99,10 +102,22 @@ class TaskManager:
         return self.pending.pop(task_id, None) is not None
 
     def allocation_of(self, task_id: str) -> Allocation | None:
-        for alloc in self.allocations.values():
-            if alloc.task_id == task_id:
-                return alloc
-        return None
+        return self._by_task.get(task_id)
+
+    def _index(self, alloc: Allocation) -> None:
+        self.allocations[alloc.id] = alloc
+        self._by_token[alloc.token] = alloc
+        self._by_task[alloc.task_id] = alloc
+        for cid in alloc.containers:
+            self._by_container[cid] = alloc
+
+    def _unindex(self, alloc: Allocation) -> None:
+        del self.allocations[alloc.id]
+        self._by_token.pop(alloc.token, None)
+        if self._by_task.get(alloc.task_id) is alloc:
+            del self._by_task[alloc.task_id]
+        for cid in alloc.containers:
+            self._by_container.pop(cid, None)
 
     def by_token(self, token: str) -> Allocation | None:
         return self._by_token.get(token)
@@ -198,9 +213,7 @@ class TaskManager:
             for slot_id in c.slot_ids:
                 agent.slots[slot_id].allocation_id = alloc.id
             agent.containers.add(c.id)
-            self._by_container[c.id] = alloc
-        self.allocations[alloc.id] = alloc
-        self._by_token[alloc.token] = alloc
+        self._index(alloc)
         await self._db.execute(
             "INSERT INTO allocations (id, trial_id, task_id, state, containers, token, start_time)"
             " VALUES (?,?,?,?,?,?,?)",
@@ -273,10 +286,8 @@ class TaskManager:
                 start_time=row["start_time"],
                 preemption_acked=bool(row["preemption_acked"]),
             )
-            self.allocations[alloc.id] = alloc
-            self._by_token[alloc.token] = alloc
+            self._index(alloc)
             for c in containers.values():
-                self._by_container[c.id] = alloc
                 if c.exit_code is None:
                     self._hub_agent(c.agent_id).containers.add(c.id)
                     self._away_since[c.id] = now
@@ -377,10 +388,7 @@ class TaskManager:
 
     async def _finish(self, alloc: Allocation) -> None:
         assert self.owner is not None
-        del self.allocations[alloc.id]
-        self._by_token.pop(alloc.token, None)
-        for cid in alloc.containers:
-            self._by_container.pop(cid, None)
+        self._unindex(alloc)
         await self._db.execute(
             "UPDATE allocations SET state = 'TERMINATED', end_time = ?, exit_reason = ? "
             "WHERE id = ?",
