@@ -34,6 +34,8 @@ ADMIN_PASSWORD_FILE = "admin-password"
 AGENT_TOKEN_FILE = "agent-token"
 # Determined's default session lifetime.
 SESSION_LIFETIME = 7 * 24 * 3600.0
+# Sessions kept per user; logging in once more ends the oldest.
+MAX_SESSIONS_PER_USER = 100
 # Longer is not a token of ours; refused before any lookup.
 MAX_TOKEN_LENGTH = 256
 _USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
@@ -217,11 +219,24 @@ class Authenticator:
         self._throttle.succeeded(keys[0])
         token = passwords.new_token()
         now = self._clock()
-        await self._db.execute(
-            "INSERT INTO sessions (token_digest, user_id, created_at, expires_at)"
-            " VALUES (?, ?, ?, ?)",
-            (passwords.token_digest(token), int(row["id"]), now, now + self._lifetime),
+        # The user's expired sessions go, and at most MAX_SESSIONS_PER_USER stay, so that
+        # logging in again and again cannot grow the store without bound.
+        await self._db.transaction(
+            [
+                (
+                    "DELETE FROM sessions WHERE user_id = ? AND (expires_at <= ? OR token_digest"
+                    " NOT IN (SELECT token_digest FROM sessions WHERE user_id = ?"
+                    " ORDER BY created_at DESC LIMIT ?))",
+                    (int(row["id"]), now, int(row["id"]), MAX_SESSIONS_PER_USER - 1),
+                ),
+                (
+                    "INSERT INTO sessions (token_digest, user_id, created_at, expires_at)"
+                    " VALUES (?, ?, ?, ?)",
+                    (passwords.token_digest(token), int(row["id"]), now, now + self._lifetime),
+                ),
+            ]
         )
+        self._uncache(int(row["id"]))
         log.info("user %s logged in from %s", username, address)
         return v1.LoginResponse(token=token, user=user_proto(row))
 
@@ -229,10 +244,14 @@ class Authenticator:
         self._cache.pop(caller.session, None)
         await self._db.execute("DELETE FROM sessions WHERE token_digest = ?", (caller.session,))
 
-    async def _end_sessions(self, user_id: int, *, keep: str = "") -> None:
+    def _uncache(self, user_id: int, *, keep: str = "") -> None:
+        """Forget a user's checked sessions: the next call reads the store again."""
         for digest, (cached, _) in list(self._cache.items()):
             if cached.id == user_id and digest != keep:
                 del self._cache[digest]
+
+    async def _end_sessions(self, user_id: int, *, keep: str = "") -> None:
+        self._uncache(user_id, keep=keep)
         await self._db.execute(
             "DELETE FROM sessions WHERE user_id = ? AND token_digest != ?", (user_id, keep)
         )
