@@ -37,10 +37,11 @@ class Api:
 
     def __init__(self, cluster: Cluster) -> None:
         self.address = cluster.address
+        self.token = cluster.token
 
     def call(self, rpc: Callable[[v1.DeterminedStub], Awaitable[T]]) -> T:
         async def go() -> T:
-            async with client.session(self.address) as s:
+            async with client.session(self.address, token=self.token) as s:
                 return await s.call(rpc(s.stub))
 
         return asyncio.run(go())
@@ -79,7 +80,7 @@ class Api:
         """The trial's log lines, with ``[rank=N] `` in front where the master stored a rank."""
 
         async def go() -> list[str]:
-            async with client.session(self.address) as s:
+            async with client.session(self.address, token=self.token) as s:
                 request = v1.TrialLogsRequest(trial_id=trial_id, search=search)
                 return [
                     ("" if log.rank is None else f"[rank={log.rank}] ") + log.message

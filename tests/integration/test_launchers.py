@@ -195,7 +195,7 @@ def log_records(api: Api, trial_id: int, search: str) -> list[v1.TaskLog]:
     """Log lines with their rank and timestamp."""
 
     async def go() -> list[v1.TaskLog]:
-        async with client.session(api.address) as s:
+        async with client.session(api.address, token=api.token) as s:
             request = v1.TrialLogsRequest(trial_id=trial_id, search=search)
             return [log async for r in s.stub.trial_logs(request) for log in r.logs]
 

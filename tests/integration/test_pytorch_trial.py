@@ -15,7 +15,7 @@ EXAMPLE = EXAMPLES / "pytorch_trial"
 
 def validation_metrics(cluster: Cluster, trial_id: int) -> list[v1.MetricReport]:
     async def fetch() -> list[v1.MetricReport]:
-        async with client.session(cluster.address) as s:
+        async with client.session(cluster.address, token=cluster.token) as s:
             req = v1.GetTrialMetricsRequest(trial_id=trial_id, group="validation")
             return list((await s.call(s.stub.get_trial_metrics(req))).reports)
 
