@@ -196,9 +196,7 @@ class Authenticator:
     # -- sessions ----------------------------------------------------------------------------
 
     async def login(self, username: str, password: str, address: str) -> v1.LoginResponse:
-        refused = errors.Unauthenticated(
-            "invalid username or password (det user login [NAME] to try again)"
-        )
+        refused = errors.Unauthenticated("invalid username or password")
         if len(username) > 64 or len(password) > passwords.MAX_LENGTH:
             raise refused
         keys = (f"user:{username}", f"addr:{address}")

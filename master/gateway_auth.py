@@ -11,6 +11,7 @@ Changes to an experiment or job are checked against the same rule table as the g
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -59,11 +60,27 @@ async def authenticate(request: Request, auth: Authenticator) -> UserCaller | No
     check_same_origin(request)
     if request.url.path in OPEN_PATHS:
         return None
-    caller = await auth.authenticate(token_of(request))
+    token = token_of(request)
+    caller = await auth.authenticate(token)
     if not isinstance(caller, UserCaller):
         raise errors.PermissionDenied("the HTTP API is for users; tasks and agents use gRPC")
     request.state.caller = caller
+
+    async def still_valid() -> bool:
+        try:
+            await auth.authenticate(token)
+        except errors.DetError:
+            return False
+        return True
+
+    request.state.session_check = still_valid
     return caller
+
+
+def session_check(request: Request) -> Callable[[], Awaitable[bool]] | None:
+    """For long responses (event streams): whether the request's session is still valid."""
+    check = getattr(request.state, "session_check", None)
+    return check if callable(check) else None
 
 
 def caller(request: Request) -> UserCaller:

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from master import gateway_auth
 from master import gateway_codec as codec
 from master.events import Event, EventBus
 
@@ -51,8 +53,13 @@ def encode(event: Event) -> str:
 
 
 async def event_stream(
-    bus: EventBus, only: StreamFilter, heartbeat: float = HEARTBEAT_SECONDS
+    bus: EventBus,
+    only: StreamFilter,
+    heartbeat: float = HEARTBEAT_SECONDS,
+    signed_in: Callable[[], Awaitable[bool]] | None = None,
 ) -> AsyncIterator[str]:
+    """The events ``only`` lets through; ends once ``signed_in`` (checked at most once per
+    heartbeat) says the session that opened the stream has ended."""
     subscription = bus.subscribe()
     # The pending read is owned here: cancelled and awaited when the client goes away.
     pending: asyncio.Task[Event] | None = asyncio.ensure_future(anext(subscription))
@@ -60,9 +67,14 @@ async def event_stream(
         # Let the subscription register before the client is told it is connected.
         await asyncio.sleep(0)
         yield _PREAMBLE
+        checked = time.monotonic()
         while True:
             assert pending is not None
             done, _ = await asyncio.wait({pending}, timeout=heartbeat)
+            if signed_in is not None and time.monotonic() - checked >= heartbeat:
+                if not await signed_in():
+                    return  # logged out or expired: the page reconnects and is sent to log in
+                checked = time.monotonic()
             if not done:
                 yield ": heartbeat\n\n"
                 continue
@@ -88,7 +100,7 @@ def routes(bus: EventBus) -> list[Route]:
             trial_id=codec.integer(request, "trial_id"),
         )
         return StreamingResponse(
-            event_stream(bus, only),
+            event_stream(bus, only, signed_in=gateway_auth.session_check(request)),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )

@@ -1,6 +1,6 @@
-"""What the WebUI tests share: the browser set-up check, screenshots, a cluster, and
-experiments with a slow trial that reports metrics, checkpoints and logs every step
-(ctx/train.py), in configs made per test."""
+"""What the WebUI tests share: the browser set-up check, screenshots, a cluster, logging a
+browser in, and experiments with a slow trial that reports metrics, checkpoints and logs
+every step (ctx/train.py), in configs made per test."""
 
 from __future__ import annotations
 
@@ -84,9 +84,26 @@ def create(cluster: Cluster, tmp: pathlib.Path, name: str, **kw: Any) -> int:
     return cluster.create(config(tmp, name, **kw), CTX)
 
 
-def api(cluster: Cluster, path: str) -> Any:
-    with urllib.request.urlopen(f"http://{cluster.address}{path}", timeout=10) as r:
+def api(cluster: Cluster, path: str, *, token: str | None = None) -> Any:
+    """GET a JSON document from the master as the admin (or as ``token``'s user)."""
+    with urllib.request.urlopen(cluster.request(path, token=token), timeout=10) as r:
         return json.load(r)
+
+
+def sign_in(context: Any, cluster: Cluster, token: str) -> None:
+    """Give a browser context the session cookie the master's login sets (``token`` from
+    ``cluster.login``), as if it had logged in through the login page."""
+    context.add_cookies(
+        [
+            {
+                "name": "det_session",
+                "value": token,
+                "url": f"http://{cluster.address}",
+                "httpOnly": True,
+                "sameSite": "Strict",
+            }
+        ]
+    )
 
 
 def running_trial(cluster: Cluster, exp_id: int, *, min_steps: int = 1) -> int:

@@ -1,6 +1,7 @@
 """The HTTP gateway without sockets: JSON encoding, parameters, error mapping, the
-server-sent event stream, the SPA's files and client-side routes, and the fast metrics
-listing. The ASGI app is called directly."""
+server-sent event stream, the SPA's files and client-side routes, the fast metrics
+listing, and sessions and origins (login, logout, the cookie, what other sites cannot
+send). The ASGI app is called directly."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import asyncio
 import json
 import math
 import pathlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any, cast
 
 import betterproto2
@@ -19,16 +22,34 @@ from starlette.routing import Route
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import gateway_cluster, gateway_codec, gateway_json, gateway_spa, gateway_stream
+from master import (
+    authz,
+    gateway,
+    gateway_cluster,
+    gateway_codec,
+    gateway_json,
+    gateway_spa,
+    gateway_stream,
+)
+from master.auth import ADMIN_PASSWORD_FILE, Authenticator
+from master.callers import TaskCaller
 from master.db import Database
 from master.events import Event, EventBus
+from master.experiments import MasterInfo
 from master.gateway import mapped
 from master.service import Service
 
 
-async def call(app: Any, path: str, method: str = "GET", body: bytes = b"") -> tuple[int, bytes]:
-    """One HTTP request through an ASGI app; returns (status, body)."""
+async def respond(
+    app: Any,
+    path: str,
+    method: str = "GET",
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, list[str]], bytes]:
+    """One HTTP request through an ASGI app (Host: test); returns (status, headers, body)."""
     raw_path, _, query = path.partition("?")
+    sent_headers = {"host": "test", **(headers or {})}
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -38,12 +59,13 @@ async def call(app: Any, path: str, method: str = "GET", body: bytes = b"") -> t
         "path": raw_path,
         "raw_path": raw_path.encode(),
         "query_string": query.encode(),
-        "headers": [(b"host", b"test")],
+        "headers": [(k.lower().encode(), v.encode()) for k, v in sent_headers.items()],
         "client": ("127.0.0.1", 1),
         "server": ("test", 80),
     }
     sent = False
     status = 0
+    answer_headers: dict[str, list[str]] = {}
     chunks: list[bytes] = []
 
     async def receive() -> dict[str, Any]:
@@ -58,11 +80,19 @@ async def call(app: Any, path: str, method: str = "GET", body: bytes = b"") -> t
         nonlocal status
         if message["type"] == "http.response.start":
             status = message["status"]
+            for k, v in message.get("headers", []):
+                answer_headers.setdefault(k.decode().lower(), []).append(v.decode())
         elif message["type"] == "http.response.body":
             chunks.append(message.get("body", b""))
 
     await app(scope, receive, send)
-    return status, b"".join(chunks)
+    return status, answer_headers, b"".join(chunks)
+
+
+async def call(app: Any, path: str, method: str = "GET", body: bytes = b"") -> tuple[int, bytes]:
+    """One HTTP request through an ASGI app; returns (status, body)."""
+    status, _, answer = await respond(app, path, method, body)
+    return status, answer
 
 
 def slow(message: betterproto2.Message) -> dict[str, Any]:
@@ -172,6 +202,27 @@ async def test_stream_sends_a_heartbeat_when_idle() -> None:
     await anext(stream)
     assert await anext(stream) == ": heartbeat\n\n"
     await stream.aclose()
+
+
+async def test_stream_ends_once_its_session_has_ended() -> None:
+    # A tab left open after logout (or session expiry) stops getting events.
+    answers = [True, False]
+    checks: list[bool] = []
+
+    async def signed_in() -> bool:
+        checks.append(answers[len(checks)])
+        return checks[-1]
+
+    bus = EventBus()
+    stream = gateway_stream.event_stream(
+        bus, gateway_stream.StreamFilter(), heartbeat=0.01, signed_in=signed_in
+    )
+    await anext(stream)
+    assert await anext(stream) == ": heartbeat\n\n"  # still signed in
+    with pytest.raises(StopAsyncIteration):
+        await anext(stream)
+    assert checks == [True, False]
+    assert not bus._subscribers
 
 
 def test_stream_filters_by_experiment() -> None:
@@ -292,3 +343,191 @@ def test_nan_is_written_as_proto3_json_does() -> None:
     out = gateway_json.to_dict(v1.Experiment(progress=math.nan))
     assert out["progress"] == "NaN"
     assert cast(Any, json.dumps(out))
+
+
+# -- sessions and origins ------------------------------------------------------------------
+
+ORIGIN = "http://test"
+JSON = {"content-type": "application/json", "origin": ORIGIN, "sec-fetch-site": "same-origin"}
+AGENT_TOKEN = "the-agent-token"
+
+
+class NoTasks:
+    """A cluster with no running allocations: no task token is valid."""
+
+    def task_caller(self, token: str) -> TaskCaller | None:
+        return None
+
+
+@dataclass
+class Master:
+    app: Starlette
+    password: str
+
+    async def login(self, password: str | None = None) -> tuple[int, dict[str, list[str]], Any]:
+        body = json.dumps({"username": "admin", "password": password or self.password})
+        status, headers, raw = await respond(
+            self.app, "/api/v1/auth/login", "POST", body.encode(), JSON
+        )
+        return status, headers, json.loads(raw)
+
+    async def session(self) -> str:
+        status, headers, _ = await self.login()
+        assert status == 200
+        return headers["set-cookie"][0].split(";", 1)[0]  # det_session=...
+
+
+@pytest.fixture
+async def master(tmp_path: pathlib.Path) -> AsyncIterator[Master]:
+    """The gateway as the master builds it, over a real store and authenticator (with the
+    generated admin password); the Service has only what these routes use."""
+    db = Database(tmp_path / "pydet.db")
+    await db.open()
+    auth = Authenticator(db, tasks=NoTasks(), agent_token=AGENT_TOKEN)
+    await auth.bootstrap(tmp_path)
+    service = Service.__new__(Service)
+    service.db = db
+    service.version = "test"
+    service.events = EventBus()
+    service.info = MasterInfo(
+        cluster_id="c", master_address="", pools=("default",), default_pool="default", defaults={}
+    )
+    app = gateway.build(service, auth, authz.Lookup(db), session_lifetime=3600)
+    yield Master(app, (tmp_path / ADMIN_PASSWORD_FILE).read_text().strip())
+    await db.close()
+
+
+async def test_every_api_route_needs_a_session_but_health_login_and_the_app(
+    master: Master,
+) -> None:
+    for path in ("/api/v1/experiments", "/api/v1/master", "/api/v1/me", "/api/v1/jobs"):
+        status, _, body = await respond(master.app, path)
+        assert status == 401, path
+        assert "log in" in json.loads(body)["error"]
+    status, _, body = await respond(master.app, "/api/v1/experiments/1/kill", "POST", b"{}", JSON)
+    assert status == 401
+    assert (await respond(master.app, "/health"))[0] == 200
+    status, headers, _ = await respond(master.app, "/experiments/3")
+    assert status == 200
+    assert headers["content-type"][0].startswith("text/html")
+
+
+async def test_login_sets_an_httponly_strict_cookie_that_is_the_session(master: Master) -> None:
+    status, headers, user = await master.login()
+    assert status == 200
+    assert user["username"] == "admin"
+    assert user["admin"] is True
+    cookie = headers["set-cookie"][0]
+    attributes = {a.strip().split("=")[0].lower() for a in cookie.split(";")[1:]}
+    assert cookie.startswith("det_session=")
+    assert {"httponly", "samesite", "path", "max-age"} <= attributes
+    assert "samesite=strict" in cookie.lower()
+    # The token itself is never in the body, where a script could read it.
+    assert cookie.split(";")[0].split("=", 1)[1] not in json.dumps(user)
+
+    session = cookie.split(";", 1)[0]
+    status, _, body = await respond(master.app, "/api/v1/me", headers={"cookie": session})
+    assert (status, json.loads(body)["username"]) == (200, "admin")
+    status, _, body = await respond(master.app, "/api/v1/experiments", headers={"cookie": session})
+    assert (status, int(json.loads(body)["total"])) == (200, 0)
+
+
+async def test_a_wrong_password_is_refused_with_the_masters_message_and_no_cookie(
+    master: Master,
+) -> None:
+    status, headers, body = await master.login("not-the-password")
+    assert status == 401
+    assert "invalid username or password" in body["error"]
+    assert "set-cookie" not in headers
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "message"),
+    [
+        ({"content-type": "text/plain"}, 400, "Content-Type must be application/json"),
+        ({"content-type": "application/x-www-form-urlencoded"}, 400, "Content-Type must be"),
+        ({"content-type": "multipart/form-data; boundary=x"}, 400, "Content-Type must be"),
+        ({}, 400, "Content-Type must be application/json"),
+        ({"origin": "http://evil.example"}, 403, "origin http://evil.example are refused"),
+        ({"origin": "http://test:8081"}, 403, "are refused"),
+        ({"origin": "null"}, 403, "origin null are refused"),
+        ({"sec-fetch-site": "cross-site"}, 403, "cross-site requests are refused"),
+        ({"sec-fetch-site": "same-site"}, 403, "cross-site requests are refused"),
+    ],
+    ids=[
+        "text-plain",
+        "form",
+        "multipart",
+        "no-content-type",
+        "other-origin",
+        "other-port",
+        "null-origin",
+        "cross-site",
+        "same-site",
+    ],
+)
+async def test_a_change_must_be_json_from_the_masters_own_origin(
+    master: Master, headers: dict[str, str], status: int, message: str
+) -> None:
+    session = await master.session()
+    sent = {**JSON, "cookie": session, **headers}
+    if not headers:
+        del sent["content-type"]
+    body = json.dumps({"config": "name: x", "parent_id": 1}).encode()
+    got, _, answer = await respond(master.app, "/api/v1/experiments", "POST", body, sent)
+    assert got == status
+    assert message in json.loads(answer)["error"]
+    # Logout is a change too: refused alike, and the session lives on.
+    assert (await respond(master.app, "/api/v1/auth/logout", "POST", b"{}", sent))[0] == status
+    assert (await respond(master.app, "/api/v1/me", headers={"cookie": session}))[0] == 200
+
+
+async def test_login_from_another_origin_is_refused(master: Master) -> None:
+    body = json.dumps({"username": "admin", "password": master.password}).encode()
+    headers = {**JSON, "origin": "http://evil.example", "sec-fetch-site": "cross-site"}
+    status, answer_headers, _ = await respond(
+        master.app, "/api/v1/auth/login", "POST", body, headers
+    )
+    assert status == 403
+    assert "set-cookie" not in answer_headers
+
+
+async def test_logout_ends_the_session_and_clears_the_cookie(master: Master) -> None:
+    session = await master.session()
+    other = await master.session()
+    headers = {**JSON, "cookie": session}
+    status, answer_headers, _ = await respond(
+        master.app, "/api/v1/auth/logout", "POST", b"{}", headers
+    )
+    assert status == 200
+    cleared = answer_headers["set-cookie"][0].lower()
+    assert cleared.startswith('det_session="";') or cleared.startswith("det_session=;")
+    assert "max-age=0" in cleared
+    assert (await respond(master.app, "/api/v1/me", headers={"cookie": session}))[0] == 401
+    # Only that session: the same user's other one still works.
+    assert (await respond(master.app, "/api/v1/me", headers={"cookie": other}))[0] == 200
+
+
+async def test_no_cors_is_granted_to_other_origins(master: Master) -> None:
+    session = await master.session()
+    preflight = {
+        "origin": "http://evil.example",
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "content-type",
+    }
+    status, headers, _ = await respond(master.app, "/api/v1/experiments", "OPTIONS", b"", preflight)
+    assert status >= 400
+    assert not any(k.startswith("access-control-") for k in headers)
+    read = {"origin": "http://evil.example", "cookie": session}
+    status, headers, _ = await respond(master.app, "/api/v1/experiments", headers=read)
+    assert not any(k.startswith("access-control-") for k in headers)
+
+
+async def test_the_http_api_takes_bearer_sessions_but_not_the_agent_token(master: Master) -> None:
+    token = (await master.session()).split("=", 1)[1]
+    bearer = {"authorization": f"Bearer {token}"}
+    assert (await respond(master.app, "/api/v1/me", headers=bearer))[0] == 200
+    agent = {"authorization": f"Bearer {AGENT_TOKEN}"}
+    status, _, body = await respond(master.app, "/api/v1/me", headers=agent)
+    assert status == 403
+    assert "for users" in json.loads(body)["error"]

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.webui
 
 
 @pytest.fixture
-def one_slot(tmp_path: pathlib.Path) -> Iterator[Cluster]:
+def cluster(tmp_path: pathlib.Path) -> Iterator[Cluster]:
+    """A cluster of one slot of this test's own (``page`` logs in to it)."""
     if missing_browser_setup():
         pytest.skip(str(missing_browser_setup()))
     (tmp_path / "cluster").mkdir()
@@ -49,9 +50,8 @@ def listed_order(cluster: Cluster, job_ids: list[str]) -> list[str]:
 
 
 def test_moving_a_job_ahead_in_the_ui_changes_det_job_list(
-    one_slot: Cluster, tmp_path: pathlib.Path, page: Any
+    cluster: Cluster, tmp_path: pathlib.Path, page: Any
 ) -> None:
-    cluster = one_slot
     exps = [create(cluster, tmp_path, f"queue-{name}") for name in ("a", "b", "c")]
     jobs = {e: api(cluster, f"/api/v1/experiments/{e}")["experiment"]["job_id"] for e in exps}
     a, b, c = (jobs[e] for e in exps)

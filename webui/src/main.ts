@@ -1,19 +1,22 @@
-// The WebUI's entry: the frame (navigation, live indicator) and the routes.
+// The WebUI's entry: the frame (navigation, live indicator, who is logged in) and the routes.
 
 import "uplot/dist/uPlot.min.css";
 import "./styles.css";
+import { ApiError, api, errorMessage, whenUnauthenticated } from "./api/client";
 import { clusterPage } from "./pages/cluster";
 import { experimentPage } from "./pages/experiment";
 import { experimentsPage } from "./pages/experiments";
 import { jobsPage } from "./pages/jobs";
+import { loginPage } from "./pages/login";
 import { trialPage } from "./pages/trial";
 import { lazy, type Page, type Route, Router } from "./router";
+import { currentUser, LOGIN_PAGE, loginPath } from "./session";
 
 // The YAML library is the biggest dependency and only these pages edit YAML: they load
 // when first visited (one more round trip), everything else is in the first bundle.
 const forkPage = lazy(() => import("./pages/create").then((m) => m.forkPage));
 const continuePage = lazy(() => import("./pages/create").then((m) => m.continuePage));
-import { h, link, replace } from "./ui/dom";
+import { button, h, link, replace } from "./ui/dom";
 
 const routes: Route[] = [
   { pattern: "/", page: (_r, _p, ctx) => (ctx.navigate("/experiments"), () => {}) },
@@ -24,6 +27,7 @@ const routes: Route[] = [
   { pattern: "/trials/:id/continue", page: continuePage, nav: "experiments" },
   { pattern: "/trials/:id", page: trialPage, nav: "experiments" },
   { pattern: "/jobs", page: jobsPage, nav: "jobs" },
+  { pattern: LOGIN_PAGE, page: loginPage, nav: "login" },
 ];
 
 const notFound: Page = (root) => {
@@ -43,9 +47,33 @@ const navLinks = NAV.map(([key, href, label]) => {
   return a;
 });
 const liveDot = h("span", { class: "live idle", title: "live updates from the master" });
+const nav = h("nav", {}, ...navLinks);
+const userName = h("span", { class: "user-name" });
+const logout = button("Log out", () => {
+  logout.disabled = true;
+  api.logout().then(
+    () => {
+      currentUser.set(null);
+      router.navigate(LOGIN_PAGE);
+    },
+    (e: unknown) => {
+      // A 401: the session was already over, and the login page is on its way.
+      if (!(e instanceof ApiError && e.status === 401)) window.alert(`Could not log out: ${errorMessage(e)}`);
+    },
+  ).finally(() => {
+    logout.disabled = false;
+  });
+}, "small logout");
+const userBox = h("span", { class: "user" }, userName, logout);
 const main = h("main", { id: "page" });
 const app = document.getElementById("app") as HTMLElement;
-replace(app, h("header", { class: "top" }, link("/experiments", h("strong", { class: "brand" }, "pydet")), h("nav", {}, ...navLinks), h("span", { class: "spacer" }), liveDot), main);
+replace(app, h("header", { class: "top" }, link("/experiments", h("strong", { class: "brand" }, "pydet")), nav, h("span", { class: "spacer" }), liveDot, userBox), main);
+
+currentUser.subscribe((user) => {
+  userBox.hidden = user === null;
+  userName.textContent = user ? user.username : "";
+  userName.title = user?.admin ? `${user.username} (admin)` : "";
+});
 
 const router = new Router(
   routes,
@@ -53,6 +81,7 @@ const router = new Router(
   notFound,
   (route) => {
     for (const a of navLinks) a.classList.toggle("active", a.dataset.nav === route?.nav);
+    nav.hidden = route?.page === loginPage;
     // Pages without a live stream poll instead; the indicator stays blank for them.
     liveDot.className = "live idle";
     liveDot.textContent = "";
@@ -63,4 +92,14 @@ const router = new Router(
     liveDot.textContent = live ? "live" : "offline";
   },
 );
+// A 401 from any call: the session is missing or over. Log in, then come back here.
+whenUnauthenticated(() => {
+  currentUser.set(null);
+  if (location.pathname !== LOGIN_PAGE) router.navigate(loginPath(location.pathname + location.search + location.hash), true);
+});
 router.render();
+// Who is logged in, for the header (a 401 here goes to the login page as any other).
+api.me().then(
+  (user) => currentUser.set(user),
+  () => {},
+);

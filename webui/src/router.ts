@@ -4,7 +4,8 @@
 export type Params = Record<string, string>;
 
 export interface PageContext {
-  navigate(path: string): void;
+  /** Go to `path`; `replace` swaps the current history entry instead of adding one. */
+  navigate(path: string, replace?: boolean): void;
   /** Show whether live updates are flowing. */
   setLive(live: boolean): void;
 }
@@ -121,7 +122,7 @@ export class Router {
     while (this.root.firstChild) this.root.removeChild(this.root.firstChild);
     const found = match(this.compiled, location.pathname);
     this.onChange(found?.route ?? null);
-    const ctx: PageContext = { navigate: (p) => this.navigate(p), setLive: this.setLive };
+    const ctx: PageContext = { navigate: (p, r) => this.navigate(p, r), setLive: this.setLive };
     const page = found?.route.page ?? this.notFound;
     this.unmount = page(this.root, found?.params ?? {}, ctx);
     window.scrollTo(0, 0);

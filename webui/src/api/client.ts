@@ -30,17 +30,42 @@ export function queryString(query: Query): string {
   return text ? `?${text}` : "";
 }
 
+export const LOGIN_ROUTE = "/api/v1/auth/login";
+
+let onUnauthenticated: () => void = () => {};
+
+/**
+ * What to do when the master answers 401 (no session, or it ended): the frame sends the user
+ * to the login page. Login's own 401 (a wrong password) is the login page's to show.
+ */
+export function whenUnauthenticated(handler: () => void): void {
+  onUnauthenticated = handler;
+}
+
+// The master takes a state-changing call only as application/json from its own origin: a
+// page on another site cannot send that without a CORS preflight, which the master refuses.
+const BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
+
+/** The fetch options of one call: POST, PUT and PATCH always carry a JSON body (`{}` if none). */
+export function requestInit(method: string, body?: unknown): RequestInit {
+  const json = body !== undefined || BODY_METHODS.has(method);
+  return {
+    method,
+    // The session is the HttpOnly det_session cookie, sent to this origin only.
+    credentials: "same-origin",
+    headers: json ? { "Content-Type": "application/json" } : {},
+    body: json ? JSON.stringify(body ?? {}) : null,
+  };
+}
+
 async function call<T>(method: string, path: string, decoder: Decoder<T>, body?: unknown): Promise<T> {
   let response: Response;
   try {
-    response = await fetch(path, {
-      method,
-      headers: body === undefined ? {} : { "Content-Type": "application/json" },
-      body: body === undefined ? null : JSON.stringify(body),
-    });
+    response = await fetch(path, requestInit(method, body));
   } catch {
     throw new ApiError("cannot reach the master; is it running?", 0);
   }
+  if (response.status === 401 && path !== LOGIN_ROUTE) onUnauthenticated();
   let payload: unknown;
   try {
     payload = await response.json();
@@ -118,6 +143,9 @@ export const api = {
   resourcePools: () => call("GET", "/api/v1/resource-pools", t.resourcePoolList),
   jobs: (pool: string) => call("GET", `/api/v1/jobs${queryString({ resource_pool: pool })}`, t.jobList),
   updateJobs: (updates: t.JobUpdate[]) => call("POST", "/api/v1/jobs/update", ignore, updates),
+  login: (username: string, password: string) => call("POST", LOGIN_ROUTE, t.user, { username, password }),
+  logout: () => call("POST", "/api/v1/auth/logout", ignore),
+  me: () => call("GET", "/api/v1/me", t.user),
 };
 
 export function errorMessage(e: unknown): string {

@@ -1,6 +1,8 @@
 // Live updates: one EventSource per page, filtered by the master. Events only say what
-// changed; pages refetch what they show (and refetch everything after a reconnect).
+// changed; pages refetch what they show (and refetch everything after a reconnect). The
+// stream is same-origin, so the browser sends the session cookie with it.
 
+import { api } from "./client";
 import { array, type Decoder, decode, int, object, optional, str } from "./decode";
 import { type State, state } from "./types";
 
@@ -66,7 +68,12 @@ export function openStream(filter: { experiment_id?: number; trial_id?: number }
     if (opened) handlers.resync?.();
     opened = true;
   });
-  source.addEventListener("error", () => handlers.status?.(false));
+  source.addEventListener("error", () => {
+    handlers.status?.(false);
+    // EventSource gives up for good on an HTTP error (a 401 once the session ended) without
+    // saying which; a call to the API does, and its 401 leads to the login page.
+    if (source.readyState === EventSource.CLOSED) api.me().catch(() => {});
+  });
   source.addEventListener("overflow", () => handlers.resync?.());
   const listen = <K extends Kind>(kind: K, decoder: Decoder<Parameters<NonNullable<Handlers[K]>>[0]>) => {
     const handler = handlers[kind] as ((e: unknown) => void) | undefined;

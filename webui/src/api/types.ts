@@ -329,3 +329,12 @@ export interface JobUpdate {
 export const created: Decoder<{ experiment: Experiment }> = object({ experiment });
 
 export const errorBody: Decoder<{ error: string }> = object({ error: str });
+
+/** A user of the cluster, as login and /api/v1/me answer. */
+export interface User {
+  id: number;
+  username: string;
+  admin: boolean;
+  active: boolean;
+}
+export const user: Decoder<User> = object<User>({ id: int, username: str, admin: bool, active: bool });

@@ -23,6 +23,8 @@ type Props = {
   step?: string;
   rows?: number;
   spellcheck?: boolean;
+  autocomplete?: string;
+  required?: boolean;
   data?: Record<string, string>;
   on?: { [K in keyof HTMLElementEventMap]?: (event: HTMLElementEventMap[K]) => void };
 };
