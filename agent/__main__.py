@@ -64,6 +64,7 @@ async def _daemon(cfg: config.AgentConfig, agent_slots: list[slots.SlotSpec]) ->
             slots=agent_slots,
             default_image=cfg.default_image,
             harness=cfg.docker_harness,
+            master_cert_file=cfg.master_cert_file,
         )
     except DockerUnavailable as e:
         _fail(e.message)

@@ -44,6 +44,8 @@ class AgentConfig:
     docker_harness: str = "auto"
     # The cluster's agent token (read from token_file); the master refuses agents without it.
     token: str = ""
+    # The CA certificate (PEM, absolute path) that verifies a TLS master; tasks get it too.
+    master_cert_file: str | None = None
 
 
 # key -> (type, flag help)
@@ -63,6 +65,12 @@ _KEYS: dict[str, tuple[type, str]] = {
         str,
         "file holding the cluster's agent token (the master's security.agent_token_file; "
         "default: $DET_AGENT_TOKEN_FILE)",
+    ),
+    "master_cert_file": (
+        str,
+        "CA certificate (PEM) that signed the master's TLS certificate; implies TLS for a "
+        "master address without https:// (default: $DET_MASTER_CERT_FILE, else the "
+        "system's CAs for an https:// address)",
     ),
     "default_image": (
         str,
@@ -182,6 +190,14 @@ def _build(values: dict[str, Any], environ: dict[str, str]) -> AgentConfig:
         else:
             if not token:
                 problems.append(f"token_file: {token_file} is empty")
+    cert_file = values.get("master_cert_file") or environ.get(client.CERT_FILE_ENV) or None
+    if cert_file:
+        # Absolute: tasks, started in their own working directories, read it too.
+        cert_file = str(Path(cert_file).expanduser().resolve())
+        try:
+            client.tls_context(cert_file, what="master_cert_file")
+        except errors.InvalidArgument as e:
+            problems.append(e.message)
     if problems:
         raise ConfigError("; ".join(problems))
     return AgentConfig(
@@ -196,4 +212,5 @@ def _build(values: dict[str, Any], environ: dict[str, str]) -> AgentConfig:
         default_image=default_image,
         docker_harness=docker_harness,
         token=token,
+        master_cert_file=cert_file,
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Callable
 
@@ -25,8 +26,7 @@ from agent import wire
 from agent.outbox import Outbox
 from agent.runtime import Order
 from determined.api.gen import v1
-from determined.common import client
-from determined.common import wire as codec
+from determined.common import client, errors
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +69,16 @@ class Connection:
         outbox: Outbox,
         on_order: Callable[[Order], None],
         token: str = "",
+        master_cert_file: str | None = None,
         min_backoff: float = MIN_BACKOFF,
         max_backoff: float = MAX_BACKOFF,
         welcome_timeout: float = WELCOME_TIMEOUT,
         ack_timeout: float = ACK_TIMEOUT,
     ) -> None:
         self._master = master
-        self._host, self._port = client.parse_address(master)
+        client.parse_address(master)  # fail fast on a bad address
+        # None: DET_MASTER_CERT_FILE if set (see determined.common.client).
+        self._cert_file = master_cert_file
         self._agent_id = agent_id
         self._metadata = client.metadata(token)
         self._hello = hello
@@ -122,7 +125,9 @@ class Connection:
                 except Exception as e:
                     welcomed = welcomed or self._connected
                     reason = self._describe(e)
-                    refused = isinstance(e, (grpclib.exceptions.GRPCError, ProtocolViolation))
+                    refused = isinstance(
+                        e, (grpclib.exceptions.GRPCError, ProtocolViolation)
+                    ) or client.is_tls_failure(e)
                 finally:
                     self._connected = False
                 if self._closing.is_set():
@@ -151,8 +156,9 @@ class Connection:
         return self._finished.is_set()
 
     async def _session(self) -> bool:
-        channel = grpclib.client.Channel(
-            self._host, self._port, config=_CHANNEL_CONFIG, codec=codec.WireCodec()
+        # Afresh for each session: a renewed CA file is read at the next reconnect.
+        channel = client.open_channel(
+            self._master, cert_file=self._cert_file, config=_CHANNEL_CONFIG
         )
         try:
             async with channel.request(
@@ -242,6 +248,16 @@ class Connection:
             if e.status is grpclib.const.Status.UNAVAILABLE:
                 return f"the master at {self._master} is unavailable: {detail}"
             return f"the master rejected this agent: {e.status.name}: {detail}"
+        if isinstance(e, ssl.SSLCertVerificationError):
+            return (
+                f"cannot verify the master's certificate at {self._master} "
+                f"({e.verify_message or e.reason}): set --master-cert-file (or "
+                f"{client.CERT_FILE_ENV}) to the CA certificate that signed it"
+            )
+        if client.is_tls_failure(e):
+            translated = client.translate(e, self._master)
+            assert translated is not None
+            return translated.message
         if isinstance(e, grpclib.exceptions.StreamTerminatedError):
             return f"the connection to the master at {self._master} broke ({e})"
         if isinstance(e, OSError):
@@ -250,6 +266,8 @@ class Connection:
             return f"the master at {self._master} sent no welcome in {self._welcome_timeout} s"
         if isinstance(e, (StreamEnded, ProtocolViolation)):
             return str(e)
+        if isinstance(e, errors.DetError):
+            return e.message  # e.g. a CA file that cannot be read any more
         if isinstance(e, grpclib.exceptions.ProtocolError):
             return f"HTTP/2 protocol error talking to the master at {self._master}: {e}"
         log.error("unexpected error in the connection to the master", exc_info=e)

@@ -50,6 +50,7 @@ class Daemon:
             agent_id=config.agent_id,
             master=config.master,
             slots=self.slots,
+            master_cert_file=config.master_cert_file,
         )
         self._outbox = outbox or Outbox()
         self._stop_grace = stop_grace_seconds
@@ -60,6 +61,7 @@ class Daemon:
             outbox=self._outbox,
             on_order=self._on_order,
             token=config.token,
+            master_cert_file=config.master_cert_file,
             min_backoff=min_backoff,
             max_backoff=max_backoff,
         )

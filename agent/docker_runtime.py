@@ -64,6 +64,17 @@ _LONG_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=Non
 # the container counts as lost.
 _WAIT_RETRIES = 10
 _RUNNING_STATES = ("running", "paused", "restarting")
+# Where a task container finds the CA certificate of a TLS master (a read-only bind).
+MASTER_CERT_PATH = "/run/determined/master-cert.pem"
+
+
+def _add_master_cert(body: dict[str, Any], cert_file: str) -> None:
+    """Give the container the CA file of a TLS master, read-only, and say where it is."""
+    body["Env"] = [e for e in body["Env"] if not e.startswith("DET_MASTER_CERT_FILE=")]
+    body["Env"].append(f"DET_MASTER_CERT_FILE={MASTER_CERT_PATH}")
+    body["HostConfig"]["Mounts"].append(
+        {"Type": "bind", "Source": cert_file, "Target": MASTER_CERT_PATH, "ReadOnly": True}
+    )
 
 
 class DockerUnavailable(Exception):
@@ -116,6 +127,7 @@ class DockerRuntime:
         slots: Sequence[SlotSpec],
         default_image: str = DEFAULT_IMAGE,
         harness: str = "auto",
+        master_cert_file: str | None = None,
     ) -> None:
         if harness not in MODES:
             raise ValueError(f"harness must be one of {', '.join(MODES)}, got {harness!r}")
@@ -128,6 +140,10 @@ class DockerRuntime:
         self._slots = {s.id: s for s in slots}
         self._default_image = default_image
         self._harness = harness
+        # Nothing of the agent's environment reaches a container, so its own
+        # DET_MASTER_CERT_FILE is looked up here when none was given.
+        cert = master_cert_file or os.environ.get("DET_MASTER_CERT_FILE")
+        self._master_cert_file = str(Path(cert).resolve()) if cert else None
         self._containers: dict[str, _Container] = {}
         self._starting: set[str] = set()
         # Every watcher until it has finished, cleanup included (it leaves _containers once
@@ -147,6 +163,7 @@ class DockerRuntime:
         default_image: str = DEFAULT_IMAGE,
         harness: str = "auto",
         url: str | None = None,
+        master_cert_file: str | None = None,
     ) -> DockerRuntime:
         """A runtime on the engine at ``url`` (default ``docker_host()``), once it answers.
 
@@ -183,6 +200,7 @@ class DockerRuntime:
             slots=slots,
             default_image=default_image,
             harness=harness,
+            master_cert_file=master_cert_file,
         )
 
     @property
@@ -358,6 +376,8 @@ class DockerRuntime:
             harness=harness,
             storage=storage,
         )
+        if self._master_cert_file:
+            _add_master_cert(body, self._master_cert_file)
         name = docker_spec.container_name(self._agent_id, cid)
         handle = await self._create_container(body, name, image)
         c = _Container(cid, order.allocation_id, handle, 0, workdir, on_event)

@@ -107,10 +107,14 @@ class ProcessRuntime:
         master: str,
         slots: Sequence[SlotSpec],
         base_env: dict[str, str] | None = None,
+        master_cert_file: str | None = None,
     ) -> None:
         self._work_dir = work_dir
         self._agent_id = agent_id
         self._master = master
+        # The CA file that verifies a TLS master; None leaves the agent's own
+        # DET_MASTER_CERT_FILE (in base_env), if any, to its tasks.
+        self._master_cert_file = master_cert_file
         self._slots = {s.id: s for s in slots}
         self._has_gpus = any(s.type == "cuda" for s in slots)
         self._base_env = dict(os.environ if base_env is None else base_env)
@@ -229,6 +233,8 @@ class ProcessRuntime:
     def _environment(self, order: StartOrder) -> dict[str, str]:
         env = {**self._base_env, **order.env}
         env["DET_MASTER"] = self._master
+        if self._master_cert_file:
+            env["DET_MASTER_CERT_FILE"] = self._master_cert_file
         env["DET_AGENT_ID"] = self._agent_id
         env["PYTHONUNBUFFERED"] = "1"
         # `python3` in an argv means this interpreter, which has `determined` installed.

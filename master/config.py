@@ -24,7 +24,15 @@ _KEYS = {
     "advertised_address",
     "security",
 }
-_SECURITY_KEYS = {"agent_token_file", "session_lifetime", "tls"}
+_SECURITY_KEYS = {
+    "agent_token_file",
+    "session_lifetime",
+    "tls",
+    "max_connections_per_address",
+    "max_connections",
+    "first_request_timeout",
+    "idle_connection_timeout",
+}
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,11 @@ class SecurityConfig:
     agent_token_file: pathlib.Path | None = None
     session_lifetime: float = 7 * 24 * 3600.0
     tls: TlsConfig | None = None
+    # Connection limits (master/listener.py); max_connections 0: from the open-file limit.
+    max_connections_per_address: int = 256
+    max_connections: int = 0
+    first_request_timeout: float = 10.0
+    idle_connection_timeout: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -81,10 +94,13 @@ class MasterConfig:
         }
 
     def address_for_tasks(self) -> str:
+        scheme = "https://" if self.security.tls is not None else ""
         if self.advertised_address:
-            return self.advertised_address
+            if "://" in self.advertised_address:
+                return self.advertised_address
+            return scheme + self.advertised_address
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
-        return f"{host}:{self.port}"
+        return f"{scheme}{host}:{self.port}"
 
 
 def _fail(msg: str) -> errors.InvalidArgument:
@@ -142,7 +158,21 @@ def _security(raw: Any) -> SecurityConfig:
             cert=_path(tls.get("cert"), "security.tls.cert"),
             key=_path(tls.get("key"), "security.tls.key"),
         )
+    defaults = SecurityConfig()
+    limits: dict[str, Any] = {}
+    for key in ("max_connections_per_address", "max_connections"):
+        value = raw.get(key, getattr(defaults, key))
+        least = 0 if key == "max_connections" else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise _fail(f"security.{key}: expected an integer >= {least}")
+        limits[key] = value
+    for key in ("first_request_timeout", "idle_connection_timeout"):
+        value = raw.get(key, getattr(defaults, key))
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise _fail(f"security.{key}: expected a positive number of seconds")
+        limits[key] = float(value)
     return SecurityConfig(
+        **limits,
         agent_token_file=(
             _path(token_file, "security.agent_token_file") if token_file is not None else None
         ),

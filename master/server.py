@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import uuid
 
 import grpclib.server
@@ -19,7 +20,7 @@ from master.events import EventBus
 from master.experiments import Experiments, MasterInfo
 from master.guard import Guarded
 from master.jobs import Jobs
-from master.listener import Listener, bind
+from master.listener import Limits, Listener, bind, raise_fd_limit, server_tls_context
 from master.logs import LogStore
 from master.reports import Reports
 from master.service import Service
@@ -36,6 +37,7 @@ class Master:
         self.cfg = cfg
         self.db = Database(cfg.db_path)
         self._listener: Listener | None = None
+        self._tls: ssl.SSLContext | None = None
         self._stopping = asyncio.Event()
         self.port = cfg.port
         self.ready = asyncio.Event()
@@ -51,6 +53,10 @@ class Master:
         return cluster_id
 
     async def run(self) -> None:
+        tls = self.cfg.security.tls
+        # Before anything else: a bad certificate or key stops the start with its reason.
+        self._tls = server_tls_context(tls.cert, tls.key) if tls is not None else None
+        raise_fd_limit()
         sock = bind(self.cfg.host, self.cfg.port)
         await self.db.open()
         try:
@@ -124,10 +130,27 @@ class Master:
         app = gateway.build(
             service, authenticator, lookup, session_lifetime=self.cfg.security.session_lifetime
         )
-        self._listener = Listener(grpc_server, app)
+        security = self.cfg.security
+        self._listener = Listener(
+            grpc_server,
+            app,
+            tls=self._tls,
+            limits=Limits(
+                per_address=security.max_connections_per_address,
+                total=security.max_connections,
+                first_request_timeout=security.first_request_timeout,
+                idle_timeout=security.idle_connection_timeout,
+            ),
+        )
         await self._listener.start(sock)
         self.port = self._listener.port
-        log.info("master %s listening on %s:%d", cluster_id, self.cfg.host, self.port)
+        log.info(
+            "master %s listening on %s:%d%s",
+            cluster_id,
+            self.cfg.host,
+            self.port,
+            " (TLS)" if self._tls is not None else "",
+        )
         self.ready.set()
         try:
             async with asyncio.TaskGroup() as tg:

@@ -11,6 +11,7 @@ import os
 import pathlib
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -46,11 +47,16 @@ class Cluster:
         *,
         reconnect_timeout: float = 10.0,
         master_config: str | None = None,
+        ca_file: pathlib.Path | None = None,
     ) -> None:
         self.root = root
         self.master_config = master_config
+        # A TLS master (its security.tls is in master_config): the CA that signed its
+        # certificate, given to the CLI, the agents and HTTP requests.
+        self.ca_file = ca_file
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
+        self.url = f"{'https' if ca_file else 'http'}://{self.address}"
         self.reconnect_timeout = reconnect_timeout
         self.master: subprocess.Popen[bytes] | None = None
         self.agents: dict[str, subprocess.Popen[bytes]] = {}
@@ -71,10 +77,12 @@ class Cluster:
         with a token cache of this cluster's own."""
         env = {
             **os.environ,
-            "DET_MASTER": self.address,
+            "DET_MASTER": self.url if self.ca_file else self.address,
             "PYTHONUNBUFFERED": "1",
             "XDG_CONFIG_HOME": str(self.root / "config"),
         }
+        if self.ca_file is not None:
+            env["DET_MASTER_CERT_FILE"] = str(self.ca_file)
         if (self.root / "master" / "admin-password").exists():
             env.update(DET_USER="admin", DET_PASS=self.admin_password)
         return env
@@ -85,12 +93,12 @@ class Cluster:
             {"username": username, "password": password or self.admin_password}
         ).encode()
         req = urllib.request.Request(
-            f"http://{self.address}/api/v1/auth/login",
+            f"{self.url}/api/v1/auth/login",
             data=body,
             headers={"Content-Type": "application/json"},
             method="POST",
         )
-        with urllib.request.urlopen(req, timeout=30) as r:
+        with self.urlopen(req, timeout=30) as r:
             cookie = r.headers.get("set-cookie", "")
         return cookie.split("det_session=", 1)[1].split(";", 1)[0]
 
@@ -109,12 +117,23 @@ class Cluster:
         if data is not None:
             headers["Content-Type"] = "application/json"
         return urllib.request.Request(
-            f"http://{self.address}{path}", data=data, headers=headers, method=method
+            f"{self.url}{path}", data=data, headers=headers, method=method
         )
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    def urlopen(self, req: urllib.request.Request | str, timeout: float) -> Any:
+        """``urllib.request.urlopen``, verifying a TLS master against ``ca_file``."""
+        context = None
+        if self.ca_file is not None:
+            context = ssl.create_default_context(cafile=str(self.ca_file))
+        return urllib.request.urlopen(req, timeout=timeout, context=context)
+
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         log = open(self.root / f"{name}.log", "ab")
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        return subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env=self.env if env is None else env
+        )
 
     def start_master(self) -> None:
         self.master = self._spawn(
@@ -147,7 +166,7 @@ class Cluster:
 
     def healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(f"http://{self.address}/health", timeout=1) as r:
+            with self.urlopen(f"{self.url}/health", timeout=1) as r:
                 return bool(r.status == 200)
         except OSError:
             return False
@@ -168,7 +187,8 @@ class Cluster:
                 "-m",
                 "agent",
                 "--master",
-                self.address,
+                self.url if self.ca_file else self.address,
+                *(["--master-cert-file", str(self.ca_file)] if self.ca_file else []),
                 "--agent-id",
                 agent_id,
                 "--slots",
@@ -182,6 +202,8 @@ class Cluster:
                 "--token-file",
                 str(self.agent_token_file),
             ],
+            # The agent verifies a TLS master by its --master-cert-file flag alone.
+            env={k: v for k, v in self.env.items() if k != "DET_MASTER_CERT_FILE"},
         )
         wait_until(
             lambda: any(a["id"] == agent_id and a["connected"] for a in self.agents_json()),
@@ -196,7 +218,7 @@ class Cluster:
 
     def agents_json(self) -> list[dict[str, Any]]:
         try:
-            with urllib.request.urlopen(self.request("/api/v1/agents"), timeout=2) as r:
+            with self.urlopen(self.request("/api/v1/agents"), timeout=2) as r:
                 return list(json.load(r)["agents"])
         except OSError:
             return []
@@ -230,7 +252,7 @@ class Cluster:
 
     def get(self, path: str) -> Any:
         """GET a JSON document from the master's HTTP API (cheap enough to poll)."""
-        with urllib.request.urlopen(self.request(path), timeout=10) as r:
+        with self.urlopen(self.request(path), timeout=10) as r:
             return json.load(r)
 
     def state(self, exp_id: int) -> str:

@@ -47,6 +47,9 @@ class ClusterInfo:
     container_slot_counts: list[int] = field(default_factory=list)
     gpu_uuids: list[str] = field(default_factory=list)
     trial: TrialInfo | None = None
+    # The CA certificate (PEM) that verifies a TLS master; None when it serves no TLS, or
+    # when the system's CAs verify it.
+    master_cert_file: str | None = None
 
     @property
     def user_data(self) -> dict[str, Any]:
@@ -98,6 +101,7 @@ class ClusterInfo:
             or [len(slot_ids)],
             gpu_uuids=[str(u) for u in as_json("DET_GPU_UUIDS", [])],
             trial=trial,
+            master_cert_file=env.get("DET_MASTER_CERT_FILE") or None,
         )
 
 

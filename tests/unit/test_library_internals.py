@@ -8,19 +8,21 @@ failing at its first connection.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import socket
 
 import grpclib
 import grpclib.config
 import grpclib.server
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
 _UPGRADE = "update master/listener.py for it, then the version pin in pyproject.toml"
 
 
-def test_grpclib_server_can_serve_a_connection_it_did_not_accept() -> None:
+async def test_grpclib_server_can_serve_a_connection_it_did_not_accept() -> None:
     server = grpclib.server.Server([])
     assert callable(getattr(server, "_protocol_factory", None)), (
         f"grpclib {grpclib.__version__} has no Server._protocol_factory, which the master "
@@ -30,6 +32,26 @@ def test_grpclib_server_can_serve_a_connection_it_did_not_accept() -> None:
         f"grpclib {grpclib.__version__} has no Server._handlers set, which the master closes "
         f"on shutdown; {_UPGRADE}"
     )
+
+
+async def test_grpclib_connection_shows_its_calls_in_flight() -> None:
+    # The listener's idle sweep reads H2Protocol.processor.streams (calls in flight) and
+    # .connection.streams_started (calls started so far).
+    server = grpclib.server.Server([])
+    ours, theirs = socket.socketpair()
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.connect_accepted_socket(server._protocol_factory, sock=ours)
+    try:
+        processor = getattr(protocol, "processor", None)
+        assert processor is not None and isinstance(getattr(processor, "streams", None), dict), (
+            f"grpclib {grpclib.__version__}'s H2Protocol has no processor.streams; {_UPGRADE}"
+        )
+        assert isinstance(getattr(protocol.connection, "streams_started", None), int), (
+            f"grpclib {grpclib.__version__}'s Connection has no streams_started; {_UPGRADE}"
+        )
+    finally:
+        transport.close()
+        theirs.close()
 
 
 def test_grpclib_keepalive_settings_are_accepted() -> None:
@@ -56,4 +78,12 @@ def test_uvicorn_h11_protocol_can_be_built_per_connection() -> None:
         )
     assert callable(getattr(H11Protocol, "shutdown", None)), (
         f"uvicorn {uvicorn.__version__}'s H11Protocol has no shutdown(); {_UPGRADE}"
+    )
+    # The idle sweep reads H11Protocol.cycle and the cycle's response_complete.
+    assert "self.cycle" in inspect.getsource(H11Protocol), (
+        f"uvicorn {uvicorn.__version__}'s H11Protocol has no cycle; {_UPGRADE}"
+    )
+    assert "self.response_complete" in inspect.getsource(RequestResponseCycle.__init__), (
+        f"uvicorn {uvicorn.__version__}'s RequestResponseCycle has no response_complete; "
+        + _UPGRADE
     )

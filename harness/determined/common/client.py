@@ -1,18 +1,22 @@
 """How every caller (CLI, harness, agent) reaches the master: one address, one channel.
 
 ``DET_MASTER`` is ``host:port`` (an ``http://`` prefix is tolerated); the master serves gRPC
-and HTTP on that one port. gRPC failures are turned back into the shared error hierarchy
-so callers handle one kind of exception.
+and HTTP on that one port. ``https://host:port``, or ``DET_MASTER_CERT_FILE`` (a PEM file
+with the CA certificate that signed the master's, as Determined names it) with no scheme,
+means TLS, verified against that file or else the system's CAs. gRPC failures are turned
+back into the shared error hierarchy so callers handle one kind of exception.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import ssl
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
 import grpclib.client
+import grpclib.config
 import grpclib.exceptions
 
 from determined.api.gen import v1
@@ -20,6 +24,7 @@ from determined.common import errors, wire
 
 DEFAULT_MASTER = "localhost:8080"
 TOKEN_METADATA_KEY = "x-det-token"
+CERT_FILE_ENV = "DET_MASTER_CERT_FILE"
 
 T = TypeVar("T")
 
@@ -27,6 +32,37 @@ T = TypeVar("T")
 def master_address(explicit: str | None = None) -> str:
     """The master address from an explicit flag, else ``DET_MASTER``, else the default."""
     return explicit or os.environ.get("DET_MASTER") or DEFAULT_MASTER
+
+
+def master_cert_file(explicit: str | None = None) -> str | None:
+    """The CA file to verify the master with: ``explicit``, else ``DET_MASTER_CERT_FILE``."""
+    return explicit or os.environ.get(CERT_FILE_ENV) or None
+
+
+def uses_tls(address: str, cert_file: str | None) -> bool:
+    """``https://`` means TLS and ``http://`` none; without a scheme, a CA file means TLS."""
+    scheme, sep, _ = address.strip().partition("://")
+    if sep:
+        return scheme.lower() == "https"
+    return cert_file is not None
+
+
+def tls_context(
+    cert_file: str | None, *, alpn: tuple[str, ...] = ("h2",), what: str = CERT_FILE_ENV
+) -> ssl.SSLContext:
+    """A client context that verifies the master against ``cert_file`` (else system CAs);
+    ``what`` names where the file came from in the error for a bad one."""
+    try:
+        ctx = ssl.create_default_context(cafile=cert_file)
+    except OSError as e:
+        if isinstance(e, ssl.SSLError):
+            reason = f"{cert_file} holds no PEM certificate ({e.reason or e})"
+        else:
+            reason = f"cannot read {cert_file}: {e.strerror or e}"
+        raise errors.InvalidArgument(f"{what}: {reason}") from None
+    if alpn:
+        ctx.set_alpn_protocols(list(alpn))
+    return ctx
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -48,9 +84,18 @@ def parse_address(address: str) -> tuple[str, int]:
     return host, port_no
 
 
-def open_channel(address: str) -> grpclib.client.Channel:
+def open_channel(
+    address: str,
+    *,
+    cert_file: str | None = None,
+    config: grpclib.config.Configuration | None = None,
+) -> grpclib.client.Channel:
+    """A channel to the master (bound to the running event loop); TLS as ``uses_tls`` says,
+    with ``cert_file`` defaulting to ``DET_MASTER_CERT_FILE``."""
     host, port = parse_address(address)
-    return grpclib.client.Channel(host, port, codec=wire.WireCodec())
+    cert_file = master_cert_file(cert_file)
+    tls = tls_context(cert_file) if uses_tls(address, cert_file) else None
+    return grpclib.client.Channel(host, port, ssl=tls, config=config, codec=wire.WireCodec())
 
 
 def metadata(token: str | None) -> dict[str, str]:
@@ -64,12 +109,42 @@ def translate(exc: BaseException, address: str) -> errors.DetError | None:
         if exc.status.name == "UNAVAILABLE":
             return errors.Unavailable(f"the master at {address} is unavailable: {exc.message}")
         return cls(exc.message or exc.status.name)
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return errors.FailedPrecondition(
+            f"cannot verify the master's certificate at {address} "
+            f"({exc.verify_message or exc.reason}): set {CERT_FILE_ENV} to the CA "
+            "certificate that signed it"
+        )
+    if is_tls_failure(exc):
+        assert isinstance(exc, ssl.SSLError)
+        return errors.FailedPrecondition(
+            f"the TLS handshake with the master at {address} failed ({exc.reason or exc}); "
+            f"does it serve TLS? For a master without TLS use http://HOST:PORT and unset "
+            f"{CERT_FILE_ENV}"
+        )
     if isinstance(exc, (ConnectionError, OSError, grpclib.exceptions.StreamTerminatedError)):
+        hint = ""
+        dropped = (
+            grpclib.exceptions.StreamTerminatedError,
+            ConnectionResetError,
+            ConnectionAbortedError,
+        )
+        if isinstance(exc, dropped) and not uses_tls(address, master_cert_file()):
+            # A plain client's bytes end a TLS master's handshake: the connection just drops.
+            hint = f" (for a master that serves TLS: https://HOST:PORT and {CERT_FILE_ENV})"
         return errors.Unavailable(
             f"cannot reach the master at {address} ({exc.__class__.__name__}: {exc}); "
-            "is it running? Set DET_MASTER or pass -m/--master to choose another address"
+            "is it running? Set DET_MASTER or pass -m/--master to choose another address" + hint
         )
     return None
+
+
+def is_tls_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is a TLS failure that retrying cannot mend (a bad certificate, a
+    master without TLS); a connection cut mid-handshake is not one."""
+    return isinstance(exc, ssl.SSLError) and not isinstance(
+        exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError)
+    )
 
 
 async def call(awaitable: Awaitable[T], address: str) -> T:
@@ -86,15 +161,22 @@ async def call(awaitable: Awaitable[T], address: str) -> T:
 class Session:
     """A channel and stub to one master, with the caller's token on every call."""
 
-    def __init__(self, address: str | None = None, *, token: str | None = None) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        token: str | None = None,
+        cert_file: str | None = None,
+    ) -> None:
         self.address = master_address(address)
         self.token = token
+        self.cert_file = master_cert_file(cert_file)
         self._channel: grpclib.client.Channel | None = None
 
     @property
     def stub(self) -> v1.DeterminedStub:
         if self._channel is None:
-            self._channel = open_channel(self.address)
+            self._channel = open_channel(self.address, cert_file=self.cert_file)
         return v1.DeterminedStub(self._channel, metadata=metadata(self.token))
 
     async def call(self, awaitable: Awaitable[T]) -> T:
@@ -108,9 +190,9 @@ class Session:
 
 @contextlib.asynccontextmanager
 async def session(
-    address: str | None = None, *, token: str | None = None
+    address: str | None = None, *, token: str | None = None, cert_file: str | None = None
 ) -> AsyncIterator[Session]:
-    s = Session(address, token=token)
+    s = Session(address, token=token, cert_file=cert_file)
     try:
         yield s
     finally:

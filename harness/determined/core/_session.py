@@ -22,7 +22,7 @@ import grpclib.const
 import grpclib.exceptions
 
 from determined.api.gen import v1
-from determined.common import client, errors, wire
+from determined.common import client, errors
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,8 @@ def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` means "the master could not be reached", worth another try."""
     if isinstance(exc, grpclib.exceptions.GRPCError):
         return exc.status is grpclib.const.Status.UNAVAILABLE
+    if client.is_tls_failure(exc):
+        return False
     return isinstance(
         exc, (ConnectionError, OSError, grpclib.exceptions.StreamTerminatedError)
     ) and not isinstance(exc, TimeoutError)
@@ -45,8 +47,17 @@ def is_transient(exc: BaseException) -> bool:
 class Session:
     """An event-loop thread, a channel to the master, and the tasks running on that loop."""
 
-    def __init__(self, master_url: str, token: str, *, name: str = "pydet-core") -> None:
+    def __init__(
+        self,
+        master_url: str,
+        token: str,
+        *,
+        name: str = "pydet-core",
+        cert_file: str | None = None,
+    ) -> None:
         self.master_url = master_url
+        # None: DET_MASTER_CERT_FILE, which the agent sets for every task of a TLS master.
+        self._cert_file = cert_file
         self._metadata = client.metadata(token)
         self._loop = asyncio.new_event_loop()
         self._channel: grpclib.client.Channel | None = None
@@ -74,8 +85,7 @@ class Session:
         """The ``v1.DeterminedStub``; only for coroutines running on this session's loop."""
         if self._stub is None:
             # grpclib binds a channel to the running loop when it is created.
-            host, port = client.parse_address(self.master_url)
-            self._channel = grpclib.client.Channel(host, port, codec=wire.WireCodec())
+            self._channel = client.open_channel(self.master_url, cert_file=self._cert_file)
             self._stub = v1.DeterminedStub(self._channel, metadata=self._metadata)
         return self._stub
 

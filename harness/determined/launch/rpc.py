@@ -37,7 +37,9 @@ async def _call(
     delay = _FIRST_DELAY
     while True:
         # A fresh channel per attempt: a refused connection must not be remembered.
-        async with client.session(info.master_url, token=info.session_token) as session:
+        async with client.session(
+            info.master_url, token=info.session_token, cert_file=info.master_cert_file
+        ) as session:
             try:
                 result: Any = await session.call(request(session.stub))
                 return result
