@@ -188,7 +188,7 @@ def _cluster_init(
     # The generated API is slow to import; only tasks on a cluster need it.
     from determined.core import _metrics, _rpc, _session
 
-    session = _session.Session(info.master_url, info.session_token)
+    session = _session.Session(info.master_url, info.session_token, cert_file=info.master_cert_file)
     client = _rpc.MasterClient(session, allocation_id=info.allocation_id, owns_session=True)
     try:
         distributed._attach(client)

@@ -301,7 +301,9 @@ class DistributedContext:
                 )
             from determined.core import _rpc, _session
 
-            session = _session.Session(info.master_url, info.session_token)
+            session = _session.Session(
+                info.master_url, info.session_token, cert_file=info.master_cert_file
+            )
             self._exchange = _rpc.MasterClient(
                 session, allocation_id=info.allocation_id, owns_session=True
             )
