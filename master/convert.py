@@ -6,6 +6,7 @@ import json
 
 from determined.api.gen import v1
 from master.db import Row
+from master.redaction import redacted_json
 from master.states import State
 
 
@@ -88,7 +89,7 @@ def checkpoint(row: Row, searcher_metric: float | None) -> v1.Checkpoint:
         size=row["size"],
         state=row["state"],
         report_time=row["report_time"],
-        storage=row["storage"],
+        storage=redacted_json(row["storage"], storage=True),
         searcher_metric=searcher_metric,
     )
 

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import convert, preview, queries
+from master import convert, preview, queries, redaction
 from master.agents import AgentHub
 from master.db import Database
 from master.events import EventBus
@@ -33,6 +33,12 @@ _ORDER_COLUMNS = {
     "end_time": "end_time",
     "progress": "progress",
 }
+
+
+def _scrubbed(e: errors.InvalidArgument, config_text: str) -> errors.InvalidArgument:
+    """``e`` without the config's secrets in its message (``e`` itself if it had none)."""
+    message = redaction.scrubbed(e.message, config_text)
+    return e if message == e.message else errors.InvalidArgument(message)
 
 
 class Service:
@@ -77,17 +83,30 @@ class Service:
     async def create_experiment(
         self, req: v1.CreateExperimentRequest
     ) -> v1.CreateExperimentResponse:
-        if req.validate_only:
-            cfg = self.experiments.validate(req.config)
-            return v1.CreateExperimentResponse(config=json.dumps(cfg.to_dict()))
-        async with self.lock:
-            exp_id = await self.experiments.create(
-                req.config,
-                req.context,
-                paused=req.paused,
-                username=req.username or "determined",
-                parent_id=req.parent_id,
+        text = req.config
+        if req.parent_id:
+            # A fork of a config as it was shown: its hidden secrets are the parent's.
+            parent = await self.db.fetch_one(
+                "SELECT config FROM experiments WHERE id = ?", (req.parent_id,)
             )
+            if parent is not None:
+                text = redaction.restore_secrets(text, parent["config"])
+        try:
+            if req.validate_only:
+                cfg = self.experiments.validate(text)
+                return v1.CreateExperimentResponse(
+                    config=json.dumps(redaction.redacted(cfg.to_dict()))
+                )
+            async with self.lock:
+                exp_id = await self.experiments.create(
+                    text,
+                    req.context,
+                    paused=req.paused,
+                    username=req.username or "determined",
+                    parent_id=req.parent_id,
+                )
+        except errors.InvalidArgument as e:
+            raise _scrubbed(e, text) from None
         resp = await self.get_experiment(exp_id)
         return v1.CreateExperimentResponse(experiment=resp.experiment, config=resp.config)
 
@@ -151,8 +170,8 @@ class Service:
             raise errors.NotFound(f"experiment {experiment_id} not found")
         return v1.GetExperimentResponse(
             experiment=await self._experiment_message(row),
-            config=row["config"],
-            original_config=row["original_config"],
+            config=redaction.redacted_json(row["config"]),
+            original_config=redaction.redacted_yaml(row["original_config"]),
         )
 
     async def get_experiment_trials(self, experiment_id: int) -> list[v1.Trial]:
@@ -260,7 +279,10 @@ class Service:
                 )
 
     def preview_search(self, config_text: str) -> v1.PreviewSearchResponse:
-        cfg = self.experiments.validate(config_text)
+        try:
+            cfg = self.experiments.validate(config_text)
+        except errors.InvalidArgument as e:
+            raise _scrubbed(e, config_text) from None
         entries, unit = preview.preview(cfg)
         return v1.PreviewSearchResponse(
             entries=[v1.SearchPreviewEntry(num_trials=n, length=length) for n, length in entries],
