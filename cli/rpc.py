@@ -32,11 +32,14 @@ def run(
             if not authenticated:
                 return await body(session)
             await auth.authenticate(session)
+            session.answered = 0
             try:
                 return await body(session)
             except errors.Unauthenticated:
-                # The cached session expired or was revoked; nothing ran.
-                if await auth.refresh(session):
+                # The session expired or was revoked. Run the command again with a new one
+                # only if the master had answered none of its calls: a repeated create
+                # would make a second experiment. What was answered is stored either way.
+                if session.answered == 0 and await auth.refresh(session):
                     return await body(session)
                 raise auth.not_logged_in(
                     session.address, "the session has expired or was revoked"
@@ -56,6 +59,7 @@ async def stream(session: client.Session, responses: AsyncIterator[T]) -> AsyncI
     """Iterate a server stream, raising the shared errors instead of grpclib's."""
     try:
         async for response in responses:
+            session.answered += 1
             yield response
     except Exception as e:
         translated = client.translate(e, session.address)

@@ -170,6 +170,9 @@ class Session:
     ) -> None:
         self.address = master_address(address)
         self.token = token
+        # Calls the master has answered: a caller retrying after a refused session knows
+        # whether anything may already have happened.
+        self.answered = 0
         self.cert_file = master_cert_file(cert_file)
         self._channel: grpclib.client.Channel | None = None
 
@@ -180,7 +183,9 @@ class Session:
         return v1.DeterminedStub(self._channel, metadata=metadata(self.token))
 
     async def call(self, awaitable: Awaitable[T]) -> T:
-        return await call(awaitable, self.address)
+        result = await call(awaitable, self.address)
+        self.answered += 1
+        return result
 
     def close(self) -> None:
         if self._channel is not None:
