@@ -60,7 +60,9 @@ def _save(doc: dict[str, Any]) -> None:
     path = store_path()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # A leftover file of that name keeps its mode through O_TRUNC: start from a new one.
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(doc, f, indent=2)
     tmp.replace(path)
@@ -143,7 +145,7 @@ async def login(
 
 
 async def _not_logged_in(session: client.Session) -> errors.DetError:
-    """"Not logged in", unless the master is not even there: then that is the news."""
+    """Why there is no session: not logged in, unless the master is not even there."""
     try:
         await session.call(session.stub.get_master(v1.GetMasterRequest()))
     except errors.Unavailable as e:

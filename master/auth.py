@@ -123,6 +123,7 @@ class Authenticator:
 
     async def bootstrap(self, data_dir: pathlib.Path) -> None:
         """Create the ``admin`` user with a generated password if there are no users."""
+        await self._dummy_hash()
         row = await self._db.fetch_one("SELECT COUNT(*) AS n FROM users")
         if row is not None and int(row["n"]) > 0:
             return
@@ -135,6 +136,11 @@ class Authenticator:
             (ADMIN, await self._hash(password), self._clock()),
         )
         log.info("created user %r; its password is in %s", ADMIN, path)
+
+    async def _dummy_hash(self) -> str:
+        # Made once, in a thread: made on the event loop at the first unknown name, it
+        # would stall the master and make that refusal slower than a wrong password's.
+        return await asyncio.to_thread(passwords.dummy_hash)
 
     async def _hash(self, password: str) -> str:
         async with self._hashing:
@@ -201,15 +207,18 @@ class Authenticator:
             raise refused
         keys = (f"user:{username}", f"addr:{address}")
         delay = self._throttle.delay(keys)
+        # Counted as a failure until the password proves right: attempts sent all at once
+        # then wait as long as attempts sent one after another.
+        self._throttle.failed(keys)
         if delay:
             await asyncio.sleep(delay)
         row = await self._db.fetch_one("SELECT * FROM users WHERE username = ?", (username,))
-        stored = str(row["password_hash"]) if row is not None else passwords.dummy_hash()
+        stored = str(row["password_hash"]) if row is not None else await self._dummy_hash()
         ok = await self._verify(password, stored)
         if row is None or not ok:
-            self._throttle.failed(keys)
             log.info("refused a login for %r from %s", username[:64], address)
             raise refused
+        self._throttle.forgive(keys)
         if not row["active"]:
             raise errors.PermissionDenied(
                 f"user {username} is deactivated; an admin can run det user activate {username}"

@@ -18,6 +18,7 @@ unprotected by accident.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -55,6 +56,21 @@ class Lookup:
         if row is None:
             raise errors.NotFound(f"checkpoint {uuid} not found")
         return int(row["experiment_id"] or 0)
+
+    async def experiment_storage(self, experiment_id: int) -> dict[str, Any]:
+        """The checkpoint_storage section of an experiment's config."""
+        row = await self._db.fetch_one(
+            "SELECT config FROM experiments WHERE id = ?", (experiment_id,)
+        )
+        if row is None:
+            raise errors.NotFound(f"experiment {experiment_id} not found")
+        storage = json.loads(row["config"]).get("checkpoint_storage")
+        return storage if isinstance(storage, dict) else {}
+
+    async def checkpoint_trial(self, uuid: str) -> int | None:
+        """The trial a stored checkpoint belongs to; None if there is no such checkpoint."""
+        row = await self._db.fetch_one("SELECT trial_id FROM checkpoints WHERE uuid = ?", (uuid,))
+        return None if row is None else int(row["trial_id"] or 0)
 
     async def job_experiment(self, job_id: str) -> int:
         row = await self._db.fetch_one("SELECT id FROM experiments WHERE job_id = ?", (job_id,))
@@ -156,6 +172,7 @@ def task_of_trial(field: str = "trial_id") -> Rule:
                     f"{_TASK_REFUSED}: this task is trial {task.trial_id}, not trial {trial_id}"
                 )
             return
+        _user(caller)
         exp = await lookup.trial_experiment(trial_id)
         await _owns(caller, exp, lookup, "report for a trial of")
 
@@ -204,6 +221,24 @@ async def report_checkpoint(caller: Caller, message: Any, lookup: Lookup) -> Non
         raise errors.PermissionDenied(
             f"{_TASK_REFUSED}: this task belongs to experiment {task.experiment_id}"
         )
+    # The master removes a checkpoint's files where its record says they are (deletion,
+    # retention): a record must name a directory in the experiment's own storage.
+    if not ckpt.uuid or ckpt.uuid in (".", "..") or any(c in ckpt.uuid for c in "/\\\0"):
+        raise errors.PermissionDenied(f"{ckpt.uuid!r} is not a checkpoint id")
+    try:
+        storage = json.loads(ckpt.storage or "{}")
+    except ValueError:
+        raise errors.InvalidArgument("checkpoint.storage: expected a JSON object") from None
+    if storage and storage != await lookup.experiment_storage(task.experiment_id):
+        raise errors.PermissionDenied(
+            f"{_TASK_REFUSED}: its checkpoints go to its experiment's checkpoint_storage"
+        )
+    # A report replaces the record of the same uuid: it must not take over another trial's.
+    owner = await lookup.checkpoint_trial(ckpt.uuid)
+    if owner is not None and owner != task.trial_id:
+        raise errors.PermissionDenied(
+            f"{_TASK_REFUSED}: checkpoint {ckpt.uuid} belongs to another trial"
+        )
 
 
 async def get_checkpoint(caller: Caller, message: Any, lookup: Lookup) -> None:
@@ -235,8 +270,10 @@ async def get_checkpoints(caller: Caller, message: Any, lookup: Lookup) -> None:
 
 
 async def delete_checkpoints(caller: Caller, message: Any, lookup: Lookup) -> None:
-    experiments = {await lookup.checkpoint_experiment(u) for u in message.uuids}
     task = _own_task(caller)
+    if task is None:
+        _user(caller)
+    experiments = {await lookup.checkpoint_experiment(u) for u in message.uuids}
     for exp in sorted(experiments):
         if task is not None:
             if exp != task.experiment_id:

@@ -65,6 +65,9 @@ class _CheckedStream:
     async def recv_message(self) -> Any:
         message = await self._stream.recv_message()
         if self._check is not None:
+            if message is None:
+                # Nothing to check the rule against: the handler must not run without one.
+                raise errors.InvalidArgument("the call carried no request message")
             check, self._check = self._check, None
             await check(message)
         return message

@@ -58,5 +58,18 @@ class LoginThrottle:
         while len(self._failures) > self._max_entries:
             self._failures.popitem(last=False)
 
+    def forgive(self, keys: Iterable[str]) -> None:
+        """Take back one failure per key: an attempt counted before it was checked (so that
+        attempts made at once slow each other down) turned out right."""
+        for key in keys:
+            entry = self._failures.get(key)
+            if entry is None:
+                continue
+            count, last = entry
+            if count <= 1:
+                del self._failures[key]
+            else:
+                self._failures[key] = (count - 1, last)
+
     def succeeded(self, key: str) -> None:
         self._failures.pop(key, None)

@@ -1,0 +1,579 @@
+"""The authorization table: every RPC has a rule, and each kind of rule lets in exactly the
+callers it names. Ownership is looked up in a real store with a few experiments in it; the
+last tests put the table behind ``guard.Guarded`` on an in-memory gRPC channel."""
+
+from __future__ import annotations
+
+import json
+import logging
+import pathlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpclib.const
+import grpclib.testing
+import pytest
+from grpclib.exceptions import GRPCError
+
+from determined.api.gen import v1
+from determined.common import errors, wire
+from master import auth, authz, guard
+from master.callers import AgentCaller, Caller, TaskCaller, UserCaller
+from master.db import Database
+from master.throttle import LoginThrottle
+
+
+def service_mapping() -> dict[str, grpclib.const.Handler]:
+    """Every RPC of the generated service descriptors, with its request type."""
+    determined = v1.DeterminedBase.__new__(v1.DeterminedBase)
+    agents = v1.AgentsBase.__new__(v1.AgentsBase)
+    return {**determined.__mapping__(), **agents.__mapping__()}
+
+
+ALICE = UserCaller(id=2, username="alice", admin=False, session="s-alice")
+BOB = UserCaller(id=3, username="bob", admin=False, session="s-bob")
+ROOT = UserCaller(id=1, username="admin", admin=True, session="s-admin")
+# Trial 11 of alice's experiment 1, running as allocation 1.11.0.
+TASK = TaskCaller(
+    allocation_id="1.11.0", task_id="1.11", trial_id=11, experiment_id=1, start_checkpoint=""
+)
+AGENT = AgentCaller()
+
+EXPERIMENT_ACTIONS = [
+    "ActivateExperiment",
+    "PauseExperiment",
+    "CancelExperiment",
+    "KillExperiment",
+    "ArchiveExperiment",
+    "UnarchiveExperiment",
+    "DeleteExperiment",
+    "SetExperimentResources",
+]
+TRIAL_REPORTS = [
+    "ReportTrialMetrics",
+    "ReportTrialProgress",
+    "ReportTrialEarlyExit",
+    "GetCurrentSearcherOperation",
+    "CompleteSearcherOperation",
+]
+ALLOCATION_CALLS = [
+    "AllocationAllGather",
+    "AllocationPreemptionSignal",
+    "AckAllocationPreemptionSignal",
+]
+# What a task may call at all (each only about its own allocation, trial and experiment).
+TASK_RPCS = {
+    "GetMaster",
+    *TRIAL_REPORTS,
+    *ALLOCATION_CALLS,
+    "GetExperimentContext",
+    "GetBestValidation",
+    "ReportCheckpoint",
+    "GetCheckpoint",
+    "GetCheckpoints",
+    "DeleteCheckpoints",
+}
+
+
+def storage(exp_id: int) -> dict[str, Any]:
+    """Each experiment's checkpoint_storage, as its config has it."""
+    return {"type": "shared_fs", "host_path": f"/checkpoints/{exp_id}", "storage_path": None}
+
+
+@pytest.fixture
+async def lookup(tmp_path: pathlib.Path) -> AsyncIterator[authz.Lookup]:
+    """Experiment 1 (alice: trials 11, 12) and 2 (bob: trial 21), a checkpoint each."""
+    db = Database(tmp_path / "pydet.db")
+    await db.open()
+    for exp_id, owner in ((1, "alice"), (2, "bob")):
+        await db.execute(
+            "INSERT INTO experiments (id, state, config, original_config, username, start_time,"
+            " job_id) VALUES (?, 'ACTIVE', ?, '', ?, 0, ?)",
+            (exp_id, json.dumps({"checkpoint_storage": storage(exp_id)}), owner, f"job-{exp_id}"),
+        )
+    for trial_id, exp_id in ((11, 1), (12, 1), (21, 2)):
+        await db.execute(
+            "INSERT INTO trials (id, experiment_id, request_id, state, hparams, seed, start_time)"
+            " VALUES (?, ?, 'r', 'ACTIVE', '{}', 0, 0)",
+            (trial_id, exp_id),
+        )
+        await db.execute(
+            "INSERT INTO checkpoints (uuid, trial_id, experiment_id, steps_completed, metadata,"
+            " resources, size, state, report_time, storage)"
+            " VALUES (?, ?, ?, 1, '{}', '{}', 0, 'COMPLETED', 0, '{}')",
+            (f"ck-{trial_id}", trial_id, exp_id),
+        )
+    try:
+        yield authz.Lookup(db)
+    finally:
+        await db.close()
+
+
+async def check(rpc: str, caller: Caller, message: Any, lookup: authz.Lookup) -> None:
+    await authz.authorize(f"/v1.Determined/{rpc}", caller, message, lookup)
+
+
+async def refused(rpc: str, caller: Caller, message: Any, lookup: authz.Lookup) -> str:
+    with pytest.raises(errors.PermissionDenied) as e:
+        await check(rpc, caller, message, lookup)
+    return e.value.message
+
+
+# -- the table covers the service ---------------------------------------------------------------
+
+
+def test_every_rpc_in_the_service_descriptors_has_a_rule() -> None:
+    paths = list(service_mapping())
+    assert len(paths) > 40
+    assert authz.unknown_rpcs(paths) == []
+    # ...and the table names no RPC the service does not have.
+    assert set(authz.RULES) == set(paths)
+
+
+def test_login_is_the_only_rpc_open_without_a_token() -> None:
+    assert authz.OPEN == {"/v1.Determined/Login"}
+
+
+async def test_an_rpc_without_a_rule_is_refused_even_to_an_admin(lookup: authz.Lookup) -> None:
+    with pytest.raises(errors.PermissionDenied, match="no authorization rule"):
+        await authz.authorize("/v1.Determined/DropAllTables", ROOT, v1.GetMasterRequest(), lookup)
+
+
+# -- owner, other user, admin ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rpc", EXPERIMENT_ACTIONS)
+async def test_only_the_owner_or_an_admin_may_steer_an_experiment(
+    rpc: str, lookup: authz.Lookup
+) -> None:
+    message = v1.ExperimentActionRequest(experiment_id=1)
+    await check(rpc, ALICE, message, lookup)
+    await check(rpc, ROOT, message, lookup)
+    text = await refused(rpc, BOB, message, lookup)
+    assert "only the owner of experiment 1 (alice) or an admin" in text
+    await refused(rpc, TASK, message, lookup)
+    await refused(rpc, AGENT, message, lookup)
+    with pytest.raises(errors.NotFound, match="experiment 99 not found"):
+        await check(rpc, ROOT, v1.ExperimentActionRequest(experiment_id=99), lookup)
+
+
+async def test_only_the_owner_or_an_admin_may_kill_a_trial(lookup: authz.Lookup) -> None:
+    await check("KillTrial", ALICE, v1.KillTrialRequest(trial_id=11), lookup)
+    await check("KillTrial", ROOT, v1.KillTrialRequest(trial_id=21), lookup)
+    assert "(alice)" in await refused("KillTrial", BOB, v1.KillTrialRequest(trial_id=11), lookup)
+    await refused("KillTrial", TASK, v1.KillTrialRequest(trial_id=11), lookup)
+
+
+async def test_only_the_owner_or_an_admin_may_move_a_job(lookup: authz.Lookup) -> None:
+    def updates(job: str, **kwargs: Any) -> v1.UpdateJobQueueRequest:
+        return v1.UpdateJobQueueRequest(updates=[v1.JobUpdate(job_id=job, **kwargs)])
+
+    await check("UpdateJobQueue", ALICE, updates("job-1", priority=1), lookup)
+    # Putting one's own job ahead of another user's is a change to one's own job.
+    await check("UpdateJobQueue", ALICE, updates("job-1", ahead_of="job-2"), lookup)
+    await check("UpdateJobQueue", ROOT, updates("job-2", priority=1), lookup)
+    assert "(bob)" in await refused("UpdateJobQueue", ALICE, updates("job-2", priority=1), lookup)
+    # All or nothing: one foreign job in a batch refuses the batch.
+    batch = v1.UpdateJobQueueRequest(
+        updates=[v1.JobUpdate(job_id="job-1", priority=1), v1.JobUpdate(job_id="job-2", weight=2)]
+    )
+    await refused("UpdateJobQueue", ALICE, batch, lookup)
+    await refused("UpdateJobQueue", TASK, updates("job-1", priority=1), lookup)
+    with pytest.raises(errors.NotFound, match="job nope"):
+        await check("UpdateJobQueue", ALICE, updates("job-1", behind_of="nope"), lookup)
+
+
+async def test_anyone_signed_in_may_create_but_only_the_owner_or_an_admin_may_fork(
+    lookup: authz.Lookup,
+) -> None:
+    await check("CreateExperiment", BOB, v1.CreateExperimentRequest(config="x"), lookup)
+    await check("CreateExperiment", ALICE, v1.CreateExperimentRequest(parent_id=1), lookup)
+    await check("CreateExperiment", ROOT, v1.CreateExperimentRequest(parent_id=1), lookup)
+    text = await refused("CreateExperiment", BOB, v1.CreateExperimentRequest(parent_id=1), lookup)
+    assert "may fork it" in text
+    await refused("CreateExperiment", TASK, v1.CreateExperimentRequest(config="x"), lookup)
+    await refused("CreateExperiment", AGENT, v1.CreateExperimentRequest(config="x"), lookup)
+
+
+async def test_only_the_owner_or_an_admin_may_delete_checkpoints(lookup: authz.Lookup) -> None:
+    await check("DeleteCheckpoints", ALICE, v1.DeleteCheckpointsRequest(uuids=["ck-11"]), lookup)
+    await check("DeleteCheckpoints", ROOT, v1.DeleteCheckpointsRequest(uuids=["ck-11"]), lookup)
+    mixed = v1.DeleteCheckpointsRequest(uuids=["ck-21", "ck-11"])
+    await refused("DeleteCheckpoints", BOB, mixed, lookup)
+    # The agent token is refused before any lookup says which checkpoints exist.
+    await refused("DeleteCheckpoints", AGENT, v1.DeleteCheckpointsRequest(uuids=["nope"]), lookup)
+    await refused("DeleteCheckpoints", AGENT, v1.DeleteCheckpointsRequest(), lookup)
+
+
+# -- admins -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rpc", "message"),
+    [
+        ("PostUser", v1.PostUserRequest(username="eve", password="long-enough")),
+        ("PatchUser", v1.PatchUserRequest(username="bob", active=False)),
+        ("EnableAgent", v1.AgentActionRequest(agent_id="agent-0")),
+        ("DisableAgent", v1.AgentActionRequest(agent_id="agent-0")),
+    ],
+)
+async def test_users_and_agents_are_managed_by_admins_only(
+    rpc: str, message: Any, lookup: authz.Lookup
+) -> None:
+    await check(rpc, ROOT, message, lookup)
+    assert "only an admin" in await refused(rpc, ALICE, message, lookup)
+    await refused(rpc, TASK, message, lookup)
+    await refused(rpc, AGENT, message, lookup)
+
+
+async def test_a_user_may_change_their_own_password_and_an_admin_anyones(
+    lookup: authz.Lookup,
+) -> None:
+    own = v1.SetUserPasswordRequest(username="alice", password="long-enough")
+    other = v1.SetUserPasswordRequest(username="bob", password="long-enough")
+    await check("SetUserPassword", ALICE, own, lookup)
+    await check("SetUserPassword", ROOT, other, lookup)
+    assert "another user's password" in await refused("SetUserPassword", ALICE, other, lookup)
+    await refused("SetUserPassword", TASK, own, lookup)
+
+
+# -- agents -----------------------------------------------------------------------------------
+
+
+async def test_the_agents_stream_is_for_the_agent_token_only(lookup: authz.Lookup) -> None:
+    rpc = "/v1.Agents/Connect"
+    await authz.authorize(rpc, AGENT, v1.AgentMessage(), lookup)
+    for caller in (ROOT, ALICE, TASK):
+        with pytest.raises(errors.PermissionDenied, match="agent token"):
+            await authz.authorize(rpc, caller, v1.AgentMessage(), lookup)
+
+
+# -- tasks --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rpc", TRIAL_REPORTS)
+async def test_a_task_reports_for_its_own_trial_only(rpc: str, lookup: authz.Lookup) -> None:
+    request_type = service_mapping()[f"/v1.Determined/{rpc}"].request_type
+    await check(rpc, TASK, request_type(trial_id=11), lookup)
+    # Another trial of the same experiment, or of another one: both refused, by number.
+    text = await refused(rpc, TASK, request_type(trial_id=12), lookup)
+    assert "this task is trial 11, not trial 12" in text
+    await refused(rpc, TASK, request_type(trial_id=21), lookup)
+    # From outside a task: the experiment's owner only.
+    await check(rpc, ALICE, request_type(trial_id=11), lookup)
+    await refused(rpc, BOB, request_type(trial_id=11), lookup)
+    await refused(rpc, AGENT, request_type(trial_id=11), lookup)
+
+
+@pytest.mark.parametrize("rpc", ALLOCATION_CALLS)
+async def test_allocation_calls_are_for_the_allocations_own_task(
+    rpc: str, lookup: authz.Lookup
+) -> None:
+    request_type = service_mapping()[f"/v1.Determined/{rpc}"].request_type
+    await check(rpc, TASK, request_type(allocation_id="1.11.0"), lookup)
+    assert "allocation 1.11.0" in await refused(
+        rpc, TASK, request_type(allocation_id="1.12.0"), lookup
+    )
+    for caller in (ROOT, ALICE, AGENT):
+        await refused(rpc, caller, request_type(allocation_id="1.11.0"), lookup)
+
+
+def _checkpoint(**kwargs: Any) -> v1.ReportCheckpointRequest:
+    fields = {"uuid": "new-uuid", "trial_id": 11, "experiment_id": 1, "allocation_id": "1.11.0"}
+    return v1.ReportCheckpointRequest(checkpoint=v1.Checkpoint(**{**fields, **kwargs}))
+
+
+async def test_a_task_reports_checkpoints_of_its_own_trial_only(lookup: authz.Lookup) -> None:
+    await check("ReportCheckpoint", TASK, _checkpoint(), lookup)
+    await check("ReportCheckpoint", TASK, _checkpoint(uuid="ck-11"), lookup)  # again: fine
+    await refused("ReportCheckpoint", TASK, _checkpoint(trial_id=12), lookup)
+    await refused("ReportCheckpoint", TASK, _checkpoint(trial_id=21, experiment_id=2), lookup)
+    await refused("ReportCheckpoint", TASK, _checkpoint(allocation_id="1.12.0"), lookup)
+    await refused("ReportCheckpoint", TASK, _checkpoint(experiment_id=2), lookup)
+    for caller in (ROOT, ALICE, AGENT):
+        await refused("ReportCheckpoint", caller, _checkpoint(), lookup)
+
+
+async def test_a_task_cannot_take_over_another_trials_checkpoint_by_its_uuid(
+    lookup: authz.Lookup,
+) -> None:
+    # The store replaces a record of the same uuid: that would move ck-21 into trial 11.
+    for uuid in ("ck-12", "ck-21"):
+        text = await refused("ReportCheckpoint", TASK, _checkpoint(uuid=uuid), lookup)
+        assert "belongs to another trial" in text
+
+
+async def test_a_task_records_checkpoints_only_in_its_experiments_storage(
+    lookup: authz.Lookup,
+) -> None:
+    # The master deletes a checkpoint's files where the record says they are.
+    await check("ReportCheckpoint", TASK, _checkpoint(storage=json.dumps(storage(1))), lookup)
+    for elsewhere in (storage(2), {"type": "shared_fs", "host_path": "/"}):
+        text = await refused(
+            "ReportCheckpoint", TASK, _checkpoint(storage=json.dumps(elsewhere)), lookup
+        )
+        assert "checkpoint_storage" in text
+    with pytest.raises(errors.InvalidArgument):
+        await check("ReportCheckpoint", TASK, _checkpoint(storage="{not json"), lookup)
+
+
+@pytest.mark.parametrize("uuid", ["", ".", "..", "../../home", "a/b", "a\\b", "x\x00y"])
+async def test_a_checkpoint_id_must_be_a_plain_name(uuid: str, lookup: authz.Lookup) -> None:
+    text = await refused("ReportCheckpoint", TASK, _checkpoint(uuid=uuid), lookup)
+    assert "is not a checkpoint id" in text
+
+
+async def test_a_task_reads_its_own_experiment_only(lookup: authz.Lookup) -> None:
+    for rpc, request_type in (
+        ("GetExperimentContext", v1.GetExperimentContextRequest),
+        ("GetBestValidation", v1.GetBestValidationRequest),
+    ):
+        await check(rpc, TASK, request_type(experiment_id=1), lookup)
+        assert "experiment 1" in await refused(rpc, TASK, request_type(experiment_id=2), lookup)
+        await check(rpc, BOB, request_type(experiment_id=1), lookup)  # users may read
+        await refused(rpc, AGENT, request_type(experiment_id=1), lookup)
+
+
+async def test_a_task_reads_checkpoints_of_its_own_experiment_and_its_start(
+    lookup: authz.Lookup,
+) -> None:
+    for uuid in ("ck-11", "ck-12"):
+        await check("GetCheckpoint", TASK, v1.GetCheckpointRequest(uuid=uuid), lookup)
+    await refused("GetCheckpoint", TASK, v1.GetCheckpointRequest(uuid="ck-21"), lookup)
+    warm = TaskCaller(
+        allocation_id="1.11.0",
+        task_id="1.11",
+        trial_id=11,
+        experiment_id=1,
+        start_checkpoint="ck-21",
+    )
+    await check("GetCheckpoint", warm, v1.GetCheckpointRequest(uuid="ck-21"), lookup)
+
+    await check("GetCheckpoints", TASK, v1.GetCheckpointsRequest(trial_id=12), lookup)
+    await check("GetCheckpoints", TASK, v1.GetCheckpointsRequest(experiment_id=1), lookup)
+    await check("GetCheckpoints", TASK, v1.GetCheckpointsRequest(), lookup)
+    await refused("GetCheckpoints", TASK, v1.GetCheckpointsRequest(trial_id=21), lookup)
+    await refused("GetCheckpoints", TASK, v1.GetCheckpointsRequest(experiment_id=2), lookup)
+
+    own = v1.DeleteCheckpointsRequest(uuids=["ck-11"])
+    await check("DeleteCheckpoints", TASK, own, lookup)
+    await refused("DeleteCheckpoints", TASK, v1.DeleteCheckpointsRequest(uuids=["ck-21"]), lookup)
+
+
+def _aimed_at_own_work(request_type: type[Any]) -> Any:
+    """A request of this type that names the task's own experiment, trial and allocation
+    wherever it has a field for one: the most a task could ask for."""
+    message = request_type()
+    values: dict[str, Any] = {
+        "experiment_id": 1,
+        "trial_id": 11,
+        "parent_id": 1,
+        "allocation_id": "1.11.0",
+        "uuid": "ck-11",
+        "uuids": ["ck-11"],
+        "username": "alice",
+        "agent_id": "agent-0",
+        "updates": [v1.JobUpdate(job_id="job-1", priority=1)],
+        "checkpoint": v1.Checkpoint(
+            uuid="ck-11", trial_id=11, experiment_id=1, allocation_id="1.11.0"
+        ),
+    }
+    for name, value in values.items():
+        if hasattr(message, name):
+            setattr(message, name, value)
+    return message
+
+
+@dataclass(frozen=True)
+class Walk:
+    rpc: str
+    message: Any
+
+
+def walk() -> list[Walk]:
+    return [
+        Walk(path, _aimed_at_own_work(handler.request_type))
+        for path, handler in sorted(service_mapping().items())
+    ]
+
+
+async def test_a_task_token_can_create_steer_and_list_nothing(lookup: authz.Lookup) -> None:
+    allowed = {f"/v1.Determined/{rpc}" for rpc in TASK_RPCS} | authz.OPEN
+    checked = 0
+    for item in walk():
+        if item.rpc in allowed:
+            await authz.authorize(item.rpc, TASK, item.message, lookup)
+            continue
+        with pytest.raises(errors.PermissionDenied):
+            await authz.authorize(item.rpc, TASK, item.message, lookup)
+        checked += 1
+    # CreateExperiment, the experiment actions, GetExperiments, user and agent calls, ...
+    assert checked >= 25
+
+
+async def test_the_agent_token_opens_nothing_but_the_agents_stream(
+    lookup: authz.Lookup,
+) -> None:
+    for item in walk():
+        if item.rpc in authz.OPEN or item.rpc == "/v1.Agents/Connect":
+            continue
+        with pytest.raises(errors.PermissionDenied):
+            await authz.authorize(item.rpc, AGENT, item.message, lookup)
+
+
+# -- behind the guard ------------------------------------------------------------------------------
+
+AGENT_TOKEN = "agent-token-for-the-guard-tests"
+
+
+class NoTasks:
+    def task_caller(self, token: str) -> TaskCaller | None:
+        return None
+
+
+class Servicer(v1.DeterminedBase):
+    """Records the calls that got through; everything else stays unimplemented."""
+
+    def __init__(self, authn: auth.Authenticator) -> None:
+        self.calls: list[str] = []
+        self.authn = authn
+
+    async def login(self, message: v1.LoginRequest) -> v1.LoginResponse:
+        return await self.authn.login(message.username, message.password, guard.current_peer())
+
+    async def get_master(self, message: v1.GetMasterRequest) -> v1.GetMasterResponse:
+        self.calls.append(f"GetMaster by {guard.current_caller()}")
+        return v1.GetMasterResponse(version="test")
+
+    async def pause_experiment(
+        self, message: v1.ExperimentActionRequest
+    ) -> v1.ExperimentActionResponse:
+        self.calls.append(f"pause {message.experiment_id}")
+        return v1.ExperimentActionResponse()
+
+
+@dataclass
+class Guarded:
+    channel: Any
+    servicer: Servicer
+    authn: auth.Authenticator
+    admin_password: str
+
+
+@pytest.fixture
+async def guarded(lookup: authz.Lookup, tmp_path: pathlib.Path) -> AsyncIterator[Guarded]:
+    db = lookup._db
+    authn = auth.Authenticator(
+        db, tasks=NoTasks(), agent_token=AGENT_TOKEN, throttle=LoginThrottle(free_failures=99)
+    )
+    await authn.bootstrap(tmp_path / "data")
+    password = (tmp_path / "data" / auth.ADMIN_PASSWORD_FILE).read_text().strip()
+    await authn.create_user("alice", "alice-password", admin=False)
+    await authn.create_user("bob", "bob-password", admin=False)
+    servicer = Servicer(authn)
+
+    class Hub(v1.AgentsBase):
+        pass
+
+    services = [guard.Guarded(servicer, authn, lookup), guard.Guarded(Hub(), authn, lookup)]
+    async with grpclib.testing.ChannelFor(services, codec=wire.WireCodec()) as channel:
+        yield Guarded(channel, servicer, authn, password)
+
+
+async def _token(g: Guarded, username: str, password: str) -> str:
+    return (await g.authn.login(username, password, "test")).token
+
+
+async def test_without_a_token_no_handler_runs(guarded: Guarded) -> None:
+    for path, handler in service_mapping().items():
+        if path in authz.OPEN:
+            continue
+        for metadata in ({}, {"x-det-token": "wrong"}, {"x-det-token": "x" * 10_000}):
+            async with guarded.channel.request(
+                path,
+                handler.cardinality,
+                handler.request_type,
+                handler.reply_type,
+                metadata=metadata,
+            ) as stream:
+                await stream.send_message(handler.request_type(), end=True)
+                with pytest.raises(GRPCError) as e:
+                    await stream.recv_message()
+            assert e.value.status == grpclib.const.Status.UNAUTHENTICATED, path
+            assert e.value.message and "det" in e.value.message
+    assert guarded.servicer.calls == []
+
+
+async def test_a_refused_call_never_reaches_its_handler(guarded: Guarded) -> None:
+    bob = v1.DeterminedStub(
+        guarded.channel, metadata={"x-det-token": await _token(guarded, "bob", "bob-password")}
+    )
+    with pytest.raises(GRPCError) as e:
+        await bob.pause_experiment(v1.ExperimentActionRequest(experiment_id=1))
+    assert e.value.status == grpclib.const.Status.PERMISSION_DENIED
+    assert "only the owner of experiment 1 (alice)" in (e.value.message or "")
+    with pytest.raises(GRPCError) as e:
+        await bob.pause_experiment(v1.ExperimentActionRequest(experiment_id=404))
+    assert e.value.status == grpclib.const.Status.NOT_FOUND
+    assert guarded.servicer.calls == []
+
+    alice = v1.DeterminedStub(
+        guarded.channel, metadata={"x-det-token": await _token(guarded, "alice", "alice-password")}
+    )
+    await alice.pause_experiment(v1.ExperimentActionRequest(experiment_id=1))
+    info = await alice.get_master(v1.GetMasterRequest())
+    assert info.version == "test"
+    assert guarded.servicer.calls[0] == "pause 1"
+    assert "username='alice'" in guarded.servicer.calls[1]
+
+
+async def test_login_is_open_and_refuses_a_wrong_password_as_unauthenticated(
+    guarded: Guarded,
+) -> None:
+    stub = v1.DeterminedStub(guarded.channel)
+    with pytest.raises(GRPCError) as e:
+        await stub.login(v1.LoginRequest(username="admin", password="wrong-password"))
+    assert e.value.status == grpclib.const.Status.UNAUTHENTICATED
+
+
+async def test_a_call_without_a_request_message_is_refused_before_its_handler(
+    guarded: Guarded,
+) -> None:
+    token = await _token(guarded, "alice", "alice-password")
+    # A client-streaming call from this side, so that grpclib lets it end without a message.
+    async with guarded.channel.request(
+        "/v1.Determined/PauseExperiment",
+        grpclib.const.Cardinality.STREAM_UNARY,
+        v1.ExperimentActionRequest,
+        v1.ExperimentActionResponse,
+        metadata={"x-det-token": token},
+    ) as stream:
+        await stream.send_request()
+        await stream.end()
+        with pytest.raises(GRPCError) as e:
+            await stream.recv_message()
+    assert e.value.status == grpclib.const.Status.INVALID_ARGUMENT
+    assert guarded.servicer.calls == []
+
+
+async def test_an_agent_without_the_agent_token_is_refused_and_logged(
+    guarded: Guarded, caplog: pytest.LogCaptureFixture
+) -> None:
+    session = await _token(guarded, "admin", guarded.admin_password)
+    for token in ("", "wrong-agent-token", session):
+        async with guarded.channel.request(
+            "/v1.Agents/Connect",
+            grpclib.const.Cardinality.STREAM_STREAM,
+            v1.AgentMessage,
+            v1.MasterMessage,
+            metadata={"x-det-token": token} if token else {},
+        ) as stream:
+            with caplog.at_level(logging.WARNING, logger="master.guard"):
+                await stream.send_message(v1.AgentMessage(), end=True)
+                with pytest.raises(GRPCError) as e:
+                    await stream.recv_message()
+        assert e.value.status == grpclib.const.Status.UNAUTHENTICATED
+        assert "agent token" in (e.value.message or "")
+    assert caplog.text.count("refused an agent") == 3
+    assert session not in caplog.text
