@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from determined.common import expconf
+from determined.common import errors, expconf
 from master import redaction
 
 SECRETS = ("AKIA-ACCESS-KEY", "s3-secret-key-value", "registry-password-value")
@@ -111,14 +111,16 @@ def test_a_checkpoints_storage_shows_no_secret(storage: dict[str, str]) -> None:
 
 
 def test_a_validation_error_does_not_quote_a_secret() -> None:
-    # Passwords that YAML reads as numbers are refused, and the refusal quotes the value.
+    # Passwords that YAML reads as numbers are refused without quoting them, and the
+    # master scrubs any error about a config of its secrets besides.
     text = CONFIG.replace(f"'{SECRETS[2]}'", "98765432").replace(f'"{SECRETS[1]}"', "12345678")
     with pytest.raises(expconf.InvalidConfig) as refused:
         expconf.parse_experiment_config(expconf.load_yaml(text), {})
-    assert "98765432" in refused.value.message and "12345678" in refused.value.message
-    message = redaction.scrubbed(refused.value.message, text)
-    assert "98765432" not in message and "12345678" not in message
-    assert "environment.registry_auth.password: expected a string" in message
+    for message in (refused.value.message, redaction.scrubbed(refused.value.message, text)):
+        assert "98765432" not in message and "12345678" not in message
+        assert "environment.registry_auth.password: expected a string" in message
+    quoted = "checkpoint_storage.secret_key: got 12345678 (98765432)"
+    assert "12345678" not in redaction.scrubbed(quoted, text)
 
 
 def test_a_fork_of_a_shown_config_gets_the_parents_secrets_back() -> None:
@@ -132,3 +134,17 @@ def test_a_fork_of_a_shown_config_gets_the_parents_secrets_back() -> None:
     # A fork that sets its own secrets keeps them; one with none is left as it is.
     own = CONFIG.replace(SECRETS[1], "a-new-secret")
     assert redaction.restore_secrets(own, stored) is own
+
+
+def test_the_config_parser_never_repeats_a_secret_it_refuses() -> None:
+    # The CLI validates before it sends anything: its own errors must not quote secrets.
+    cfg = {
+        "name": "x",
+        "entrypoint": "python3 train.py",
+        "searcher": {"name": "single", "metric": "m", "max_length": 1},
+        "checkpoint_storage": {"type": "s3", "bucket": "b", "secret_key": 87654321},
+    }
+    with pytest.raises(errors.InvalidArgument) as refused:
+        expconf.parse_experiment_config(cfg)
+    assert "checkpoint_storage.secret_key: expected a string" in refused.value.message
+    assert "87654321" not in refused.value.message

@@ -57,9 +57,18 @@ def describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
+# Fields that hold credentials: an error about one never repeats what was written there.
+SECRET_FIELDS = frozenset(
+    {"access_key", "secret_key", "connection_string", "credential", "password", "auth"}
+    | {"identitytoken", "registrytoken"}
+)
+
+
 def as_str(problems: Problems, path: str, value: Any, *, non_empty: bool = False) -> str | None:
     if not isinstance(value, str):
-        problems.add(path, f"expected a string, got {describe(value)}")
+        secret = path.rsplit(".", 1)[-1] in SECRET_FIELDS
+        got = f"a value of type {type(value).__name__}" if secret else describe(value)
+        problems.add(path, f"expected a string, got {got}")
         return None
     if non_empty and not value.strip():
         problems.add(path, "must not be empty")
