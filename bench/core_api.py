@@ -68,11 +68,13 @@ class BenchCluster(Cluster):
     The tests run both at debug, where h2 and hpack log every frame the master handles.
     """
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         if "--log-level" in argv:
             i = argv.index("--log-level")
             argv = argv[:i] + argv[i + 2 :]
-        return super()._spawn(name, argv)
+        return super()._spawn(name, argv, env)
 
 
 def config(entrypoint: str, *, slots: int = 1, storage: pathlib.Path | None = None) -> str:

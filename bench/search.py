@@ -94,11 +94,13 @@ class BenchCluster(Cluster):
     """The tests' cluster at the default log level (info): at debug, which the tests use, the
     master logs every HTTP/2 frame, and that is not what a user runs."""
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         if "--log-level" in argv:
             i = argv.index("--log-level")
             argv = argv[:i] + argv[i + 2 :]
-        return super()._spawn(name, argv)
+        return super()._spawn(name, argv, env)
 
 
 def pydet_config(w: Workload, searcher: str) -> str:
