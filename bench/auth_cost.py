@@ -121,7 +121,7 @@ def main() -> int:
         f"authenticated); medians of {args.rounds} alternating rounds; "
         f"{args.metrics:,} metric reports, {args.jobs:,} queued jobs; load {load:.2f}"
     )
-    print("| measure | before | now | change | target |")
+    print("| measure | before | now | change (+ is better) | target |")
     print("| --- | --- | --- | --- | --- |")
     for label, _, _, unit, larger_better in MEASURES:
         before = statistics.median(results["before"][label])

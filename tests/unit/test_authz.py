@@ -181,7 +181,17 @@ async def test_only_the_owner_or_an_admin_may_move_a_job(lookup: authz.Lookup) -
     await refused("UpdateJobQueue", ALICE, batch, lookup)
     await refused("UpdateJobQueue", TASK, updates("job-1", priority=1), lookup)
     with pytest.raises(errors.NotFound, match="job nope"):
-        await check("UpdateJobQueue", ALICE, updates("job-1", behind_of="nope"), lookup)
+        await check("UpdateJobQueue", ALICE, updates("nope", priority=1), lookup)
+    # The anchor of a move needs no rights (the queue itself refuses an unknown one).
+    await check("UpdateJobQueue", ALICE, updates("job-1", behind_of="job-2"), lookup)
+
+
+async def test_owners_are_cached_and_stay_right(lookup: authz.Lookup) -> None:
+    for _ in range(3):
+        assert await lookup.job_experiment("job-2") == 2
+        assert await lookup.experiment_owner(2) == "bob"
+    with pytest.raises(errors.NotFound):
+        await lookup.experiment_owner(999)
 
 
 async def test_anyone_signed_in_may_create_but_only_the_owner_or_an_admin_may_fork(
