@@ -145,6 +145,7 @@ def experiment_row(e: v1.Experiment) -> list[Any]:
 TRIAL_HEADERS = (
     "Trial ID",
     "State",
+    "Phase",
     "H-Params",
     "Steps",
     "Restarts",
@@ -158,6 +159,7 @@ def trial_row(t: v1.Trial) -> list[Any]:
     return [
         t.id,
         state_name(t.state),
+        state_name(t.phase),
         compact_json(t.hparams),
         t.steps_completed,
         t.restarts,

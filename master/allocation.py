@@ -24,6 +24,8 @@ class Container:
     started: bool = False
     exit_code: int | None = None
     error: str = ""
+    # Its agent was lost (it did not report the container in time): not the code's failure.
+    lost: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -33,6 +35,7 @@ class Container:
             "rank": self.rank,
             "exit_code": self.exit_code,
             "error": self.error,
+            "lost": self.lost,
         }
 
     @classmethod
@@ -44,7 +47,7 @@ class Container:
             rank=int(d["rank"]),
             exit_code=d.get("exit_code"),
             error=d.get("error", ""),
-            started=True,
+            lost=bool(d.get("lost", False)),
         )
 
 
@@ -70,6 +73,8 @@ class Allocation:
     containers: dict[str, Container]
     start_time: float = field(default_factory=time.time)
     preemption_acked: bool = False
+    # The owner has been told that every container started.
+    running: bool = False
     # Why the master is ending it ("killed", "preempted", ...), "" while it runs freely.
     stop_reason: str = ""
     preempt: asyncio.Event = field(default_factory=asyncio.Event)
@@ -98,6 +103,12 @@ class Allocation:
 
     def first_failure(self) -> Container | None:
         return None if self.failed_first is None else self.containers[self.failed_first]
+
+    @property
+    def lost(self) -> bool:
+        """It failed because an agent holding it was lost."""
+        first = self.first_failure()
+        return first is not None and first.lost
 
     @property
     def succeeded(self) -> bool:

@@ -57,6 +57,7 @@ def trial(row: Row) -> v1.Trial:
         searcher_length=row["searcher_length"],
         progress=row["progress"],
         early_exit=row["early_exit"],
+        phase=v1.TrialPhase[row["phase"]],
     )
 
 

@@ -4,14 +4,26 @@ One connection serves the whole master; aiosqlite runs it on its own thread, so 
 never block the event loop. Writes take a lock so that one coroutine's transaction never
 interleaves with another's statements (one writer). Each public write commits before
 returning: whatever the master acknowledged to a caller is durable.
+
+A unit of work (``async with db.atomic():``) makes every write the coroutine does inside it
+— through ``execute``, ``execute_many`` or ``transaction``, however deep in the call stack —
+one transaction, committed once at the end or rolled back on an error. It holds the writer
+lock from BEGIN to COMMIT, so code inside a unit must never wait for another coroutine that
+writes; in particular a unit never waits for the master's lock (take that lock first, then
+open the unit). Work that must follow the commit (removing files the transaction marked
+deleted) is handed to ``after_commit``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import logging
+import os
 import pathlib
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiosqlite
@@ -22,12 +34,48 @@ log = logging.getLogger(__name__)
 
 Row = aiosqlite.Row
 
+# Test-only: the master exits (as if killed) right after this many commits, so that tests can
+# stop it at every commit point of a search (tests/integration/test_crash_consistency.py).
+# Read here and nowhere else; unset in real use.
+EXIT_AFTER_COMMITS_ENV = "PYDET_TEST_EXIT_AFTER_COMMITS"
+
+AfterCommit = Callable[[], Awaitable[None]]
+
+
+def _exit_after_commits() -> int:
+    raw = os.environ.get(EXIT_AFTER_COMMITS_ENV, "")
+    return int(raw) if raw.strip() else 0
+
+
+@dataclass(eq=False)
+class _Unit:
+    db: Database
+    task: asyncio.Task[Any] | None
+    after_commit: list[AfterCommit] = field(default_factory=list)
+
+
+# The unit of work the running coroutine is inside, if any.
+_current: contextvars.ContextVar[_Unit | None] = contextvars.ContextVar(
+    "pydet_db_unit", default=None
+)
+
+
+async def _run_after_commit(work: AfterCommit) -> None:
+    # What it follows has committed: a failure here is logged, not reported as the
+    # transaction's.
+    try:
+        await work()
+    except Exception:
+        log.exception("work after a commit failed")
+
 
 class Database:
     def __init__(self, path: pathlib.Path) -> None:
         self.path = path
         self._conn: aiosqlite.Connection | None = None
         self._write = asyncio.Lock()
+        self._commits = 0
+        self._exit_after = _exit_after_commits()
 
     @property
     def conn(self) -> aiosqlite.Connection:
@@ -68,39 +116,91 @@ class Database:
                 "COMMIT;"
             )
 
+    # -- units of work ----------------------------------------------------------------------
+
+    def _unit(self) -> _Unit | None:
+        """The unit the running coroutine is inside (one a task inherited from the coroutine
+        that started it is not its own: that task takes the lock like any other)."""
+        unit = _current.get()
+        if unit is None or unit.db is not self or unit.task is not asyncio.current_task():
+            return None
+        return unit
+
+    @property
+    def in_unit(self) -> bool:
+        return self._unit() is not None
+
+    @contextlib.asynccontextmanager
+    async def atomic(self) -> AsyncIterator[None]:
+        """One transaction for every write inside; a unit inside a unit joins it."""
+        if self._unit() is not None:
+            yield
+            return
+        unit = _Unit(self, asyncio.current_task())
+        async with self._write:
+            await self.conn.execute("BEGIN IMMEDIATE")
+            token = _current.set(unit)
+            try:
+                yield
+            except BaseException:
+                _current.reset(token)
+                await self._rollback()
+                raise
+            _current.reset(token)
+            try:
+                await self.conn.execute("COMMIT")
+            except BaseException:
+                await self._rollback()
+                raise
+            self._committed()
+        for work in unit.after_commit:
+            await _run_after_commit(work)
+
+    async def _rollback(self) -> None:
+        if self.conn.in_transaction:
+            await self.conn.execute("ROLLBACK")
+
+    async def after_commit(self, work: AfterCommit) -> None:
+        """Run ``work`` once the current unit has committed (at once outside a unit); it is
+        dropped if the unit rolls back."""
+        unit = self._unit()
+        if unit is None:
+            await _run_after_commit(work)
+        else:
+            unit.after_commit.append(work)
+
+    def _committed(self) -> None:
+        self._commits += 1
+        if self._exit_after:
+            log.debug("test hook: commit %d of %d", self._commits, self._exit_after)
+            if self._commits >= self._exit_after:
+                os._exit(137)  # as SIGKILL would leave it: nothing after this commit
+
+    # -- statements ---------------------------------------------------------------------------
+
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; returns the last inserted row id."""
+        if self._unit() is not None:
+            return await self._run(sql, params)
         async with self._write:
-            cursor = await self.conn.execute(sql, params)
-            rowid = cursor.lastrowid or 0
-            await cursor.close()
+            rowid = await self._run(sql, params)
+            self._committed()
             return rowid
 
+    async def _run(self, sql: str, params: Sequence[Any]) -> int:
+        cursor = await self.conn.execute(sql, params)
+        rowid = cursor.lastrowid or 0
+        await cursor.close()
+        return rowid
+
     async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        async with self._write:
-            await self.conn.execute("BEGIN")
-            try:
-                await self.conn.executemany(sql, rows)
-            except BaseException:
-                await self.conn.execute("ROLLBACK")
-                raise
-            await self.conn.execute("COMMIT")
+        async with self.atomic():
+            await self.conn.executemany(sql, rows)
 
     async def transaction(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[int]:
         """Run statements atomically; returns each one's last inserted row id."""
-        ids: list[int] = []
-        async with self._write:
-            await self.conn.execute("BEGIN")
-            try:
-                for sql, params in statements:
-                    cursor = await self.conn.execute(sql, params)
-                    ids.append(cursor.lastrowid or 0)
-                    await cursor.close()
-            except BaseException:
-                await self.conn.execute("ROLLBACK")
-                raise
-            await self.conn.execute("COMMIT")
-        return ids
+        async with self.atomic():
+            return [await self._run(sql, params) for sql, params in statements]
 
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         async with self.conn.execute(sql, params) as cursor:

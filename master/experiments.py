@@ -9,23 +9,45 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from determined.api.gen import v1
 from determined.common import context as ctx
 from determined.common import entrypoint, errors, expconf
 from master import searcher
+from master import trial_lifecycle as lifecycle
 from master.allocation import Allocation
-from master.db import Database
+from master.db import Database, Row
 from master.events import EventBus
 from master.states import STOPPED, State
 from master.tasks import JobInfo, TaskManager, TaskRequest
+from master.trial_lifecycle import TrialEvent, TrialPhase
 
 log = logging.getLogger(__name__)
 
-PAUSE_REASONS = ("paused", "canceled", "preempted")
+E = TrialEvent
+P = TrialPhase
+
+_Args = ParamSpec("_Args")
+_R = TypeVar("_R")
+
+
+def _transition(
+    method: Callable[Concatenate[Experiments, _Args], Awaitable[_R]],
+) -> Callable[Concatenate[Experiments, _Args], Coroutine[Any, Any, _R]]:
+    """One transition, one database transaction: every write the method makes (trial and
+    allocation rows, the searcher's state, the experiment's state, checkpoint retention
+    marks) commits together or not at all. Callers hold the master's lock."""
+
+    async def transition(self: Experiments, /, *args: _Args.args, **kwargs: _Args.kwargs) -> _R:
+        async with self._db.atomic():
+            return await method(self, *args, **kwargs)
+
+    transition.__name__ = method.__name__
+    transition.__doc__ = method.__doc__
+    return transition
 
 
 @dataclass
@@ -33,7 +55,8 @@ class Trial:
     id: int
     experiment_id: int
     request_id: str
-    state: State
+    # Changed only by Experiments._fire, through the lifecycle's transition table.
+    phase: TrialPhase
     hparams: dict[str, Any]
     seed: int
     restarts: int = 0
@@ -42,8 +65,12 @@ class Trial:
     latest_checkpoint: str | None = None
     searcher_length: int = 0
     completed_length: int = 0
-    searcher_closed: bool = False
+    # Why its code said it exits early ("invalid_hp", "errored", "user_canceled"), or "".
     early_exit: str = ""
+
+    @property
+    def state(self) -> State:
+        return lifecycle.trial_state(self.phase)
 
     @property
     def task_id(self) -> str:
@@ -134,6 +161,7 @@ class Experiments:
             )
         return cfg
 
+    @_transition
     async def create(
         self, text: str, context: bytes, *, paused: bool, username: str, parent_id: int = 0
     ) -> int:
@@ -244,37 +272,22 @@ class Experiments:
             if isinstance(op, searcher.Shutdown):
                 exp.searcher_done = True
                 continue
-            trial_or_none = exp.by_request(op.request_id)
-            if trial_or_none is None or trial_or_none.state.terminal:
+            found = exp.by_request(op.request_id)
+            if found is None or found.phase.terminal:
                 continue
-            trial = trial_or_none
-            idle = self._idle(trial)
+            trial = found
             if isinstance(op, searcher.ValidateAfter):
-                trial.searcher_length = op.length
-                await self._save_trial(trial)
-                # A trial waiting for the searcher's verdict was promoted: run it again,
-                # from its latest checkpoint, to the longer length.
-                if idle and exp.state == State.ACTIVE and trial.state == State.ACTIVE:
-                    self._request(exp, trial)
-            elif isinstance(op, searcher.Close):
-                trial.searcher_closed = True
-                await self._save_trial(trial)
-                if idle:
-                    self._tasks.withdraw(trial.task_id)
-                    await self._end_trial(exp, trial, State.COMPLETED)
-                    queue += exp.search.on_trial_closed(trial.request_id)
-            elif isinstance(op, searcher.Stop):
-                trial.searcher_closed = True
-                await self._save_trial(trial)
-                alloc = self._tasks.allocation_of(trial.task_id)
-                if alloc is not None:
-                    self._tasks.preempt(
-                        alloc, reason="stopped", timeout=exp.config.preemption_timeout
-                    )
-                else:
-                    self._tasks.withdraw(trial.task_id)
-                    await self._end_trial(exp, trial, State.COMPLETED)
-                    queue += exp.search.on_trial_closed(trial.request_id)
+                event, length = E.PROMOTED, op.length
+            else:
+                event = E.CLOSED if isinstance(op, searcher.Close) else E.STOPPED
+                length = trial.searcher_length
+            try:
+                lifecycle.next_phase(trial.phase, event)
+            except lifecycle.IllegalTransition as e:
+                log.error("experiment %d: the searcher's %s was refused: %s", exp.id, op, e)
+                continue
+            trial.searcher_length = length
+            queue += await self._fire(exp, trial, event)
         await self._db.execute(
             "UPDATE experiments SET searcher_state = ?, progress = ? WHERE id = ?",
             (
@@ -285,39 +298,102 @@ class Experiments:
         )
         await self._maybe_finish(exp)
 
-    def _idle(self, trial: Trial) -> bool:
-        """Neither running nor waiting for slots (e.g. waiting for the searcher's verdict)."""
-        return (
-            self._tasks.allocation_of(trial.task_id) is None
-            and trial.task_id not in self._tasks.pending
-        )
+    async def _fire(
+        self, exp: Experiment, trial: Trial, event: TrialEvent
+    ) -> list[searcher.Operation]:
+        """Move the trial by ``event`` (through the lifecycle's table; a trial left waiting
+        for slots or for the verdict then follows its paused or stopping experiment), carry
+        out the orders that go with it, and persist it. Returns the searcher's operations
+        when the move ended the trial."""
+        before = trial.phase
+        after = lifecycle.next_phase(before, event)
+        cause = event
+        follow = lifecycle.experiment_event(exp.state)
+        if after in lifecycle.FOLLOWS_EXPERIMENT and follow is not None:
+            cause = follow
+            after = lifecycle.next_phase(after, follow)
+        trial.phase = after
+        if after is not P.QUEUED:
+            self._tasks.withdraw(trial.task_id)
+        elif before is not P.QUEUED or event is E.MASTER_RESTORED:
+            self._request(exp, trial)
+        alloc = self._tasks.allocation_of(trial.task_id)
+        if alloc is not None and after.has_process:
+            if event is E.KILLED:
+                await self._kill(alloc)
+            elif event in (E.PAUSED, E.CANCELED, E.STOPPED) and after is not P.KILLING:
+                await self._preempt(exp, alloc, reason=event.value)
+        if not after.terminal:
+            await self._save_trial(trial)
+            return []
+        await self._save_trial(trial, ended=True)
+        self._trials.pop(trial.id, None)
+        if self.on_trial_end is not None:
+            try:
+                await self.on_trial_end(exp)
+            except Exception:
+                # Retention is housekeeping: the trial has ended whatever happens to its files.
+                log.exception("experiment %d: checkpoint retention failed", exp.id)
+        report = lifecycle.searcher_report(cause, after)
+        if report == lifecycle.CLOSED:
+            return exp.search.on_trial_closed(trial.request_id)
+        if report is not None:
+            return exp.search.on_trial_exited_early(trial.request_id, report)
+        return []
+
+    async def _kill(self, alloc: Allocation) -> None:
+        """Order the allocation's containers killed once the transition has committed (a
+        master restarted before that gives the order again, from the trial's phase)."""
+        alloc.stop_reason = "killed"
+
+        async def order() -> None:
+            self._tasks.kill(alloc, reason="killed", grace=3.0)
+
+        await self._db.after_commit(order)
+
+    async def _preempt(self, exp: Experiment, alloc: Allocation, *, reason: str) -> None:
+        """Ask the allocation to checkpoint and exit once the transition has committed."""
+
+        async def order() -> None:
+            self._tasks.preempt(alloc, reason=reason, timeout=exp.config.preemption_timeout)
+
+        await self._db.after_commit(order)
 
     async def _create_trial(self, exp: Experiment, op: searcher.Create) -> Trial:
+        # A new trial waits for slots, or is paused with its experiment.
+        phase = P.QUEUED
+        follow = lifecycle.experiment_event(exp.state)
+        if follow is not None:
+            phase = lifecycle.next_phase(phase, follow)
         trial_id = await self._db.execute(
-            "INSERT INTO trials (experiment_id, request_id, state, hparams, seed, start_time)"
-            " VALUES (?,?,?,?,?,?)",
+            "INSERT INTO trials (experiment_id, request_id, state, phase, hparams, seed,"
+            " start_time, latest_checkpoint) VALUES (?,?,?,?,?,?,?,?)",
             (
                 exp.id,
                 op.request_id,
-                State.ACTIVE.value,
+                lifecycle.trial_state(phase).value,
+                phase.value,
                 json.dumps(op.hparams),
                 op.seed,
                 time.time(),
+                exp.source_checkpoint,
             ),
         )
         trial = Trial(
             id=trial_id,
             experiment_id=exp.id,
             request_id=op.request_id,
-            state=State.ACTIVE if exp.state == State.ACTIVE else State.PAUSED,
+            phase=phase,
             hparams=op.hparams,
             seed=op.seed,
             latest_checkpoint=exp.source_checkpoint,
         )
         exp.trials[trial.id] = trial
         self._trials[trial.id] = trial
-        await self._save_trial(trial)
-        if trial.state == State.ACTIVE:
+        self._events.publish(
+            "trial", id=trial.id, experiment_id=exp.id, state=trial.state.value, phase=phase.value
+        )
+        if phase is P.QUEUED:
             self._request(exp, trial)
         return trial
 
@@ -347,6 +423,7 @@ class Experiments:
             preemption_timeout=float(cfg.preemption_timeout),
         )
 
+    @_transition
     async def update_job(
         self,
         exp: Experiment,
@@ -384,24 +461,30 @@ class Experiments:
 
     async def _save_trial(self, t: Trial, *, ended: bool = False) -> None:
         await self._db.execute(
-            "UPDATE trials SET state = ?, restarts = ?, run_id = ?, steps_completed = ?,"
-            " latest_checkpoint = ?, searcher_length = ?, completed_length = ?,"
-            " searcher_closed = ?, early_exit = ?, end_time = COALESCE(?, end_time) WHERE id = ?",
+            "UPDATE trials SET state = ?, phase = ?, restarts = ?, run_id = ?,"
+            " steps_completed = ?, latest_checkpoint = ?, searcher_length = ?,"
+            " completed_length = ?, early_exit = ?, end_time = COALESCE(?, end_time) WHERE id = ?",
             (
                 t.state.value,
+                t.phase.value,
                 t.restarts,
                 t.run_id,
                 t.steps_completed,
                 t.latest_checkpoint,
                 t.searcher_length,
                 t.completed_length,
-                int(t.searcher_closed),
                 t.early_exit,
                 time.time() if ended else None,
                 t.id,
             ),
         )
-        self._events.publish("trial", id=t.id, experiment_id=t.experiment_id, state=t.state.value)
+        self._events.publish(
+            "trial",
+            id=t.id,
+            experiment_id=t.experiment_id,
+            state=t.state.value,
+            phase=t.phase.value,
+        )
 
     async def _set_state(self, exp: Experiment, state: State) -> None:
         exp.state = state
@@ -410,17 +493,6 @@ class Experiments:
             (state.value, time.time() if state.terminal else None, exp.id),
         )
         self._events.publish("experiment", id=exp.id, state=state.value)
-
-    async def _end_trial(self, exp: Experiment, trial: Trial, state: State) -> None:
-        trial.state = state
-        await self._save_trial(trial, ended=True)
-        self._trials.pop(trial.id, None)
-        if self.on_trial_end is not None:
-            try:
-                await self.on_trial_end(exp)
-            except Exception:
-                # Retention is housekeeping: the trial has ended whatever happens to its files.
-                log.exception("experiment %d: checkpoint retention failed", exp.id)
 
     async def _maybe_finish(self, exp: Experiment) -> None:
         if exp.state.terminal or any(not t.state.terminal for t in exp.trials.values()):
@@ -447,6 +519,7 @@ class Experiments:
 
     # -- the task manager's callbacks (TaskOwner) --------------------------------------------------
 
+    @_transition
     async def allocation_placed(
         self, request: TaskRequest, allocation: Allocation
     ) -> list[v1.StartContainer]:
@@ -457,7 +530,7 @@ class Experiments:
             )
         exp, trial = found
         trial.run_id += 1
-        await self._save_trial(trial)
+        await self._fire(exp, trial, E.PLACED)
         steps = 0
         if trial.latest_checkpoint:
             row = await self._db.fetch_one(
@@ -548,92 +621,66 @@ class Experiments:
             )
         return orders
 
+    @_transition
+    async def allocation_started(self, alloc: Allocation) -> None:
+        found = self.live_trial(alloc.trial_id or 0)
+        if found is not None:
+            await self._fire(*found, E.STARTED)
+
+    @_transition
+    async def allocation_preempted(self, alloc: Allocation) -> None:
+        found = self.live_trial(alloc.trial_id or 0)
+        if found is not None:
+            await self._fire(*found, E.PREEMPTED)
+
+    @_transition
     async def allocation_exited(self, alloc: Allocation) -> None:
         found = self.live_trial(alloc.trial_id or 0)
         if found is None:
             return
         exp, trial = found
-        ops: list[searcher.Operation] = []
+        current = self._tasks.allocation_of(trial.task_id)
+        if not trial.phase.has_process or current not in (None, alloc):
+            log.warning("trial %d: allocation %s of no run has exited", trial.id, alloc.id)
+            return
         failure = alloc.first_failure()
-        if alloc.stop_reason == "killed":
-            await self._end_trial(exp, trial, State.CANCELED)
-            ops = exp.search.on_trial_exited_early(trial.request_id, "user_canceled")
-        elif trial.early_exit:
-            # The code said it cannot go on (det.InvalidHP, or an explicit early exit).
-            end = {"invalid_hp": State.COMPLETED, "user_canceled": State.CANCELED}
-            await self._end_trial(exp, trial, end.get(trial.early_exit, State.ERROR))
-            ops = exp.search.on_trial_exited_early(trial.request_id, trial.early_exit)
-        elif alloc.stop_reason == "stopped":
-            # Stopped early by the searcher: a finished trial, not a failed one.
-            await self._end_trial(exp, trial, State.COMPLETED)
-            ops = exp.search.on_trial_closed(trial.request_id)
-        elif failure is None and not alloc.preemption_acked:
-            if self._promoted_while_exiting(trial):
-                # The searcher gave it a longer operation after it had run out of work.
-                await self._resume_or_park(exp, trial)
-            elif self._waiting_for_verdict(trial):
-                # It finished its operation; the searcher will promote or close it later.
-                await self._park_waiting(exp, trial)
-            else:
-                await self._end_trial(exp, trial, State.COMPLETED)
-                ops = exp.search.on_trial_closed(trial.request_id)
-        elif failure is None or alloc.stop_reason in PAUSE_REASONS:
-            # It acknowledged preemption and exited, or was killed after the preemption
-            # timeout: either way it resumes from its latest checkpoint.
-            await self._resume_or_park(exp, trial)
-        else:
+        event = lifecycle.exit_event(
+            early_exit=trial.early_exit,
+            failed=failure is not None,
+            lost=alloc.lost,
+            preempted=alloc.preempt.is_set(),
+            acknowledged=alloc.preemption_acked,
+            restarts_left=trial.restarts < exp.config.max_restarts,
+        )
+        # A trial being killed or stopped by the searcher is not restarted: its failure
+        # does not count.
+        counted = event in lifecycle.COUNTED_FAILURES and trial.phase not in (
+            P.KILLING,
+            P.EARLY_STOPPING,
+        )
+        if counted:
             trial.restarts += 1
+        ops = await self._fire(exp, trial, event)
+        if counted and failure is not None:
             code = failure.exit_code
-            if trial.restarts > exp.config.max_restarts:
-                await self._tasks.master_log(
-                    alloc,
+            if trial.phase is P.ERRORED:
+                text = (
                     f"trial {trial.id} failed (exit code {code}) and used all "
-                    f"{exp.config.max_restarts} restarts; it ends in ERROR",
+                    f"{exp.config.max_restarts} restarts; it ends in ERROR"
                 )
-                await self._end_trial(exp, trial, State.ERROR)
-                ops = exp.search.on_trial_exited_early(trial.request_id, "errored")
-            else:
-                await self._tasks.master_log(
-                    alloc,
+            elif trial.phase in (P.QUEUED, P.PAUSED):
+                text = (
                     f"trial {trial.id} failed (exit code {code}); restarting "
-                    f"({trial.restarts} of {exp.config.max_restarts})",
+                    f"({trial.restarts} of {exp.config.max_restarts})"
                 )
-                await self._resume_or_park(exp, trial)
+            else:
+                text = (
+                    f"trial {trial.id} failed (exit code {code}) after it had done its work; "
+                    f"it is {trial.phase.value} ({trial.restarts} of "
+                    f"{exp.config.max_restarts} restarts used)"
+                )
+            await self._tasks.master_log(alloc, text)
         await self._apply(exp, ops)
-
-    @staticmethod
-    def _promoted_while_exiting(trial: Trial) -> bool:
-        return (
-            not trial.searcher_closed
-            and trial.completed_length > 0
-            and trial.searcher_length > trial.completed_length
-        )
-
-    @staticmethod
-    def _waiting_for_verdict(trial: Trial) -> bool:
-        return (
-            not trial.searcher_closed
-            and trial.searcher_length > 0
-            and trial.completed_length >= trial.searcher_length
-        )
-
-    async def _park_waiting(self, exp: Experiment, trial: Trial) -> None:
-        """A trial with no process that waits for the searcher's verdict: it waits as ACTIVE,
-        is PAUSED with its experiment, and ends when its experiment is being stopped."""
-        if exp.state == State.ACTIVE:
-            await self._save_trial(trial)
-        else:
-            await self._resume_or_park(exp, trial)
-
-    async def _resume_or_park(self, exp: Experiment, trial: Trial) -> None:
-        if exp.state == State.ACTIVE:
-            self._request(exp, trial)
-            await self._save_trial(trial)
-        elif exp.state == State.PAUSED:
-            trial.state = State.PAUSED
-            await self._save_trial(trial)
-        else:
-            await self._end_trial(exp, trial, STOPPED.get(exp.state, State.CANCELED))
 
     # -- what running trials ask of the searcher -------------------------------------------------
 
@@ -646,19 +693,28 @@ class Experiments:
                 raise errors.NotFound(f"trial {trial_id} not found")
             return None
         trial = found[1]
-        if trial.searcher_closed or trial.completed_length >= trial.searcher_length > 0:
+        if trial.phase not in lifecycle.TRAINING:
             return None
         return trial.searcher_length
 
+    @_transition
     async def complete_operation(self, trial_id: int, length: int, metric: float) -> None:
         found = self.live_trial(trial_id)
         if found is None:
             raise errors.FailedPrecondition(f"trial {trial_id} is not running")
         exp, trial = found
-        trial.completed_length = max(trial.completed_length, length)
-        await self._save_trial(trial)
+        if length >= trial.searcher_length:
+            # It did what the searcher asked; a report for an earlier, shorter length (a
+            # retried call) changes nothing.
+            lifecycle.next_phase(trial.phase, E.REPORTED)
+            trial.completed_length = max(trial.completed_length, length)
+            await self._fire(exp, trial, E.REPORTED)
+        elif length > trial.completed_length:
+            trial.completed_length = length
+            await self._save_trial(trial)
         await self._apply(exp, exp.search.on_validation_completed(trial.request_id, metric, length))
 
+    @_transition
     async def validation_reported(
         self, trial_id: int, metrics: dict[str, Any], steps_completed: int
     ) -> None:
@@ -670,6 +726,7 @@ class Experiments:
         if ops:
             await self._apply(exp, ops)
 
+    @_transition
     async def early_exit(self, trial_id: int, reason: str) -> None:
         found = self.live_trial(trial_id)
         if found is None:
@@ -690,15 +747,15 @@ class Experiments:
             await self.ensure_experiment(experiment_id)
         return exp
 
+    @_transition
     async def kill(self, experiment_id: int) -> None:
         exp = await self._live(experiment_id, "kill")
         if exp is None:
             return
         await self._set_state(exp, State.STOPPING_KILLED)
-        for trial in list(exp.trials.values()):
-            await self._kill_trial(exp, trial)
-        await self._maybe_finish(exp)
+        await self._to_trials(exp, E.KILLED)
 
+    @_transition
     async def kill_trial(self, trial_id: int) -> None:
         found = self.live_trial(trial_id)
         if found is None:
@@ -707,53 +764,34 @@ class Experiments:
                 raise errors.NotFound(f"trial {trial_id} not found")
             return
         exp, trial = found
-        await self._kill_trial(exp, trial)
-        await self._maybe_finish(exp)
+        await self._apply(exp, await self._fire(exp, trial, E.KILLED))
 
-    async def _kill_trial(self, exp: Experiment, trial: Trial) -> None:
-        if trial.state.terminal:
-            return
-        alloc = self._tasks.allocation_of(trial.task_id)
-        if alloc is not None:
-            alloc.stop_reason = "killed"
-            self._tasks.kill(alloc, reason="killed", grace=3.0)
-            return
-        self._tasks.withdraw(trial.task_id)
-        await self._end_trial(exp, trial, State.CANCELED)
-        await self._apply(exp, exp.search.on_trial_exited_early(trial.request_id, "user_canceled"))
-
+    @_transition
     async def pause(self, experiment_id: int) -> None:
         exp = await self._live(experiment_id, "pause")
         if exp is None or exp.state != State.ACTIVE:
             return
         await self._set_state(exp, State.PAUSED)
-        await self._stop_trials(exp, "paused")
+        await self._to_trials(exp, E.PAUSED)
 
+    @_transition
     async def cancel(self, experiment_id: int) -> None:
         exp = await self._live(experiment_id, "cancel")
         if exp is None or exp.state.stopping:
             return
         await self._set_state(exp, State.STOPPING_CANCELED)
-        await self._stop_trials(exp, "canceled")
-        await self._maybe_finish(exp)
+        await self._to_trials(exp, E.CANCELED)
 
-    async def _stop_trials(self, exp: Experiment, reason: str) -> None:
-        """Ask running trials to checkpoint and exit; pause or cancel the others (waiting for
-        slots, already paused, or waiting for the searcher's verdict)."""
+    async def _to_trials(self, exp: Experiment, event: TrialEvent) -> None:
+        """An experiment's pause, cancel or kill, passed to each of its unfinished trials:
+        those with a process are asked to exit, the others move at once."""
+        ops: list[searcher.Operation] = []
         for trial in list(exp.trials.values()):
-            if trial.state.terminal:
-                continue
-            alloc = self._tasks.allocation_of(trial.task_id)
-            if alloc is not None:
-                self._tasks.preempt(alloc, reason=reason, timeout=exp.config.preemption_timeout)
-                continue
-            self._tasks.withdraw(trial.task_id)
-            if reason != "paused":
-                await self._end_trial(exp, trial, State.CANCELED)
-            elif trial.state != State.PAUSED:
-                trial.state = State.PAUSED
-                await self._save_trial(trial)
+            if not trial.phase.terminal:
+                ops += await self._fire(exp, trial, event)
+        await self._apply(exp, ops)
 
+    @_transition
     async def activate(self, experiment_id: int) -> None:
         exp = await self._live(experiment_id, "activate")
         if exp is None:
@@ -761,14 +799,9 @@ class Experiments:
         if exp.state != State.PAUSED:
             return
         await self._set_state(exp, State.ACTIVE)
-        for trial in exp.trials.values():
-            if trial.state == State.PAUSED:
-                trial.state = State.ACTIVE
-                await self._save_trial(trial)
-                if self._waiting_for_verdict(trial):
-                    continue  # nothing to run until the searcher promotes it
-                if self._tasks.allocation_of(trial.task_id) is None:
-                    self._request(exp, trial)
+        for trial in list(exp.trials.values()):
+            if trial.phase in (P.PAUSED, P.PAUSED_AWAITING_VERDICT):
+                await self._fire(exp, trial, E.ACTIVATED)
 
     async def set_archived(self, experiment_id: int, archived: bool) -> None:
         await self.ensure_experiment(experiment_id)
@@ -813,66 +846,82 @@ class Experiments:
             "SELECT * FROM experiments WHERE state NOT IN ('COMPLETED', 'CANCELED', 'ERROR')"
         )
         for row in rows:
-            cfg = expconf.parse_experiment_config(json.loads(row["config"]))
-            seed = cfg.reproducibility.experiment_seed or 0
-            search = searcher.new_search(cfg, seed)
-            state = json.loads(row["searcher_state"] or "{}")
-            search.load_state_dict(state.get("method", {}))
-            exp = Experiment(
-                id=row["id"],
-                config=cfg,
-                state=State(row["state"]),
-                search=search,
-                job_id=row["job_id"],
-                username=row["username"],
-                start_time=row["start_time"],
-                queue_order=row["queue_order"] or 0.0,
-                searcher_done=bool(state.get("done", False)),
-            )
-            exp.job = self.job_info(exp.id, exp.job_id, cfg, exp.queue_order)
-            try:
-                exp.source_checkpoint = await self._source_checkpoint(cfg)
-            except errors.DetError:
-                exp.source_checkpoint = None
-            self.live[exp.id] = exp
-            for t in await self._db.fetch_all(
-                "SELECT * FROM trials WHERE experiment_id = ?", (exp.id,)
-            ):
-                trial = Trial(
-                    id=t["id"],
-                    experiment_id=exp.id,
-                    request_id=t["request_id"],
-                    state=State(t["state"]),
-                    hparams=json.loads(t["hparams"]),
-                    seed=t["seed"],
-                    restarts=t["restarts"],
-                    run_id=t["run_id"],
-                    steps_completed=t["steps_completed"],
-                    latest_checkpoint=t["latest_checkpoint"],
-                    searcher_length=t["searcher_length"],
-                    completed_length=t["completed_length"],
-                    searcher_closed=bool(t["searcher_closed"]),
-                    early_exit=t["early_exit"],
-                )
-                exp.trials[trial.id] = trial
-                if trial.state.terminal:
-                    continue
-                self._trials[trial.id] = trial
-                alloc = running.get(trial.id)
-                if alloc is not None:
-                    alloc.job = exp.job
-                    if exp.state == State.PAUSED:
-                        self._tasks.preempt(alloc, reason="paused", timeout=cfg.preemption_timeout)
-                    elif exp.state == State.STOPPING_CANCELED:
-                        self._tasks.preempt(
-                            alloc, reason="canceled", timeout=cfg.preemption_timeout
-                        )
-                    elif exp.state == State.STOPPING_KILLED:
-                        self._tasks.kill(alloc, reason="killed", grace=3.0)
-                elif exp.state == State.ACTIVE and trial.state == State.ACTIVE:
-                    if not self._waiting_for_verdict(trial):
-                        self._request(exp, trial)
-                elif exp.state.stopping:
-                    await self._end_trial(exp, trial, STOPPED[exp.state])
-            await self._maybe_finish(exp)
+            async with self._db.atomic():
+                await self._restore_experiment(row, running)
         log.info("restored %d live experiments", len(self.live))
+
+    async def _restore_experiment(self, row: Row, running: dict[int | None, Allocation]) -> None:
+        """One experiment and its trials, moved on by what the restart means for each: one
+        transaction."""
+        cfg = expconf.parse_experiment_config(json.loads(row["config"]))
+        seed = cfg.reproducibility.experiment_seed or 0
+        search = searcher.new_search(cfg, seed)
+        state = json.loads(row["searcher_state"] or "{}")
+        search.load_state_dict(state.get("method", {}))
+        exp = Experiment(
+            id=row["id"],
+            config=cfg,
+            state=State(row["state"]),
+            search=search,
+            job_id=row["job_id"],
+            username=row["username"],
+            start_time=row["start_time"],
+            queue_order=row["queue_order"] or 0.0,
+            searcher_done=bool(state.get("done", False)),
+        )
+        exp.job = self.job_info(exp.id, exp.job_id, cfg, exp.queue_order)
+        try:
+            exp.source_checkpoint = await self._source_checkpoint(cfg)
+        except errors.DetError:
+            exp.source_checkpoint = None
+        self.live[exp.id] = exp
+        for t in await self._db.fetch_all(
+            "SELECT * FROM trials WHERE experiment_id = ? ORDER BY id", (exp.id,)
+        ):
+            trial = Trial(
+                id=t["id"],
+                experiment_id=exp.id,
+                request_id=t["request_id"],
+                phase=TrialPhase(t["phase"]),
+                hparams=json.loads(t["hparams"]),
+                seed=t["seed"],
+                restarts=t["restarts"],
+                run_id=t["run_id"],
+                steps_completed=t["steps_completed"],
+                latest_checkpoint=t["latest_checkpoint"],
+                searcher_length=t["searcher_length"],
+                completed_length=t["completed_length"],
+                early_exit=t["early_exit"],
+            )
+            exp.trials[trial.id] = trial
+            if not trial.phase.terminal:
+                self._trials[trial.id] = trial
+        # Every trial is loaded before any moves: a move may end a trial, and the
+        # searcher's answer may name any other.
+        for trial in list(exp.trials.values()):
+            if not trial.phase.terminal:
+                await self._restore_trial(exp, trial, running.get(trial.id))
+        await self._maybe_finish(exp)
+
+    async def _restore_trial(self, exp: Experiment, trial: Trial, alloc: Allocation | None) -> None:
+        if trial.phase.terminal:
+            return  # the searcher's answer to an earlier move ended it
+        if alloc is None or not trial.phase.has_process:
+            if alloc is not None:
+                # Its process belongs to no run the store knows of: stop it.
+                log.warning("trial %d: killing allocation %s of no run", trial.id, alloc.id)
+                self._tasks.kill(alloc, reason="orphaned", grace=3.0)
+            await self._apply(exp, await self._fire(exp, trial, E.MASTER_RESTORED))
+            return
+        alloc.job = exp.job
+        # Its process runs on. The orders given to it before the restart were in memory only:
+        # give them again.
+        follow = lifecycle.experiment_event(exp.state)
+        if follow is not None:
+            await self._apply(exp, await self._fire(exp, trial, follow))
+        if trial.phase is P.KILLING:
+            await self._kill(alloc)
+        elif trial.phase is P.EARLY_STOPPING:
+            await self._preempt(exp, alloc, reason="stopped")
+        elif trial.phase is P.STOPPING:
+            await self._preempt(exp, alloc, reason="preempted")

@@ -133,4 +133,29 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX sessions_user ON sessions (user_id);
     """,
+    # 4: each trial's lifecycle phase (master/trial_lifecycle.py). Older stores kept it in
+    # the state, the searcher's lengths, searcher_closed and whether an allocation ran; this
+    # derives it from them once. searcher_closed is no longer written.
+    """
+    ALTER TABLE trials ADD COLUMN phase TEXT NOT NULL DEFAULT 'QUEUED';
+    UPDATE trials SET phase = CASE
+        WHEN state = 'COMPLETED' THEN 'COMPLETED'
+        WHEN state = 'CANCELED' THEN 'CANCELED'
+        WHEN state = 'ERROR' THEN 'ERRORED'
+        WHEN searcher_closed = 1 THEN 'CLOSING'
+        WHEN EXISTS (
+            SELECT 1 FROM allocations a WHERE a.trial_id = trials.id AND a.state = 'RUNNING'
+        ) THEN CASE
+            WHEN searcher_length > 0 AND completed_length >= searcher_length THEN 'REPORTED'
+            WHEN completed_length > 0 THEN 'PROMOTED'
+            ELSE 'RUNNING'
+        END
+        WHEN searcher_length > 0 AND completed_length >= searcher_length THEN CASE
+            WHEN state = 'PAUSED' THEN 'PAUSED_AWAITING_VERDICT'
+            ELSE 'AWAITING_VERDICT'
+        END
+        WHEN state = 'PAUSED' THEN 'PAUSED'
+        ELSE 'QUEUED'
+    END;
+    """,
 ]

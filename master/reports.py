@@ -80,20 +80,22 @@ class Reports:
                 value = _searcher_value(json.loads(r.metrics), name)
                 if value is not None and (best is None or (value < best) == smaller):
                     best = value
-        await self._db.execute_many(
-            "INSERT INTO metrics (trial_id, run_id, grp, steps_completed, metrics, batch_metrics,"
-            " timestamp) VALUES (?,?,?,?,?,?,?)",
-            rows,
-        )
         better = "MIN" if smaller else "MAX"
-        await self._db.execute(
-            f"UPDATE trials SET steps_completed = MAX(steps_completed, ?),"
-            f" latest_validation = COALESCE(?, latest_validation),"
-            f" best_validation = CASE WHEN ? IS NULL THEN best_validation"
-            f" WHEN best_validation IS NULL THEN ? ELSE {better}(best_validation, ?) END"
-            f" WHERE id = ?",
-            (steps, latest_validation, best, best, best, trial_id),
-        )
+        # The reports and what they change in the trial's row: one transaction.
+        async with self._db.atomic():
+            await self._db.execute_many(
+                "INSERT INTO metrics (trial_id, run_id, grp, steps_completed, metrics,"
+                " batch_metrics, timestamp) VALUES (?,?,?,?,?,?,?)",
+                rows,
+            )
+            await self._db.execute(
+                f"UPDATE trials SET steps_completed = MAX(steps_completed, ?),"
+                f" latest_validation = COALESCE(?, latest_validation),"
+                f" best_validation = CASE WHEN ? IS NULL THEN best_validation"
+                f" WHEN best_validation IS NULL THEN ? ELSE {better}(best_validation, ?) END"
+                f" WHERE id = ?",
+                (steps, latest_validation, best, best, best, trial_id),
+            )
         trial.steps_completed = max(trial.steps_completed, steps)
         self._events.publish(
             "metrics",
@@ -134,9 +136,13 @@ class Reports:
     async def progress(self, trial_id: int, progress: float) -> None:
         await self._ensure_trial(trial_id)
         progress = min(1.0, max(0.0, progress))
-        await self._db.execute("UPDATE trials SET progress = ? WHERE id = ?", (progress, trial_id))
-        found = self._exps.live_trial(trial_id)
-        if found is not None:
+        async with self._db.atomic():
+            await self._db.execute(
+                "UPDATE trials SET progress = ? WHERE id = ?", (progress, trial_id)
+            )
+            found = self._exps.live_trial(trial_id)
+            if found is None:
+                return
             exp = found[0]
             row = await self._db.fetch_one(
                 "SELECT SUM(CASE WHEN state IN ('COMPLETED','CANCELED','ERROR') THEN 1.0"
@@ -173,6 +179,14 @@ class Reports:
         if "steps_completed" not in metadata and not c.steps_completed:
             raise errors.InvalidArgument("checkpoint metadata must include steps_completed")
         await self._ensure_trial(c.trial_id)
+        async with self._db.atomic():
+            await self._record_checkpoint(c)
+        found = self._exps.live_trial(c.trial_id)
+        if found is not None:
+            found[1].latest_checkpoint = c.uuid
+
+    async def _record_checkpoint(self, c: v1.Checkpoint) -> None:
+        """The checkpoint's row, and the trial's latest checkpoint pointing at it."""
         await self._db.execute(
             "INSERT OR REPLACE INTO checkpoints (uuid, trial_id, experiment_id, allocation_id,"
             " task_id, steps_completed, metadata, resources, size, state, report_time, storage)"
@@ -195,9 +209,6 @@ class Reports:
         await self._db.execute(
             "UPDATE trials SET latest_checkpoint = ? WHERE id = ?", (c.uuid, c.trial_id)
         )
-        found = self._exps.live_trial(c.trial_id)
-        if found is not None:
-            found[1].latest_checkpoint = c.uuid
 
     async def get_checkpoint(self, uuid: str) -> v1.Checkpoint:
         from master import convert
@@ -257,16 +268,29 @@ class Reports:
         return {r["id"]: json.loads(r["config"]).get("searcher", {}).get("metric") for r in rows}
 
     async def delete_checkpoints(self, uuids: Sequence[str]) -> None:
+        """Mark the checkpoints DELETED, in one transaction (the caller's, when retention
+        runs as part of a trial's end), and remove their files once it has committed: a
+        master that dies in between leaves files behind, never a record of files that are
+        gone."""
+        doomed: list[tuple[str, dict[str, Any]]] = []
         for uuid in uuids:
             row = await self._db.fetch_one(
                 "SELECT storage FROM checkpoints WHERE uuid = ?", (uuid,)
             )
             if row is None:
                 raise errors.NotFound(f"checkpoint {uuid} not found")
-            await self._remove_files(uuid, json.loads(row["storage"] or "{}"))
-            await self._db.execute(
-                "UPDATE checkpoints SET state = 'DELETED' WHERE uuid = ?", (uuid,)
+            doomed.append((uuid, json.loads(row["storage"] or "{}")))
+
+        async def remove() -> None:
+            for uuid, storage in doomed:
+                await self._remove_files(uuid, storage)
+
+        async with self._db.atomic():
+            await self._db.execute_many(
+                "UPDATE checkpoints SET state = 'DELETED' WHERE uuid = ?",
+                [(uuid,) for uuid, _ in doomed],
             )
+            await self._db.after_commit(remove)
 
     async def delete_files(self, checkpoints: Sequence[tuple[str, str]]) -> None:
         """Remove the files of checkpoints whose records are already gone."""

@@ -56,6 +56,12 @@ class TaskOwner(Protocol):
     ) -> list[v1.StartContainer]:
         """Persist the new run and return one start order per container (rank order)."""
 
+    async def allocation_started(self, allocation: Allocation) -> None:
+        """Every container of the allocation runs (reported again after a master restart)."""
+
+    async def allocation_preempted(self, allocation: Allocation) -> None:
+        """The scheduler asked the allocation to checkpoint and exit for another job."""
+
     async def allocation_exited(self, allocation: Allocation) -> None:
         """Every container of the allocation has exited (or was lost)."""
 
@@ -192,6 +198,8 @@ class TaskManager:
                     "it checkpoints and resumes later",
                 )
                 self.preempt(alloc, reason="preempted", timeout=timeout)
+                assert self.owner is not None
+                await self.owner.allocation_preempted(alloc)
 
     async def _start(self, req: TaskRequest, placement: scheduler.Placement) -> None:
         assert self.owner is not None
@@ -214,22 +222,27 @@ class TaskManager:
                 agent.slots[slot_id].allocation_id = alloc.id
             agent.containers.add(c.id)
         self._index(alloc)
-        await self._db.execute(
-            "INSERT INTO allocations (id, trial_id, task_id, state, containers, token, start_time)"
-            " VALUES (?,?,?,?,?,?,?)",
-            (
-                alloc.id,
-                alloc.trial_id,
-                alloc.task_id,
-                "RUNNING",
-                alloc.containers_json(),
-                alloc.token,
-                alloc.start_time,
-            ),
-        )
-        orders = await self.owner.allocation_placed(req, alloc)
-        for order, c in zip(orders, sorted(containers.values(), key=lambda c: c.rank), strict=True):
-            self._hub.agents[c.agent_id].send(v1.MasterMessage(start=order))
+        # The allocation's row and its owner's move are one transaction. The start orders go
+        # out before it commits: a master that dies before the commit finds the containers
+        # unknown when their agent reconnects and kills them, and runs the task again.
+        async with self._db.atomic():
+            await self._db.execute(
+                "INSERT INTO allocations (id, trial_id, task_id, state, containers, token,"
+                " start_time) VALUES (?,?,?,?,?,?,?)",
+                (
+                    alloc.id,
+                    alloc.trial_id,
+                    alloc.task_id,
+                    "RUNNING",
+                    alloc.containers_json(),
+                    alloc.token,
+                    alloc.start_time,
+                ),
+            )
+            orders = await self.owner.allocation_placed(req, alloc)
+            ranked = sorted(containers.values(), key=lambda c: c.rank)
+            for order, c in zip(orders, ranked, strict=True):
+                self._hub.agents[c.agent_id].send(v1.MasterMessage(start=order))
 
     # -- orders ---------------------------------------------------------------------------
 
@@ -313,6 +326,7 @@ class TaskManager:
                 for slot_id in c.slot_ids:
                     if slot_id in agent.slots:
                         agent.slots[slot_id].allocation_id = alloc.id
+                await self._maybe_running(alloc)
             # Containers the agent did not list either exited while we were apart (their
             # exits follow right after the hello) or are gone; the sweep decides later.
             now = time.time()
@@ -328,9 +342,20 @@ class TaskManager:
         self.wake()
 
     async def container_started(self, agent: Agent, msg: v1.ContainerStarted) -> None:
-        alloc = self._by_container.get(msg.container_id)
-        if alloc is not None:
-            alloc.containers[msg.container_id].started = True
+        async with self._lock:
+            alloc = self._by_container.get(msg.container_id)
+            if alloc is not None:
+                alloc.containers[msg.container_id].started = True
+                await self._maybe_running(alloc)
+
+    async def _maybe_running(self, alloc: Allocation) -> None:
+        """Tells the owner, once, that every container of the allocation has started."""
+        if alloc.running or alloc.exited:
+            return
+        if all(c.started for c in alloc.containers.values()):
+            alloc.running = True
+            assert self.owner is not None
+            await self.owner.allocation_started(alloc)
 
     async def container_logs(self, agent: Agent, msg: v1.ContainerLogs) -> None:
         alloc = self._by_container.get(msg.container_id)
@@ -356,7 +381,9 @@ class TaskManager:
         async with self._lock:
             await self._container_exited(msg.container_id, msg.exit_code, msg.error)
 
-    async def _container_exited(self, container_id: str, exit_code: int, error: str) -> None:
+    async def _container_exited(
+        self, container_id: str, exit_code: int, error: str, *, lost: bool = False
+    ) -> None:
         alloc = self._by_container.get(container_id)
         if alloc is None:
             return
@@ -364,6 +391,7 @@ class TaskManager:
         if c.exit_code is not None:
             return
         self._away_since.pop(container_id, None)
+        c.lost = lost
         alloc.container_exited(c, exit_code, error)
         agent = self._hub.agents.get(c.agent_id)
         if agent is not None:
@@ -379,12 +407,17 @@ class TaskManager:
             # a moment first to print why their collectives were aborted.
             alloc.siblings_kill_at = time.time() + SIBLING_GRACE
             self.wake()
-        await self._db.execute(
-            "UPDATE allocations SET containers = ? WHERE id = ?",
-            (alloc.containers_json(), alloc.id),
-        )
+        # The container's exit, and with the last one the allocation's end and its owner's
+        # move: one transaction.
+        async with self._db.atomic():
+            await self._db.execute(
+                "UPDATE allocations SET containers = ? WHERE id = ?",
+                (alloc.containers_json(), alloc.id),
+            )
+            if alloc.exited:
+                await self._finish(alloc)
         if alloc.exited:
-            await self._finish(alloc)
+            self.wake()
 
     async def _finish(self, alloc: Allocation) -> None:
         assert self.owner is not None
@@ -395,7 +428,6 @@ class TaskManager:
             (time.time(), alloc.stop_reason, alloc.id),
         )
         await self.owner.allocation_exited(alloc)
-        self.wake()
 
     async def _sweep_lost(self) -> None:
         now = time.time()
@@ -422,6 +454,7 @@ class TaskManager:
                 -1,
                 f"lost: agent {agent_id} did not report this container within "
                 f"{self._reconnect_timeout:.0f}s",
+                lost=True,
             )
 
     async def master_log(self, alloc: Allocation, text: str) -> None:

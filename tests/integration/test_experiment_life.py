@@ -26,6 +26,9 @@ def test_minimal_example_completes_with_its_logs(cluster: Cluster) -> None:
     assert cluster.wait_state(exp_id, "COMPLETED", "ERROR", "CANCELED") == "COMPLETED"
     trials = cluster.trials(exp_id)
     assert [t["state"] for t in trials] == ["COMPLETED"]
+    assert [t["phase"] for t in trials] == ["COMPLETED"]
+    described = cluster.det("experiment", "describe", str(exp_id)).stdout
+    assert "Phase" in described.split("Trials:")[1].splitlines()[1]
     logs = cluster.logs(trials[0]["id"])
     assert "step 5/5" in logs
     assert "done" in logs

@@ -500,6 +500,9 @@ def test_pause_parks_trials_waiting_for_the_verdict_and_activate_finishes_the_se
         "every unfinished trial to be PAUSED, those waiting for the searcher included",
         interval=0.3,
     )
+    # The phase tells those waiting for the verdict from those with work left.
+    phases = {t["phase"] for t in cluster.trials(exp_id)}
+    assert phases <= {"PAUSED", "PAUSED_AWAITING_VERDICT", "COMPLETED"}, phases
     cluster.det("experiment", "activate", str(exp_id))
     assert cluster.wait_state(exp_id, *TERMINAL, timeout=120) == "COMPLETED"
     trials = cluster.trials(exp_id)

@@ -48,14 +48,25 @@ def test_experiment_table_has_determineds_columns_and_look() -> None:
 def test_running_trial_row_leaves_end_and_best_validation_blank() -> None:
     t = v1.Trial(
         id=3,
-        state=v1.State.RUNNING,
+        state=v1.State.ACTIVE,
+        phase=v1.TrialPhase.AWAITING_VERDICT,
         hparams='{"lr":0.1,"layers":{"n":2}}',
         steps_completed=400,
         restarts=1,
         start_time=START,
     )
     row = render.trial_row(t)
-    assert row == [3, "RUNNING", '{"lr": 0.1, "layers": {"n": 2}}', 400, 1, "", START_TEXT, ""]
+    assert row == [
+        3,
+        "ACTIVE",
+        "AWAITING_VERDICT",
+        '{"lr": 0.1, "layers": {"n": 2}}',
+        400,
+        1,
+        "",
+        START_TEXT,
+        "",
+    ]
 
 
 def test_json_uses_plain_state_names_and_decodes_json_fields() -> None:
@@ -63,12 +74,14 @@ def test_json_uses_plain_state_names_and_decodes_json_fields() -> None:
         id=3,
         experiment_id=1,
         state=v1.State.COMPLETED,
+        phase=v1.TrialPhase.COMPLETED,
         hparams='{"lr": 0.1}',
         seed=123456789012,
         best_validation_metric=0.25,
     )
     out = json.loads(render.to_json([render.message_dict(t)]))
     assert out[0]["state"] == "COMPLETED"
+    assert out[0]["phase"] == "COMPLETED"
     assert out[0]["hparams"] == {"lr": 0.1}
     assert out[0]["seed"] == 123456789012  # a number, not proto-JSON's string for int64
     assert out[0]["best_validation_metric"] == 0.25

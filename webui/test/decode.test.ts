@@ -45,6 +45,7 @@ const TRIAL = {
   searcher_length: "5",
   progress: 0.0,
   early_exit: "",
+  phase: "TRIAL_PHASE_COMPLETED",
 };
 
 describe("primitive decoders", () => {
@@ -113,6 +114,14 @@ describe("API decoders", () => {
     expect(trial.steps_completed).toBe(120);
     expect(trial.seed).toBe(2145849415);
     expect(trial.state).toBe("COMPLETED");
+    expect(trial.phase).toBe("COMPLETED");
+  });
+
+  it("decodes every trial phase and rejects an unknown one", () => {
+    expect(t.trialOne({ trial: { ...TRIAL, phase: "TRIAL_PHASE_AWAITING_VERDICT" } }).phase).toBe("AWAITING_VERDICT");
+    expect(() => t.trialOne({ trial: { ...TRIAL, phase: "TRIAL_PHASE_NAPPING" } })).toThrow(
+      'trial.phase: unknown trial phase "NAPPING"',
+    );
   });
 
   it("decodes the experiment detail's config JSON", () => {

@@ -48,6 +48,34 @@ export const state: Decoder<State> = (value) => {
   return name as State;
 };
 
+/** What a trial is doing (the master's trial lifecycle); its `state` follows from it. */
+export const TRIAL_PHASES = [
+  "UNSPECIFIED",
+  "QUEUED",
+  "STARTING",
+  "RUNNING",
+  "REPORTED",
+  "PROMOTED",
+  "CLOSING",
+  "STOPPING",
+  "EARLY_STOPPING",
+  "KILLING",
+  "AWAITING_VERDICT",
+  "PAUSED",
+  "PAUSED_AWAITING_VERDICT",
+  "COMPLETED",
+  "CANCELED",
+  "ERRORED",
+] as const;
+export type TrialPhase = (typeof TRIAL_PHASES)[number];
+
+/** "TRIAL_PHASE_RUNNING" (the API) to "RUNNING". */
+export const trialPhase: Decoder<TrialPhase> = (value) => {
+  const name = str(value).replace(/^TRIAL_PHASE_/, "");
+  if (!(TRIAL_PHASES as readonly string[]).includes(name)) throw new DecodeError(`unknown trial phase ${JSON.stringify(name)}`);
+  return name as TrialPhase;
+};
+
 export type JsonObject = Record<string, unknown>;
 const jsonObject: Decoder<JsonObject> = anyObject;
 
@@ -137,6 +165,7 @@ export interface Trial {
   searcher_length: number;
   progress: number;
   early_exit: string;
+  phase: TrialPhase;
 }
 
 export const trial: Decoder<Trial> = object<Trial>({
@@ -157,6 +186,7 @@ export const trial: Decoder<Trial> = object<Trial>({
   searcher_length: int,
   progress: num,
   early_exit: str,
+  phase: trialPhase,
 });
 export const trialList: Decoder<Trial[]> = map(object({ trials: array(trial) }), (r) => r.trials);
 export const trialOne: Decoder<Trial> = map(object({ trial }), (r) => r.trial);

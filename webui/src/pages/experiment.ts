@@ -8,7 +8,7 @@ import { Chart } from "../charts/chart";
 import { align, downsample, flattenHparams, hparamScatter, metricSeries } from "../charts/shape";
 import type { Page } from "../router";
 import { button, h, link, replace } from "../ui/dom";
-import { bytes, duration, metric, time, value } from "../ui/format";
+import { bytes, duration, metric, stateLabel, time, value } from "../ui/format";
 import { badge, Capped, coalesce, debounce, Notice, progress, section, Table } from "../ui/widgets";
 import { actionButtons } from "./actions";
 
@@ -120,6 +120,7 @@ export const experimentPage: Page = (root, params, ctx) => {
         [
           { title: "ID", class: "num", cell: (t) => link(`/trials/${t.id}`, String(t.id)) },
           { title: "State", cell: (t) => badge(t.state) },
+          { title: "Phase", class: "phase", cell: (t) => h("span", { data: { phase: t.phase } }, stateLabel(t.phase)) },
           ...names.map((n) => ({ title: n, class: "hp", cell: (t: Trial) => value(flattenHparams(t.hparams)[n]) })),
           { title: "Steps completed", class: "num", cell: (t) => String(t.steps_completed) },
           { title: "Best metric", class: "num", cell: (t) => metric(t.best_validation_metric) },

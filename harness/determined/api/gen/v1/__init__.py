@@ -110,6 +110,7 @@ __all__ = (
     "Trial",
     "TrialLogsRequest",
     "TrialLogsResponse",
+    "TrialPhase",
     "UpdateJobQueueRequest",
     "UpdateJobQueueResponse",
     "User",
@@ -216,6 +217,123 @@ class State(betterproto2.Enum):
             "STATE_PULLING": 14,
             "STATE_STARTING": 15,
             "STATE_RUNNING": 16,
+        }
+
+
+class TrialPhase(betterproto2.Enum):
+    """
+    What a trial is doing: the master's trial lifecycle (master/trial_lifecycle.py). `state`
+    is derived from it.
+    """
+
+    UNSPECIFIED = 0
+
+    QUEUED = 1
+    """
+    Waiting for slots.
+    """
+
+    STARTING = 2
+    """
+    Placed on slots; its containers are starting.
+    """
+
+    RUNNING = 3
+    """
+    Training towards the searcher's length.
+    """
+
+    REPORTED = 4
+    """
+    Reported the searcher's length; waits for the verdict while its process ends.
+    """
+
+    PROMOTED = 5
+    """
+    Promoted while its process was ending: trains on, or is queued when it exits.
+    """
+
+    CLOSING = 6
+    """
+    Closed by the searcher; completes when its process exits.
+    """
+
+    STOPPING = 7
+    """
+    Asked to checkpoint and exit (preempted, paused or canceled).
+    """
+
+    EARLY_STOPPING = 8
+    """
+    Stopped early by the searcher; completes when its process exits.
+    """
+
+    KILLING = 9
+    """
+    Killed by a user; canceled when its processes have exited.
+    """
+
+    AWAITING_VERDICT = 10
+    """
+    No process: did its length and waits for the searcher to promote or close it.
+    """
+
+    PAUSED = 11
+    """
+    No process: its experiment is paused.
+    """
+
+    PAUSED_AWAITING_VERDICT = 12
+    """
+    No process: waits for the searcher's verdict in a paused experiment.
+    """
+
+    COMPLETED = 13
+
+    CANCELED = 14
+
+    ERRORED = 15
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "TRIAL_PHASE_UNSPECIFIED",
+            1: "TRIAL_PHASE_QUEUED",
+            2: "TRIAL_PHASE_STARTING",
+            3: "TRIAL_PHASE_RUNNING",
+            4: "TRIAL_PHASE_REPORTED",
+            5: "TRIAL_PHASE_PROMOTED",
+            6: "TRIAL_PHASE_CLOSING",
+            7: "TRIAL_PHASE_STOPPING",
+            8: "TRIAL_PHASE_EARLY_STOPPING",
+            9: "TRIAL_PHASE_KILLING",
+            10: "TRIAL_PHASE_AWAITING_VERDICT",
+            11: "TRIAL_PHASE_PAUSED",
+            12: "TRIAL_PHASE_PAUSED_AWAITING_VERDICT",
+            13: "TRIAL_PHASE_COMPLETED",
+            14: "TRIAL_PHASE_CANCELED",
+            15: "TRIAL_PHASE_ERRORED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "TRIAL_PHASE_UNSPECIFIED": 0,
+            "TRIAL_PHASE_QUEUED": 1,
+            "TRIAL_PHASE_STARTING": 2,
+            "TRIAL_PHASE_RUNNING": 3,
+            "TRIAL_PHASE_REPORTED": 4,
+            "TRIAL_PHASE_PROMOTED": 5,
+            "TRIAL_PHASE_CLOSING": 6,
+            "TRIAL_PHASE_STOPPING": 7,
+            "TRIAL_PHASE_EARLY_STOPPING": 8,
+            "TRIAL_PHASE_KILLING": 9,
+            "TRIAL_PHASE_AWAITING_VERDICT": 10,
+            "TRIAL_PHASE_PAUSED": 11,
+            "TRIAL_PHASE_PAUSED_AWAITING_VERDICT": 12,
+            "TRIAL_PHASE_COMPLETED": 13,
+            "TRIAL_PHASE_CANCELED": 14,
+            "TRIAL_PHASE_ERRORED": 15,
         }
 
 
@@ -1687,6 +1805,10 @@ class Trial(betterproto2.Message):
     """
     Why the trial ended early, if it did ("", "invalid_hp", "errored", "user_canceled").
     """
+
+    phase: "TrialPhase" = betterproto2.field(
+        18, betterproto2.TYPE_ENUM, default_factory=lambda: TrialPhase(0)
+    )
 
 
 default_message_pool.register_message("v1", "Trial", Trial)
