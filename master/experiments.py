@@ -16,7 +16,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from determined.api.gen import v1
 from determined.common import context as ctx
 from determined.common import entrypoint, errors, expconf
-from master import searcher
+from master import searcher, task_spec
 from master import trial_lifecycle as lifecycle
 from master.allocation import Allocation
 from master.db import Database, Row
@@ -105,21 +105,6 @@ class MasterInfo:
     pools: tuple[str, ...]
     default_pool: str
     defaults: dict[str, Any]
-
-
-_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
-
-def shm_bytes(size: int | str | None) -> int:
-    """``resources.shm_size`` in bytes (``4G``, ``512M``, or a number); 0 means the default."""
-    if size is None:
-        return 0
-    if isinstance(size, int):
-        return size
-    text = size.strip().upper().removesuffix("B").removesuffix("I")
-    unit = text[-1] if text and text[-1] in _SIZE_UNITS else ""
-    number = text[: len(text) - len(unit)]
-    return int(float(number) * _SIZE_UNITS[unit])
 
 
 class Experiments:
@@ -537,89 +522,23 @@ class Experiments:
                 "SELECT steps_completed FROM checkpoints WHERE uuid = ?", (trial.latest_checkpoint,)
             )
             steps = int(row["steps_completed"]) if row is not None else 0
-        return self._start_orders(exp, trial, allocation, steps)
-
-    def _start_orders(
-        self, exp: Experiment, trial: Trial, alloc: Allocation, steps_completed: int
-    ) -> list[v1.StartContainer]:
-        cfg = exp.config
-        containers = sorted(alloc.containers.values(), key=lambda c: c.rank)
-        agents = self._tasks.agents
-        addrs = [agents[c.agent_id].address for c in containers]
-        counts = [len(c.slot_ids) for c in containers]
-        orders = []
-        for c in containers:
-            agent = agents[c.agent_id]
-            slots = [agent.slots[s] for s in c.slot_ids if s in agent.slots]
-            cuda = any(s.type == "cuda" for s in slots)
-            env = {
-                "DET_MASTER": self._info.master_address,
-                "DET_CLUSTER_ID": self._info.cluster_id,
-                "DET_AGENT_ID": c.agent_id,
-                "DET_SLOT_IDS": json.dumps([int(s) if s.isdigit() else s for s in c.slot_ids]),
-                "DET_TASK_ID": trial.task_id,
-                "DET_ALLOCATION_ID": alloc.id,
-                "DET_SESSION_TOKEN": alloc.token,
-                "DET_TASK_TYPE": "TRIAL",
-                "DET_TRIAL_ID": str(trial.id),
-                "DET_EXPERIMENT_ID": str(exp.id),
-                "DET_TRIAL_SEED": str(trial.seed),
-                "DET_HPARAMS": json.dumps(trial.hparams),
-                "DET_EXPERIMENT_CONFIG": json.dumps(cfg.to_dict()),
-                "DET_STEPS_COMPLETED": str(steps_completed),
-                "DET_TRIAL_RUN_ID": str(trial.run_id),
-                "DET_CONTAINER_ADDRS": json.dumps(addrs),
-                "DET_CONTAINER_RANK": str(c.rank),
-                "DET_CONTAINER_SLOT_COUNTS": json.dumps(counts),
-                "DET_GPU_UUIDS": json.dumps([s.uuid for s in slots if s.type == "cuda"]),
-            }
-            if trial.latest_checkpoint:
-                env["DET_LATEST_CHECKPOINT"] = trial.latest_checkpoint
-            variables = cfg.environment.environment_variables
-            for item in variables.cuda if cuda else variables.cpu:
-                key, _, value = item.partition("=")
-                env[key] = value
-            image = cfg.environment.image
-            auth = cfg.environment.registry_auth
-            orders.append(
-                v1.StartContainer(
-                    container_id=c.id,
-                    allocation_id=alloc.id,
-                    task_id=trial.task_id,
-                    argv=["python3", "-m", "determined.exec.launch"],
-                    env=env,
-                    slot_ids=list(c.slot_ids),
-                    spec=v1.ContainerSpec(
-                        image=(image.cuda if cuda else image.cpu) or "",
-                        force_pull=cfg.environment.force_pull_image,
-                        bind_mounts=[
-                            v1.BindMount(
-                                host_path=m.host_path,
-                                container_path=m.container_path,
-                                read_only=m.read_only,
-                                propagation=m.propagation,
-                            )
-                            for m in cfg.bind_mounts
-                        ],
-                        shm_size=shm_bytes(cfg.resources.shm_size),
-                        registry_auth=json.dumps(auth.to_dict()) if auth is not None else "",
-                        devices=[
-                            v1.Device(
-                                host_path=d.host_path, container_path=d.container_path, mode=d.mode
-                            )
-                            for d in cfg.resources.devices
-                        ],
-                        add_capabilities=list(cfg.environment.add_capabilities),
-                        drop_capabilities=list(cfg.environment.drop_capabilities),
-                        labels={
-                            "ai.pydet.allocation": alloc.id,
-                            "ai.pydet.container": c.id,
-                            "ai.pydet.task": trial.task_id,
-                        },
-                    ),
-                )
-            )
-        return orders
+        return task_spec.start_orders(
+            task_spec.TrialLaunch(
+                cluster_id=self._info.cluster_id,
+                master_address=self._info.master_address,
+                experiment_id=exp.id,
+                trial_id=trial.id,
+                task_id=trial.task_id,
+                seed=trial.seed,
+                hparams=trial.hparams,
+                run_id=trial.run_id,
+                steps_completed=steps,
+                latest_checkpoint=trial.latest_checkpoint,
+                config=exp.config,
+            ),
+            allocation,
+            self._tasks.agents,
+        )
 
     @_transition
     async def allocation_started(self, alloc: Allocation) -> None:

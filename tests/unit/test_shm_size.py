@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from master.experiments import shm_bytes
+from master.task_spec import shm_bytes
 
 
 @pytest.mark.parametrize(
