@@ -16,11 +16,12 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from determined.api.gen import v1
 from determined.common import context as ctx
 from determined.common import entrypoint, errors, expconf
-from master import searcher, task_spec
+from master import task_spec
 from master import trial_lifecycle as lifecycle
 from master.allocation import Allocation
 from master.db import Database, Row
 from master.events import EventBus
+from master.search import searcher
 from master.states import STOPPED, State
 from master.tasks import JobInfo, TaskManager, TaskRequest
 from master.trial_lifecycle import TrialEvent, TrialPhase

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import convert, preview, queries, redaction
+from master import convert, queries, redaction
 from master.agents import AgentHub
 from master.db import Database
 from master.events import EventBus
@@ -20,6 +20,7 @@ from master.experiments import Experiments, MasterInfo
 from master.jobs import Jobs
 from master.logs import LogFilter, LogStore
 from master.reports import Reports
+from master.search import preview
 from master.states import State, parse
 from master.tasks import TaskManager
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from determined.common import expconf
-from master import searcher
-from master.search_grid import grid_values
+from master.search import searcher
+from master.search.grid import grid_values
 from tests.unit.search_sim import SimTrial, Simulator, config, replay
 
 

@@ -3,8 +3,8 @@
 Kept free of I/O so it can be unit-tested directly and benchmarked over large clusters.
 ``decide`` runs one pass for one resource pool and returns what to start and what to
 preempt; the master applies it (see ``Decision``) and runs another pass whenever
-something changes. The algorithms live in ``scheduler_priority`` and
-``scheduler_fairshare``; the shared types in ``scheduler_types``.
+something changes. The algorithms live in ``priority`` and
+``fairshare`` in this package; the shared types in ``types``, placement in ``fit``.
 
 How the master applies a Decision:
 
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from master.scheduler_fairshare import decide_fair_share, fair_shares
-from master.scheduler_priority import decide_priority
-from master.scheduler_types import (
+from master.scheduler.fairshare import decide_fair_share, fair_shares
+from master.scheduler.priority import decide_priority
+from master.scheduler.types import (
     DEFAULT_PRIORITY,
     AgentView,
     Containers,

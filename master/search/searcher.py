@@ -3,7 +3,7 @@ they make the same decisions, and their whole state round-trips through JSON so 
 restarted master continues a search exactly where it was.
 
 This module is what the master imports: the operations, the :class:`SearchMethod` contract
-(see :mod:`master.search_base` for the events and what each operation asks of the master) and
+(see :mod:`master.search.base` for the events and what each operation asks of the master) and
 :func:`new_search`. Each method lives in its own module: ``search_simple`` (single, random),
 ``search_grid``, ``search_asha`` (one ASHA bracket) and ``search_adaptive`` (adaptive ASHA).
 """
@@ -11,8 +11,8 @@ This module is what the master imports: the operations, the :class:`SearchMethod
 from __future__ import annotations
 
 from determined.common import expconf
-from master.search_adaptive import AdaptiveASHASearch
-from master.search_base import (
+from master.search.adaptive import AdaptiveASHASearch
+from master.search.base import (
     EXIT_REASONS,
     Close,
     Create,
@@ -24,8 +24,8 @@ from master.search_base import (
     max_length_units,
     sample_hparams,
 )
-from master.search_grid import GridSearch, grid_points, grid_values
-from master.search_simple import RandomSearch, SingleSearch
+from master.search.grid import GridSearch, grid_points, grid_values
+from master.search.simple import RandomSearch, SingleSearch
 
 __all__ = [
     "EXIT_REASONS",
