@@ -158,4 +158,8 @@ MIGRATIONS: list[str] = [
         ELSE 'QUEUED'
     END;
     """,
+    # 5: jobs are found by id (queue updates, their authorization).
+    """
+    CREATE INDEX experiments_job ON experiments (job_id);
+    """,
 ]
