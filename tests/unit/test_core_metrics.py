@@ -12,8 +12,7 @@ import grpclib.exceptions
 import pytest
 
 from determined import core
-from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, wire
 from determined.core import _metrics, _rpc, _session, _train
 from determined.core._train import MetricRecord
 
@@ -46,7 +45,7 @@ class FakeTransport:
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.encode:
-            _rpc.encode_metrics(1, 1, records)
+            wire.encode(_rpc.metrics_request(1, 1, records))
         if self.failures:
             raise self.failures.pop(0)
         self.batches.append(list(records))
@@ -224,31 +223,6 @@ def test_only_the_chief_may_report(session: _session.Session, transport: FakeTra
     dummy = core.DummyTrainContext(dist)
     with pytest.raises(RuntimeError, match="this is rank 2"):
         dummy.report_metrics("custom", 1, {"x": 1})
-
-
-def test_encoded_metrics_match_the_generated_message() -> None:
-    records = [
-        MetricRecord("training", 5, '{"loss":NaN}', 1700000000.25, ""),
-        MetricRecord("validation", 0, "", 0.0, ""),
-        MetricRecord("custom", 2**40, '{"é":"ü"}', -1.0, '[{"loss":1}]'),
-        MetricRecord("training", 300, "{}", 1.0, "[]"),
-    ]
-    for trial_id, run_id in [(1, 1), (0, 0), (2**31 - 1, 3), (-1, -5)]:
-        expected = v1.ReportTrialMetricsRequest(
-            trial_id=trial_id,
-            run_id=run_id,
-            reports=[
-                v1.MetricReport(
-                    group=r.group,
-                    steps_completed=r.steps_completed,
-                    metrics=r.metrics,
-                    timestamp=r.timestamp,
-                    batch_metrics=r.batch_metrics,
-                )
-                for r in records
-            ],
-        )
-        assert _rpc.encode_metrics(trial_id, run_id, records) == bytes(expected)
 
 
 def test_session_retries_an_unreachable_master(session: _session.Session) -> None:

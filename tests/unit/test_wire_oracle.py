@@ -1,0 +1,790 @@
+"""``wire`` and ``gateway_json`` held to the official protobuf runtime as their oracle.
+
+The oracle is ``google.protobuf`` (upb) with message classes that grpc_tools' protoc builds at
+test time from the ``.proto`` files the generated ``v1`` code comes from (api/proto); they are
+loaded into a private descriptor pool, so no generated protobuf code is committed and nothing
+is registered globally. ``KINDS`` is a test-only proto for the field kinds ``v1`` does not use
+(zig-zag and fixed-width numbers, floats, maps of messages and enums, scalar oneof members,
+negative enum values, recursion, the largest field number); it is compiled twice, for the
+official runtime and with betterproto2's plugin as api/generate.py compiles ``v1``.
+
+Random official messages of every ``v1`` type and of ``KINDS`` (unknown fields appended) are
+checked both ways: official bytes -> ``wire.decode`` (compared field by field with the official
+parse) -> ``wire.encode`` -> official parse gives the original; and the same message built as
+a betterproto2 object -> ``wire.encode`` -> official parse gives the original. Hand-made bytes
+pin the spec's corner cases; mutated bytes check that ``wire`` rejects exactly what the
+official runtime rejects.
+
+``gateway_json`` gives ``MessageToDict(preserving_proto_field_name=True,
+always_print_fields_with_no_presence=True)`` with one intended difference: every field's key
+is present, with ``null`` where a field with presence (a message, a oneof member, an
+``optional`` scalar) is unset, so the WebUI's decoders never meet a missing key. Both write
+64-bit integers as strings and enums by name.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import importlib.util
+import inspect
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import betterproto2
+import pytest
+from google.protobuf import (
+    descriptor,
+    descriptor_pb2,
+    descriptor_pool,
+    json_format,
+    message,
+    message_factory,
+)
+from google.protobuf.unknown_fields import UnknownFieldSet
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from determined.api.gen import v1
+from determined.common import wire
+from determined.core import _rpc
+from determined.core._train import MetricRecord
+from master import gateway_json
+
+ROOT = Path(__file__).resolve().parents[2]
+PROTO_DIR = ROOT / "api" / "proto"
+FD = descriptor.FieldDescriptor
+
+KINDS = """
+syntax = "proto3";
+package oracle;
+
+enum Color {
+  COLOR_UNSPECIFIED = 0;
+  COLOR_RED = 1;
+  COLOR_BLUE = 2;
+  COLOR_NEGATIVE = -1;
+}
+
+message Inner {
+  string name = 1;
+  int64 count = 2;
+  repeated int32 values = 3;
+  Inner child = 4;
+  map<string, string> tags = 5;
+}
+
+message Empty {}
+
+message Kinds {
+  int32 i32 = 1;
+  int64 i64 = 2;
+  uint32 u32 = 3;
+  uint64 u64 = 4;
+  sint32 s32 = 5;
+  sint64 s64 = 6;
+  fixed32 f32 = 7;
+  fixed64 f64 = 8;
+  sfixed32 sf32 = 9;
+  sfixed64 sf64 = 10;
+  float flt = 11;
+  double dbl = 12;
+  bool flag = 13;
+  string text = 14;
+  bytes blob = 15;
+  Color color = 16;
+  Inner inner = 17;
+  optional int32 maybe_i32 = 18;
+  optional string maybe_text = 19;
+  optional Color maybe_color = 20;
+  optional double maybe_dbl = 21;
+  repeated int32 r_i32 = 22;
+  repeated int64 r_i64 = 23;
+  repeated uint64 r_u64 = 24;
+  repeated sint32 r_s32 = 25;
+  repeated sint64 r_s64 = 26;
+  repeated fixed32 r_f32 = 27;
+  repeated sfixed64 r_sf64 = 28;
+  repeated float r_flt = 29;
+  repeated double r_dbl = 30;
+  repeated bool r_flag = 31;
+  repeated Color r_color = 32;
+  repeated string r_text = 33;
+  repeated bytes r_blob = 34;
+  repeated Inner r_inner = 35;
+  repeated int32 unpacked = 36 [packed = false];
+  map<string, Inner> by_name = 37;
+  map<int32, string> by_i32 = 38;
+  map<int64, Color> by_i64 = 39;
+  map<bool, bytes> by_flag = 40;
+  map<uint32, double> by_u32 = 41;
+  map<sint64, sfixed32> by_s64 = 42;
+  oneof choice {
+    string choice_text = 43;
+    int64 choice_i64 = 44;
+    Inner choice_inner = 45;
+    Color choice_color = 46;
+    Empty choice_empty = 47;
+  }
+  Empty empty = 48;
+  uint32 last = 536870911;
+}
+"""
+
+# Messages fuzzed with more examples (and mutated): every kind, the agent stream, the hot paths.
+FOCUS = [
+    "oracle.Kinds",
+    "v1.AgentMessage",
+    "v1.MasterMessage",
+    "v1.Checkpoint",
+    "v1.Job",
+    "v1.ReportTrialMetricsRequest",
+    "v1.GetExperimentsRequest",
+]
+
+
+def _examples(n: int) -> settings:
+    return settings(max_examples=n, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def _betterproto_classes(module: types.ModuleType, package: str) -> dict[str, type[Any]]:
+    return {
+        f"{package}.{cls.__name__}": cls
+        for _, cls in inspect.getmembers(module, inspect.isclass)
+        if issubclass(cls, betterproto2.Message) and cls.__module__ == module.__name__
+    }
+
+
+V1_NAMES = sorted(_betterproto_classes(v1, "v1"))
+
+
+class Protos:
+    """The official classes and the betterproto2 classes, by full proto name."""
+
+    def __init__(
+        self, official: dict[str, type[message.Message]], betterproto: dict[str, type[Any]]
+    ) -> None:
+        self.official = official
+        self.betterproto = betterproto
+        self.strategies: dict[tuple[str, int], st.SearchStrategy[message.Message]] = {}
+
+    def __repr__(self) -> str:
+        return f"<{len(self.official)} message types>"
+
+    def pair(self, name: str) -> tuple[type[message.Message], type[Any]]:
+        return self.official[name], self.betterproto[name]
+
+
+def _protoc(*args: str) -> None:
+    # betterproto2's plugin (and the ruff it formats with) live beside this interpreter.
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
+    result = subprocess.run(
+        [sys.executable, "-m", "grpc_tools.protoc", *args], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def _official_classes(descriptor_set: Path) -> dict[str, type[message.Message]]:
+    files = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set.read_bytes())
+    pool = descriptor_pool.DescriptorPool()
+    for f in files.file:
+        pool.Add(f)
+    classes: dict[str, type[message.Message]] = {}
+    for f in files.file:
+        for desc in pool.FindFileByName(f.name).message_types_by_name.values():
+            classes[desc.full_name] = message_factory.GetMessageClass(desc)
+    return classes
+
+
+@pytest.fixture(scope="module")
+def protos(tmp_path_factory: pytest.TempPathFactory) -> Protos:
+    tmp = tmp_path_factory.mktemp("oracle")
+    v1_set = tmp / "v1.pb"
+    v1_files = sorted(str(p.relative_to(PROTO_DIR)) for p in PROTO_DIR.glob("v1/*.proto"))
+    _protoc(f"-I{PROTO_DIR}", f"--descriptor_set_out={v1_set}", "--include_imports", *v1_files)
+
+    (tmp / "proto").mkdir()
+    (tmp / "proto" / "kinds.proto").write_text(KINDS)
+    kinds_set = tmp / "kinds.pb"
+    _protoc(f"-I{tmp / 'proto'}", f"--descriptor_set_out={kinds_set}", "kinds.proto")
+    package = "_pydet_wire_oracle_kinds"
+    out = tmp / package
+    out.mkdir()
+    _protoc(f"-I{tmp / 'proto'}", f"--python_betterproto2_out={out}", "kinds.proto")
+    spec = importlib.util.spec_from_file_location(
+        package, out / "__init__.py", submodule_search_locations=[str(out)]
+    )
+    assert spec is not None and spec.loader is not None
+    sys.modules[package] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules[package])
+    kinds = importlib.import_module(f"{package}.oracle")
+
+    official = {**_official_classes(v1_set), **_official_classes(kinds_set)}
+    betterproto = {**_betterproto_classes(v1, "v1"), **_betterproto_classes(kinds, "oracle")}
+    # A stale harness/determined/api/gen shows here first (api/generate.py --check in CI).
+    assert sorted(official) == sorted(betterproto)
+    return Protos(official, betterproto)
+
+
+# Random official messages, drawn from their descriptors.
+
+I32 = (-(2**31), 2**31 - 1)
+I64 = (-(2**63), 2**63 - 1)
+_EDGES = [0, 1, -1, 127, 128, 300, 16383, 16384, 2**31 - 1, -(2**31), 2**32 - 1]
+
+
+def _ints(lo: int, hi: int) -> st.SearchStrategy[int]:
+    return st.sampled_from([n for n in [*_EDGES, lo, hi] if lo <= n <= hi]) | st.integers(lo, hi)
+
+
+_DOUBLES = st.floats() | st.sampled_from([0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324])
+SCALARS: dict[int, st.SearchStrategy[Any]] = {
+    FD.TYPE_INT32: _ints(*I32),
+    FD.TYPE_SINT32: _ints(*I32),
+    FD.TYPE_SFIXED32: _ints(*I32),
+    FD.TYPE_INT64: _ints(*I64),
+    FD.TYPE_SINT64: _ints(*I64),
+    FD.TYPE_SFIXED64: _ints(*I64),
+    FD.TYPE_UINT32: _ints(0, 2**32 - 1),
+    FD.TYPE_FIXED32: _ints(0, 2**32 - 1),
+    FD.TYPE_UINT64: _ints(0, 2**64 - 1),
+    FD.TYPE_FIXED64: _ints(0, 2**64 - 1),
+    FD.TYPE_BOOL: st.booleans(),
+    FD.TYPE_DOUBLE: _DOUBLES,
+    FD.TYPE_FLOAT: st.floats(width=32) | st.sampled_from([-0.0, math.nan, math.inf]),
+    FD.TYPE_STRING: st.text() | st.sampled_from(["", "é", "日本語", "🙂", "\x00", "a" * 200]),
+    FD.TYPE_BYTES: st.binary() | st.sampled_from([b"", b"\x00\xff", b"x" * 300]),
+}
+MAX_DEPTH = 3
+
+
+def _is_map(f: descriptor.FieldDescriptor) -> bool:
+    return f.message_type is not None and f.message_type.GetOptions().map_entry
+
+
+def _real_oneof(f: descriptor.FieldDescriptor) -> descriptor.OneofDescriptor | None:
+    """The field's oneof, unless it is the synthetic one protoc makes for ``optional``."""
+    oneof = f.containing_oneof
+    if oneof is None or (len(oneof.fields) == 1 and oneof.name == "_" + f.name):
+        return None
+    return oneof
+
+
+def _value(protos: Protos, f: descriptor.FieldDescriptor, depth: int) -> st.SearchStrategy[Any]:
+    if f.type == FD.TYPE_MESSAGE:
+        return _message(protos, f.message_type.full_name, depth + 1)
+    if f.type == FD.TYPE_ENUM:
+        known = [v.number for v in f.enum_type.values]
+        return st.sampled_from(known) | _ints(*I32)  # proto3 enums are open
+    return SCALARS[f.type]
+
+
+def _message(protos: Protos, name: str, depth: int = 0) -> st.SearchStrategy[message.Message]:
+    """Official ``name`` messages with any subset of fields set, defaults and oneofs included."""
+    cached = protos.strategies.get((name, depth))
+    if cached is not None:
+        return cached
+    cls = protos.official[name]
+    desc = cls.DESCRIPTOR
+    fields: dict[str, st.SearchStrategy[Any]] = {}
+    if depth <= MAX_DEPTH:
+        for f in desc.fields:
+            if _is_map(f):
+                key_f, value_f = f.message_type.fields
+                fields[f.name] = st.dictionaries(
+                    _value(protos, key_f, depth), _value(protos, value_f, depth), max_size=3
+                )
+            elif f.is_repeated:
+                fields[f.name] = st.lists(_value(protos, f, depth), max_size=4)
+            elif _real_oneof(f) is None:
+                fields[f.name] = _value(protos, f, depth)
+        for oneof in desc.oneofs:
+            members = [f for f in oneof.fields if _real_oneof(f) is not None]
+            if members:
+                fields[oneof.name] = st.one_of(
+                    [st.tuples(st.just(f.name), _value(protos, f, depth)) for f in members]
+                )
+
+    def build(values: dict[str, Any]) -> message.Message:
+        m = cls()
+        for key, value in values.items():
+            if key in desc.oneofs_by_name:
+                key, value = value
+            _set(m, desc.fields_by_name[key], value)
+        return m
+
+    strategy = st.fixed_dictionaries({}, optional=fields).map(build)
+    protos.strategies[(name, depth)] = strategy
+    return strategy
+
+
+def _set(m: message.Message, f: descriptor.FieldDescriptor, value: Any) -> None:
+    if _is_map(f):
+        container = getattr(m, f.name)
+        for k, v in value.items():
+            if f.message_type.fields_by_name["value"].type == FD.TYPE_MESSAGE:
+                container[k].CopyFrom(v)
+            else:
+                container[k] = v
+    elif f.is_repeated:
+        getattr(m, f.name).extend(value)
+    elif f.type == FD.TYPE_MESSAGE:
+        getattr(m, f.name).CopyFrom(value)
+    else:
+        setattr(m, f.name, value)
+
+
+# Unknown fields, as a sender with a newer schema would write them.
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _tag(number: int, wire_type: int) -> bytes:
+    return _varint(number << 3 | wire_type)
+
+
+@st.composite
+def _unknown_fields(draw: st.DrawFn, desc: descriptor.Descriptor) -> bytes:
+    taken = {f.number for f in desc.fields}
+    number_st = (st.integers(1, 60) | st.integers(1, 2**29 - 1)).filter(
+        lambda n: n not in taken and not 19000 <= n <= 19999
+    )
+    parts = []
+    for _ in range(draw(st.integers(0, 3))):
+        n = draw(number_st)
+        kind = draw(st.sampled_from(["varint", "fixed64", "len", "fixed32", "group"]))
+        if kind == "varint":
+            parts.append(_tag(n, 0) + _varint(draw(st.integers(0, 2**64 - 1))))
+        elif kind == "fixed64":
+            parts.append(_tag(n, 1) + draw(st.binary(min_size=8, max_size=8)))
+        elif kind == "len":
+            body = draw(st.binary(max_size=20))
+            parts.append(_tag(n, 2) + _varint(len(body)) + body)
+        elif kind == "fixed32":
+            parts.append(_tag(n, 5) + draw(st.binary(min_size=4, max_size=4)))
+        else:
+            parts.append(_tag(n, 3) + _tag(1, 0) + b"\x07" + _tag(n, 4))
+    return b"".join(parts)
+
+
+# Comparing a betterproto2 object with an official message, field by field.
+
+
+def _bits(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+def _assert_same(want: message.Message, got: Any, path: str = "") -> None:
+    desc = want.DESCRIPTOR
+    meta = type(got)._betterproto
+    name_of = {fmeta.number: name for name, fmeta in meta.meta_by_field_name.items()}
+    assert sorted(name_of) == sorted(f.number for f in desc.fields), path
+    for f in desc.fields:
+        where = f"{path}.{f.name}"
+        value = getattr(got, name_of[f.number])
+        if _is_map(f):
+            expected = getattr(want, f.name)
+            assert isinstance(value, dict), where
+            assert set(value) == set(expected), where
+            value_f = f.message_type.fields_by_name["value"]
+            for k in expected:
+                _assert_value(value_f, expected[k], value[k], f"{where}[{k!r}]")
+        elif f.is_repeated:
+            expected = list(getattr(want, f.name))
+            assert isinstance(value, list) and len(value) == len(expected), where
+            for i, (x, y) in enumerate(zip(expected, value, strict=True)):
+                _assert_value(f, x, y, f"{where}[{i}]")
+        elif f.has_presence and not want.HasField(f.name):
+            assert value is None, f"{where}: {value!r} where the official message has none"
+        else:
+            _assert_value(f, getattr(want, f.name), value, where)
+
+
+def _assert_value(f: descriptor.FieldDescriptor, want: Any, got: Any, where: str) -> None:
+    if f.type == FD.TYPE_MESSAGE:
+        assert isinstance(got, betterproto2.Message), where
+        _assert_same(want, got, where)
+    elif f.type == FD.TYPE_ENUM:
+        assert isinstance(got, betterproto2.Enum) and int(got) == want, (where, got, want)
+    elif f.type in (FD.TYPE_DOUBLE, FD.TYPE_FLOAT):
+        assert type(got) is float and _bits(got) == _bits(want), (where, got, want)
+    else:
+        assert type(got) is type(want) and got == want, (where, got, want)
+
+
+def _to_betterproto(want: message.Message, cls: type[Any]) -> Any:
+    """The betterproto2 object a program would build for ``want``, with its constructor."""
+    desc = want.DESCRIPTOR
+    meta = cls._betterproto
+    kwargs: dict[str, Any] = {}
+    for name, fmeta in meta.meta_by_field_name.items():
+        f = desc.fields_by_number[fmeta.number]
+        if _is_map(f):
+            value_f = f.message_type.fields_by_name["value"]
+            sub = meta.cls_by_field.get(f"{name}.value")
+            kwargs[name] = {k: _python(value_f, v, sub) for k, v in getattr(want, f.name).items()}
+        elif f.is_repeated:
+            sub = meta.cls_by_field.get(name)
+            kwargs[name] = [_python(f, v, sub) for v in getattr(want, f.name)]
+        elif not f.has_presence or want.HasField(f.name):
+            kwargs[name] = _python(f, getattr(want, f.name), meta.cls_by_field.get(name))
+    return cls(**kwargs)
+
+
+def _python(f: descriptor.FieldDescriptor, value: Any, sub: Any) -> Any:
+    if f.type == FD.TYPE_MESSAGE:
+        return _to_betterproto(value, sub)
+    if f.type == FD.TYPE_ENUM:
+        return sub(value)
+    return value
+
+
+def _canonical(m: message.Message) -> bytes:
+    """Equal for equal messages, unknown fields, NaN payloads and the sign of zero included."""
+    return m.SerializeToString(deterministic=True)
+
+
+def _names(which: str) -> list[str]:
+    return ["oracle.Kinds", "oracle.Inner"] + (V1_NAMES if which == "all" else [])
+
+
+# Both directions, every message type.
+
+
+@pytest.mark.parametrize("name", _names("all"))
+@_examples(25)
+@given(data=st.data())
+def test_official_bytes_decode_to_the_same_fields_and_encode_back(
+    protos: Protos, name: str, data: st.DataObject
+) -> None:
+    official, ours = protos.pair(name)
+    original = data.draw(_message(protos, name))
+    encoded = original.SerializeToString() + data.draw(_unknown_fields(original.DESCRIPTOR))
+    reference = official.FromString(encoded)
+    decoded = wire.decode(ours, encoded)
+    _assert_same(reference, decoded)
+    assert _canonical(official.FromString(wire.encode(decoded))) == _canonical(reference)
+
+
+@pytest.mark.parametrize("name", _names("all"))
+@_examples(25)
+@given(data=st.data())
+def test_betterproto_objects_encode_to_what_the_official_runtime_reads(
+    protos: Protos, name: str, data: st.DataObject
+) -> None:
+    official, ours = protos.pair(name)
+    original = data.draw(_message(protos, name))
+    built = _to_betterproto(original, ours)
+    parsed = official.FromString(wire.encode(built))
+    assert _canonical(parsed) == _canonical(original)
+    _assert_same(parsed, built)
+
+
+@pytest.mark.parametrize("name", FOCUS)
+@_examples(300)
+@given(data=st.data())
+def test_focus_messages_round_trip_both_ways(
+    protos: Protos, name: str, data: st.DataObject
+) -> None:
+    official, ours = protos.pair(name)
+    original = data.draw(_message(protos, name))
+    encoded = original.SerializeToString() + data.draw(_unknown_fields(original.DESCRIPTOR))
+    reference = official.FromString(encoded)
+    decoded = wire.decode(ours, encoded)
+    _assert_same(reference, decoded)
+    assert _canonical(official.FromString(wire.encode(decoded))) == _canonical(reference)
+    built = _to_betterproto(original, ours)
+    assert _canonical(official.FromString(wire.encode(built))) == _canonical(original)
+
+
+def _mutate(draw: st.DrawFn, data: bytes) -> bytes:
+    kind = draw(st.sampled_from(["truncate", "set", "insert", "delete"]))
+    at = draw(st.integers(0, len(data)))
+    if kind == "truncate":
+        return data[:at]
+    if kind == "insert":
+        return data[:at] + draw(st.binary(min_size=1, max_size=6)) + data[at:]
+    if kind == "delete":
+        return data[:at] + data[at + draw(st.integers(1, 4)) :]
+    if at == len(data):
+        return data + draw(st.binary(min_size=1, max_size=2))
+    return data[:at] + bytes([draw(st.integers(0, 255))]) + data[at + 1 :]
+
+
+@pytest.mark.parametrize("name", FOCUS)
+@_examples(300)
+@given(data=st.data())
+def test_exactly_what_the_official_runtime_rejects_is_rejected(
+    protos: Protos, name: str, data: st.DataObject
+) -> None:
+    official, ours = protos.pair(name)
+    original = data.draw(_message(protos, name))
+    encoded = original.SerializeToString() + data.draw(_unknown_fields(original.DESCRIPTOR))
+    mutated = _mutate(data.draw, encoded) if encoded else data.draw(st.binary(max_size=8))
+    try:
+        reference = official.FromString(mutated)
+    except message.DecodeError:
+        with pytest.raises(wire.DecodeError):
+            wire.decode(ours, mutated)
+        return
+    decoded = wire.decode(ours, mutated)
+    _assert_same(reference, decoded)
+    assert _canonical(official.FromString(wire.encode(decoded))) == _canonical(reference)
+
+
+# The spec's corner cases, with hand-made bytes.
+
+
+def _check(protos: Protos, name: str, data: bytes) -> Any:
+    """``wire.decode`` of ``data`` matches the official parse (and encodes back to it)."""
+    official, ours = protos.pair(name)
+    reference = official.FromString(data)
+    decoded = wire.decode(ours, data)
+    _assert_same(reference, decoded)
+    assert _canonical(official.FromString(wire.encode(decoded))) == _canonical(reference)
+    return decoded
+
+
+def _field(number: int, body: bytes) -> bytes:
+    return _tag(number, 2) + _varint(len(body)) + body
+
+
+def test_of_two_oneof_members_on_the_wire_the_last_wins(protos: Protos) -> None:
+    hello = _field(1, _field(1, b"agent-1"))
+    exited = _field(4, _field(1, b"c1"))
+    decoded = _check(protos, "v1.AgentMessage", hello + exited)
+    assert decoded.hello is None and decoded.exited.container_id == "c1"
+    decoded = _check(protos, "v1.AgentMessage", exited + hello)
+    assert decoded.exited is None and decoded.hello.agent_id == "agent-1"
+    # A scalar member after a message member, and back: each switch drops the other.
+    text, number = _field(43, b"t"), _tag(44, 0) + _varint(5)
+    decoded = _check(protos, "oracle.Kinds", _field(45, b"") + text + number)
+    assert (decoded.choice_inner, decoded.choice_text, decoded.choice_i64) == (None, None, 5)
+    # hello {a}, exited, hello {b}: the second hello starts afresh (it is not merged with a).
+    again = _field(1, _field(2, b"host"))
+    decoded = _check(protos, "v1.AgentMessage", hello + exited + again)
+    assert (decoded.hello.agent_id, decoded.hello.hostname) == ("", "host")
+
+
+def test_a_message_field_that_appears_twice_is_merged(protos: Protos) -> None:
+    first = v1.ContainerSpec(
+        image="img", bind_mounts=[v1.BindMount(host_path="/a")], labels={"a": "1", "k": "x"}
+    )
+    second = v1.ContainerSpec(
+        force_pull=True, bind_mounts=[v1.BindMount(host_path="/b")], labels={"k": "y"}
+    )
+    data = _field(7, wire.encode(first)) + _field(1, b"c9") + _field(7, wire.encode(second))
+    spec = _check(protos, "v1.StartContainer", data).spec
+    assert (spec.image, spec.force_pull) == ("img", True)
+    assert [m.host_path for m in spec.bind_mounts] == ["/a", "/b"]
+    assert spec.labels == {"a": "1", "k": "y"}
+    # The same, one level down and inside a oneof.
+    start = _field(2, _field(7, _field(1, b"img"))) + _field(2, _field(7, _field(3, b"auth")))
+    decoded = _check(protos, "v1.MasterMessage", start)
+    assert decoded.start.spec is not None
+    assert (decoded.start.spec.image, decoded.start.spec.registry_auth) == ("img", "auth")
+
+
+def test_map_entries_merge_message_values_and_default_missing_parts(protos: Protos) -> None:
+    value_1 = _field(2, _field(1, b"n"))  # value: Inner{name: "n"}
+    value_2 = _field(2, _tag(2, 0) + b"\x07")  # value: Inner{count: 7}
+    entries = [
+        _field(37, _field(1, b"k") + value_1 + value_2),  # one entry, value given twice
+        _field(37, _field(1, b"no value")),
+        _field(37, value_1),  # no key: ""
+        _field(38, _tag(2, 2) + b"\x01v"),  # by_i32 without key: 0
+        _field(38, _tag(1, 0) + b"\x05" + _tag(1, 0) + b"\x06"),  # key twice: the last wins
+        _field(39, _tag(1, 0) + b"\x03"),  # by_i64 without value: the enum's zero
+        _field(40, _tag(1, 0) + b"\x01" + _tag(2, 0) + b"\x01"),  # a wrong wire type: kept
+    ]
+    decoded = _check(protos, "oracle.Kinds", b"".join(entries))
+    assert (decoded.by_name["k"].name, decoded.by_name["k"].count) == ("n", 7)
+    assert decoded.by_name["no value"] is not None
+    assert decoded.by_name[""].name == "n"
+    assert decoded.by_i32 == {0: "v", 6: ""}
+    assert [(k, type(v)) for k, v in decoded.by_i64.items()] == [(3, type(decoded.color))]
+    assert decoded.by_flag == {} and decoded._unknown_fields != b""
+
+
+def test_repeated_numbers_are_read_packed_and_unpacked(protos: Protos) -> None:
+    packed = _field(22, _varint(9) + b"\xff" * 9 + b"\x01")  # r_i32: 9, -1
+    unpacked = _tag(22, 0) + _varint(5)
+    doubles = _field(30, struct.pack("<2d", 1.5, -0.0)) + _tag(30, 1) + struct.pack("<d", 2.0)
+    colors = _tag(32, 0) + b"\x02" + _field(32, b"\x01\x63")
+    plain = _tag(36, 0) + b"\x04" + _field(36, b"\x05\x06")  # [packed = false], read both ways
+    decoded = _check(protos, "oracle.Kinds", packed + unpacked + packed + doubles + colors + plain)
+    assert decoded.r_i32 == [9, -1, 5, 9, -1]
+    assert [_bits(x) for x in decoded.r_dbl] == [_bits(x) for x in (1.5, -0.0, 2.0)]
+    assert decoded.r_color == [2, 1, 99]
+    assert decoded.unpacked == [4, 5, 6]
+    # Written packed, as proto3 does by default; a [packed = false] field too (documented).
+    assert wire.encode(decoded).count(_field(36, b"\x04\x05\x06")) == 1
+
+
+def test_unknown_fields_are_skipped_kept_and_written_back(protos: Protos) -> None:
+    unknown = b"".join(
+        [
+            _tag(111, 0) + _varint(150),
+            _tag(111, 1) + struct.pack("<d", 1.0),
+            _field(111, b"abc"),
+            _tag(111, 5) + struct.pack("<f", 1.0),
+            _tag(112, 3) + _tag(1, 0) + b"\x01" + _tag(2, 3) + _tag(2, 4) + _tag(112, 4),
+            _tag(2, 0) + b"\x05",  # Job.type is a string: a varint there is an unknown field
+        ]
+    )
+    job = wire.encode(v1.Job(job_id="j", name="n"))
+    data = job[:3] + unknown + job[3:]
+    decoded = _check(protos, "v1.Job", data)
+    assert (decoded.job_id, decoded.type, decoded.name) == ("j", "", "n")
+    official = protos.official["v1.Job"]
+    assert len(UnknownFieldSet(official.FromString(wire.encode(decoded)))) == 6
+    # Nested: unknown fields of a sub-message stay with it.
+    nested = _field(1, _field(1, b"a") + _tag(99, 0) + b"\x01")
+    hello = _check(protos, "v1.AgentMessage", nested).hello
+    assert hello._unknown_fields == _tag(99, 0) + b"\x01"
+
+
+def test_negative_int32_and_enums_are_ten_bytes_and_read_from_five(protos: Protos) -> None:
+    official = protos.official["oracle.Kinds"]
+    _, kinds = protos.pair("oracle.Kinds")
+    for kwargs in [{"i32": -1}, {"i32": -(2**31)}, {"color": -1}, {"i64": -(2**63)}]:
+        reference = official(**kwargs).SerializeToString()
+        built = kinds(
+            **{k: kinds._betterproto.cls_by_field.get(k, int)(v) for k, v in kwargs.items()}
+        )
+        assert wire.encode(built) == reference
+        (name,) = kwargs
+        number = official.DESCRIPTOR.fields_by_name[name].number
+        assert len(reference) == len(_tag(number, 0)) + 10
+    # Five-byte (32-bit) encodings are what some writers send; both read them as int32.
+    decoded = _check(
+        protos, "oracle.Kinds", b"\x08\xff\xff\xff\xff\x0f\x80\x01\xff\xff\xff\xff\x0f"
+    )
+    assert (decoded.i32, decoded.color) == (-1, -1)
+    # Bits past the 64th are dropped; a tenth byte above 1 is still a varint.
+    decoded = _check(protos, "oracle.Kinds", b"\x10" + b"\xff" * 9 + b"\x7f")
+    assert decoded.i64 == -1
+
+
+def test_negative_zero_is_written_like_any_other_non_default_double(protos: Protos) -> None:
+    official = protos.official["oracle.Kinds"]
+    _, kinds = protos.pair("oracle.Kinds")
+    for kwargs in [{"dbl": -0.0}, {"flt": -0.0}, {"maybe_dbl": 0.0}, {"dbl": math.nan}]:
+        assert wire.encode(kinds(**kwargs)) == official(**kwargs).SerializeToString() != b""
+    assert wire.encode(kinds(dbl=0.0, flt=0.0)) == b""
+
+
+MALFORMED = [
+    ("v1.Job", b"\x0a\x05ab", "length-delimited field runs past the end"),
+    ("v1.Job", b"\x08", "truncated"),
+    ("v1.Job", b"\x08\xff", "truncated varint"),
+    ("v1.Job", b"\x20", "truncated input"),
+    ("v1.Job", b"\x20" + b"\xff" * 10 + b"\x01", "varint longer than ten bytes"),
+    ("v1.Job", b"\x29\x00\x00", "fixed-width field runs past the end"),
+    ("v1.Job", b"\x69\x00\x00", "field runs past the end of its message"),
+    ("v1.Job", b"\x0b", "group 1 has no end"),
+    ("v1.Job", b"\x0c", "end of group 1, which was not started"),
+    ("v1.Job", b"\xfb\x06\x84\x07", "group 111 ends with the end of group 112"),
+    ("v1.Job", b"\x0e", "invalid wire type 6"),
+    ("v1.Job", b"\x00\x01", "invalid field number 0"),
+    ("v1.Job", b"\x80\x80\x80\x80\x10\x01", "field tag longer than 32 bits"),
+    ("v1.Job", b"\xa0\x80\x80\x80\x80\x00\x01", "field tag longer than 32 bits"),
+    ("v1.Job", b"\x0a\x01\xff", "not valid UTF-8"),
+    ("v1.Job", b"\x0a\xff\xff\xff\xff\x0f", "runs past the end"),
+    ("v1.GetJobsResponse", b"\x0a\x02\x0a\x05", "runs past the end"),
+    ("v1.GetJobsResponse", b"\x0a\x03\x20\xff\xff\x01", "field runs past the end"),
+    ("oracle.Kinds", b"\xea\x01\x03\x00\x00\x00", "packed field is not a whole number"),
+    ("oracle.Kinds", b"\xb2\x01\x02\x05\xff\x01", "packed varints run past the end"),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "reason"), MALFORMED)
+def test_malformed_input_is_rejected_with_a_reason(
+    protos: Protos, name: str, data: bytes, reason: str
+) -> None:
+    official, ours = protos.pair(name)
+    with pytest.raises(message.DecodeError):
+        official.FromString(data)
+    short = name.split(".")[1]
+    with pytest.raises(wire.DecodeError, match=f"not a valid {short}: .*{reason}"):
+        wire.decode(ours, data)
+
+
+def test_metric_reports_reach_the_master_as_sent(protos: Protos) -> None:
+    records = [
+        MetricRecord("training", 5, '{"loss":NaN}', 1700000000.25, ""),
+        MetricRecord("validation", 0, "", 0.0, ""),
+        MetricRecord("custom", 2**40, '{"é":"ü"}', -1.0, '[{"loss":1}]'),
+    ]
+    official = protos.official["v1.ReportTrialMetricsRequest"]
+    for trial_id, run_id in [(1, 1), (0, 0), (2**31 - 1, 3), (-1, -5)]:
+        parsed = official.FromString(wire.encode(_rpc.metrics_request(trial_id, run_id, records)))
+        assert (parsed.trial_id, parsed.run_id) == (trial_id, run_id)
+        got = [
+            (r.group, r.steps_completed, r.metrics, r.timestamp, r.batch_metrics)
+            for r in parsed.reports
+        ]
+        assert got == [tuple(r) for r in records]
+
+
+# gateway_json against MessageToDict.
+
+
+def _without_nulls(value: Any) -> Any:
+    """``gateway_json``'s output less its documented extra: null for unset presence fields."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def _as_json(value: Any) -> str:
+    """The JSON text a client reads (object keys are strings), in a canonical order."""
+    return json.dumps(json.loads(json.dumps(value, allow_nan=False)), sort_keys=True)
+
+
+@pytest.mark.parametrize("name", _names("all"))
+@_examples(15)
+@given(data=st.data())
+def test_gateway_json_matches_message_to_dict(
+    protos: Protos, name: str, data: st.DataObject
+) -> None:
+    _, ours = protos.pair(name)
+    original = data.draw(_message(protos, name))
+    got = gateway_json.to_dict(_to_betterproto(original, ours))
+    expected = json_format.MessageToDict(
+        original, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    assert _as_json(_without_nulls(got)) == _as_json(expected)
+    assert set(got) == {f.name for f in original.DESCRIPTOR.fields}
+
+
+def test_gateway_json_shapes(protos: Protos) -> None:
+    _, kinds = protos.pair("oracle.Kinds")
+    got = gateway_json.to_dict(
+        kinds(i64=-5, u64=2**64 - 1, flt=0.1, blob=b"\xff", color=2, by_i64={3: -1})
+    )
+    assert (got["i64"], got["u64"], got["blob"]) == (
+        "-5",
+        str(2**64 - 1),
+        base64.b64encode(b"\xff").decode(),
+    )
+    assert (got["color"], got["by_i64"]) == ("COLOR_BLUE", {"3": "COLOR_NEGATIVE"})
+    assert got["flt"] == 0.1  # a float32 in its shortest form, as MessageToDict writes it
+    assert (got["inner"], got["maybe_i32"], got["choice_text"]) == (None, None, None)
