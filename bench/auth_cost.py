@@ -7,12 +7,17 @@ before authentication was added) and in this checkout, alternating A B A B ... s
 see the same machine load, and prints the medians side by side. Every call on the current
 side carries a session or task token and is authenticated and authorized by the master.
 
+The end-to-end rows also carry whatever else changed since the baseline, so a second
+table times the door itself in process: authenticating a token and checking the RPC's rule
+(against a store of --jobs experiments), per call.
+
     python bench/auth_cost.py [--baseline REV] [--rounds 3] [--metrics 100000] [--jobs 1000]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import pathlib
 import re
@@ -20,6 +25,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Awaitable, Callable
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The last commit without authentication.
@@ -88,6 +95,77 @@ def values(output: dict[str, str]) -> dict[str, float]:
     return found
 
 
+async def door_costs(jobs: int) -> list[tuple[str, float]]:
+    """Microseconds per call of authenticate + authorize, by kind of call."""
+    sys.path[:0] = [str(ROOT), str(ROOT / "harness")]
+    from determined.api.gen import v1
+    from master import auth, authz
+    from master.callers import TaskCaller
+    from master.db import Database
+
+    class OneTask:
+        def task_caller(self, token: str) -> TaskCaller | None:
+            if token != "task-token":
+                return None
+            return TaskCaller("1.1.1", "1.1", trial_id=1, experiment_id=1, start_checkpoint="")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Database(pathlib.Path(tmp) / "pydet.db")
+        await db.open()
+        await db.execute_many(
+            "INSERT INTO experiments (id, state, config, original_config, username, start_time,"
+            " job_id) VALUES (?, 'ACTIVE', ?, '', 'admin', 0, ?)",
+            [(i, '{"name": "x"}' * 50, f"job-{i}") for i in range(1, jobs + 1)],
+        )
+        authn = auth.Authenticator(db, tasks=OneTask(), agent_token="agent-token")
+        await authn.bootstrap(pathlib.Path(tmp))
+        password = (pathlib.Path(tmp) / auth.ADMIN_PASSWORD_FILE).read_text().strip()
+        session = (await authn.login("admin", password, "127.0.0.1")).token
+        lookup = authz.Lookup(db)
+        job = iter(range(1, jobs + 1))
+
+        async def call(rpc: str, token: str, message: object) -> None:
+            caller = await authn.authenticate(token)
+            await authz.authorize(f"/v1.Determined/{rpc}", caller, message, lookup)
+
+        def update() -> v1.UpdateJobQueueRequest:
+            nxt = f"job-{next(job)}"
+            return v1.UpdateJobQueueRequest(updates=[v1.JobUpdate(job_id=nxt, priority=1)])
+
+        cases: list[tuple[str, Callable[[], Awaitable[None]], int]] = [
+            (
+                "ReportTrialMetrics, task token",
+                lambda: call(
+                    "ReportTrialMetrics", "task-token", v1.ReportTrialMetricsRequest(trial_id=1)
+                ),
+                20_000,
+            ),
+            ("GetJobs, session", lambda: call("GetJobs", session, v1.GetJobsRequest()), 20_000),
+            (
+                "UpdateJobQueue, session, job not seen before",
+                lambda: call("UpdateJobQueue", session, update()),
+                jobs,
+            ),
+            (
+                "UpdateJobQueue, session, same job again",
+                lambda: call(
+                    "UpdateJobQueue",
+                    session,
+                    v1.UpdateJobQueueRequest(updates=[v1.JobUpdate(job_id="job-1", priority=1)]),
+                ),
+                20_000,
+            ),
+        ]
+        out = []
+        for name, fn, n in cases:
+            began = time.perf_counter()
+            for _ in range(n):
+                await fn()
+            out.append((name, (time.perf_counter() - began) / n * 1e6))
+        await db.close()
+        return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", default=DEFAULT_BASELINE)
@@ -132,6 +210,12 @@ def main() -> int:
             f"| {label} | {fmt.format(before)} {unit} | {fmt.format(now)} {unit} | "
             f"{-worse:+.1%} | within 5% |"
         )
+    print()
+    print(f"The door itself, in process ({args.jobs:,} experiments in the store):")
+    print("| call | authenticate + authorize per call |")
+    print("| --- | --- |")
+    for name, micros in asyncio.run(door_costs(args.jobs)):
+        print(f"| {name} | {micros:.1f} us |")
     return 0
 
 
