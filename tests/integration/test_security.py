@@ -35,7 +35,8 @@ from grpclib.exceptions import GRPCError
 
 from determined.api.gen import v1
 from determined.common import wire
-from master import gateway, gateway_auth
+from master import gateway
+from master.gateway import auth as gateway_auth
 from tests.cluster import EXAMPLES, Cluster, cluster_fixture, free_port, wait_until
 
 NOT_LOGGED_IN = "run det user login"

@@ -56,7 +56,7 @@ from determined.api.gen import v1
 from determined.common import wire
 from determined.core import _rpc
 from determined.core._train import MetricRecord
-from master import gateway_json
+from master.gateway import json as gateway_json
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTO_DIR = ROOT / "api" / "proto"

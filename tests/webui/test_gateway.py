@@ -22,21 +22,18 @@ from starlette.routing import Route
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import (
-    authz,
-    gateway,
-    gateway_cluster,
-    gateway_codec,
-    gateway_json,
-    gateway_spa,
-    gateway_stream,
-)
+from master import authz, gateway
 from master.auth import ADMIN_PASSWORD_FILE, Authenticator
 from master.callers import TaskCaller
 from master.db import Database
 from master.events import Event, EventBus
 from master.experiments import MasterInfo
+from master.gateway import cluster as gateway_cluster
+from master.gateway import codec as gateway_codec
+from master.gateway import json as gateway_json
 from master.gateway import mapped
+from master.gateway import spa as gateway_spa
+from master.gateway import stream as gateway_stream
 from master.service import Service
 
 

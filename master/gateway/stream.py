@@ -17,9 +17,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from master import gateway_auth
-from master import gateway_codec as codec
 from master.events import Event, EventBus
+from master.gateway import auth as gateway_auth
+from master.gateway import codec
 
 HEARTBEAT_SECONDS = 15.0
 

@@ -1,9 +1,9 @@
 """The HTTP side of the master: JSON over the same Service the gRPC API uses, server-sent
 events for live updates, and the WebUI's static files.
 
-Routes live in one module per area (``gateway_experiments``, ``gateway_cluster``,
-``gateway_stream``, ``gateway_spa``, ``gateway_auth``); this module assembles them, puts
-every API route behind ``gateway_auth.authenticate``, and maps errors, here and nowhere
+Routes live in one module per area of this package (``experiments``, ``cluster``,
+``stream``, ``spa``, ``auth``; ``codec`` and ``json`` encode); this module assembles them,
+puts every API route behind ``auth.authenticate``, and maps errors, here and nowhere
 else: the shared hierarchy's HTTP status with its message, anything unexpected as a logged
 500 with a generic message.
 """
@@ -20,16 +20,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from determined.common import errors
-from master import (
-    authz,
-    gateway_auth,
-    gateway_cluster,
-    gateway_codec,
-    gateway_experiments,
-    gateway_spa,
-    gateway_stream,
-)
+from master import authz
 from master.auth import Authenticator
+from master.gateway import auth as gateway_auth
+from master.gateway import cluster as gateway_cluster
+from master.gateway import codec as gateway_codec
+from master.gateway import experiments as gateway_experiments
+from master.gateway import spa as gateway_spa
+from master.gateway import stream as gateway_stream
 from master.service import Service
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-WEBUI_DIST = pathlib.Path(__file__).resolve().parent.parent / "webui" / "dist"
+WEBUI_DIST = pathlib.Path(__file__).resolve().parents[2] / "webui" / "dist"
 
 _NOT_BUILT = (
     "<!doctype html><title>pydet</title><h1>pydet master</h1>"

@@ -11,8 +11,8 @@ from starlette.routing import Route
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import gateway_auth
-from master import gateway_codec as codec
+from master.gateway import auth as gateway_auth
+from master.gateway import codec
 from master.service import Service
 
 EXPERIMENT_ACTIONS = ("activate", "pause", "cancel", "kill", "archive", "unarchive")

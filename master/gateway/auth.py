@@ -21,9 +21,9 @@ from starlette.routing import Route
 
 from determined.common import errors
 from master import authz
-from master import gateway_codec as codec
 from master.auth import Authenticator
 from master.callers import UserCaller
+from master.gateway import codec
 
 COOKIE = "det_session"
 OPEN_PATHS = frozenset({"/health", "/api/v1/auth/login"})
