@@ -35,9 +35,14 @@ dist.destroy_process_group()
 CRASH_ONE = """
 import os, sys, time
 if os.environ["RANK"] == "1":
+    # Crash only once the other worker is up, so the test sees whom the launch must end.
+    deadline = time.time() + 60
+    while not os.path.exists(sys.argv[2]) and time.time() < deadline:
+        time.sleep(0.05)
     open(sys.argv[1], "w").write(str(time.time()))
     sys.exit(7)
-open(sys.argv[2], "w").write(str(os.getpid()))
+open(sys.argv[2] + ".tmp", "w").write(str(os.getpid()))
+os.rename(sys.argv[2] + ".tmp", sys.argv[2])
 time.sleep(300)
 """
 
