@@ -455,6 +455,8 @@ WAITING_SCRIPT = """
     with det.core.init() as core_context:
         for op in core_context.searcher.operations():
             time.sleep(0.5 + 4 * x)  # the smallest x reports first and waits to be promoted
+            if op.length == 9:
+                time.sleep(15)  # promoted: the search cannot end before the test steps in
             core_context.train.report_validation_metrics(op.length, {"loss": x})
             op.report_completed(x)
 """
