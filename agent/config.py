@@ -38,7 +38,7 @@ class AgentConfig:
     resource_pool: str
     runtime: str
     work_dir: Path
-    address: str
+    address: str | None  # None: this host's address on its route to the master
     log_level: str
     default_image: str = DEFAULT_IMAGE
     docker_harness: str = "auto"
@@ -59,7 +59,11 @@ _KEYS: dict[str, tuple[type, str]] = {
         str,
         "parent of the containers' working directories (default: /tmp/pydet-agent-AGENT_ID)",
     ),
-    "address": (str, "address other nodes use to reach this one (default: 127.0.0.1)"),
+    "address": (
+        str,
+        "address other nodes use to reach this one (default: this host's address on its "
+        "route to the master)",
+    ),
     "log_level": (str, "DEBUG, INFO, WARNING or ERROR (default: INFO)"),
     "token_file": (
         str,
@@ -170,7 +174,7 @@ def _build(values: dict[str, Any], environ: dict[str, str]) -> AgentConfig:
     log_level = (values.get("log_level") or "INFO").upper()
     if log_level not in LOG_LEVELS:
         problems.append(f"log_level: must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
-    address = values.get("address") or "127.0.0.1"
+    address = values.get("address") or None
     default_image = values.get("default_image") or DEFAULT_IMAGE
     docker_harness = values.get("docker_harness") or "auto"
     if docker_harness not in DOCKER_HARNESS_MODES:

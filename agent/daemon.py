@@ -23,6 +23,7 @@ from agent.process_runtime import ProcessRuntime
 from agent.runtime import Exited, KillOrder, Order, Runtime, StartOrder
 from agent.slots import SlotSpec
 from determined.api.gen import v1
+from determined.common import client
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ class Daemon:
         return wire.hello(
             agent_id=self.config.agent_id,
             hostname=self._hostname,
-            address=self.config.address,
+            address=self.config.address or address_towards(self.config.master),
             slots=self.slots,
             resource_pool=self.config.resource_pool,
             version=determined.__version__,
@@ -197,3 +198,18 @@ class Daemon:
             await coro
         except Exception:
             log.exception("a container operation failed")
+
+
+def address_towards(master: str) -> str:
+    """This host's address on its route to the master: the one its peers on that network
+    reach it by. Connecting a UDP socket only picks the route and source; nothing is sent.
+    Asked when the agent greets the master, so the master's name has just resolved."""
+    try:
+        host, port = client.parse_address(master)
+        family, kind, proto, _, target = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+        with socket.socket(family, kind, proto) as s:
+            s.connect(target)
+            return str(s.getsockname()[0])
+    except OSError as e:
+        log.warning("cannot find this host's address towards %s (%s); using 127.0.0.1", master, e)
+        return "127.0.0.1"

@@ -18,7 +18,7 @@ def test_defaults() -> None:
         resource_pool="default",
         runtime="process",
         work_dir=Path(f"/tmp/pydet-agent-{host}"),
-        address="127.0.0.1",
+        address=None,
         log_level="INFO",
     )
 
@@ -115,3 +115,15 @@ def test_all_problems_are_reported_together() -> None:
     with pytest.raises(ConfigError) as info:
         load(["--slots", "-1", "--runtime", "x"], environ={})
     assert "slots" in str(info.value) and "runtime" in str(info.value)
+
+
+def test_without_an_address_the_agent_uses_its_address_towards_the_master(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from agent.daemon import address_towards
+
+    assert load([], environ={}).address is None
+    assert address_towards("localhost:8080") == "127.0.0.1"
+    # A name that resolves to nothing: loopback, with the reason logged.
+    assert address_towards("no-such-host.invalid:8080") == "127.0.0.1"
+    assert "no-such-host.invalid" in caplog.text
