@@ -51,3 +51,44 @@ def nodes(info: ClusterInfo) -> list[tuple[str, int]]:
     if len(counts) != len(info.container_addrs):
         counts = [len(info.slot_ids)] * len(info.container_addrs)
     return [(addr, max(1, n)) for addr, n in zip(info.container_addrs, counts, strict=True)]
+
+
+# Linux's ioctl that reads an interface's IPv4 address (struct ifreq: name, then sockaddr_in).
+_SIOCGIFADDR = 0x8915
+
+
+def interface_of(address: str) -> str | None:
+    """The network interface that holds ``address`` on this host (IPv4, Linux), if any."""
+    import fcntl
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            request = struct.pack("256s", name.encode()[:15])
+            try:
+                answer = fcntl.ioctl(s.fileno(), _SIOCGIFADDR, request)
+            except OSError:
+                continue  # no IPv4 address on it
+            if socket.inet_ntoa(answer[20:24]) == address:
+                return name
+    return None
+
+
+def interface_env(info: ClusterInfo, environ: dict[str, str]) -> dict[str, str]:
+    """Tell gloo and NCCL which interface holds this container's own address.
+
+    Left alone, they pick the address the host name resolves to, which on a node with
+    several networks (or in a network namespace) may be one the other nodes cannot reach,
+    or loopback. A user's own ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` wins.
+    """
+    if len(info.container_addrs) < 2:
+        return {}
+    own = info.container_addrs[info.container_rank]
+    try:
+        name = interface_of(own)
+    except OSError:
+        name = None
+    if name is None or name == "lo":
+        return {}
+    wanted = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+    return {key: name for key in wanted if key not in environ}

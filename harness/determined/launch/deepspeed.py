@@ -162,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         env = {
             **os.environ,
+            **_rendezvous.interface_env(info, dict(os.environ)),
             "DET_CHIEF_IP": chief,
             "USE_DEEPSPEED": "1",
             "DET_DEEPSPEED_HOSTFILE_PATH": hostfile,

@@ -12,7 +12,9 @@ Each worker runs under ``wrap_rank RANK``, so its output is tagged with its glob
 TORCH_OVERRIDES are passed to torchrun and replace pydet's value for the same flag, whether
 written ``--flag value`` or ``--flag=value``, with dashes or underscores.
 
-Workers see ``DET_CHIEF_IP`` (the chief container's address) and ``USE_TORCH_DISTRIBUTED``.
+Workers see ``DET_CHIEF_IP`` (the chief container's address) and ``USE_TORCH_DISTRIBUTED``,
+and, across containers, ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` naming the interface
+that holds this container's address (unless already set).
 When a worker fails, torchrun ends its local siblings and exits non-zero, and so does this
 launcher; ending the other containers is the master's part.
 """
@@ -97,7 +99,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         worker=parsed.worker(python),
         python=python,
     )
-    env = {**os.environ, "DET_CHIEF_IP": chief, "USE_TORCH_DISTRIBUTED": "True"}
+    env = {
+        **os.environ,
+        **_rendezvous.interface_env(info, dict(os.environ)),
+        "DET_CHIEF_IP": chief,
+        "USE_TORCH_DISTRIBUTED": "True",
+    }
     logging.getLogger(__name__).info("running %s", cmd)
     return supervise([Worker(cmd, env=env)])
 
