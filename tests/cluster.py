@@ -17,7 +17,10 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tests.netns import Host
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -48,14 +51,17 @@ class Cluster:
         reconnect_timeout: float = 10.0,
         master_config: str | None = None,
         ca_file: pathlib.Path | None = None,
+        on: Host | None = None,
     ) -> None:
         self.root = root
+        # The master runs on ``on`` (a network namespace of tests/netns.py), else here.
+        self.host = on
         self.master_config = master_config
         # A TLS master (its security.tls is in master_config): the CA that signed its
         # certificate, given to the CLI, the agents and HTTP requests.
         self.ca_file = ca_file
         self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
+        self.address = f"{on.address if on else '127.0.0.1'}:{self.port}"
         self.url = f"{'https' if ca_file else 'http'}://{self.address}"
         self.reconnect_timeout = reconnect_timeout
         self.master: subprocess.Popen[bytes] | None = None
@@ -128,11 +134,18 @@ class Cluster:
         return urllib.request.urlopen(req, timeout=timeout, context=context)
 
     def _spawn(
-        self, name: str, argv: list[str], env: dict[str, str] | None = None
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        on: Host | None = None,
     ) -> subprocess.Popen[bytes]:
         log = open(self.root / f"{name}.log", "ab")
         return subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, env=self.env if env is None else env
+            argv if on is None else on.command(argv),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env if env is None else env,
         )
 
     def start_master(self) -> None:
@@ -143,7 +156,7 @@ class Cluster:
                 "-m",
                 "master",
                 "--host",
-                "127.0.0.1",
+                self.host.address if self.host else "127.0.0.1",
                 "--port",
                 str(self.port),
                 "--data-dir",
@@ -154,6 +167,7 @@ class Cluster:
                 "debug",
                 *self._config_flag(),
             ],
+            on=self.host,
         )
         wait_until(self.healthy, 30, "the master to answer /health")
 
@@ -178,7 +192,11 @@ class Cluster:
         self.master = None
 
     def start_agent(
-        self, agent_id: str = "agent-0", slots: int = 1, runtime: str = "process"
+        self,
+        agent_id: str = "agent-0",
+        slots: int = 1,
+        runtime: str = "process",
+        on: Host | None = None,
     ) -> None:
         self.agents[agent_id] = self._spawn(
             agent_id,
@@ -204,6 +222,7 @@ class Cluster:
             ],
             # The agent verifies a TLS master by its --master-cert-file flag alone.
             env={k: v for k, v in self.env.items() if k != "DET_MASTER_CERT_FILE"},
+            on=on,
         )
         wait_until(
             lambda: any(a["id"] == agent_id and a["connected"] for a in self.agents_json()),
@@ -295,15 +314,23 @@ class Cluster:
         )
 
 
-def cluster_fixture(tmp_path: pathlib.Path, agents: int = 1, slots: int = 1) -> Iterator[Cluster]:
-    c = Cluster(tmp_path)
+def running(c: Cluster, start: Callable[[Cluster], None]) -> Iterator[Cluster]:
+    """A fixture's body: ``start`` the cluster, hand it out, print its logs if anything
+    fails, stop every process at the end."""
     try:
-        c.start_master()
-        for i in range(agents):
-            c.start_agent(f"agent-{i}", slots)
+        start(c)
         yield c
     except BaseException:
         print(c.dump_logs())
         raise
     finally:
         c.close()
+
+
+def cluster_fixture(tmp_path: pathlib.Path, agents: int = 1, slots: int = 1) -> Iterator[Cluster]:
+    def start(c: Cluster) -> None:
+        c.start_master()
+        for i in range(agents):
+            c.start_agent(f"agent-{i}", slots)
+
+    yield from running(Cluster(tmp_path), start)

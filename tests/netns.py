@@ -1,0 +1,87 @@
+"""Several hosts on one machine: a Linux network namespace per host, joined by a bridge.
+
+Each host gets an address in its own /24 of 198.18.0.0/15 (the range reserved for network
+tests); the bridge, in the root namespace, holds ``.254`` so that tests, the CLI and a
+browser reach every host from outside. Everything created is removed by ``close``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+
+
+class Refused(Exception):
+    """The kernel or our privileges do not allow namespaces here."""
+
+
+def _ip(*args: str) -> None:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        raise Refused(f"ip {' '.join(args)}: {proc.stderr.strip()}")
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str  # the namespace
+    address: str
+    link: str  # the root-namespace end of the host's cable
+
+    def command(self, argv: list[str]) -> list[str]:
+        """``argv`` run on this host."""
+        return ["ip", "netns", "exec", self.name, *argv]
+
+    def unplug(self) -> None:
+        _ip("link", "set", self.link, "down")
+
+    def plug(self) -> None:
+        _ip("link", "set", self.link, "up")
+
+
+class Network:
+    def __init__(self) -> None:
+        tag = os.getpid() % 100_000
+        # One /24 per test process: 198.18.<n>.0 with n in 1..250.
+        self.subnet = f"198.18.{tag % 250 + 1}"
+        self.gateway = f"{self.subnet}.254"
+        self._tag = tag
+        self._bridge = f"pdbr{tag}"
+        self.hosts: list[Host] = []
+        _ip("link", "add", self._bridge, "type", "bridge")
+        try:
+            _ip("addr", "add", f"{self.gateway}/24", "dev", self._bridge)
+            _ip("link", "set", self._bridge, "up")
+        except Refused:
+            self.close()
+            raise
+
+    def add_host(self) -> Host:
+        n = len(self.hosts) + 1
+        host = Host(f"pydet{self._tag}h{n}", f"{self.subnet}.{n}", f"pd{self._tag}h{n}")
+        inner = f"pd{self._tag}i{n}"
+        self.hosts.append(host)
+        _ip("netns", "add", host.name)
+        _ip("link", "add", host.link, "type", "veth", "peer", "name", inner)
+        _ip("link", "set", inner, "netns", host.name)
+        _ip("link", "set", host.link, "master", self._bridge)
+        _ip("link", "set", host.link, "up")
+        on_host = ("netns", "exec", host.name, "ip")
+        _ip(*on_host, "addr", "add", f"{host.address}/24", "dev", inner)
+        _ip(*on_host, "link", "set", inner, "up")
+        _ip(*on_host, "link", "set", "lo", "up")
+        _ip(*on_host, "route", "add", "default", "via", self.gateway)
+        return host
+
+    def close(self) -> None:
+        for host in self.hosts:
+            for args in (("netns", "del", host.name), ("link", "del", host.link)):
+                try:
+                    _ip(*args)
+                except Refused:
+                    pass  # already gone with its namespace
+        self.hosts = []
+        try:
+            _ip("link", "del", self._bridge)
+        except Refused:
+            pass
