@@ -8,6 +8,7 @@ import logging
 import ssl
 import uuid
 
+import grpclib.config
 import grpclib.server
 
 from determined.common import wire
@@ -28,6 +29,18 @@ from master.task_tokens import LiveTaskTokens
 from master.tasks import TaskManager
 
 log = logging.getLogger(__name__)
+
+# HTTP/2 pings on every connection with calls in flight: an agent (or task) whose host went
+# silent without closing its connection (power loss, a cut cable) is dropped within 20 s, and
+# its containers are declared lost after agent_reconnect_timeout more. Without them the master
+# waits for TCP to give up, minutes later.
+KEEPALIVE = grpclib.config.Configuration(
+    _keepalive_time=10.0,
+    _keepalive_timeout=10.0,
+    # Keep pinging a connection that only receives (an agent's stream carries few orders).
+    _http2_max_pings_without_data=0,
+    _http2_min_sent_ping_interval_without_data=10.0,
+)
 
 VERSION = "0.1.0"
 
@@ -126,6 +139,7 @@ class Master:
                 Guarded(hub, authenticator, lookup),
             ],
             codec=wire.WireCodec(),
+            config=KEEPALIVE,
         )
         app = gateway.build(
             service, authenticator, lookup, session_lifetime=self.cfg.security.session_lifetime
