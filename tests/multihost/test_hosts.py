@@ -6,9 +6,11 @@ master's default checkpoint storage is visible to both agents.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import textwrap
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -26,8 +28,8 @@ def main(core, distributed):
     info = det.get_cluster_info()
     rank = core.distributed.rank
     me = info.container_addrs[info.container_rank]
-    print(f"rank {rank} of {core.distributed.size} on {me} chief {os.environ['DET_CHIEF_IP']}",
-          flush=True)
+    print(f"rank {rank} of {core.distributed.size} on {me} pid {os.getpid()} "
+          f"chief {os.environ['DET_CHIEF_IP']}", flush=True)
     done = 0
     if info.latest_checkpoint:
         with core.checkpoint.restore_path(info.latest_checkpoint) as path:
@@ -138,7 +140,7 @@ def test_a_two_host_torch_distributed_trial_meets_across_hosts(
     _, a, b = hosts
     cfg, ctx = context(tmp_path, config(slots=2, steps=3, step_seconds=0.1))
     logs = completed_trial_logs(cluster, cluster.create(cfg, ctx))
-    seen = re.findall(r"rank (\d) of 2 on (\S+) chief (\S+)", logs)
+    seen = re.findall(r"rank (\d) of 2 on (\S+) pid \d+ chief (\S+)", logs)
     ranks = {rank: address for rank, address, _ in seen}
     # One rank on each host, both told the chief's own address.
     assert sorted(ranks.values()) == sorted([a.address, b.address]), logs
@@ -205,3 +207,52 @@ def _wait_checkpoints(cluster: Cluster, trial_id: int, n: int) -> None:
         return len(body.get("checkpoints", []))
 
     wait_until(lambda: count() >= n, 120, f"{n} checkpoints of trial {trial_id}", interval=0.5)
+
+
+def test_a_host_cut_off_loses_its_trial_to_the_other_and_is_fenced_when_back(
+    cluster: Cluster, hosts: tuple[Host, Host, Host], tmp_path: pathlib.Path
+) -> None:
+    _, a, b = hosts
+    cfg, ctx = context(tmp_path, config(slots=1, steps=60, step_seconds=0.25))
+    cfg.write_text(cfg.read_text().replace("max_restarts: 0", "max_restarts: 1"))
+    cluster.det("agent", "disable", "agent-b")  # the trial starts on host a
+    exp_id = cluster.create(cfg, ctx)
+    (trial,) = cluster.trials(exp_id)
+    trial_id = trial["id"]
+    first = re.search(r"pid (\d+)", _wait_for(cluster, trial_id, rf"on {a.address} pid \d+"))
+    assert first is not None
+    stale_pid = int(first.group(1))
+    cluster.det("agent", "enable", "agent-b")
+    _wait_checkpoints(cluster, trial_id, 3)
+
+    a.unplug()
+    cut = time.monotonic()
+    wait_until(
+        lambda: not any(x["id"] == "agent-a" and x["connected"] for x in cluster.agents_json()),
+        120,
+        "the master to see agent-a gone",
+    )
+    detected = time.monotonic() - cut
+    _wait_for(cluster, trial_id, rf"rank 0 on {b.address} resumed after step \d+")
+    recovered = time.monotonic() - cut
+    print(f"cut off: seen in {detected:.1f}s, trial running again on b in {recovered:.1f}s")
+
+    a.plug()
+    wait_until(
+        lambda: any(x["id"] == "agent-a" and x["connected"] for x in cluster.agents_json()),
+        120,
+        "agent-a to reconnect",
+    )
+    # The stale copy on a is ended once its agent is back: never two copies at once.
+    wait_until(lambda: not _alive(stale_pid), 60, f"the stale copy (pid {stale_pid}) to end")
+    logs = completed_trial_logs(cluster, exp_id)
+    resumed = re.search(r"resumed after step (\d+)", logs)
+    assert resumed is not None and int(resumed.group(1)) >= 3
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
