@@ -55,6 +55,10 @@ class ProtocolViolation(Exception):
     """The master broke the agent protocol (e.g. its first message was no welcome)."""
 
 
+# A clock this far off the master's is worth a warning (the master says so too).
+MAX_CLOCK_SKEW = 5.0
+
+
 class AgentRefused(Exception):
     """The master refused this agent's credentials: retrying cannot help."""
 
@@ -192,6 +196,14 @@ class Connection:
     def _welcomed(self, welcome: v1.Welcome) -> None:
         self._connected = True
         self.cluster_id = welcome.cluster_id
+        skew = time.time() - welcome.clock if welcome.clock else 0.0
+        if abs(skew) > MAX_CLOCK_SKEW:
+            log.warning(
+                "this host's clock is %.0f s %s the master's: log times and timeouts will be "
+                "off; synchronize it (NTP)",
+                abs(skew),
+                "ahead of" if skew > 0 else "behind",
+            )
         waited = (
             f" after {time.monotonic() - self._outage_since:.1f} s"
             if self._outage_since is not None

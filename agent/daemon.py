@@ -11,6 +11,7 @@ import asyncio
 import logging
 import socket
 import time
+import uuid
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
@@ -67,6 +68,7 @@ class Daemon:
             max_backoff=max_backoff,
         )
         self._hostname = socket.gethostname()
+        self._instance_id = uuid.uuid4().hex
         self._accepting = True
         self._stop = asyncio.Event()
         self._done = asyncio.Event()
@@ -166,6 +168,8 @@ class Daemon:
             version=determined.__version__,
             runtime=self._runtime.name,
             running=self._runtime.running(),
+            instance_id=self._instance_id,
+            clock=time.time(),
         )
 
     def _on_order(self, order: Order) -> None:

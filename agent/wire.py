@@ -34,6 +34,8 @@ def hello(
     version: str,
     runtime: str,
     running: Sequence[RunningContainer],
+    instance_id: str = "",
+    clock: float = 0.0,
 ) -> v1.AgentMessage:
     return v1.AgentMessage(
         hello=v1.AgentHello(
@@ -47,6 +49,8 @@ def hello(
             resource_pool=resource_pool,
             version=version,
             runtime=runtime,
+            instance_id=instance_id,
+            clock=clock,
             running=[
                 v1.RunningContainer(
                     container_id=r.container_id, allocation_id=r.allocation_id, pid=r.pid

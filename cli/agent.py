@@ -69,6 +69,9 @@ def list_agents(args: argparse.Namespace) -> int:
         print(render.to_json([render.message_dict(a) for a in agents]))
     else:
         print(render.table(AGENT_HEADERS, map(agent_row, agents)))
+        for a in agents:
+            for problem in a.problems:
+                print(f"agent {a.id}: {problem}")
     return 0
 
 

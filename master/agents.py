@@ -65,6 +65,10 @@ class Agent:
     generation: int = 0
     # Orders that could not be delivered while disconnected (kills), sent on reconnect.
     pending: list[v1.MasterMessage] = field(default_factory=list)
+    # The connected agent process (its hello's instance_id).
+    instance_id: str = ""
+    # What is wrong with its setup, as shown by `det agent list` (see problems_of).
+    problems: list[str] = field(default_factory=list)
 
     def free_slots(self) -> list[str]:
         return [s.id for s in self.slots.values() if s.enabled and not s.allocation_id]
@@ -98,6 +102,7 @@ class Agent:
             connected=self.connected,
             runtime=self.runtime,
             version=self.version,
+            problems=list(self.problems),
             container_ids=sorted(self.containers),
         )
 
@@ -125,7 +130,7 @@ class AgentHub:
     def connected(self) -> list[Agent]:
         return [a for a in self.agents.values() if a.connected]
 
-    def _register(self, hello: v1.AgentHello) -> Agent:
+    def _register(self, hello: v1.AgentHello, peer: str) -> Agent:
         if not hello.agent_id:
             raise GRPCError(grpclib.const.Status.INVALID_ARGUMENT, "the hello has no agent_id")
         agent = self.agents.get(hello.agent_id)
@@ -133,8 +138,20 @@ class AgentHub:
             agent = Agent(id=hello.agent_id, registered_time=time.time())
             self.agents[agent.id] = agent
         elif agent.outbox is not None:
+            if hello.instance_id != agent.instance_id:
+                # Another process claims a connected agent's id. Refused; it retries, and is
+                # let in once the first one's connection is found dead (keepalive pings).
+                raise GRPCError(
+                    grpclib.const.Status.ALREADY_EXISTS,
+                    f"agent {agent.id!r} is already connected from {agent.address} "
+                    f"({agent.hostname or 'unknown host'}); give each agent its own --agent-id",
+                )
             log.warning("agent %s reconnected; dropping its previous connection", agent.id)
             agent.outbox.put_nowait(None)
+        agent.instance_id = hello.instance_id
+        agent.problems = problems_of(hello, peer)
+        for problem in agent.problems:
+            log.warning("agent %s: %s", agent.id, problem)
         in_use = {s.id: s.allocation_id for s in agent.slots.values()}
         enabled = {s.id: s.enabled for s in agent.slots.values()}
         agent.hostname = hello.hostname
@@ -168,7 +185,7 @@ class AgentHub:
                 grpclib.const.Status.INVALID_ARGUMENT, "the first message must be hello"
             )
         hello: v1.AgentHello = first.hello
-        agent = self._register(hello)
+        agent = self._register(hello, _peer_host(stream))
         generation = agent.generation
         outbox = agent.outbox
         assert outbox is not None and self.events is not None
@@ -177,7 +194,9 @@ class AgentHub:
         )
         await stream.send_message(
             v1.MasterMessage(
-                welcome=v1.Welcome(cluster_id=self._cluster_id, master_version=self._version)
+                welcome=v1.Welcome(
+                    cluster_id=self._cluster_id, master_version=self._version, clock=time.time()
+                )
             )
         )
         try:
@@ -226,3 +245,36 @@ class AgentHub:
                 kind, _ = betterproto2.which_one_of(msg, "msg")
                 log.warning("agent %s sent an unexpected %s message", agent.id, kind or "empty")
         raise ConnectionError("the agent closed its stream")
+
+
+# An agent's clock this far off the master's makes its log timestamps and timeouts misleading.
+MAX_CLOCK_SKEW = 5.0
+_LOOPBACK = ("127.", "::1", "localhost")
+
+
+def problems_of(hello: v1.AgentHello, peer: str) -> list[str]:
+    """What is wrong with an agent's setup, seen from its hello and the address it connects
+    from: said in the master's log and in `det agent list`, never a reason to refuse it."""
+    problems = []
+    if hello.clock:
+        skew = hello.clock - time.time()
+        if abs(skew) > MAX_CLOCK_SKEW:
+            problems.append(
+                f"its clock is {abs(skew):.0f} s {'ahead of' if skew > 0 else 'behind'} the "
+                "master's: log times and timeouts will be off; synchronize it (NTP)"
+            )
+    address = hello.address or "127.0.0.1"
+    if address.startswith(_LOOPBACK) and peer and not peer.startswith(_LOOPBACK):
+        problems.append(
+            f"it gives {address} as its address but connects from {peer}: containers on other "
+            f"hosts cannot reach it; start it with --address {peer}"
+        )
+    return problems
+
+
+def _peer_host(stream: grpclib.server.Stream[Any, Any]) -> str:
+    try:
+        addr = stream.peer.addr()
+    except Exception:  # a transport without a peer (in-memory tests)
+        return ""
+    return str(addr[0]) if addr else ""

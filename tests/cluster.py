@@ -198,8 +198,20 @@ class Cluster:
         runtime: str = "process",
         on: Host | None = None,
     ) -> None:
-        self.agents[agent_id] = self._spawn(
-            agent_id,
+        self.spawn_agent(agent_id, "--slots", str(slots), "--runtime", runtime, on=on)
+        wait_until(
+            lambda: any(a["id"] == agent_id and a["connected"] for a in self.agents_json()),
+            30,
+            f"agent {agent_id} to connect",
+        )
+
+    def spawn_agent(
+        self, agent_id: str, *flags: str, name: str | None = None, on: Host | None = None
+    ) -> pathlib.Path:
+        """Start an agent process (logging to NAME.log, returned) without waiting for it."""
+        name = name or agent_id
+        self.agents[name] = self._spawn(
+            name,
             [
                 sys.executable,
                 "-m",
@@ -209,26 +221,19 @@ class Cluster:
                 *(["--master-cert-file", str(self.ca_file)] if self.ca_file else []),
                 "--agent-id",
                 agent_id,
-                "--slots",
-                str(slots),
                 "--work-dir",
-                str(self.root / agent_id),
+                str(self.root / name),
                 "--log-level",
                 "debug",
-                "--runtime",
-                runtime,
                 "--token-file",
                 str(self.agent_token_file),
+                *flags,
             ],
             # The agent verifies a TLS master by its --master-cert-file flag alone.
             env={k: v for k, v in self.env.items() if k != "DET_MASTER_CERT_FILE"},
             on=on,
         )
-        wait_until(
-            lambda: any(a["id"] == agent_id and a["connected"] for a in self.agents_json()),
-            30,
-            f"agent {agent_id} to connect",
-        )
+        return self.root / f"{name}.log"
 
     def stop_agent(self, agent_id: str, sig: int = signal.SIGTERM) -> None:
         proc = self.agents.pop(agent_id)

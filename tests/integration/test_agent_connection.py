@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,14 @@ WAIT = 20.0
 
 class FakeMaster(v1.AgentsBase):
     def __init__(
-        self, *, ack: bool = True, reject: list[grpclib.exceptions.GRPCError] | None = None
+        self,
+        *,
+        ack: bool = True,
+        reject: list[grpclib.exceptions.GRPCError] | None = None,
+        clock_offset: float = 0.0,
     ):
         self.ack = ack
+        self.clock_offset = clock_offset
         self.reject = list(reject or [])
         self.received: list[v1.AgentMessage] = []
         self.orders: asyncio.Queue[v1.MasterMessage] = asyncio.Queue()
@@ -53,7 +59,13 @@ class FakeMaster(v1.AgentsBase):
         self.sessions += 1
         if self.reject:
             raise self.reject.pop(0)
-        yield v1.MasterMessage(welcome=v1.Welcome(cluster_id="test-cluster", master_version="t"))
+        yield v1.MasterMessage(
+            welcome=v1.Welcome(
+                cluster_id="test-cluster",
+                master_version="t",
+                clock=time.time() + self.clock_offset,
+            )
+        )
         reader = asyncio.create_task(self._read(messages))
         try:
             while True:
@@ -226,6 +238,19 @@ async def test_hello_comes_first_and_announces_the_slots(server: Server, tmp_pat
         ]
         assert hello.running == []
         assert daemon.connection.cluster_id == "test-cluster"
+        # Its clock, and an id of this process that a reconnect repeats.
+        assert abs(hello.clock - time.time()) < WAIT
+        assert len(hello.instance_id) == 32
+
+
+async def test_a_clock_off_the_masters_is_warned_about(
+    server: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    master = await server.start(FakeMaster(clock_offset=120))
+    with caplog.at_level(logging.WARNING, logger="agent.connection"):
+        async with running_agent(server, tmp_path) as daemon:
+            await master.wait_for(lambda: daemon.connection.connected)
+    assert "this host's clock is 120 s behind the master's" in caplog.text
 
 
 async def test_start_order_reports_started_logs_and_exit_in_order(

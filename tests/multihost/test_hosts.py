@@ -132,6 +132,25 @@ def test_agents_register_with_their_own_addresses(
     assert addresses == {"agent-a": a.address, "agent-b": b.address}
     listed = cluster.det("agent", "list").stdout
     assert a.address in listed and b.address in listed
+    assert "agent agent-" not in listed  # no problems with either
+
+
+def test_an_agent_giving_loopback_from_another_host_is_told_what_to_pass(
+    cluster: Cluster, hosts: tuple[Host, Host, Host]
+) -> None:
+    master, _, _ = hosts
+    cluster.spawn_agent("agent-c", "--address", "127.0.0.1", on=master)
+    wait_until(
+        lambda: any(x["id"] == "agent-c" and x["connected"] for x in cluster.agents_json()),
+        30,
+        "agent-c to connect",
+    )
+    listed = cluster.det("agent", "list").stdout
+    assert (
+        f"agent agent-c: it gives 127.0.0.1 as its address but connects from {master.address}"
+        in listed
+    ), listed
+    assert f"--address {master.address}" in listed
 
 
 def test_a_two_host_torch_distributed_trial_meets_across_hosts(

@@ -381,6 +381,12 @@ class Agent(betterproto2.Message):
 
     container_ids: "list[str]" = betterproto2.field(11, betterproto2.TYPE_STRING, repeated=True)
 
+    problems: "list[str]" = betterproto2.field(12, betterproto2.TYPE_STRING, repeated=True)
+    """
+    What is wrong with the agent's setup, for people (a clock off the master's, an address
+    other hosts cannot reach); empty when nothing is.
+    """
+
 
 default_message_pool.register_message("v1", "Agent", Agent)
 
@@ -433,6 +439,17 @@ class AgentHello(betterproto2.Message):
     )
     """
     Containers still running from before this connection (after either side restarted).
+    """
+
+    instance_id: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
+    """
+    Random per agent process: a reconnect of the same process replaces its old connection,
+    another process with the same agent_id is refused while the first is connected.
+    """
+
+    clock: "float" = betterproto2.field(10, betterproto2.TYPE_DOUBLE)
+    """
+    The agent's clock (seconds since the epoch) when it sent the hello.
     """
 
 
@@ -1905,6 +1922,11 @@ class Welcome(betterproto2.Message):
     cluster_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
     master_version: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    clock: "float" = betterproto2.field(3, betterproto2.TYPE_DOUBLE)
+    """
+    The master's clock (seconds since the epoch) when it welcomed the agent.
+    """
 
 
 default_message_pool.register_message("v1", "Welcome", Welcome)
