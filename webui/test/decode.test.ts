@@ -165,8 +165,12 @@ describe("API decoders", () => {
     expect(jobs[0]?.entity_id).toBe(3);
     const pools = t.resourcePoolList({ pools: [{ name: "default", description: "", scheduler: "priority", fitting_policy: "best", preemption: false, num_agents: 1, slots_total: 2, slots_used: 1, is_default: true }] });
     expect(pools[0]?.slots_total).toBe(2);
-    const agents = t.agentList({ agents: [{ id: "a", address: "127.0.0.1", slots: [{ id: "0", type: "cpu", device: "cpu", uuid: "", enabled: true, allocation_id: "" }], resource_pool: "default", registered_time: 1, enabled: true, draining: false, connected: true, runtime: "process", version: "0.1.0", container_ids: [] }] });
+    const agentJson = { id: "a", address: "127.0.0.1", slots: [{ id: "0", type: "cpu", device: "cpu", uuid: "", enabled: true, allocation_id: "" }], resource_pool: "default", registered_time: 1, enabled: true, draining: false, connected: true, runtime: "process", version: "0.1.0", container_ids: [] };
+    const agents = t.agentList({ agents: [agentJson] });
     expect(agents[0]?.slots).toHaveLength(1);
+    expect(agents[0]?.problems).toEqual([]);
+    const wrong = t.agentList({ agents: [{ ...agentJson, problems: ["its clock is 90 s ahead of the master's"] }] });
+    expect(wrong[0]?.problems).toEqual(["its clock is 90 s ahead of the master's"]);
   });
 
   it("decodes live events, tolerating fields the master leaves out", () => {

@@ -272,6 +272,8 @@ export interface Agent {
   connected: boolean;
   runtime: string;
   version: string;
+  // What is wrong with the agent's setup (a clock off the master's, an unreachable address).
+  problems: string[];
 }
 export const agent: Decoder<Agent> = object<Agent>({
   id: str,
@@ -286,6 +288,7 @@ export const agent: Decoder<Agent> = object<Agent>({
   connected: bool,
   runtime: str,
   version: str,
+  problems: optional(array(str), []),
 });
 export const agentList: Decoder<Agent[]> = map(object({ agents: array(agent) }), (r) => r.agents);
 

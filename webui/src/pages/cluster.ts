@@ -36,6 +36,11 @@ export const clusterPage: Page = (root) => {
       },
       { title: "Runtime", cell: (a) => a.runtime },
       { title: "Registered", cell: (a) => time(a.registered_time) },
+      {
+        title: "Problems",
+        cell: (a) =>
+          a.problems.length === 0 ? "–" : h("span", { class: "badge state-error" }, a.problems.join("; ")),
+      },
     ],
     { empty: "No agents are connected. Start one with det-agent or det deploy local cluster-up.", rowKey: (a) => a.id },
   );
