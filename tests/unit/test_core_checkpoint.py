@@ -60,9 +60,18 @@ class FakeMaster:
         pass
 
 
-def dist(rank: int = 0, size: int = 1) -> core.DistributedContext:
+def dist(rank: int = 0, size: int = 1, hosts: list[int] | None = None) -> core.DistributedContext:
+    """Worker ``rank`` of ``size``, on one machine or ``hosts[i]`` workers on machine ``i``."""
+    hosts = hosts or [size]
+    places = [(host, local) for host, count in enumerate(hosts) for local in range(count)]
+    host, local = places[rank]
     return core.DistributedContext(
-        rank=rank, size=size, local_rank=rank, local_size=size, cross_rank=0, cross_size=1
+        rank=rank,
+        size=size,
+        local_rank=local,
+        local_size=hosts[host],
+        cross_rank=host,
+        cross_size=len(hosts),
     )
 
 
@@ -85,12 +94,14 @@ def cluster_checkpoint(
     )
 
 
-def run_ranks(size: int, body: Callable[[core.DistributedContext], Any]) -> list[Any]:
+def run_ranks(
+    size: int, body: Callable[[core.DistributedContext], Any], hosts: list[int] | None = None
+) -> list[Any]:
     master = FakeMaster()
     results: list[Any] = [None] * size
 
     def worker(rank: int) -> None:
-        d = dist(rank, size)
+        d = dist(rank, size, hosts)
         d._attach(master)
         try:
             results[rank] = body(d)
@@ -208,19 +219,20 @@ def test_upload_copies_a_directory_into_a_new_checkpoint(tmp_path: pathlib.Path)
     assert not (src / "metadata.json").exists()
 
 
+def save_shards(ckpt: core.CheckpointContext, d: core.DistributedContext) -> str:
+    """Rank N saves ``model-N.pt`` and ``opt/N.pt`` with ``shards: {rankN: N}`` metadata."""
+    metadata = {"steps_completed": 9, "shards": {f"rank{d.rank}": d.rank}}
+    with ckpt.store_path(metadata, shard=True) as (path, storage_id):
+        (path / f"model-{d.rank}.pt").write_bytes(b"x" * (d.rank + 1))
+        (path / "opt").mkdir()
+        (path / "opt" / f"{d.rank}.pt").write_bytes(b"o")
+    return storage_id
+
+
 def test_sharded_store_path_merges_every_workers_files(tmp_path: pathlib.Path) -> None:
     client = FakeClient()
 
-    def body(d: core.DistributedContext) -> str:
-        ckpt = cluster_checkpoint(tmp_path, client, d)
-        metadata = {"steps_completed": 9, "shards": {f"rank{d.rank}": d.rank}}
-        with ckpt.store_path(metadata, shard=True) as (path, storage_id):
-            (path / f"model-{d.rank}.pt").write_bytes(b"x" * (d.rank + 1))
-            (path / "opt").mkdir()
-            (path / "opt" / f"{d.rank}.pt").write_bytes(b"o")
-        return storage_id
-
-    results = run_ranks(3, body)
+    results = run_ranks(3, lambda d: save_shards(cluster_checkpoint(tmp_path, client, d), d))
     assert len(set(results)) == 1, results
     storage_id = results[0]
     [record] = client.reported

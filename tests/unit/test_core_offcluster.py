@@ -224,4 +224,4 @@ def test_init_refuses_wrong_argument_types() -> None:
     with pytest.raises(ValueError, match=r"core\.init"):
         core.init(preempt_mode="sometimes")  # type: ignore[arg-type]
     with pytest.raises(NotImplementedError, match="not supported by pydet yet"):
-        core.init(checkpoint_storage="s3://bucket/prefix")
+        core.init(checkpoint_storage="gs://bucket/prefix")

@@ -1,14 +1,16 @@
 """``core_context.checkpoint``: save, find, restore and delete checkpoints.
 
-A checkpoint is the directory ``<storage>/<uuid>/`` holding the user's files and
-``metadata.json`` (the metadata passed when saving, which must include ``steps_completed``).
-``store_path`` hands out that directory itself, so saving costs what writing the files costs;
-when the ``with`` block ends the metadata is written, the files are listed, and the
-checkpoint is reported to the master before ``store_path`` returns.
+A checkpoint is the directory ``<storage>/<uuid>/`` (or, in S3, the objects
+``<prefix>/<uuid>/...``) holding the user's files and ``metadata.json`` (the metadata passed
+when saving, which must include ``steps_completed``). On a filesystem ``store_path`` hands
+out that directory itself, so saving costs what writing the files costs; with S3 it hands out
+a local directory that is uploaded when the block ends. Then the metadata is written, the
+files are listed, and the checkpoint is reported to the master before ``store_path``
+returns.
 
 With ``shard=True`` every worker saves part of one checkpoint: each writes into a private
-directory inside the checkpoint, the workers compare file lists (two workers writing the same
-file is an error naming it), then each moves its files into place (a rename, not a copy) and
+directory, the workers compare file lists (two workers writing the same file is an error
+naming it), then each places its own files (a rename on a filesystem, an upload to S3) and
 the chief writes the merged metadata and reports once.
 """
 
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from determined.common import errors
 from determined.core import _storage, _util
 from determined.core._distributed import DistributedContext, DummyDistributedContext
-from determined.core._storage import CheckpointRecord, Storage
+from determined.core._storage import Backend, CheckpointRecord
 
 if TYPE_CHECKING:
     from determined.core._rpc import MasterClient
@@ -42,8 +44,12 @@ METADATA_FILE = "metadata.json"
 class DownloadMode(enum.Enum):
     """How workers share a download (``restore_path``/``download``).
 
-    pydet's storage is a filesystem every worker reads directly, so both modes behave the
-    same: nothing is downloaded by ``restore_path`` and no worker waits for another.
+    On a filesystem both modes behave the same: every worker reads the storage directly and
+    none waits for another. From S3, ``LocalWorkersShareDownload`` (the default) downloads
+    once per machine: every worker of a machine calls ``restore_path`` (or ``download``)
+    together, the first one downloads and the others wait for it; ``download`` shares only
+    between workers that pass the same directory. ``NoSharedDownload`` lets each worker
+    download on its own, e.g. when only the chief calls it.
     """
 
     LocalWorkersShareDownload = "LOCAL_WORKERS_SHARE_DOWNLOAD"
@@ -61,7 +67,7 @@ class CheckpointContext:
         self,
         *,
         distributed: DistributedContext,
-        storage: Storage,
+        storage: Backend,
         client: MasterClient,
         trial_id: int,
         experiment_id: int,
@@ -100,14 +106,16 @@ class CheckpointContext:
         )
         meta_json = _metadata_json(metadata)
         storage_id = str(uuid.uuid4())
-        path = self._storage.path(storage_id)
-        path.mkdir(parents=True)
+        path = self._storage.stage(storage_id)
         try:
-            yield path, storage_id
-        except BaseException:
-            _remove(path, "the partial checkpoint")
-            raise
-        self._finish(path, storage_id, meta_json)
+            try:
+                yield path, storage_id
+            except BaseException:
+                _remove(path, "the partial checkpoint")
+                raise
+            self._finish(storage_id, meta_json, src=path)
+        finally:
+            self._storage.release(storage_id, path)
 
     def upload(
         self,
@@ -135,13 +143,7 @@ class CheckpointContext:
         src = _existing_dir(ckpt_dir)
         meta_json = _metadata_json(metadata)
         storage_id = str(uuid.uuid4())
-        path = self._storage.path(storage_id)
-        try:
-            _storage.copy_files(src, path)
-        except BaseException:
-            _remove(path, "the partial checkpoint")
-            raise
-        self._finish(path, storage_id, meta_json)
+        self._finish(storage_id, meta_json, src=src)
         return storage_id
 
     # Reading.
@@ -156,10 +158,33 @@ class CheckpointContext:
     ) -> Iterator[pathlib.Path]:
         """Yield the directory of checkpoint ``storage_id`` (read it inside the block).
 
-        The storage is read in place, so ``selector`` does not limit what is visible.
+        A filesystem storage is read in place, so ``selector`` does not limit what is
+        visible there. From S3 the checkpoint (the files ``selector`` picks, if given) is
+        downloaded into a temporary directory that is removed when the block ends; see
+        ``DownloadMode`` for which workers download.
         """
-        DownloadMode(download_mode)
-        yield self._locate(storage_id)
+        mode = DownloadMode(download_mode)
+        storage = self._backend_of(self._record(storage_id))
+        local = storage.local_dir(storage_id)
+        if local is not None:
+            yield local
+            return
+        if mode is DownloadMode.NoSharedDownload:
+            path = storage.stage(storage_id)
+            try:
+                storage.fetch(storage_id, path, selector=selector)
+                yield path
+            finally:
+                storage.release(storage_id, path)
+            return
+        path = self._download_for_this_machine(storage, storage_id, selector)
+        try:
+            yield path
+        finally:
+            # Nobody removes the files while a worker of this machine still reads them.
+            self._dist.allgather_local(None)
+            if self._dist.local_rank == 0:
+                storage.release(storage_id, path)
 
     def download(
         self,
@@ -172,10 +197,28 @@ class CheckpointContext:
         """Copy checkpoint ``storage_id`` into ``ckpt_dir`` (created if needed).
 
         ``selector``, if given, is called with each file's relative path and decides whether
-        it is copied.
+        it is copied. From S3 with ``LocalWorkersShareDownload``, every worker of a machine
+        calls it together and workers passing the same ``ckpt_dir`` download it once.
         """
-        DownloadMode(download_mode)
-        _storage.copy_files(self._locate(storage_id), pathlib.Path(ckpt_dir), selector=selector)
+        mode = DownloadMode(download_mode)
+        storage = self._backend_of(self._record(storage_id))
+        dst = pathlib.Path(ckpt_dir)
+        if storage.local_dir(storage_id) is not None or mode is DownloadMode.NoSharedDownload:
+            storage.fetch(storage_id, dst, selector=selector)
+            return
+        dirs = self._dist.allgather_local(str(dst.absolute()))
+        owner = dirs.index(dirs[self._dist.local_rank])
+        error: Exception | None = None
+        if owner == self._dist.local_rank:
+            try:
+                storage.fetch(storage_id, dst, selector=selector)
+            except Exception as e:
+                error = e
+        outcomes = self._dist.allgather_local(None if error is None else _describe(error))
+        if error is not None:
+            raise error
+        if outcomes[owner] is not None:
+            raise _peer_failed(storage_id, owner, outcomes[owner])
 
     def get_metadata(self, storage_id: str) -> dict[str, Any]:
         """The metadata checkpoint ``storage_id`` was saved with."""
@@ -184,10 +227,9 @@ class CheckpointContext:
         return value if isinstance(value, dict) else {}
 
     def delete(self, storage_id: str) -> None:
-        """Delete checkpoint ``storage_id``: its files, and its record at the master."""
-        path = self._path_of(self._record(storage_id))
-        if path.exists():
-            shutil.rmtree(path)
+        """Delete checkpoint ``storage_id``: its files (or objects), and its record at the
+        master."""
+        self._backend_of(self._record(storage_id)).remove(storage_id)
         self._forget(storage_id)
 
     # What the off-cluster stand-in replaces.
@@ -211,25 +253,58 @@ class CheckpointContext:
 
     # Shared machinery.
 
-    def _path_of(self, record: CheckpointRecord) -> pathlib.Path:
+    def _backend_of(self, record: CheckpointRecord) -> Backend:
         # A checkpoint from another experiment (e.g. a continued trial) may live elsewhere.
-        storage = self._storage
-        if record.storage:
+        # The master shows a recorded storage without its credentials: where it is this
+        # context's own bucket, this context's credentials reach it.
+        if not record.storage or same_place(self._storage, record.storage):
+            return self._storage
+        try:
+            return _storage.from_config(record.storage, what="the checkpoint's storage")
+        except (ValueError, TypeError, NotImplementedError) as e:
+            raise errors.FailedPrecondition(f"checkpoint {record.uuid}: {e}") from None
+
+    def _download_for_this_machine(
+        self, storage: Backend, storage_id: str, selector: Callable[[str], bool] | None
+    ) -> pathlib.Path:
+        """The local chief downloads into a temporary directory; all learn where it is."""
+        outcome: tuple[str | None, str | None] = (None, None)
+        error: Exception | None = None
+        if self._dist.local_rank == 0:
+            path = storage.stage(storage_id)
             try:
-                storage = _storage.from_config(record.storage, what="the checkpoint's storage")
-            except (ValueError, TypeError, NotImplementedError) as e:
-                raise errors.FailedPrecondition(f"checkpoint {record.uuid}: {e}") from None
-        return storage.path(record.uuid)
+                storage.fetch(storage_id, path, selector=selector)
+                outcome = (str(path), None)
+            except Exception as e:
+                storage.release(storage_id, path)
+                error, outcome = e, (None, _describe(e))
+        where, problem = self._dist.broadcast_local(outcome)
+        if error is not None:
+            raise error
+        if problem is not None or where is None:
+            raise _peer_failed(storage_id, 0, problem)
+        return pathlib.Path(where)
 
-    def _locate(self, storage_id: str) -> pathlib.Path:
-        path = self._path_of(self._record(storage_id))
-        if not path.is_dir():
-            raise errors.NotFound(f"checkpoint {storage_id} has no files at {path}")
-        return path
-
-    def _finish(self, path: pathlib.Path, storage_id: str, meta_json: str) -> None:
+    def _finish(
+        self,
+        storage_id: str,
+        meta_json: str,
+        *,
+        src: pathlib.Path | None,
+        stored: dict[str, int] | None = None,
+    ) -> None:
+        """Place ``src``'s files and the metadata, then report; ``stored`` lists the files
+        the workers already placed."""
         metadata = json.loads(meta_json)
-        (path / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
+        meta_bytes = json.dumps(metadata, indent=2).encode()
+        files = _storage.list_files(src) if src is not None else {}
+        files.pop(METADATA_FILE, None)
+        try:
+            self._storage.put(storage_id, src, files, {METADATA_FILE: meta_bytes})
+        except BaseException:
+            self._discard(storage_id)
+            raise
+        resources = {**(stored or {}), **files, METADATA_FILE: len(meta_bytes)}
         self._report(
             CheckpointRecord(
                 uuid=storage_id,
@@ -239,7 +314,7 @@ class CheckpointContext:
                 task_id=self._task_id,
                 steps_completed=int(metadata["steps_completed"]),
                 metadata_json=meta_json,
-                resources=_storage.list_files(path),
+                resources=resources,
                 state="COMPLETED",
                 report_time=time.time(),
                 storage=self._storage.config,
@@ -248,9 +323,7 @@ class CheckpointContext:
 
     def _store_sharded(self, metadata: dict[str, Any] | None) -> Iterator[tuple[pathlib.Path, str]]:
         storage_id, meta_json = self._agree(metadata, None)[:2]
-        final = self._storage.path(storage_id)
-        private = final / f".rank-{self._dist.rank}"
-        private.mkdir(parents=True)
+        private = self._storage.stage(storage_id, rank=self._dist.rank)
         try:
             yield private, storage_id
         except BaseException as e:
@@ -258,18 +331,17 @@ class CheckpointContext:
             # then re-raise this worker's own error.
             problem = _shard_problem(self._dist.allgather(("failed", f"{type(e).__name__}: {e}")))
             _remove(private, "this worker's part of the checkpoint")
-            self._conclude(final, storage_id, meta_json, problem, raise_outcome=False)
+            self._storage.release(storage_id, private)
+            self._conclude(storage_id, meta_json, problem, {}, raise_outcome=False)
             raise
         files = _storage.list_files(private)
         listings = self._dist.allgather(("ok", files))
         problem = _shard_problem(listings)
+        placing = None
         if problem is None:
-            for rel in _storage.list_dirs(private):
-                (final / rel).mkdir(exist_ok=True)
-            for rel in files:
-                os.rename(private / rel, final / rel)
-        shutil.rmtree(private)
-        self._conclude(final, storage_id, meta_json, problem)
+            placing = self._place(storage_id, private, files, move=True)
+        self._storage.release(storage_id, private)
+        self._conclude(storage_id, meta_json, problem, _merged(listings), placing=placing)
 
     def _upload_sharded(
         self, ckpt_dir: str | os.PathLike[str] | None, metadata: dict[str, Any] | None
@@ -288,12 +360,35 @@ class CheckpointContext:
         # Workers on one machine that pass the same directory upload it once.
         uploads = src is not None and identities.index(identity) == self._dist.rank
         files = _storage.list_files(src) if uploads and src is not None else {}
-        problem = _shard_problem(self._dist.allgather(("ok", files)))
-        final = self._storage.path(storage_id)
+        listings = self._dist.allgather(("ok", files))
+        problem = _shard_problem(listings)
+        placing = None
         if problem is None and uploads and src is not None:
-            _storage.copy_files(src, final)
-        self._conclude(final, storage_id, meta_json, problem)
+            placing = self._place(storage_id, src, files, move=False)
+        self._conclude(storage_id, meta_json, problem, _merged(listings), placing=placing)
         return storage_id
+
+    def _place(
+        self, storage_id: str, src: pathlib.Path, files: dict[str, int], *, move: bool
+    ) -> str | None:
+        """Place this worker's part of a sharded checkpoint; why it failed, if it did."""
+        try:
+            self._storage.put(storage_id, src, files, {}, move=move)
+        except Exception as e:
+            log.error(
+                "rank %d could not store its part of checkpoint %s: %s",
+                self._dist.rank,
+                storage_id,
+                e,
+            )
+            return f"rank {self._dist.rank}: {_describe(e)}"
+        return None
+
+    def _discard(self, storage_id: str) -> None:
+        try:
+            self._storage.remove(storage_id)
+        except Exception as e:
+            log.warning("could not remove the unfinished checkpoint %s: %s", storage_id, e)
 
     def _agree(self, metadata: dict[str, Any] | None, identity: Any) -> tuple[str, str, list[Any]]:
         """Every worker learns the chief's storage id and the merged metadata (or the error)."""
@@ -320,23 +415,26 @@ class CheckpointContext:
 
     def _conclude(
         self,
-        final: pathlib.Path,
         storage_id: str,
         meta_json: str,
         problem: str | None,
+        stored: dict[str, int],
         *,
+        placing: str | None = None,
         raise_outcome: bool = True,
     ) -> None:
         """Once every worker has placed its files, the chief reports; all learn the outcome."""
-        self._dist.allgather(None)
+        failed = [p for p in self._dist.allgather(placing) if p is not None]
+        if problem is None and failed:
+            problem = "a worker could not store its part (" + "; ".join(failed) + ")"
         outcome: str | None = problem
         error: BaseException | None = None
         if self._dist.rank == 0:
             if problem is not None:
-                _remove(final, "the conflicting checkpoint")
+                self._discard(storage_id)
             else:
                 try:
-                    self._finish(final, storage_id, meta_json)
+                    self._finish(storage_id, meta_json, src=None, stored=stored)
                 except Exception as e:
                     error, outcome = e, f"the chief could not record the checkpoint: {e}"
         outcome = self._dist.broadcast(outcome)
@@ -352,7 +450,7 @@ class DummyCheckpointContext(CheckpointContext):
     Nothing is reported anywhere; ``get_metadata`` reads ``metadata.json`` back.
     """
 
-    def __init__(self, distributed: DistributedContext | None, storage: Storage) -> None:
+    def __init__(self, distributed: DistributedContext | None, storage: Backend) -> None:
         self._dist = distributed or DummyDistributedContext()
         self._storage = storage
         self._trial_id = 0
@@ -361,11 +459,10 @@ class DummyCheckpointContext(CheckpointContext):
         self._allocation_id = ""
 
     def _record(self, storage_id: str) -> CheckpointRecord:
-        path = self._storage.path(storage_id)
-        if not path.is_dir():
-            raise errors.NotFound(f"no checkpoint {storage_id} in {self._storage.base}")
-        meta_file = path / METADATA_FILE
-        meta_json = meta_file.read_text() if meta_file.is_file() else "{}"
+        if not self._storage.exists(storage_id):
+            raise errors.NotFound(f"no checkpoint {storage_id} in {self._storage.where}")
+        meta = self._storage.read(storage_id, METADATA_FILE)
+        meta_json = meta.decode() if meta is not None else "{}"
         return CheckpointRecord(
             uuid=storage_id,
             trial_id=0,
@@ -384,7 +481,7 @@ class DummyCheckpointContext(CheckpointContext):
             "saved checkpoint %s (steps_completed=%d) in %s",
             record.uuid,
             record.steps_completed,
-            self._storage.path(record.uuid),
+            self._storage.location(record.uuid),
         )
 
     def _forget(self, storage_id: str) -> None:
@@ -444,6 +541,33 @@ def _shard_problem(listings: list[Any]) -> str | None:
     if clashes:
         return "more than one worker wrote the same path: " + ", ".join(clashes)
     return None
+
+
+def same_place(storage: Backend, config: dict[str, Any]) -> bool:
+    """Whether a recorded storage ``config`` is ``storage`` (credentials aside)."""
+    if config == storage.config:
+        return True
+    same = getattr(storage, "same_place", None)
+    return bool(same(config)) if same is not None else False
+
+
+def _merged(listings: list[Any]) -> dict[str, int]:
+    """Every worker's files (relative path → size) from the sharded listings."""
+    return {rel: size for state, files in listings if state == "ok" for rel, size in files.items()}
+
+
+def _describe(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+def _peer_failed(storage_id: str, local_rank: int, problem: str | None) -> Exception:
+    message = (
+        f"checkpoint {storage_id}: local rank {local_rank}, which downloads it for this "
+        f"machine, failed: {problem}"
+    )
+    if problem is not None and problem.startswith("NotFound:"):
+        return errors.NotFound(message)
+    return RuntimeError(message)
 
 
 def _metadata_json(metadata: dict[str, Any] | None) -> str:

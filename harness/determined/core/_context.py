@@ -166,7 +166,7 @@ def _dummy_init(
         DEFAULT_LOCAL_STORAGE if checkpoint_storage is None else checkpoint_storage,
         what="core.init(checkpoint_storage=...)",
     )
-    log.info("not running on a cluster: checkpoints are stored in %s", storage.base)
+    log.info("not running on a cluster: checkpoints are stored in %s", storage.where)
     return Context(
         checkpoint=DummyCheckpointContext(distributed, storage),
         distributed=distributed,

@@ -1,9 +1,10 @@
-"""Where checkpoints live: a directory tree this process can read and write.
+"""Where checkpoints live: a directory tree, or an S3 bucket.
 
-pydet stores checkpoints on a filesystem: ``shared_fs`` (``host_path``, optionally
-``storage_path`` under it) or ``directory`` (``container_path``). Each checkpoint is the
-directory ``<base>/<uuid>/``; the Core API writes into it directly, so saving costs what
-writing the files costs.
+On a filesystem, ``shared_fs`` (``host_path``, optionally ``storage_path`` under it) or
+``directory`` (``container_path``), each checkpoint is the directory ``<base>/<uuid>/``; the
+Core API writes into it directly, so saving costs what writing the files costs. In ``s3``
+(determined.common.s3) a checkpoint is written to a local directory and uploaded.
+Both kinds offer the operations of ``Backend``, which is all the Core API uses.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
-CLOUD_TYPES = ("s3", "gcs", "azure")
-_URL_SCHEMES = {"s3://": "s3", "gs://": "gcs", "az://": "azure", "azure://": "azure"}
+from determined.common import errors
+from determined.common.s3 import S3Storage
+
+CLOUD_TYPES = ("gcs", "azure")
+_URL_SCHEMES = {"gs://": "gcs", "az://": "azure", "azure://": "azure"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,82 @@ class Storage:
     base: pathlib.Path
     config: dict[str, Any]
 
+    @property
+    def where(self) -> str:
+        return str(self.base)
+
+    def location(self, storage_id: str) -> str:
+        return str(self.path(storage_id))
+
+    def stage(self, storage_id: str, *, rank: int | None = None) -> pathlib.Path:
+        """The checkpoint's own directory (created), or a rank's private one inside it."""
+        final = self.path(storage_id)
+        if rank is None:
+            final.mkdir(parents=True)
+            return final
+        private = final / f".rank-{rank}"
+        private.mkdir(parents=True)
+        return private
+
+    def release(self, storage_id: str, staged: pathlib.Path) -> None:
+        if staged != self.path(storage_id):
+            shutil.rmtree(staged, ignore_errors=True)
+
+    def put(
+        self,
+        storage_id: str,
+        src: pathlib.Path | None,
+        files: Iterable[str],
+        extras: Mapping[str, bytes],
+        *,
+        move: bool = False,
+    ) -> None:
+        """Place ``files`` from ``src`` (moved, or copied) and write ``extras``."""
+        final = self.path(storage_id)
+        final.mkdir(parents=True, exist_ok=True)
+        if src is not None and src != final:
+            for rel in list_dirs(src):
+                (final / rel).mkdir(exist_ok=True)
+            for rel in sorted(files):
+                target = final / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if move:
+                    os.rename(src / rel, target)
+                else:
+                    shutil.copy2(src / rel, target)
+        for rel, data in extras.items():
+            (final / rel).write_bytes(data)
+
+    def local_dir(self, storage_id: str) -> pathlib.Path | None:
+        path = self.path(storage_id)
+        if not path.is_dir():
+            raise errors.NotFound(f"checkpoint {storage_id} has no files at {path}")
+        return path
+
+    def fetch(
+        self,
+        storage_id: str,
+        dst: pathlib.Path,
+        *,
+        selector: Callable[[str], bool] | None = None,
+    ) -> None:
+        copy_files(self.path(storage_id), dst, selector=selector)
+
+    def read(self, storage_id: str, rel: str) -> bytes | None:
+        file = self.path(storage_id) / rel
+        return file.read_bytes() if file.is_file() else None
+
+    def exists(self, storage_id: str) -> bool:
+        return self.path(storage_id).is_dir()
+
+    def remove(self, storage_id: str) -> int:
+        path = self.path(storage_id)
+        if not path.exists():
+            return 0
+        count = len(list_files(path))
+        shutil.rmtree(path)
+        return count
+
     def path(self, storage_id: str) -> pathlib.Path:
         """The directory of checkpoint ``storage_id``."""
         if (
@@ -56,11 +136,23 @@ class Storage:
         return self.base / storage_id
 
 
-def from_config(value: str | dict[str, Any] | os.PathLike[str] | None, *, what: str) -> Storage:
-    """The storage described by a ``checkpoint_storage`` config section or a directory path."""
+# What the Core API does with a checkpoint storage, each kind offers: a checkpoint is
+# written into a local directory from ``stage`` (the checkpoint itself on a filesystem, a
+# temporary directory for object storage), ``put`` places files, ``release`` drops a staged
+# directory that is not the checkpoint itself, ``local_dir`` is the checkpoint's directory
+# where it can be read in place (None where it must be fetched).
+Backend: TypeAlias = "Storage | S3Storage"
+
+
+def from_config(value: str | dict[str, Any] | os.PathLike[str] | None, *, what: str) -> Backend:
+    """The storage described by a ``checkpoint_storage`` config section or a directory path
+    (``s3://bucket/prefix`` names a bucket)."""
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if isinstance(value, str):
+        if value.startswith("s3://"):
+            bucket, _, prefix = value.removeprefix("s3://").partition("/")
+            return S3Storage({"type": "s3", "bucket": bucket, "prefix": prefix}, what=what)
         for scheme, cloud in _URL_SCHEMES.items():
             if value.startswith(scheme):
                 _unsupported(cloud, what)
@@ -84,10 +176,12 @@ def from_config(value: str | dict[str, Any] | os.PathLike[str] | None, *, what: 
     if kind == "directory":
         container_path = _required_path(value, "container_path", what)
         return Storage(pathlib.Path(container_path).expanduser().absolute(), dict(value))
+    if kind == "s3":
+        return S3Storage(value, what=what)
     if kind in CLOUD_TYPES:
         _unsupported(str(kind), what)
     raise ValueError(
-        f"{what}: unknown checkpoint storage type {kind!r}; use 'shared_fs' or 'directory'"
+        f"{what}: unknown checkpoint storage type {kind!r}; use 'shared_fs', 'directory' or 's3'"
     )
 
 
@@ -101,7 +195,8 @@ def _required_path(value: dict[str, Any], key: str, what: str) -> str:
 def _unsupported(kind: str, what: str) -> None:
     raise NotImplementedError(
         f"{what}: checkpoint storage type {kind!r} is not supported by pydet yet; use "
-        "'shared_fs' (host_path, storage_path) or 'directory' (container_path)"
+        "'shared_fs' (host_path, storage_path), 'directory' (container_path) or 's3' "
+        "(bucket, prefix, endpoint_url, access_key, secret_key)"
     )
 
 
