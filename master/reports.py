@@ -13,7 +13,7 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import retention
+from master import object_storage, retention
 from master.db import Database
 from master.events import EventBus
 from master.experiments import Experiment, Experiments
@@ -298,6 +298,9 @@ class Reports:
             await self._remove_files(uuid, json.loads(storage or "{}"))
 
     async def _remove_files(self, uuid: str, storage: dict[str, Any]) -> None:
+        if storage.get("type") == "s3":
+            await object_storage.remove_objects(storage, uuid)
+            return
         path = checkpoint_dir(storage, uuid)
         if path is not None:
             await asyncio.to_thread(shutil.rmtree, path, True)

@@ -19,6 +19,8 @@ from determined import core
 from determined.common import errors
 from determined.common import s3 as s3lib
 from determined.core import _storage
+from master import object_storage
+from tests.cluster import free_port
 from tests.s3server import SECRET_KEY, S3Server
 from tests.unit.test_core_checkpoint import FakeClient, run_ranks, save_shards
 
@@ -306,3 +308,27 @@ def test_a_checkpoint_recorded_without_its_credentials_is_read_with_this_tasks_o
 def test_the_storage_never_shows_its_secret(s3: S3Server, bucket: str) -> None:
     storage = _storage.from_config(s3.storage(bucket), what="checkpoint_storage")
     assert SECRET_KEY not in repr(storage) and SECRET_KEY not in storage.where
+
+
+async def test_the_master_deletes_a_checkpoints_objects(s3: S3Server, bucket: str) -> None:
+    client = FakeClient()
+    kept, doomed = saved(s3, bucket, client), saved(s3, bucket, client)
+    await object_storage.remove_objects(s3.storage(bucket), doomed)
+    assert sorted(s3.objects(bucket)) == [f"runs/a/{kept}/metadata.json", f"runs/a/{kept}/w"]
+
+
+async def test_the_master_logs_a_failed_deletion_without_the_secret(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = {
+        "type": "s3",
+        "bucket": "b",
+        "endpoint_url": f"http://127.0.0.1:{free_port()}",
+        "access_key": "AKIAEXAMPLE",
+        "secret_key": SECRET_KEY,
+    }
+    # Nothing listens there: boto3 retries, then the master gives up and says so.
+    await object_storage.remove_objects(config, str(uuid.uuid4()))
+    [record] = [r for r in caplog.records if "could not delete" in r.getMessage()]
+    assert "cannot be reached" in record.getMessage()
+    assert SECRET_KEY not in caplog.text

@@ -1,0 +1,31 @@
+"""The master's side of checkpoints in S3: deleting their objects.
+
+When a checkpoint is deleted (by a user, with its experiment, or by the retention policy)
+its record says where its files are; for an ``s3`` storage the master deletes the objects
+``<prefix>/<uuid>/...`` itself, with the credentials recorded in the storage config or, when
+it has none, those of the master's own environment (``AWS_ACCESS_KEY_ID``...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from determined.common import errors
+from determined.common.s3 import S3Storage
+
+log = logging.getLogger(__name__)
+
+
+async def remove_objects(config: Mapping[str, Any], uuid: str) -> None:
+    """Delete checkpoint ``uuid``'s objects; a failure is logged (the record is already
+    gone, and the objects can be deleted by hand), never raised."""
+    try:
+        storage = S3Storage(config, what="the checkpoint's storage")
+        count = await asyncio.to_thread(storage.remove, uuid)
+    except (errors.DetError, ValueError) as e:
+        log.warning("could not delete the objects of checkpoint %s: %s", uuid, e)
+        return
+    log.info("deleted %d object(s) of checkpoint %s from %s", count, uuid, storage.where)
