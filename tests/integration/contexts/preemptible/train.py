@@ -7,6 +7,7 @@ import determined as det
 
 info = det.get_cluster_info()
 assert info is not None
+print(f"running on {info.agent_id}", flush=True)
 with det.core.init() as core:
     step = 0
     if info.latest_checkpoint:
