@@ -12,7 +12,7 @@ import grpclib.exceptions
 import pytest
 
 from determined import core
-from determined.common import errors, wire
+from determined.common import errors
 from determined.core import _metrics, _rpc, _session, _train
 from determined.core._train import MetricRecord
 
@@ -45,7 +45,7 @@ class FakeTransport:
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.encode:
-            wire.encode(_rpc.metrics_request(1, 1, records))
+            _rpc.metrics_request(1, 1, records).SerializeToString()
         if self.failures:
             raise self.failures.pop(0)
         self.batches.append(list(records))

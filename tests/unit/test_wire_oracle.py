@@ -35,6 +35,7 @@ import struct
 import subprocess
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,6 @@ from hypothesis import strategies as st
 
 from determined.api.gen import v1
 from determined.common import wire
-from determined.core import _rpc
-from determined.core._train import MetricRecord
 from master.gateway import json as gateway_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -390,9 +389,21 @@ def _bits(x: float) -> bytes:
 
 
 def _assert_same(want: message.Message, got: Any, path: str = "") -> None:
-    desc = want.DESCRIPTOR
     meta = type(got)._betterproto
     name_of = {fmeta.number: name for name, fmeta in meta.meta_by_field_name.items()}
+    assert_fields(want, got, name_of, path, _assert_value)
+
+
+def assert_fields(
+    want: message.Message,
+    got: Any,
+    name_of: dict[int, str],
+    path: str,
+    assert_value: Callable[[descriptor.FieldDescriptor, Any, Any, str], None],
+) -> None:
+    """``got`` (a decoded object, its field ``number`` named ``name_of[number]``) holds what
+    the official ``want`` does; ``assert_value`` compares one value."""
+    desc = want.DESCRIPTOR
     assert sorted(name_of) == sorted(f.number for f in desc.fields), path
     for f in desc.fields:
         where = f"{path}.{f.name}"
@@ -403,16 +414,16 @@ def _assert_same(want: message.Message, got: Any, path: str = "") -> None:
             assert set(value) == set(expected), where
             value_f = f.message_type.fields_by_name["value"]
             for k in expected:
-                _assert_value(value_f, expected[k], value[k], f"{where}[{k!r}]")
+                assert_value(value_f, expected[k], value[k], f"{where}[{k!r}]")
         elif f.is_repeated:
             expected = list(getattr(want, f.name))
             assert isinstance(value, list) and len(value) == len(expected), where
             for i, (x, y) in enumerate(zip(expected, value, strict=True)):
-                _assert_value(f, x, y, f"{where}[{i}]")
+                assert_value(f, x, y, f"{where}[{i}]")
         elif f.has_presence and not want.HasField(f.name):
             assert value is None, f"{where}: {value!r} where the official message has none"
         else:
-            _assert_value(f, getattr(want, f.name), value, where)
+            assert_value(f, getattr(want, f.name), value, where)
 
 
 def _assert_value(f: descriptor.FieldDescriptor, want: Any, got: Any, where: str) -> None:
@@ -723,23 +734,6 @@ def test_malformed_input_is_rejected_with_a_reason(
     short = name.split(".")[1]
     with pytest.raises(wire.DecodeError, match=f"not a valid {short}: .*{reason}"):
         wire.decode(ours, data)
-
-
-def test_metric_reports_reach_the_master_as_sent(protos: Protos) -> None:
-    records = [
-        MetricRecord("training", 5, '{"loss":NaN}', 1700000000.25, ""),
-        MetricRecord("validation", 0, "", 0.0, ""),
-        MetricRecord("custom", 2**40, '{"é":"ü"}', -1.0, '[{"loss":1}]'),
-    ]
-    official = protos.official["v1.ReportTrialMetricsRequest"]
-    for trial_id, run_id in [(1, 1), (0, 0), (2**31 - 1, 3), (-1, -5)]:
-        parsed = official.FromString(wire.encode(_rpc.metrics_request(trial_id, run_id, records)))
-        assert (parsed.trial_id, parsed.run_id) == (trial_id, run_id)
-        got = [
-            (r.group, r.steps_completed, r.metrics, r.timestamp, r.batch_metrics)
-            for r in parsed.reports
-        ]
-        assert got == [tuple(r) for r in records]
 
 
 # gateway_json against MessageToDict.

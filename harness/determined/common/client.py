@@ -13,14 +13,16 @@ import contextlib
 import os
 import ssl
 from collections.abc import AsyncIterator, Awaitable
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpclib.client
 import grpclib.config
 import grpclib.exceptions
 
-from determined.api.gen import v1
-from determined.common import errors, wire
+from determined.common import errors
+
+if TYPE_CHECKING:
+    from determined.api.gen import v1
 
 DEFAULT_MASTER = "localhost:8080"
 TOKEN_METADATA_KEY = "x-det-token"
@@ -89,13 +91,25 @@ def open_channel(
     *,
     cert_file: str | None = None,
     config: grpclib.config.Configuration | None = None,
+    lite: bool = False,
 ) -> grpclib.client.Channel:
     """A channel to the master (bound to the running event loop); TLS as ``uses_tls`` says,
-    with ``cert_file`` defaulting to ``DET_MASTER_CERT_FILE``."""
+    with ``cert_file`` defaulting to ``DET_MASTER_CERT_FILE``. ``lite``: for the messages of
+    ``determined.api.lite`` (what tasks use) instead of the generated ``v1``."""
     host, port = parse_address(address)
     cert_file = master_cert_file(cert_file)
     tls = tls_context(cert_file) if uses_tls(address, cert_file) else None
-    return grpclib.client.Channel(host, port, ssl=tls, config=config, codec=wire.WireCodec())
+    codec: Any
+    if lite:
+        from determined.api import lite as lite_api
+
+        codec = lite_api.Codec()
+    else:
+        # Imported here: it needs betterproto2, which tasks do without.
+        from determined.common import wire
+
+        codec = wire.WireCodec()
+    return grpclib.client.Channel(host, port, ssl=tls, config=config, codec=codec)
 
 
 def metadata(token: str | None) -> dict[str, str]:
@@ -159,7 +173,10 @@ async def call(awaitable: Awaitable[T], address: str) -> T:
 
 
 class Session:
-    """A channel and stub to one master, with the caller's token on every call."""
+    """A channel and stub to one master, with the caller's token on every call.
+
+    ``lite``: ``stub`` is a ``determined.api.lite.Stub`` (for tasks), not ``v1.DeterminedStub``.
+    """
 
     def __init__(
         self,
@@ -167,6 +184,7 @@ class Session:
         *,
         token: str | None = None,
         cert_file: str | None = None,
+        lite: bool = False,
     ) -> None:
         self.address = master_address(address)
         self.token = token
@@ -174,12 +192,19 @@ class Session:
         # whether anything may already have happened.
         self.answered = 0
         self.cert_file = master_cert_file(cert_file)
+        self._lite = lite
         self._channel: grpclib.client.Channel | None = None
 
     @property
     def stub(self) -> v1.DeterminedStub:
         if self._channel is None:
-            self._channel = open_channel(self.address, cert_file=self.cert_file)
+            self._channel = open_channel(self.address, cert_file=self.cert_file, lite=self._lite)
+        if self._lite:
+            from determined.api import lite as lite_api
+
+            return lite_api.stub(self._channel, metadata=metadata(self.token))  # type: ignore[return-value]  # the same calls, lite messages
+        from determined.api.gen import v1
+
         return v1.DeterminedStub(self._channel, metadata=metadata(self.token))
 
     async def call(self, awaitable: Awaitable[T]) -> T:
@@ -195,9 +220,13 @@ class Session:
 
 @contextlib.asynccontextmanager
 async def session(
-    address: str | None = None, *, token: str | None = None, cert_file: str | None = None
+    address: str | None = None,
+    *,
+    token: str | None = None,
+    cert_file: str | None = None,
+    lite: bool = False,
 ) -> AsyncIterator[Session]:
-    s = Session(address, token=token, cert_file=cert_file)
+    s = Session(address, token=token, cert_file=cert_file, lite=lite)
     try:
         yield s
     finally:

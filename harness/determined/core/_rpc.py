@@ -1,23 +1,22 @@
 """The RPCs the Core API makes, in one place: protos at the wire, plain values inside.
 
-Everything here needs a master, so this module (and the generated API it imports, which is
-slow to import) is loaded only on-cluster.
+Everything here needs a master, so this module is loaded only on-cluster. Its messages are
+``determined.api.lite``'s (the generated ``v1`` messages' light twins, which a task imports in
+milliseconds instead of a few hundred).
 
-Metric reports are the one hot path: a batch goes out as the generated
-``ReportTrialMetricsRequest``, encoded by ``determined.common.wire`` (the codec every channel
-uses), which costs about a microsecond per report; bench/core_api.py measures the whole path.
+Metric reports are the one hot path: a batch goes out as one ``ReportTrialMetricsRequest``;
+bench/core_api.py measures the whole path.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from determined.api.gen import v1
+from determined.api import lite as v1
 from determined.common import errors
 from determined.core._session import Session
 from determined.core._storage import CheckpointRecord
@@ -32,7 +31,7 @@ LONG_POLL_GRACE = 30.0
 # A MetricRecord holds a MetricReport's first fields in the report's order, so a record is
 # the report's positional arguments (half the cost of keywords, on the hot path). Checked
 # here: a reordered proto fails at import, not silently on the wire.
-_REPORT_FIELDS = tuple(f.name for f in dataclasses.fields(v1.MetricReport))
+_REPORT_FIELDS = tuple(f.name for f in v1.MetricReport._fields)
 if _REPORT_FIELDS[: len(MetricRecord._fields)] != MetricRecord._fields:
     raise ImportError(
         f"MetricRecord's fields {MetricRecord._fields} are no longer the first fields of "
@@ -40,9 +39,7 @@ if _REPORT_FIELDS[: len(MetricRecord._fields)] != MetricRecord._fields:
     )
 
 
-def metrics_request(
-    trial_id: int, run_id: int, records: Sequence[MetricRecord]
-) -> v1.ReportTrialMetricsRequest:
+def metrics_request(trial_id: int, run_id: int, records: Sequence[MetricRecord]) -> v1.Message:
     """The request that carries ``records`` for one run of a trial."""
     report = v1.MetricReport
     return v1.ReportTrialMetricsRequest(

@@ -21,7 +21,7 @@ import grpclib.client
 import grpclib.const
 import grpclib.exceptions
 
-from determined.api.gen import v1
+from determined.api import lite
 from determined.common import client, errors
 
 log = logging.getLogger(__name__)
@@ -82,11 +82,14 @@ class Session:
 
     @property
     def stub(self) -> Any:
-        """The ``v1.DeterminedStub``; only for coroutines running on this session's loop."""
+        """A ``determined.api.lite.Stub`` (``v1.DeterminedStub``'s calls with light messages);
+        only for coroutines running on this session's loop."""
         if self._stub is None:
             # grpclib binds a channel to the running loop when it is created.
-            self._channel = client.open_channel(self.master_url, cert_file=self._cert_file)
-            self._stub = v1.DeterminedStub(self._channel, metadata=self._metadata)
+            self._channel = client.open_channel(
+                self.master_url, cert_file=self._cert_file, lite=True
+            )
+            self._stub = lite.stub(self._channel, metadata=self._metadata)
         return self._stub
 
     @property

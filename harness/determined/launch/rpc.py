@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from determined import ClusterInfo
-from determined.api.gen import v1
+from determined.api import lite as v1
 from determined.common import client, errors
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ async def _call(
     while True:
         # A fresh channel per attempt: a refused connection must not be remembered.
         async with client.session(
-            info.master_url, token=info.session_token, cert_file=info.master_cert_file
+            info.master_url, token=info.session_token, cert_file=info.master_cert_file, lite=True
         ) as session:
             try:
                 result: Any = await session.call(request(session.stub))
