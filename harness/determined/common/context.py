@@ -14,6 +14,7 @@ and silently copying files from elsewhere on the user's machine would be a surpr
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import io
 import os
@@ -21,15 +22,17 @@ import stat
 import tarfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from determined.common.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    import pathspec
 
 MAX_CONTEXT_BYTES = 95 * 1024 * 1024
 IGNORE_FILE = ".detignore"
 # Applied even when .detignore re-includes them: byte code is interpreter-specific and stale.
-_BUILTIN_IGNORES = pathspec.GitIgnoreSpec.from_lines(["__pycache__/", "*.pyc"])
+_BUILTIN_IGNORES = ["__pycache__/", "*.pyc"]
 _MIB = 1024 * 1024
 
 
@@ -117,7 +120,17 @@ def _walk(top: Path, prefix: str) -> Iterator[_Entry]:
     yield from _walk_dir(top, top, prefix, _read_ignores(top), frozenset({top}), "")
 
 
+@functools.cache
+def _builtin_spec() -> pathspec.GitIgnoreSpec:
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(_BUILTIN_IGNORES)
+
+
 def _read_ignores(top: Path) -> pathspec.GitIgnoreSpec | None:
+    # Imported here: only packing needs it, and every task's launcher unpacks.
+    import pathspec
+
     ignore_file = top / IGNORE_FILE
     if not ignore_file.is_file():
         return None
@@ -150,7 +163,7 @@ def _walk_dir(
             raise InvalidContext(f"cannot read {child.path}: {e.strerror}") from None
         is_dir = stat.S_ISDIR(st.st_mode)
         match = child_rel + "/" if is_dir else child_rel
-        if _BUILTIN_IGNORES.match_file(match) or (spec and spec.match_file(match)):
+        if _builtin_spec().match_file(match) or (spec and spec.match_file(match)):
             continue
         if is_dir:
             if source in parents:
