@@ -487,3 +487,48 @@ def test_core_api_timm_port_fragments_run_and_resume(
         assert set(latest.resources) == {"data", "metadata.json"}
         saved = json.loads((checkpoint_dir(latest) / "data").read_text())
         assert saved["epoch"] == 4 and saved["model"]["w"] == pytest.approx((1 - lr) ** 5)
+
+
+def test_a_script_at_debug_level_sees_its_own_lines_and_no_transport_chatter(
+    cluster: Cluster, api: Api, tmp_path: pathlib.Path
+) -> None:
+    # Determined's Core API tutorials configure logging.DEBUG; the harness's HTTP/2 client
+    # (hpack, h2, grpclib) and its event loop must not fill the trial's log at that level.
+    context = write_context(
+        tmp_path / "debug",
+        {
+            "debug.py": """
+                import logging
+
+                import determined as det
+
+                logging.basicConfig(level=logging.DEBUG, format=det.LOG_FORMAT)
+                with det.core.init() as core_context:
+                    for op in core_context.searcher.operations():
+                        for step in range(1, 4):
+                            logging.debug("user debug line %d", step)
+                            core_context.train.report_training_metrics(step, {"x": step})
+                        core_context.train.report_validation_metrics(3, {"x": 3})
+                        op.report_completed(3)
+                logging.debug("user debug line after close")
+            """,
+            "debug.yaml": """
+                name: core-api-debug-logging
+                entrypoint: python3 debug.py
+                searcher: {name: single, metric: x, max_length: 1}
+                max_restarts: 0
+            """,
+        },
+    )
+    exp_id = cluster.create(context / "debug.yaml", context)
+    api.wait(exp_id, "COMPLETED")
+    (trial,) = api.trials(exp_id)
+    lines = api.logs(trial.id)
+    assert sum(line.startswith("DEBUG:") and "user debug line" in line for line in lines) == 4
+    # The harness's own debug lines (``determined.core: report ...``) are the user's to see.
+    chatter = [
+        line
+        for line in lines
+        if line.startswith("DEBUG:") and "user debug" not in line and "] determined." not in line
+    ]
+    assert chatter == [], "\n".join(chatter[:20])

@@ -10,6 +10,7 @@ back into the shared error hierarchy so callers handle one kind of exception.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import ssl
 from collections.abc import AsyncIterator, Awaitable
@@ -103,6 +104,7 @@ def open_channel(
     if lite:
         from determined.api import lite as lite_api
 
+        quiet_transport_logs()
         codec = lite_api.Codec()
     else:
         # Imported here: it needs betterproto2, which tasks do without.
@@ -110,6 +112,20 @@ def open_channel(
 
         codec = wire.WireCodec()
     return grpclib.client.Channel(host, port, ssl=tls, config=config, codec=codec)
+
+
+# The HTTP/2 stack's loggers: at DEBUG, hpack alone writes a dozen lines per call.
+TRANSPORT_LOGGERS = ("hpack", "h2", "grpclib")
+
+
+def quiet_transport_logs() -> None:
+    """Keep the transport's debug lines out of a task's log: a training script that sets
+    ``logging.DEBUG`` (as Determined's tutorials do) wants its own lines, not HTTP/2 frames.
+    A level the script set on one of these loggers itself is left alone."""
+    for name in TRANSPORT_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)
 
 
 def metadata(token: str | None) -> dict[str, str]:
