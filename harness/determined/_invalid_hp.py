@@ -14,21 +14,22 @@ from types import TracebackType
 
 def _report(info_env: dict[str, str]) -> None:
     # Imported here: `import determined` must stay fast for every task.
-    import asyncio
-
     from determined.api import lite as v1
     from determined.common import client
 
-    async def send() -> None:
-        async with client.session(
-            info_env["DET_MASTER"], token=info_env.get("DET_SESSION_TOKEN"), lite=True
-        ) as s:
-            req = v1.ReportTrialEarlyExitRequest(
-                trial_id=int(info_env["DET_TRIAL_ID"]), reason="invalid_hp"
-            )
-            await s.call(s.stub.report_trial_early_exit(req))  # type: ignore[arg-type]  # lite
-
-    asyncio.run(asyncio.wait_for(send(), timeout=30))
+    address = info_env["DET_MASTER"]
+    channel = client.blocking_channel(address)
+    try:
+        stub = v1.stub(channel.unary, metadata=client.metadata(info_env.get("DET_SESSION_TOKEN")))
+        req = v1.ReportTrialEarlyExitRequest(
+            trial_id=int(info_env["DET_TRIAL_ID"]), reason="invalid_hp"
+        )
+        try:
+            stub.report_trial_early_exit(req, timeout=30)
+        except Exception as e:
+            raise client.translate(e, address) or e from None
+    finally:
+        channel.close()
 
 
 def install(invalid_hp: type[BaseException], env: dict[str, str]) -> None:

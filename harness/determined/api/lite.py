@@ -4,13 +4,13 @@ The betterproto2-generated ``determined.api.gen.v1`` (with betterproto2, pydanti
 grpclib's server) takes a few hundred milliseconds to import, and every trial paid that twice
 (its launcher and its script) for a handful of calls. This module builds message classes on
 first use from ``v1_schema`` (tables generated from the same ``.proto`` files, see
-api/generate.py) and encodes them with ``_protowire``; the transport is still grpclib, so the
-master sees the same gRPC calls.
+api/generate.py) and encodes them with ``_protowire``; ``determined.api.channel`` carries
+them, so the master sees the same gRPC calls.
 
     from determined.api import lite as v1
 
     request = v1.GetCurrentSearcherOperationRequest(trial_id=7)
-    response = await v1.stub(channel).get_current_searcher_operation(request)
+    response = v1.stub(channel.unary).get_current_searcher_operation(request)
     response.op.length
 
 Messages behave like the generated ones where tasks use them: keyword construction, fields as
@@ -25,10 +25,6 @@ import math
 import struct
 from collections.abc import Callable, Mapping
 from typing import Any
-
-from grpclib.const import Status
-from grpclib.encoding.base import CodecBase
-from grpclib.exceptions import GRPCError
 
 from determined.api.gen import v1_schema
 from determined.common import _protowire as pw
@@ -139,13 +135,13 @@ class Message:
         args = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items())
         return f"{type(self).__name__}({args})"
 
-    def SerializeToString(self) -> bytes:  # the name grpclib's codecs call
+    def SerializeToString(self) -> bytes:  # protobuf's name
         parts: list[bytes] = []
         _write(self, parts)
         return b"".join(parts)
 
     @classmethod
-    def FromString(cls, data: bytes) -> Any:  # the name grpclib's codecs call
+    def FromString(cls, data: bytes) -> Any:  # protobuf's name
         """The message encoded in ``data``; raises ``DecodeError`` for malformed bytes."""
         data = bytes(data)
         try:
@@ -376,46 +372,28 @@ def _method(snake_name: str) -> tuple[str, str, str]:
         raise AttributeError(f"v1 has no unary call {snake_name!r}") from None
 
 
-class Stub:
-    """``v1.DeterminedStub``'s unary calls over a grpclib channel:
-    ``await stub.get_checkpoint(request, timeout=10)``."""
+Invoke = Callable[..., Any]
 
-    def __init__(self, channel: Any, *, metadata: Mapping[str, str] | None = None) -> None:
-        self._channel = channel
+
+class Stub:
+    """``v1.DeterminedStub``'s unary calls, made by ``invoke(path, request, reply_type,
+    timeout=..., metadata=...)`` (``determined.api.channel.Channel.unary``, or a wrapper that
+    makes it awaitable): ``stub.get_checkpoint(request, timeout=10)``."""
+
+    def __init__(self, invoke: Invoke, *, metadata: Mapping[str, str] | None = None) -> None:
+        self._invoke = invoke
         self._metadata = dict(metadata or {})
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
-        path, request, response = _method(name)
-        from grpclib.client import UnaryUnaryMethod
+        path, _, response = _method(name)
+        reply_type = message_class(response)
+        invoke, metadata = self._invoke, self._metadata
 
-        call = UnaryUnaryMethod(
-            self._channel, path, message_class(request), message_class(response)
-        )
-        metadata = self._metadata
+        def call(message: Message, *, timeout: float | None = None) -> Any:
+            return invoke(path, message, reply_type, timeout=timeout, metadata=metadata)
 
-        def invoke(message: Message, *, timeout: float | None = None) -> Any:
-            return call(message, timeout=timeout, metadata=metadata)
-
-        return invoke
+        return call
 
 
-def stub(channel: Any, *, metadata: Mapping[str, str] | None = None) -> Stub:
-    return Stub(channel, metadata=metadata)
-
-
-class Codec(CodecBase):
-    """grpclib's codec for these messages (and anything with ``SerializeToString``)."""
-
-    __content_subtype__ = "proto"
-
-    def encode(self, message: Any, message_type: Any) -> bytes:
-        if not isinstance(message, message_type):
-            raise TypeError(f"Message must be of type {message_type!r}, not {type(message)!r}")
-        data: bytes = message.SerializeToString()
-        return data
-
-    def decode(self, data: bytes, message_type: Any) -> Any:
-        try:
-            return message_type.FromString(data)
-        except DecodeError as e:
-            raise GRPCError(Status.INVALID_ARGUMENT, f"malformed message: {e}") from None
+def stub(invoke: Invoke, *, metadata: Mapping[str, str] | None = None) -> Stub:
+    return Stub(invoke, metadata=metadata)

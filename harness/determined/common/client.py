@@ -12,17 +12,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import ssl
+import sys
 from collections.abc import AsyncIterator, Awaitable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import grpclib.client
-import grpclib.config
 import grpclib.exceptions
 
 from determined.common import errors
 
 if TYPE_CHECKING:
+    import ssl
+
+    import grpclib.client
+    import grpclib.config
+
+    from determined.api import channel
     from determined.api.gen import v1
 
 DEFAULT_MASTER = "localhost:8080"
@@ -55,6 +59,8 @@ def tls_context(
 ) -> ssl.SSLContext:
     """A client context that verifies the master against ``cert_file`` (else system CAs);
     ``what`` names where the file came from in the error for a bad one."""
+    import ssl
+
     try:
         ctx = ssl.create_default_context(cafile=cert_file)
     except OSError as e:
@@ -92,30 +98,35 @@ def open_channel(
     *,
     cert_file: str | None = None,
     config: grpclib.config.Configuration | None = None,
-    lite: bool = False,
 ) -> grpclib.client.Channel:
     """A channel to the master (bound to the running event loop); TLS as ``uses_tls`` says,
-    with ``cert_file`` defaulting to ``DET_MASTER_CERT_FILE``. ``lite``: for the messages of
-    ``determined.api.lite`` (what tasks use) instead of the generated ``v1``."""
+    with ``cert_file`` defaulting to ``DET_MASTER_CERT_FILE``."""
+    # Imported here: grpclib's client (with h2 and asyncio) and betterproto2 are what tasks
+    # do without (they use blocking_channel).
+    import grpclib.client
+
+    from determined.common import wire
+
     host, port = parse_address(address)
     cert_file = master_cert_file(cert_file)
     tls = tls_context(cert_file) if uses_tls(address, cert_file) else None
-    codec: Any
-    if lite:
-        from determined.api import lite as lite_api
+    return grpclib.client.Channel(host, port, ssl=tls, config=config, codec=wire.WireCodec())
 
-        quiet_transport_logs()
-        codec = lite_api.Codec()
-    else:
-        # Imported here: it needs betterproto2, which tasks do without.
-        from determined.common import wire
 
-        codec = wire.WireCodec()
-    return grpclib.client.Channel(host, port, ssl=tls, config=config, codec=codec)
+def blocking_channel(address: str, *, cert_file: str | None = None) -> channel.Channel:
+    """What tasks call the master with (``determined.api.channel``, light to import), with
+    ``determined.api.lite`` messages; addresses and TLS as ``open_channel``."""
+    from determined.api import channel
+
+    host, port = parse_address(address)
+    cert_file = master_cert_file(cert_file)
+    tls = tls_context(cert_file) if uses_tls(address, cert_file) else None
+    quiet_transport_logs()
+    return channel.Channel(host, port, tls=tls)
 
 
 # The HTTP/2 stack's loggers: at DEBUG, hpack alone writes a dozen lines per call.
-TRANSPORT_LOGGERS = ("hpack", "h2", "grpclib")
+TRANSPORT_LOGGERS = ("hpack",)
 
 
 def quiet_transport_logs() -> None:
@@ -139,14 +150,15 @@ def translate(exc: BaseException, address: str) -> errors.DetError | None:
         if exc.status.name == "UNAVAILABLE":
             return errors.Unavailable(f"the master at {address} is unavailable: {exc.message}")
         return cls(exc.message or exc.status.name)
-    if isinstance(exc, ssl.SSLCertVerificationError):
+    ssl = sys.modules.get("ssl")  # not imported: exc is no TLS failure
+    if ssl is not None and isinstance(exc, ssl.SSLCertVerificationError):
         return errors.FailedPrecondition(
             f"cannot verify the master's certificate at {address} "
             f"({exc.verify_message or exc.reason}): set {CERT_FILE_ENV} to the CA "
             "certificate that signed it"
         )
     if is_tls_failure(exc):
-        assert isinstance(exc, ssl.SSLError)
+        assert ssl is not None and isinstance(exc, ssl.SSLError)
         return errors.FailedPrecondition(
             f"the TLS handshake with the master at {address} failed ({exc.reason or exc}); "
             f"does it serve TLS? For a master without TLS use http://HOST:PORT and unset "
@@ -172,8 +184,11 @@ def translate(exc: BaseException, address: str) -> errors.DetError | None:
 def is_tls_failure(exc: BaseException) -> bool:
     """Whether ``exc`` is a TLS failure that retrying cannot mend (a bad certificate, a
     master without TLS); a connection cut mid-handshake is not one."""
-    return isinstance(exc, ssl.SSLError) and not isinstance(
-        exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError)
+    ssl = sys.modules.get("ssl")  # not imported (no TLS channel was made): not a TLS failure
+    return (
+        ssl is not None
+        and isinstance(exc, ssl.SSLError)
+        and not isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError))
     )
 
 
@@ -189,10 +204,7 @@ async def call(awaitable: Awaitable[T], address: str) -> T:
 
 
 class Session:
-    """A channel and stub to one master, with the caller's token on every call.
-
-    ``lite``: ``stub`` is a ``determined.api.lite.Stub`` (for tasks), not ``v1.DeterminedStub``.
-    """
+    """A channel and stub to one master, with the caller's token on every call."""
 
     def __init__(
         self,
@@ -200,7 +212,6 @@ class Session:
         *,
         token: str | None = None,
         cert_file: str | None = None,
-        lite: bool = False,
     ) -> None:
         self.address = master_address(address)
         self.token = token
@@ -208,17 +219,12 @@ class Session:
         # whether anything may already have happened.
         self.answered = 0
         self.cert_file = master_cert_file(cert_file)
-        self._lite = lite
         self._channel: grpclib.client.Channel | None = None
 
     @property
     def stub(self) -> v1.DeterminedStub:
         if self._channel is None:
-            self._channel = open_channel(self.address, cert_file=self.cert_file, lite=self._lite)
-        if self._lite:
-            from determined.api import lite as lite_api
-
-            return lite_api.stub(self._channel, metadata=metadata(self.token))  # type: ignore[return-value]  # the same calls, lite messages
+            self._channel = open_channel(self.address, cert_file=self.cert_file)
         from determined.api.gen import v1
 
         return v1.DeterminedStub(self._channel, metadata=metadata(self.token))
@@ -240,9 +246,8 @@ async def session(
     *,
     token: str | None = None,
     cert_file: str | None = None,
-    lite: bool = False,
 ) -> AsyncIterator[Session]:
-    s = Session(address, token=token, cert_file=cert_file, lite=lite)
+    s = Session(address, token=token, cert_file=cert_file)
     try:
         yield s
     finally:

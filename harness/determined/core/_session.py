@@ -1,27 +1,30 @@
 """The Core API's connection to the master: one event-loop thread that owns the gRPC channel.
 
-Training code is synchronous; gRPC (grpclib) is asyncio. A ``Session`` runs an event loop in
-a background thread; synchronous callers hand it coroutines (``run``) and wait for the answer,
-and long-lived background work (the metrics shipper, the preemption long poll) runs there as
-tasks the session owns (``spawn``). ``close()`` cancels and awaits those tasks, closes the
-channel, stops the loop and joins the thread.
+Training code is synchronous. A ``Session`` runs an event loop in a background thread;
+synchronous callers hand it coroutines (``run``) and wait for the answer, and long-lived
+background work (the metrics shipper, the preemption long poll) runs there as tasks the
+session owns (``spawn``). The calls themselves are blocking (``determined.api.channel``,
+which imports in milliseconds where grpclib takes a tenth of a second); the loop awaits each
+in a thread of the session's own pool. ``close()`` cancels and awaits those tasks, closes
+the channel (which ends calls still waiting in the pool), stops the loop and joins the
+thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-import grpclib.client
 import grpclib.const
 import grpclib.exceptions
 
-from determined.api import lite
+from determined.api import channel, lite
 from determined.common import client, errors
 
 log = logging.getLogger(__name__)
@@ -72,8 +75,10 @@ class Session:
         self._cert_file = cert_file
         self._metadata = client.metadata(token)
         self._loop = _quiet_event_loop()
-        self._channel: grpclib.client.Channel | None = None
+        self._channel: channel.Channel | None = None
         self._stub: Any = None
+        # Calls in flight (a long poll holds one for its whole wait).
+        self._calls = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix=f"{name}-call")
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
         self._lock = threading.Lock()
@@ -94,22 +99,17 @@ class Session:
 
     @property
     def stub(self) -> Any:
-        """A ``determined.api.lite.Stub`` (``v1.DeterminedStub``'s calls with light messages);
-        only for coroutines running on this session's loop."""
+        """A ``determined.api.lite.Stub`` (``v1.DeterminedStub``'s calls with light messages)
+        whose calls return awaitables; only for coroutines running on this session's loop."""
         if self._stub is None:
-            # grpclib binds a channel to the running loop when it is created.
-            self._channel = client.open_channel(
-                self.master_url, cert_file=self._cert_file, lite=True
-            )
-            self._stub = lite.stub(self._channel, metadata=self._metadata)
+            self._channel = client.blocking_channel(self.master_url, cert_file=self._cert_file)
+            self._stub = lite.stub(self._invoke, metadata=self._metadata)
         return self._stub
 
-    @property
-    def channel(self) -> grpclib.client.Channel:
-        """The channel, opened on first use; only for coroutines on this session's loop."""
-        _ = self.stub
+    def _invoke(self, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
         assert self._channel is not None
-        return self._channel
+        call = functools.partial(self._channel.unary, *args, **kwargs)
+        return self._loop.run_in_executor(self._calls, call)
 
     @property
     def metadata(self) -> dict[str, str]:
@@ -209,3 +209,4 @@ class Session:
             self._channel.close()
             self._channel = None
             self._stub = None
+        self._calls.shutdown(wait=False, cancel_futures=True)

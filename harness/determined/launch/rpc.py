@@ -7,8 +7,8 @@ experiment, a bad token) fails at once. Calls carry the task's ``DET_SESSION_TOK
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -25,31 +25,31 @@ _FIRST_DELAY = 0.25
 _MAX_DELAY = 4.0
 
 
-async def _call(
-    info: ClusterInfo,
-    request: Callable[[Any], Any],
-    *,
-    what: str,
-    retry_seconds: float,
+def _call(
+    info: ClusterInfo, request: Callable[[v1.Stub], Any], *, what: str, retry_seconds: float
 ) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + retry_seconds
+    deadline = time.monotonic() + retry_seconds
     delay = _FIRST_DELAY
+    md = client.metadata(info.session_token)
     while True:
         # A fresh channel per attempt: a refused connection must not be remembered.
-        async with client.session(
-            info.master_url, token=info.session_token, cert_file=info.master_cert_file, lite=True
-        ) as session:
-            try:
-                result: Any = await session.call(request(session.stub))
-                return result
-            except errors.Unavailable as e:
-                if loop.time() + delay > deadline:
-                    raise errors.Unavailable(
-                        f"{what}: gave up after {retry_seconds:.0f} s: {e.message}"
-                    ) from None
-                log.warning("%s: %s; retrying in %.1f s", what, e.message, delay)
-        await asyncio.sleep(delay)
+        channel = client.blocking_channel(info.master_url, cert_file=info.master_cert_file)
+        try:
+            return request(v1.stub(channel.unary, metadata=md))
+        except Exception as e:
+            translated = client.translate(e, info.master_url)
+            if translated is None:
+                raise
+            if not isinstance(translated, errors.Unavailable):
+                raise translated from None
+            if time.monotonic() + delay > deadline:
+                raise errors.Unavailable(
+                    f"{what}: gave up after {retry_seconds:.0f} s: {translated.message}"
+                ) from None
+            log.warning("%s: %s; retrying in %.1f s", what, translated.message, delay)
+        finally:
+            channel.close()
+        time.sleep(delay)
         delay = min(delay * 2, _MAX_DELAY)
 
 
@@ -63,12 +63,10 @@ def fetch_context(
     """
     message = v1.GetExperimentContextRequest(experiment_id=experiment_id)
 
-    def request(stub: Any) -> Any:
+    def request(stub: v1.Stub) -> Any:
         return stub.get_experiment_context(message, timeout=CONTEXT_TIMEOUT_SECONDS)
 
-    response = asyncio.run(
-        _call(info, request, what="downloading the context", retry_seconds=retry_seconds)
-    )
+    response = _call(info, request, what="downloading the context", retry_seconds=retry_seconds)
     return bytes(response.context)
 
 
@@ -102,10 +100,8 @@ def all_gather(
         request_id=uuid.uuid4().hex,
     )
 
-    def request(stub: Any) -> Any:
+    def request(stub: v1.Stub) -> Any:
         return stub.allocation_all_gather(message)
 
-    response = asyncio.run(
-        _call(info, request, what="exchanging rendezvous data", retry_seconds=retry_seconds)
-    )
+    response = _call(info, request, what="exchanging rendezvous data", retry_seconds=retry_seconds)
     return [bytes(d) for d in response.data]
