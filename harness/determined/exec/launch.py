@@ -93,7 +93,9 @@ def run_task(directory: str | os.PathLike[str], entrypoint: Any, *, python: str 
         print(f"{STARTUP_HOOK} failed with exit code {code}", file=sys.stderr, flush=True)
         return code
     log.info("running the entrypoint: %s", argv)
-    return supervise([Worker(argv, env=env, cwd=os.fspath(directory))])
+    code = supervise([Worker(argv, env=env, cwd=os.fspath(directory))])
+    log.info("the entrypoint exited with status %d", code)
+    return code
 
 
 def main() -> int:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import select
 import signal
 import subprocess
 import sys
@@ -24,7 +26,10 @@ from determined.launch import _process
 log = logging.getLogger(__name__)
 
 GRACE_SECONDS = 5.0
+# Without pidfds (Linux < 5.3), how often exits are looked for; with them, the longest a
+# wait lasts, so that a signal's grace period is kept to within this much.
 _POLL_SECONDS = 0.05
+_WAKE_SECONDS = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +92,45 @@ class _Run:
             self.kill_at = None
 
 
+class _ExitWaiter:
+    """Sleeps until a worker exits (a pidfd turns readable), without polling where Linux has
+    pidfds: a trial's end is seen as it happens, not up to a poll interval later."""
+
+    def __init__(self, procs: Sequence[subprocess.Popen[bytes]]) -> None:
+        self._poller: select.poll | None = select.poll()
+        self._fds: dict[int, subprocess.Popen[bytes]] = {}
+        try:
+            for proc in procs:
+                fd = os.pidfd_open(proc.pid)
+                self._fds[fd] = proc
+                self._poller.register(fd, select.POLLIN)
+        except (AttributeError, OSError):  # no pidfds here: poll
+            self.close()
+            self._poller = None
+
+    def __enter__(self) -> _ExitWaiter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
+
+    def wait(self, kill_at: float | None) -> None:
+        if self._poller is None:
+            time.sleep(_POLL_SECONDS)
+            return
+        timeout = _WAKE_SECONDS
+        if kill_at is not None:
+            timeout = min(timeout, max(0.0, kill_at - time.monotonic()))
+        for fd, _ in self._poller.poll(timeout * 1000):
+            # Exited: wait no more on it (its returncode is read by the caller's poll()).
+            self._poller.unregister(fd)
+
+
 def supervise(workers: Sequence[Worker], *, grace_seconds: float = GRACE_SECONDS) -> int:
     """Start every worker and wait for all of them.
 
@@ -108,10 +152,11 @@ def supervise(workers: Sequence[Worker], *, grace_seconds: float = GRACE_SECONDS
             run.procs.append(proc)
             if run.signals_received:
                 _process.signal_group(proc, signal.SIGTERM)
-        while run.running():
+        with _ExitWaiter(run.procs) as waiter:
             run.poll()
-            time.sleep(_POLL_SECONDS)
-        run.poll()
+            while run.running():
+                waiter.wait(run.kill_at)
+                run.poll()
         if run.first_failure is not None:
             # Leaders are gone; whatever they left behind in their groups goes too.
             run.kill()
