@@ -13,12 +13,20 @@ runs in this process (``ray.init`` with as many CPUs as slots, timed around
 '.[raytune]'``. Per-trial overhead is what the platform adds to a trial's own work:
 ``wall x concurrency / trials - mean work per trial``.
 
+Ray Tune runs twice, each row labelled: at its defaults (a new worker process per trial, as
+pydet) and at its fastest documented setting, ``reuse_actors=True`` (one process runs trial
+after trial); the summary compares pydet with Ray's fastest row.
+
 Then pydet's per-trial overhead is broken down from the timestamps of the random search's
-trials (the master's, the agent's, /proc's and the trial's own), and its parts are timed on
-their own: interpreter start, the launcher's imports, the context download.
+trials (the master's, the agent's, /proc's and the trial's own), issue 12's targets are
+printed beside pydet's figures (and Ray's), with the CPU time the master, the agents and the
+tasks' processes spent per trial, and the parts are timed on their own: interpreter start,
+the imports, the context download. The load average is printed with the figures: on a
+machine with few cores, the CPU a trial costs is what bounds the search's wall time.
 
     python3 bench/search.py [--trials 200] [--agents 2] [--slots 2] [--work-ms 10]
                             [--steps 10] [--only pydet,ray] [--searchers random,asha]
+                            [--ray-modes default,reuse]
 
 The trial script is ``bench/_search_workload/trial.py``.
 """
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -55,6 +64,9 @@ WORKLOAD = ROOT / "bench" / "_search_workload"
 PY = sys.executable
 SEARCHERS = ("random", "asha")
 PLATFORMS = ("pydet", "ray")
+PYDET = "pydet (defaults: a fresh process per trial)"
+RAY_DEFAULT = "Ray Tune (defaults: a new worker process per trial)"
+RAY_REUSE = "Ray Tune (reuse_actors=True: one process runs many trials)"
 DIVISOR = 3
 RUNGS = 3
 
@@ -185,12 +197,51 @@ def read_trials(db: pathlib.Path, exp_id: int) -> list[dict[str, Any]]:
             ).fetchone()
             t["closed"] = float(row["message"].split()[-1]) if row else None
             row = conn.execute(
-                "SELECT start_time, end_time FROM allocations WHERE trial_id = ?"
+                "SELECT MIN(timestamp) AS ts FROM task_logs WHERE trial_id = ?"
+                " AND message LIKE '%the entrypoint exited with status%'",
+                (t["id"],),
+            ).fetchone()
+            t["exited"] = row["ts"] if row else None
+            row = conn.execute(
+                "SELECT start_time, end_time, containers FROM allocations WHERE trial_id = ?"
                 " ORDER BY start_time LIMIT 1",
                 (t["id"],),
             ).fetchone()
             t["alloc"] = (row["start_time"], row["end_time"]) if row else None
+            t["slots"] = (
+                tuple((c["agent_id"], *c["slot_ids"]) for c in json.loads(row["containers"]))
+                if row
+                else ()
+            )
     return trials
+
+
+def slot_handoffs(trials: list[dict[str, Any]]) -> list[float]:
+    """For each allocation that ended, seconds until the next one started on its slots."""
+    by_slots: dict[Any, list[tuple[float, float]]] = {}
+    for t in trials:
+        if t["alloc"] and t["alloc"][1] is not None:
+            by_slots.setdefault(t["slots"], []).append(t["alloc"])
+    gaps = []
+    for allocs in by_slots.values():
+        allocs.sort()
+        gaps += [b[0] - a[1] for a, b in itertools.pairwise(allocs)]
+    return gaps
+
+
+def slot_overheads(trials: list[dict[str, Any]], work_s: float) -> list[float]:
+    """Per trial: its slot's time (from its allocation's start to the next allocation's start
+    on the same slots) minus its own work (steps x work per step)."""
+    by_slots: dict[Any, list[dict[str, Any]]] = {}
+    for t in trials:
+        if t["alloc"]:
+            by_slots.setdefault(t["slots"], []).append(t)
+    out = []
+    for ts in by_slots.values():
+        ts.sort(key=lambda t: t["alloc"][0])
+        for a, b in itertools.pairwise(ts):
+            out.append(b["alloc"][0] - a["alloc"][0] - a["steps_completed"] * work_s)
+    return out
 
 
 def breakdown(trials: list[dict[str, Any]]) -> list[tuple[str, float]]:
@@ -233,8 +284,12 @@ def breakdown(trials: list[dict[str, Any]]) -> list[tuple[str, float]]:
             lambda t: t["closed"] - t["times"]["t_done"],
         ),
         (
-            "script and launcher exit, agent reports, master sees the exit",
-            lambda t: t["alloc"][1] - t["closed"],
+            "script exits, the launcher sees it (its `entrypoint exited` line)",
+            lambda t: t["exited"] - t["closed"],
+        ),
+        (
+            "launcher exits, agent reports, master sees the exit (target <= 0.050)",
+            lambda t: t["alloc"][1] - t["exited"],
         ),
         (
             "master: allocation ended -> trial ended (store, searcher, retention)",
@@ -246,11 +301,30 @@ def breakdown(trials: list[dict[str, Any]]) -> list[tuple[str, float]]:
         for t in trials
         if t["unpacked"]
         and t["closed"]
+        and t["exited"]
         and t["alloc"]
         and t["alloc"][1]
         and {"t_launch", "t_op", "t_done"} <= set(t["times"])
     ]
     return [(name, statistics.median(f(t) for t in usable)) for name, f in stages]
+
+
+def cpu_seconds(pid: int, *, children: bool = False) -> float:
+    """CPU time (user + system) of process ``pid``, or of its reaped children."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    first = 13 if children else 11
+    return (int(fields[first]) + int(fields[first + 1])) / os.sysconf("SC_CLK_TCK")
+
+
+def cluster_cpu(cluster: Cluster) -> dict[str, float]:
+    """CPU seconds so far of the master, the agents, and the tasks the agents ran."""
+    assert cluster.master is not None
+    agents = [p.pid for p in cluster.agents.values()]
+    return {
+        "master": cpu_seconds(cluster.master.pid),
+        "agents": sum(cpu_seconds(pid) for pid in agents),
+        "tasks": sum(cpu_seconds(pid, children=True) for pid in agents),
+    }
 
 
 def timed_runs(argv: Sequence[str], runs: int) -> float:
@@ -308,12 +382,20 @@ def profile(address: str, token: str, exp_id: int, runs: int) -> list[tuple[str,
         ("`python3 -c pass`", timed_runs([PY, "-c", "pass"], runs)),
         ("`python3 -S -c pass` (no site)", timed_runs([PY, "-S", "-c", "pass"], runs)),
         (
+            "`python3 -c 'import determined'` (target <= 0.060)",
+            timed_runs([PY, "-c", "import determined"], runs),
+        ),
+        (
             "`python3 -c 'import determined.exec.launch'`",
             timed_runs([PY, "-c", "import determined.exec.launch"], runs),
         ),
         (
             "`python3 -c 'import determined.core'`",
             timed_runs([PY, "-c", "import determined.core"], runs),
+        ),
+        (
+            "`python3 -c` importing what a trial's script uses on a cluster",
+            timed_runs([PY, "-c", "import determined.core._rpc, determined.core._session"], runs),
         ),
         (
             "`python3 -c 'import determined.api.gen.v1'` (the generated API)",
@@ -349,24 +431,38 @@ def run_pydet(
             ctx = context.pack_context(WORKLOAD)
             exp_ids = {}
             for searcher in searchers:
+                cpu_before = cluster_cpu(cluster)
                 exp_id, wall = asyncio.run(
                     run_pydet_search(cluster.address, cluster.token, ctx, pydet_config(w, searcher))
                 )
+                time.sleep(0.5)  # the last tasks' processes are reaped
+                cpu_after = cluster_cpu(cluster)
                 exp_ids[searcher] = exp_id
                 trials = read_trials(cluster.root / "master" / "pydet.db", exp_id)
                 states = {t["state"] for t in trials}
                 if len(trials) != w.trials or states != {"COMPLETED"}:
                     raise RuntimeError(f"{searcher}: {len(trials)} trials, states {states}")
                 work = statistics.mean(t["steps_completed"] for t in trials) * w.work_s
+                cpu = {k: (cpu_after[k] - cpu_before[k]) / len(trials) for k in cpu_after}
                 results.append(
                     Result(
-                        "pydet",
+                        PYDET,
                         searcher,
                         len(trials),
                         wall,
                         work,
                         w.concurrency,
                         note=f"cluster up in {startup:.1f}s (not counted)",
+                        extra={
+                            "cpu": cpu,
+                            "overheads": slot_overheads(trials, w.work_s),
+                            "handoffs": slot_handoffs(trials),
+                            "first_line": [
+                                t["times"]["t_start"] - t["start_time"]
+                                for t in trials
+                                if "t_start" in t["times"]
+                            ],
+                        },
                     )
                 )
                 if searcher == "random":
@@ -465,7 +561,7 @@ def run_ray(w: Workload, searchers: Sequence[str], *, reuse_actors: bool) -> lis
                 work = float(frame["training_iteration"].mean()) * w.work_s
                 results.append(
                     Result(
-                        "Ray Tune" + (" (reuse_actors)" if reuse_actors else ""),
+                        RAY_REUSE if reuse_actors else RAY_DEFAULT,
                         searcher,
                         len(frame),
                         wall,
@@ -483,6 +579,65 @@ def run_ray(w: Workload, searchers: Sequence[str], *, reuse_actors: bool) -> lis
 # -- main -----------------------------------------------------------------------------------------
 
 
+def target_rows(
+    results: list[Result], stages: list[tuple[str, float]], parts: list[tuple[str, float]]
+) -> list[list[str]]:
+    """Each of issue 12's targets: the measure, pydet's figure, the target, Ray's, met or not."""
+    rows: list[list[str]] = []
+
+    def add(name: str, value: float | None, target: str, ok: bool | None, ray: str = "") -> None:
+        figure = "n/a" if value is None else f"{value:.3f}"
+        verdict = "" if ok is None else ("met" if ok else "NOT met")
+        rows.append([name, figure, target, ray, verdict])
+
+    by = {(r.platform, r.searcher): r for r in results}
+    random = by.get((PYDET, "random"))
+    if random is not None:
+        first = random.extra["first_line"]
+        v = statistics.median(first) if first else None
+        add("create -> first user line, s (median)", v, "<= 0.25", v is not None and v <= 0.25)
+    imp = dict(parts).get("`python3 -c 'import determined'` (target <= 0.060)")
+    add("`python3 -c 'import determined'`, s", imp, "<= 0.060", imp is not None and imp <= 0.06)
+    exit_row = [v for name, v in stages if name.startswith("launcher exits")]
+    v = exit_row[0] if exit_row else None
+    add("a task's exit seen by the master, s (median)", v, "<= 0.050", v is not None and v <= 0.05)
+    if random is not None:
+        gaps = random.extra["handoffs"]
+        v = statistics.median(gaps) if gaps else None
+        add(
+            "trial ended -> its slot's next allocation, s (median)",
+            v,
+            "<= 0.010",
+            v is not None and v <= 0.01,
+        )
+        over = random.extra["overheads"]
+        v = statistics.median(over) if over else None
+        ray = by.get((RAY_REUSE, "random"))
+        add(
+            "per-trial overhead, s (median of slot time - work)",
+            v,
+            "<= 0.15",
+            v is not None and v <= 0.15,
+            f"{ray.overhead:.3f} (mean, reuse_actors)" if ray else "",
+        )
+    for searcher in SEARCHERS:
+        mine, fastest = by.get((PYDET, searcher)), fastest_peer(results, searcher)
+        if mine and fastest:
+            add(
+                f"{searcher} search wall, s",
+                mine.wall,
+                "<= Ray Tune's fastest",
+                mine.wall <= fastest.wall,
+                f"{fastest.wall:.1f} ({fastest.platform.split(' (')[1].rstrip(')')})",
+            )
+    return rows
+
+
+def fastest_peer(results: list[Result], searcher: str) -> Result | None:
+    peers = [r for r in results if r.searcher == searcher and r.platform != PYDET]
+    return min(peers, key=lambda r: r.wall, default=None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=200)
@@ -494,18 +649,26 @@ def main() -> None:
     parser.add_argument("--searchers", default=",".join(SEARCHERS), help="random,asha or one")
     parser.add_argument("--profile-runs", type=int, default=7)
     parser.add_argument(
+        "--ray-modes",
+        default="default,reuse",
+        help="Ray Tune's rows: default (a new process per trial) and/or reuse (reuse_actors)",
+    )
+    parser.add_argument(
         "--ray-reuse-actors",
         action="store_true",
-        help="also run Ray Tune with reuse_actors=True (one process for many trials)",
+        help="kept for old command lines: reuse_actors=True runs by default (--ray-modes)",
     )
     args = parser.parse_args()
     platforms = args.only.split(",")
     searchers = args.searchers.split(",")
+    modes = args.ray_modes.split(",")
     if not set(platforms) <= set(PLATFORMS) or not set(searchers) <= set(SEARCHERS):
         parser.error("--only takes pydet and/or ray; --searchers takes random and/or asha")
+    if not set(modes) <= {"default", "reuse"}:
+        parser.error("--ray-modes takes default and/or reuse")
     w = Workload(args.trials, args.steps, args.work_ms / 1000, args.agents * args.slots)
 
-    loads = [os.getloadavg()[0]]
+    loads = [os.getloadavg()]
     results: list[Result] = []
     stages: list[tuple[str, float]] = []
     parts: list[tuple[str, float]] = []
@@ -516,20 +679,22 @@ def main() -> None:
             w, searchers, args.agents, args.slots, args.profile_runs
         )
         results += pydet
-        loads.append(os.getloadavg()[0])
+        loads.append(os.getloadavg())
     if "ray" in platforms:
-        for reuse in (False, True) if args.ray_reuse_actors else (False,):
+        for reuse in [m == "reuse" for m in modes]:
             ray = run_ray(w, searchers, reuse_actors=reuse)
             if isinstance(ray, str):
                 ray_note = ray
                 break
             results += ray
-            loads.append(os.getloadavg()[0])
+            loads.append(os.getloadavg())
 
+    load_text = ", ".join("/".join(f"{x:.1f}" for x in load) for load in loads)
     print(
-        f"\nSearch workload: {w.trials} trials x {w.steps} steps of {args.work_ms:g} ms, one "
-        f"validation each; concurrency {w.concurrency} ({args.agents} agents x {args.slots} "
-        f"slots); {os.cpu_count()} CPUs, load average {max(loads):.1f} at most during the run\n"
+        f"\nSearch workload: {w.trials} trials x {w.steps} steps of {args.work_ms:g} ms (a sleep), "
+        f"one validation each; concurrency {w.concurrency} ({args.agents} agents x "
+        f"{args.slots} slots); {os.cpu_count()} CPUs; load average (1/5/15 min) before and "
+        f"after each platform: {load_text}\n"
     )
     rows = [
         [
@@ -557,11 +722,26 @@ def main() -> None:
     print(tabulate(rows, headers=headers, tablefmt="presto", disable_numparse=True))
     by = {(r.platform, r.searcher): r for r in results}
     for s in searchers:
-        p, r = by.get(("pydet", s)), by.get(("Ray Tune", s))
+        p, r = by.get((PYDET, s)), fastest_peer(results, s)
         if p and r:
-            faster = "pydet" if p.wall < r.wall else "Ray Tune"
             ratio = max(p.wall, r.wall) / min(p.wall, r.wall)
-            print(f"{s}: {faster} is faster, by {ratio:.2f}x")
+            winner, loser = ("pydet", r.platform) if p.wall < r.wall else (r.platform, "pydet")
+            print(
+                f"{s}: {winner} is faster than {loser}, by {ratio:.2f}x "
+                f"(pydet {p.wall:.1f} s, Ray's fastest row {r.wall:.1f} s)"
+            )
+    for r in results:
+        if "cpu" in r.extra:
+            c = r.extra["cpu"]
+            print(
+                f"pydet {r.searcher}: CPU seconds per trial: master {c['master']:.3f}, agents "
+                f"{c['agents']:.3f}, the tasks' processes {c['tasks']:.3f}"
+            )
+    if results:
+        print("\nissue 12's targets\n")
+        headers = ["Measure", "pydet", "Target", "Ray Tune", ""]
+        rows = target_rows(results, stages, parts)
+        print(tabulate(rows, headers=headers, tablefmt="presto", disable_numparse=True))
     if ray_note:
         print(f"\n{ray_note}")
     if stages:
