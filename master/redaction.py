@@ -6,6 +6,7 @@ caller reads (describe, the WebUI, checkpoint storage, validation errors) goes t
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -52,6 +53,9 @@ def redacted(cfg: Any) -> Any:
     return out
 
 
+# Configs never change once stored, and every GetExperiment (a CLI or WebUI polling one)
+# redacts both: the YAML parse was a tenth of the master's CPU while a search ran.
+@functools.lru_cache(maxsize=256)
 def redacted_json(text: str, *, storage: bool = False) -> str:
     """A JSON config (or, with ``storage``, a checkpoint's storage section) as callers may
     see it; the text as it was when it holds no secret."""
@@ -67,6 +71,7 @@ def redacted_json(text: str, *, storage: bool = False) -> str:
     return json.dumps(cfg)
 
 
+@functools.lru_cache(maxsize=256)
 def redacted_yaml(text: str) -> str:
     """The config a user wrote, without its secrets; their formatting and comments stay
     when each secret can be found, once, as written."""
