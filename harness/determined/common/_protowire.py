@@ -11,12 +11,7 @@ _VARINT, _FIXED64, _LEN, _START_GROUP, _END_GROUP, _FIXED32 = 0, 1, 2, 3, 4, 5
 _U64 = (1 << 64) - 1
 _MAX_FIELD_NUMBER = (1 << 29) - 1
 _MAX_DEPTH = 100  # nested groups, as the official runtime's recursion limit
-# Every varint below 2**14, made once (~0.7 MiB, ~2 ms): lengths, steps, ids and tags are
-# nearly all that small, and indexing a list is a fifth of an encoding's time cheaper than
-# computing them.
-_VARINTS = [bytes((n,)) for n in range(0x80)] + [
-    bytes(((n & 0x7F) | 0x80, n >> 7)) for n in range(0x80, 0x4000)
-]
+_ONE_BYTE = [bytes((n,)) for n in range(0x80)]
 
 
 class DecodeError(ValueError):
@@ -27,7 +22,7 @@ def _varint(n: int) -> bytes:
     """``n`` as a protobuf varint; negatives are sign-extended to ten bytes, as int32/64 are."""
     if n < 0x4000:
         if n >= 0:
-            return _VARINTS[n]
+            return _ONE_BYTE[n] if n < 0x80 else bytes(((n & 0x7F) | 0x80, n >> 7))
         if n < -(1 << 63):
             raise ValueError(f"{n} does not fit in 64 bits")
         n += 1 << 64
