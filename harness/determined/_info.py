@@ -1,21 +1,79 @@
 """What a task knows about itself: ``det.get_cluster_info()``.
 
 Every ``DET_*`` variable the master sets for a task is read here and only here.
+
+The two classes are written out rather than made with ``dataclasses``: ``import determined``
+runs in every task (twice per trial), and ``dataclasses`` (with ``inspect``) was a quarter of
+its time.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing import Self
 
 
-@dataclass(frozen=True)
-class TrialInfo:
+class _Frozen:
+    """Equality, hash, repr and read-only attributes from ``__slots__``, as a frozen
+    dataclass has them."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, _Frozen)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({args})"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only: cannot assign {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only: cannot delete {name!r}")
+
+    def _init(self, **values: Any) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __copy__(self) -> Self:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), dict(zip(self.__slots__, self._values(), strict=True))))
+
+
+def _rebuild(cls: type[_Frozen], values: dict[str, Any]) -> _Frozen:
+    obj = object.__new__(cls)
+    obj._init(**values)
+    return obj
+
+
+class TrialInfo(_Frozen):
     """The trial a task belongs to (``cluster_info.trial``)."""
 
+    __slots__ = (  # noqa: RUF023  # in the order of the fields, as repr shows them
+        "trial_id",
+        "experiment_id",
+        "trial_seed",
+        "hparams",
+        "config",
+        "steps_completed",
+        "trial_run_id",
+    )
     trial_id: int
     experiment_id: int
     trial_seed: int
@@ -24,15 +82,51 @@ class TrialInfo:
     steps_completed: int
     trial_run_id: int
 
+    def __init__(
+        self,
+        trial_id: int,
+        experiment_id: int,
+        trial_seed: int,
+        hparams: dict[str, Any],
+        config: dict[str, Any],
+        steps_completed: int,
+        trial_run_id: int,
+    ) -> None:
+        self._init(
+            trial_id=trial_id,
+            experiment_id=experiment_id,
+            trial_seed=trial_seed,
+            hparams=hparams,
+            config=config,
+            steps_completed=steps_completed,
+            trial_run_id=trial_run_id,
+        )
+
     @property
     def _trial_run_id(self) -> int:
         return self.trial_run_id
 
 
-@dataclass(frozen=True)
-class ClusterInfo:
+class ClusterInfo(_Frozen):
     """Describes the running task; ``None`` from ``get_cluster_info()`` off-cluster."""
 
+    __slots__ = (  # noqa: RUF023  # in the order of the fields, as repr shows them
+        "master_url",
+        "cluster_id",
+        "agent_id",
+        "slot_ids",
+        "task_id",
+        "allocation_id",
+        "session_token",
+        "task_type",
+        "latest_checkpoint",
+        "container_addrs",
+        "container_rank",
+        "container_slot_counts",
+        "gpu_uuids",
+        "trial",
+        "master_cert_file",
+    )
     master_url: str
     cluster_id: str
     agent_id: str
@@ -41,15 +135,51 @@ class ClusterInfo:
     allocation_id: str
     session_token: str
     task_type: str
-    latest_checkpoint: str | None = None
-    container_addrs: list[str] = field(default_factory=list)
-    container_rank: int = 0
-    container_slot_counts: list[int] = field(default_factory=list)
-    gpu_uuids: list[str] = field(default_factory=list)
-    trial: TrialInfo | None = None
+    latest_checkpoint: str | None
+    container_addrs: list[str]
+    container_rank: int
+    container_slot_counts: list[int]
+    gpu_uuids: list[str]
+    trial: TrialInfo | None
     # The CA certificate (PEM) that verifies a TLS master; None when it serves no TLS, or
     # when the system's CAs verify it.
-    master_cert_file: str | None = None
+    master_cert_file: str | None
+
+    def __init__(
+        self,
+        master_url: str,
+        cluster_id: str,
+        agent_id: str,
+        slot_ids: list[int],
+        task_id: str,
+        allocation_id: str,
+        session_token: str,
+        task_type: str,
+        latest_checkpoint: str | None = None,
+        container_addrs: list[str] | None = None,
+        container_rank: int = 0,
+        container_slot_counts: list[int] | None = None,
+        gpu_uuids: list[str] | None = None,
+        trial: TrialInfo | None = None,
+        master_cert_file: str | None = None,
+    ) -> None:
+        self._init(
+            master_url=master_url,
+            cluster_id=cluster_id,
+            agent_id=agent_id,
+            slot_ids=slot_ids,
+            task_id=task_id,
+            allocation_id=allocation_id,
+            session_token=session_token,
+            task_type=task_type,
+            latest_checkpoint=latest_checkpoint,
+            container_addrs=[] if container_addrs is None else container_addrs,
+            container_rank=container_rank,
+            container_slot_counts=[] if container_slot_counts is None else container_slot_counts,
+            gpu_uuids=[] if gpu_uuids is None else gpu_uuids,
+            trial=trial,
+            master_cert_file=master_cert_file,
+        )
 
     @property
     def user_data(self) -> dict[str, Any]:
@@ -67,6 +197,7 @@ class ClusterInfo:
     def from_env(cls, env: Mapping[str, str]) -> ClusterInfo | None:
         if "DET_ALLOCATION_ID" not in env:
             return None
+        import json
 
         def as_json(key: str, default: Any) -> Any:
             raw = env.get(key)
