@@ -1,7 +1,9 @@
-"""Connected agents: the ``Agents.Connect`` stream, slot bookkeeping, and orders out.
+"""Agents: the table of known agents with their slots, and the ``Agents.Connect`` stream.
 
-The hub knows transport and slots; what a container's events mean (trials, allocations)
-is decided by the ``AgentEvents`` receiver, so this module never imports the domain.
+The table is what the rest of the master reads and gives orders through; the hub serves the
+stream and keeps the table up to date. What a container's events mean (trials, allocations)
+is decided by the ``AgentEvents`` receiver the hub is built with, so this module never
+imports the domain.
 """
 
 from __future__ import annotations
@@ -107,12 +109,33 @@ class Agent:
         )
 
 
-class AgentHub:
-    """Serves ``/v1.Agents/Connect`` and keeps the table of agents."""
+class AgentTable:
+    """Every agent the master knows of, connected or not, by id."""
 
-    def __init__(self, *, cluster_id: str, version: str) -> None:
+    def __init__(self) -> None:
         self.agents: dict[str, Agent] = {}
-        self.events: AgentEvents | None = None
+
+    def connected(self) -> list[Agent]:
+        return [a for a in self.agents.values() if a.connected]
+
+    def get_or_add(self, agent_id: str) -> Agent:
+        """The agent, known from now on if it was not (an agent named by a restored
+        allocation before it has reconnected)."""
+        agent = self.agents.get(agent_id)
+        if agent is None:
+            agent = self.agents[agent_id] = Agent(id=agent_id)
+        return agent
+
+
+class AgentHub:
+    """Serves ``/v1.Agents/Connect``: registers agents in the table and passes what they
+    report to ``events``."""
+
+    def __init__(
+        self, table: AgentTable, events: AgentEvents, *, cluster_id: str, version: str
+    ) -> None:
+        self._table = table
+        self._events = events
         self._cluster_id = cluster_id
         self._version = version
         self._generations = itertools.count(1)
@@ -127,16 +150,13 @@ class AgentHub:
             )
         }
 
-    def connected(self) -> list[Agent]:
-        return [a for a in self.agents.values() if a.connected]
-
     def _register(self, hello: v1.AgentHello, peer: str) -> Agent:
         if not hello.agent_id:
             raise GRPCError(grpclib.const.Status.INVALID_ARGUMENT, "the hello has no agent_id")
-        agent = self.agents.get(hello.agent_id)
+        agent = self._table.agents.get(hello.agent_id)
         if agent is None:
             agent = Agent(id=hello.agent_id, registered_time=time.time())
-            self.agents[agent.id] = agent
+            self._table.agents[agent.id] = agent
         elif agent.outbox is not None:
             if hello.instance_id != agent.instance_id:
                 # Another process claims a connected agent's id. Refused; it retries, and is
@@ -188,7 +208,7 @@ class AgentHub:
         agent = self._register(hello, _peer_host(stream))
         generation = agent.generation
         outbox = agent.outbox
-        assert outbox is not None and self.events is not None
+        assert outbox is not None
         log.info(
             "agent %s connected from %s with %d slots", agent.id, agent.address, len(agent.slots)
         )
@@ -200,7 +220,7 @@ class AgentHub:
             )
         )
         try:
-            await self.events.agent_connected(agent, hello.running)
+            await self._events.agent_connected(agent, hello.running)
             async with asyncio.TaskGroup() as tg:
                 sender = tg.create_task(self._send_loop(stream, outbox))
                 await self._receive_loop(stream, agent)
@@ -213,7 +233,7 @@ class AgentHub:
                 agent.outbox = None
                 log.info("agent %s disconnected", agent.id)
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(self.events.agent_disconnected(agent))
+                    await asyncio.shield(self._events.agent_disconnected(agent))
 
     async def _send_loop(
         self,
@@ -227,8 +247,7 @@ class AgentHub:
             await stream.send_message(msg)
 
     async def _receive_loop(self, stream: grpclib.server.Stream[Any, Any], agent: Agent) -> None:
-        events = self.events
-        assert events is not None
+        events = self._events
         async for msg in stream:
             if msg.logs is not None:
                 await events.container_logs(agent, msg.logs)

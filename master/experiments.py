@@ -23,7 +23,7 @@ from master.db import Database, Row
 from master.events import EventBus
 from master.search import searcher
 from master.states import STOPPED, State
-from master.tasks import JobInfo, TaskManager, TaskRequest
+from master.task_list import JobInfo, TaskList, TaskRequest
 from master.trial_lifecycle import TrialEvent, TrialPhase
 
 log = logging.getLogger(__name__)
@@ -109,9 +109,7 @@ class MasterInfo:
 
 
 class Experiments:
-    def __init__(
-        self, db: Database, tasks: TaskManager, info: MasterInfo, events: EventBus
-    ) -> None:
+    def __init__(self, db: Database, tasks: TaskList, info: MasterInfo, events: EventBus) -> None:
         self._db = db
         self._events = events
         self._tasks = tasks

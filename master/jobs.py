@@ -9,18 +9,18 @@ from __future__ import annotations
 from determined.api.gen import v1
 from determined.common import errors
 from master import jobqueue
-from master.agents import AgentHub
+from master.agents import AgentTable
 from master.config import MasterConfig
 from master.experiments import Experiment, Experiments
-from master.tasks import TaskManager
+from master.task_list import TaskList
 
 
 class Jobs:
     def __init__(
-        self, cfg: MasterConfig, hub: AgentHub, tasks: TaskManager, experiments: Experiments
+        self, cfg: MasterConfig, agents: AgentTable, tasks: TaskList, experiments: Experiments
     ) -> None:
         self._cfg = cfg
-        self._hub = hub
+        self._agents = agents
         self._tasks = tasks
         self._exps = experiments
 
@@ -150,7 +150,7 @@ class Jobs:
         out = []
         for p in self._cfg.resource_pools:
             agents = [
-                a for a in self._hub.agents.values() if a.resource_pool == p.name and a.connected
+                a for a in self._agents.agents.values() if a.resource_pool == p.name and a.connected
             ]
             total = sum(len(a.slots) for a in agents)
             used = sum(1 for a in agents for s in a.slots.values() if s.allocation_id)
@@ -170,7 +170,7 @@ class Jobs:
         return out
 
     def set_agent_enabled(self, agent_id: str, *, enabled: bool, drain: bool) -> v1.Agent:
-        agent = self._hub.agents.get(agent_id)
+        agent = self._agents.agents.get(agent_id)
         if agent is None:
             raise errors.NotFound(f"agent {agent_id} not found")
         agent.enabled = enabled

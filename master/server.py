@@ -14,7 +14,7 @@ import grpclib.server
 from determined.common import wire
 from master import auth, authz, gateway, scheduler
 from master import config as master_config
-from master.agents import AgentHub
+from master.agents import AgentHub, AgentTable
 from master.api import DeterminedServicer
 from master.db import Database
 from master.events import EventBus
@@ -25,6 +25,7 @@ from master.listener import Limits, Listener, bind, raise_fd_limit, server_tls_c
 from master.logs import LogStore
 from master.reports import Reports
 from master.service import Service
+from master.task_list import TaskList
 from master.task_tokens import LiveTaskTokens
 from master.tasks import TaskManager
 
@@ -83,17 +84,10 @@ class Master:
         assert isinstance(sock, socket.socket)
         cluster_id = await self._cluster_id()
         lock = asyncio.Lock()
-        hub = AgentHub(cluster_id=cluster_id, version=VERSION)
+        agents = AgentTable()
         events = EventBus()
         logs = LogStore(self.db, events)
-        tasks = TaskManager(
-            self.db,
-            hub,
-            logs,
-            lock,
-            pools={p.name: scheduler.PoolPolicy.of(p) for p in self.cfg.resource_pools},
-            agent_reconnect_timeout=self.cfg.agent_reconnect_timeout,
-        )
+        task_list = TaskList(self.db, agents, logs)
         info = MasterInfo(
             cluster_id=cluster_id,
             master_address=self.cfg.address_for_tasks(),
@@ -104,27 +98,36 @@ class Master:
                 "resources": {"resource_pool": self.cfg.default_resource_pool},
             },
         )
-        experiments = Experiments(self.db, tasks, info, events)
-        tasks.owner = experiments
-        hub.events = tasks
+        experiments = Experiments(self.db, task_list, info, events)
+        tasks = TaskManager(
+            self.db,
+            agents,
+            task_list,
+            experiments,
+            logs,
+            lock,
+            pools={p.name: scheduler.PoolPolicy.of(p) for p in self.cfg.resource_pools},
+            agent_reconnect_timeout=self.cfg.agent_reconnect_timeout,
+        )
+        hub = AgentHub(agents, tasks, cluster_id=cluster_id, version=VERSION)
         reports = Reports(self.db, experiments, events)
         experiments.on_trial_end = reports.apply_retention
         service = self.service = Service(
             db=self.db,
             lock=lock,
-            hub=hub,
+            agents=agents,
             logs=logs,
-            tasks=tasks,
+            tasks=task_list,
             experiments=experiments,
             reports=reports,
             info=info,
             version=VERSION,
             events=events,
-            jobs=Jobs(self.cfg, hub, tasks, experiments),
+            jobs=Jobs(self.cfg, agents, task_list, experiments),
         )
         authenticator = auth.Authenticator(
             self.db,
-            tasks=LiveTaskTokens(tasks, experiments),
+            tasks=LiveTaskTokens(task_list, experiments),
             agent_token=auth.load_or_create_agent_token(self.cfg.agent_token_path),
             session_lifetime=self.cfg.security.session_lifetime,
         )

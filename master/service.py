@@ -13,7 +13,7 @@ from typing import TypeVar
 from determined.api.gen import v1
 from determined.common import errors
 from master import convert, queries, redaction
-from master.agents import AgentHub
+from master.agents import AgentTable
 from master.db import Database
 from master.events import EventBus
 from master.experiments import Experiments, MasterInfo
@@ -22,7 +22,7 @@ from master.logs import LogFilter, LogStore
 from master.reports import Reports
 from master.search import preview
 from master.states import State, parse
-from master.tasks import TaskManager
+from master.task_list import TaskList
 
 T = TypeVar("T")
 
@@ -48,9 +48,9 @@ class Service:
         *,
         db: Database,
         lock: asyncio.Lock,
-        hub: AgentHub,
+        agents: AgentTable,
         logs: LogStore,
-        tasks: TaskManager,
+        tasks: TaskList,
         experiments: Experiments,
         reports: Reports,
         info: MasterInfo,
@@ -62,7 +62,7 @@ class Service:
         self.jobs = jobs
         self.db = db
         self.lock = lock
-        self.hub = hub
+        self.agents = agents
         self.logs = logs
         self.tasks = tasks
         self.experiments = experiments
@@ -261,7 +261,7 @@ class Service:
     # -- agents and allocations ------------------------------------------------------------------
 
     def get_agents(self) -> list[v1.Agent]:
-        return [a.to_proto() for a in sorted(self.hub.agents.values(), key=lambda a: a.id)]
+        return [a.to_proto() for a in sorted(self.agents.agents.values(), key=lambda a: a.id)]
 
     async def allgather(self, req: v1.AllGatherRequest) -> list[bytes]:
         alloc = self.tasks.get(req.allocation_id)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from master.callers import TaskCaller
 from master.experiments import Experiments
-from master.tasks import TaskManager
+from master.task_list import TaskList
 
 
 class LiveTaskTokens:
-    def __init__(self, tasks: TaskManager, experiments: Experiments) -> None:
+    def __init__(self, tasks: TaskList, experiments: Experiments) -> None:
         self._tasks = tasks
         self._experiments = experiments
 

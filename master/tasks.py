@@ -1,6 +1,7 @@
-"""The task manager: queued requests, scheduling passes, allocations on agents, and what
-agents report about containers. The experiments module decides what a task *is*; this one
-decides where and whether it runs, and tells the owner when an allocation ends."""
+"""The task manager: scheduling passes, allocations started on agents, and what agents
+report about containers. The experiments module decides what a task *is*; this one decides
+where and whether it runs, and tells the owner when an allocation starts, is preempted and
+ends. Requests and allocations themselves are kept in the task list (``task_list``)."""
 
 from __future__ import annotations
 
@@ -10,44 +11,20 @@ import logging
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from determined.api.gen import v1
-from determined.common import errors
 from master import scheduler
-from master.agents import Agent, AgentHub
+from master.agents import Agent, AgentTable
 from master.allocation import Allocation, Container
 from master.db import Database
 from master.logs import LogLine, LogStore
+from master.task_list import TaskList, TaskRequest
 
 log = logging.getLogger(__name__)
 
 # Seconds the siblings of a failed container get to exit on their own before being stopped.
 SIBLING_GRACE = 2.0
-
-
-@dataclass
-class JobInfo:
-    """A job's place in the queue. One object per job, shared by its pending requests and its
-    allocations, so that `det job update` changes all of them at once."""
-
-    job_id: str
-    resource_pool: str
-    priority: int = 42
-    weight: float = 1.0
-    order: float = 0.0
-    max_slots: int | None = None
-    preemption_timeout: float = 30.0
-
-
-@dataclass
-class TaskRequest:
-    task_id: str
-    trial_id: int | None
-    slots: int
-    job: JobInfo
-    single_node: bool = False
 
 
 class TaskOwner(Protocol):
@@ -67,75 +44,32 @@ class TaskOwner(Protocol):
 
 
 class TaskManager:
+    """Scheduling passes over the task list, allocations started on agents, and what agents
+    report about their containers; the owner hears when an allocation is placed, runs,
+    is preempted and ends."""
+
     def __init__(
         self,
         db: Database,
-        hub: AgentHub,
+        agents: AgentTable,
+        tasks: TaskList,
+        owner: TaskOwner,
         logs: LogStore,
         lock: asyncio.Lock,
         *,
         pools: dict[str, scheduler.PoolPolicy],
         agent_reconnect_timeout: float,
-        kill_grace: float = 10.0,
     ) -> None:
         self._pools = pools
         self._db = db
-        self._hub = hub
+        self._agents = agents
+        self._tasks = tasks
+        self._owner = owner
         self._logs = logs
         self._lock = lock
-        self.owner: TaskOwner | None = None
-        self.pending: dict[str, TaskRequest] = {}
-        # Live allocations, and the same by container, by task token and by task. Only
-        # _index and _unindex change these.
-        self.allocations: dict[str, Allocation] = {}
-        self._by_container: dict[str, Allocation] = {}
-        # A task token is good exactly while its allocation is in here.
-        self._by_token: dict[str, Allocation] = {}
-        self._by_task: dict[str, Allocation] = {}
         self._reconnect_timeout = agent_reconnect_timeout
-        self._kill_grace = kill_grace
-        self._wake = asyncio.Event()
         # Containers whose agent is away, with the time it went away.
         self._away_since: dict[str, float] = {}
-
-    # -- requests -----------------------------------------------------------------------
-
-    def request(self, req: TaskRequest) -> None:
-        self.pending[req.task_id] = req
-        self.wake()
-
-    def withdraw(self, task_id: str) -> bool:
-        return self.pending.pop(task_id, None) is not None
-
-    def allocation_of(self, task_id: str) -> Allocation | None:
-        return self._by_task.get(task_id)
-
-    def _index(self, alloc: Allocation) -> None:
-        self.allocations[alloc.id] = alloc
-        self._by_token[alloc.token] = alloc
-        self._by_task[alloc.task_id] = alloc
-        for cid in alloc.containers:
-            self._by_container[cid] = alloc
-
-    def _unindex(self, alloc: Allocation) -> None:
-        del self.allocations[alloc.id]
-        self._by_token.pop(alloc.token, None)
-        if self._by_task.get(alloc.task_id) is alloc:
-            del self._by_task[alloc.task_id]
-        for cid in alloc.containers:
-            self._by_container.pop(cid, None)
-
-    def by_token(self, token: str) -> Allocation | None:
-        return self._by_token.get(token)
-
-    def get(self, allocation_id: str) -> Allocation:
-        alloc = self.allocations.get(allocation_id)
-        if alloc is None:
-            raise errors.NotFound(f"allocation {allocation_id} is not running")
-        return alloc
-
-    def wake(self) -> None:
-        self._wake.set()
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -143,17 +77,17 @@ class TaskManager:
         """Scheduling passes whenever something changed, and the lost-agent sweep."""
         while True:
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+                await asyncio.wait_for(self._tasks.changed.wait(), timeout=1.0)
             except TimeoutError:
                 pass
-            self._wake.clear()
+            self._tasks.changed.clear()
             async with self._lock:
                 await self._sweep_lost()
                 await self._schedule()
 
     async def _schedule(self) -> None:
         for pool, policy in self._pools.items():
-            pending = [r for r in self.pending.values() if r.job.resource_pool == pool]
+            pending = [r for r in self._tasks.pending.values() if r.job.resource_pool == pool]
             if not pending:
                 continue
             agents = [
@@ -165,12 +99,12 @@ class TaskManager:
                     enabled=a.enabled,
                     draining=a.draining,
                 )
-                for a in self._hub.connected()
+                for a in self._agents.connected()
                 if a.resource_pool == pool
             ]
             running = [
                 _running_view(alloc)
-                for alloc in self.allocations.values()
+                for alloc in self._tasks.allocations.values()
                 if alloc.job is not None and alloc.job.resource_pool == pool
             ]
             requests = [
@@ -188,21 +122,19 @@ class TaskManager:
             ]
             decision = scheduler.decide(policy, agents, running, requests)
             for placement in decision.placements:
-                await self._start(self.pending.pop(placement.request_id), placement)
+                await self._start(self._tasks.pending.pop(placement.request_id), placement)
             for alloc_id in decision.preemptions:
-                alloc = self.allocations[alloc_id]
+                alloc = self._tasks.allocations[alloc_id]
                 timeout = alloc.job.preemption_timeout if alloc.job is not None else 30.0
-                await self.master_log(
+                await self._tasks.master_log(
                     alloc,
                     "preempted by the scheduler for a higher-priority job; "
                     "it checkpoints and resumes later",
                 )
-                self.preempt(alloc, reason="preempted", timeout=timeout)
-                assert self.owner is not None
-                await self.owner.allocation_preempted(alloc)
+                self._tasks.preempt(alloc, reason="preempted", timeout=timeout)
+                await self._owner.allocation_preempted(alloc)
 
     async def _start(self, req: TaskRequest, placement: scheduler.Placement) -> None:
-        assert self.owner is not None
         alloc_id = f"{req.task_id}.{int(time.time() * 1000) % 10**9}"
         containers = {}
         for rank, (agent_id, slot_ids) in enumerate(placement.containers):
@@ -217,11 +149,11 @@ class TaskManager:
             job=req.job,
         )
         for c in containers.values():
-            agent = self._hub.agents[c.agent_id]
+            agent = self._agents.agents[c.agent_id]
             for slot_id in c.slot_ids:
                 agent.slots[slot_id].allocation_id = alloc.id
             agent.containers.add(c.id)
-        self._index(alloc)
+        self._tasks.index(alloc)
         # The allocation's row and its owner's move are one transaction. The start orders go
         # out before it commits: a master that dies before the commit finds the containers
         # unknown when their agent reconnects and kills them, and runs the task again.
@@ -239,48 +171,10 @@ class TaskManager:
                     alloc.start_time,
                 ),
             )
-            orders = await self.owner.allocation_placed(req, alloc)
+            orders = await self._owner.allocation_placed(req, alloc)
             ranked = sorted(containers.values(), key=lambda c: c.rank)
             for order, c in zip(orders, ranked, strict=True):
-                self._hub.agents[c.agent_id].send(v1.MasterMessage(start=order))
-
-    # -- orders ---------------------------------------------------------------------------
-
-    def kill(self, alloc: Allocation, *, reason: str, grace: float | None = None) -> None:
-        alloc.stop_reason = alloc.stop_reason or reason
-        for c in alloc.containers.values():
-            if c.exit_code is None:
-                self._hub_agent(c.agent_id).send(
-                    v1.MasterMessage(
-                        kill=v1.KillContainer(
-                            container_id=c.id,
-                            grace_seconds=self._kill_grace if grace is None else grace,
-                        )
-                    )
-                )
-
-    def preempt(self, alloc: Allocation, *, reason: str, timeout: float) -> None:
-        """Ask the task to checkpoint and exit; kill it if it has not within ``timeout``."""
-        alloc.stop_reason = alloc.stop_reason or reason
-        if not alloc.preempt.is_set():
-            alloc.preempt.set()
-            alloc.kill_at = time.time() + timeout
-
-    @property
-    def agents(self) -> dict[str, Agent]:
-        return self._hub.agents
-
-    def _hub_agent(self, agent_id: str) -> Agent:
-        agent = self._hub.agents.get(agent_id)
-        if agent is None:
-            agent = self._hub.agents[agent_id] = Agent(id=agent_id)
-        return agent
-
-    async def ack_preemption(self, alloc: Allocation) -> None:
-        alloc.preemption_acked = True
-        await self._db.execute(
-            "UPDATE allocations SET preemption_acked = 1 WHERE id = ?", (alloc.id,)
-        )
+                self._agents.agents[c.agent_id].send(v1.MasterMessage(start=order))
 
     # -- restore after a master restart -------------------------------------------------------
 
@@ -299,10 +193,10 @@ class TaskManager:
                 start_time=row["start_time"],
                 preemption_acked=bool(row["preemption_acked"]),
             )
-            self._index(alloc)
+            self._tasks.index(alloc)
             for c in containers.values():
                 if c.exit_code is None:
-                    self._hub_agent(c.agent_id).containers.add(c.id)
+                    self._agents.get_or_add(c.agent_id).containers.add(c.id)
                     self._away_since[c.id] = now
             restored.append(alloc)
         return restored
@@ -313,7 +207,7 @@ class TaskManager:
         async with self._lock:
             alive = {r.container_id for r in running}
             for cid in alive:
-                alloc = self._by_container.get(cid)
+                alloc = self._tasks.by_container(cid)
                 if alloc is None:
                     log.warning("agent %s runs unknown container %s; killing it", agent.id, cid)
                     agent.send(
@@ -333,17 +227,17 @@ class TaskManager:
             for cid in list(agent.containers):
                 if cid not in alive:
                     self._away_since.setdefault(cid, now - self._reconnect_timeout + 5.0)
-        self.wake()
+        self._tasks.wake()
 
     async def agent_disconnected(self, agent: Agent) -> None:
         now = time.time()
         for cid in agent.containers:
             self._away_since.setdefault(cid, now)
-        self.wake()
+        self._tasks.wake()
 
     async def container_started(self, agent: Agent, msg: v1.ContainerStarted) -> None:
         async with self._lock:
-            alloc = self._by_container.get(msg.container_id)
+            alloc = self._tasks.by_container(msg.container_id)
             if alloc is not None:
                 alloc.containers[msg.container_id].started = True
                 await self._maybe_running(alloc)
@@ -354,11 +248,10 @@ class TaskManager:
             return
         if all(c.started for c in alloc.containers.values()):
             alloc.running = True
-            assert self.owner is not None
-            await self.owner.allocation_started(alloc)
+            await self._owner.allocation_started(alloc)
 
     async def container_logs(self, agent: Agent, msg: v1.ContainerLogs) -> None:
-        alloc = self._by_container.get(msg.container_id)
+        alloc = self._tasks.by_container(msg.container_id)
         trial_id = alloc.trial_id if alloc is not None else None
         task_id = alloc.task_id if alloc is not None else ""
         await self._logs.append(
@@ -384,7 +277,7 @@ class TaskManager:
     async def _container_exited(
         self, container_id: str, exit_code: int, error: str, *, lost: bool = False
     ) -> None:
-        alloc = self._by_container.get(container_id)
+        alloc = self._tasks.by_container(container_id)
         if alloc is None:
             return
         c = alloc.containers[container_id]
@@ -393,7 +286,7 @@ class TaskManager:
         self._away_since.pop(container_id, None)
         c.lost = lost
         alloc.container_exited(c, exit_code, error)
-        agent = self._hub.agents.get(c.agent_id)
+        agent = self._agents.agents.get(c.agent_id)
         if agent is not None:
             agent.containers.discard(container_id)
             for slot_id in c.slot_ids:
@@ -401,12 +294,14 @@ class TaskManager:
                 if slot is not None and slot.allocation_id == alloc.id:
                     slot.allocation_id = ""
         if error:
-            await self.master_log(alloc, f"container {c.rank} on agent {c.agent_id}: {error}")
+            await self._tasks.master_log(
+                alloc, f"container {c.rank} on agent {c.agent_id}: {error}"
+            )
         if exit_code != 0 and not alloc.exited and alloc.siblings_kill_at is None:
             # One failed process ends its siblings, so distributed jobs never hang; they get
             # a moment first to print why their collectives were aborted.
             alloc.siblings_kill_at = time.time() + SIBLING_GRACE
-            self.wake()
+            self._tasks.wake()
         # The container's exit, and with the last one the allocation's end and its owner's
         # move: one transaction.
         async with self._db.atomic():
@@ -417,34 +312,33 @@ class TaskManager:
             if alloc.exited:
                 await self._finish(alloc)
         if alloc.exited:
-            self.wake()
+            self._tasks.wake()
 
     async def _finish(self, alloc: Allocation) -> None:
-        assert self.owner is not None
-        self._unindex(alloc)
+        self._tasks.unindex(alloc)
         await self._db.execute(
             "UPDATE allocations SET state = 'TERMINATED', end_time = ?, exit_reason = ? "
             "WHERE id = ?",
             (time.time(), alloc.stop_reason, alloc.id),
         )
-        await self.owner.allocation_exited(alloc)
+        await self._owner.allocation_exited(alloc)
 
     async def _sweep_lost(self) -> None:
         now = time.time()
-        for alloc in list(self.allocations.values()):
+        for alloc in list(self._tasks.allocations.values()):
             if alloc.siblings_kill_at is not None and now >= alloc.siblings_kill_at:
                 alloc.siblings_kill_at = float("inf")
-                self.kill(alloc, reason=alloc.stop_reason or "sibling_failed", grace=3.0)
+                self._tasks.kill(alloc, reason=alloc.stop_reason or "sibling_failed", grace=3.0)
             if alloc.kill_at is not None and now >= alloc.kill_at:
                 alloc.kill_at = None
-                await self.master_log(
+                await self._tasks.master_log(
                     alloc, "the task did not stop within its preemption_timeout; killing it"
                 )
-                self.kill(alloc, reason=alloc.stop_reason or "preempted")
+                self._tasks.kill(alloc, reason=alloc.stop_reason or "preempted")
         for cid, since in list(self._away_since.items()):
             if now - since < self._reconnect_timeout:
                 continue
-            owner = self._by_container.get(cid)
+            owner = self._tasks.by_container(cid)
             if owner is None:
                 self._away_since.pop(cid, None)
                 continue
@@ -456,22 +350,6 @@ class TaskManager:
                 f"{self._reconnect_timeout:.0f}s",
                 lost=True,
             )
-
-    async def master_log(self, alloc: Allocation, text: str) -> None:
-        await self._logs.append(
-            [
-                LogLine(
-                    trial_id=alloc.trial_id,
-                    task_id=alloc.task_id,
-                    allocation_id=alloc.id,
-                    agent_id="",
-                    container_id="",
-                    stdtype="master",
-                    timestamp=time.time(),
-                    text=text,
-                )
-            ]
-        )
 
 
 def _running_view(alloc: Allocation) -> scheduler.RunningAllocation:

@@ -1,0 +1,155 @@
+"""The task list: requests waiting for slots and live allocations, indexed by id, container,
+task token and task, and the orders the master gives an allocation (kill, preempt).
+
+Experiments queue and withdraw their trials' requests and order their allocations here; the
+task manager's scheduling passes and agent events read and update the same list. It knows
+nothing of either, so both can be built on it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from determined.api.gen import v1
+from determined.common import errors
+from master.agents import Agent, AgentTable
+from master.allocation import Allocation
+from master.db import Database
+from master.logs import LogLine, LogStore
+
+
+@dataclass
+class JobInfo:
+    """A job's place in the queue. One object per job, shared by its pending requests and its
+    allocations, so that `det job update` changes all of them at once."""
+
+    job_id: str
+    resource_pool: str
+    priority: int = 42
+    weight: float = 1.0
+    order: float = 0.0
+    max_slots: int | None = None
+    preemption_timeout: float = 30.0
+
+
+@dataclass
+class TaskRequest:
+    task_id: str
+    trial_id: int | None
+    slots: int
+    job: JobInfo
+    single_node: bool = False
+
+
+class TaskList:
+    def __init__(
+        self, db: Database, agents: AgentTable, logs: LogStore, *, kill_grace: float = 10.0
+    ) -> None:
+        self._db = db
+        self._agents = agents
+        self._logs = logs
+        self._kill_grace = kill_grace
+        self.pending: dict[str, TaskRequest] = {}
+        # Live allocations, and the same by container, by task token and by task. Only
+        # index and unindex change these.
+        self.allocations: dict[str, Allocation] = {}
+        self._by_container: dict[str, Allocation] = {}
+        # A task token is good exactly while its allocation is in here.
+        self._by_token: dict[str, Allocation] = {}
+        self._by_task: dict[str, Allocation] = {}
+        # Set when a scheduling pass may place something it could not before.
+        self.changed = asyncio.Event()
+
+    # -- requests -----------------------------------------------------------------------
+
+    def request(self, req: TaskRequest) -> None:
+        self.pending[req.task_id] = req
+        self.wake()
+
+    def withdraw(self, task_id: str) -> bool:
+        return self.pending.pop(task_id, None) is not None
+
+    def wake(self) -> None:
+        self.changed.set()
+
+    # -- allocations ----------------------------------------------------------------------
+
+    def index(self, alloc: Allocation) -> None:
+        self.allocations[alloc.id] = alloc
+        self._by_token[alloc.token] = alloc
+        self._by_task[alloc.task_id] = alloc
+        for cid in alloc.containers:
+            self._by_container[cid] = alloc
+
+    def unindex(self, alloc: Allocation) -> None:
+        del self.allocations[alloc.id]
+        self._by_token.pop(alloc.token, None)
+        if self._by_task.get(alloc.task_id) is alloc:
+            del self._by_task[alloc.task_id]
+        for cid in alloc.containers:
+            self._by_container.pop(cid, None)
+
+    def allocation_of(self, task_id: str) -> Allocation | None:
+        return self._by_task.get(task_id)
+
+    def by_token(self, token: str) -> Allocation | None:
+        return self._by_token.get(token)
+
+    def by_container(self, container_id: str) -> Allocation | None:
+        return self._by_container.get(container_id)
+
+    def get(self, allocation_id: str) -> Allocation:
+        alloc = self.allocations.get(allocation_id)
+        if alloc is None:
+            raise errors.NotFound(f"allocation {allocation_id} is not running")
+        return alloc
+
+    @property
+    def agents(self) -> dict[str, Agent]:
+        return self._agents.agents
+
+    # -- orders ---------------------------------------------------------------------------
+
+    def kill(self, alloc: Allocation, *, reason: str, grace: float | None = None) -> None:
+        alloc.stop_reason = alloc.stop_reason or reason
+        for c in alloc.containers.values():
+            if c.exit_code is None:
+                self._agents.get_or_add(c.agent_id).send(
+                    v1.MasterMessage(
+                        kill=v1.KillContainer(
+                            container_id=c.id,
+                            grace_seconds=self._kill_grace if grace is None else grace,
+                        )
+                    )
+                )
+
+    def preempt(self, alloc: Allocation, *, reason: str, timeout: float) -> None:
+        """Ask the task to checkpoint and exit; kill it if it has not within ``timeout``."""
+        alloc.stop_reason = alloc.stop_reason or reason
+        if not alloc.preempt.is_set():
+            alloc.preempt.set()
+            alloc.kill_at = time.time() + timeout
+
+    async def ack_preemption(self, alloc: Allocation) -> None:
+        alloc.preemption_acked = True
+        await self._db.execute(
+            "UPDATE allocations SET preemption_acked = 1 WHERE id = ?", (alloc.id,)
+        )
+
+    async def master_log(self, alloc: Allocation, text: str) -> None:
+        """A line in the task's log from the master itself."""
+        await self._logs.append(
+            [
+                LogLine(
+                    trial_id=alloc.trial_id,
+                    task_id=alloc.task_id,
+                    allocation_id=alloc.id,
+                    agent_id="",
+                    container_id="",
+                    stdtype="master",
+                    timestamp=time.time(),
+                    text=text,
+                )
+            ]
+        )
