@@ -241,17 +241,17 @@ class DeterminedServicer(v1.DeterminedBase):
     ) -> v1.ReportCheckpointResponse:
         if message.checkpoint is None:
             raise errors.InvalidArgument("checkpoint is required")
-        await self.s.reports.checkpoint(message.checkpoint)
+        await self.s.experiments.report_checkpoint(message.checkpoint)
         return v1.ReportCheckpointResponse()
 
     async def get_checkpoint(self, message: v1.GetCheckpointRequest) -> v1.GetCheckpointResponse:
         return v1.GetCheckpointResponse(
-            checkpoint=await self.s.reports.get_checkpoint(message.uuid)
+            checkpoint=await self.s.checkpoints.get_checkpoint(message.uuid)
         )
 
     async def get_checkpoints(self, message: v1.GetCheckpointsRequest) -> v1.GetCheckpointsResponse:
         return v1.GetCheckpointsResponse(
-            checkpoints=await self.s.reports.get_checkpoints(
+            checkpoints=await self.s.checkpoints.get_checkpoints(
                 experiment_id=message.experiment_id, trial_id=message.trial_id
             )
         )
@@ -259,5 +259,5 @@ class DeterminedServicer(v1.DeterminedBase):
     async def delete_checkpoints(
         self, message: v1.DeleteCheckpointsRequest
     ) -> v1.DeleteCheckpointsResponse:
-        await self.s.reports.delete_checkpoints(message.uuids)
+        await self.s.checkpoints.delete_checkpoints(message.uuids)
         return v1.DeleteCheckpointsResponse()

@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from determined.api.gen import v1
 from determined.common import context as ctx
@@ -108,17 +108,32 @@ class MasterInfo:
     defaults: dict[str, Any]
 
 
+class CheckpointRecords(Protocol):
+    """Where trials' checkpoints are recorded, and pruned by the retention policy."""
+
+    async def record(self, checkpoint: v1.Checkpoint) -> None: ...
+
+    async def apply_retention(self, exp: Experiment) -> None:
+        """Delete the checkpoints the experiment's retention policy no longer keeps."""
+
+
 class Experiments:
-    def __init__(self, db: Database, tasks: TaskList, info: MasterInfo, events: EventBus) -> None:
+    def __init__(
+        self,
+        db: Database,
+        tasks: TaskList,
+        checkpoints: CheckpointRecords,
+        info: MasterInfo,
+        events: EventBus,
+    ) -> None:
         self._db = db
         self._events = events
         self._tasks = tasks
+        self._checkpoints = checkpoints
         self._info = info
         # Experiments that are not yet terminal; terminal ones live only in the store.
         self.live: dict[int, Experiment] = {}
         self._trials: dict[int, Trial] = {}
-        # Applies the checkpoint retention policy after a trial ends (set by the server).
-        self.on_trial_end: Callable[[Experiment], Awaitable[None]] | None = None
 
     # -- lookups -----------------------------------------------------------------------------
 
@@ -312,12 +327,11 @@ class Experiments:
             return []
         await self._save_trial(trial, ended=True)
         self._trials.pop(trial.id, None)
-        if self.on_trial_end is not None:
-            try:
-                await self.on_trial_end(exp)
-            except Exception:
-                # Retention is housekeeping: the trial has ended whatever happens to its files.
-                log.exception("experiment %d: checkpoint retention failed", exp.id)
+        try:
+            await self._checkpoints.apply_retention(exp)
+        except Exception:
+            # Retention is housekeeping: the trial has ended whatever happens to its files.
+            log.exception("experiment %d: checkpoint retention failed", exp.id)
         report = lifecycle.searcher_report(cause, after)
         if report == lifecycle.CLOSED:
             return exp.search.on_trial_closed(trial.request_id)
@@ -656,6 +670,13 @@ class Experiments:
         trial = found[1]
         trial.early_exit = reason
         await self._save_trial(trial)
+
+    async def report_checkpoint(self, checkpoint: v1.Checkpoint) -> None:
+        """Record a checkpoint; a live trial resumes from it from now on."""
+        await self._checkpoints.record(checkpoint)
+        found = self.live_trial(checkpoint.trial_id)
+        if found is not None:
+            found[1].latest_checkpoint = checkpoint.uuid
 
     # -- user actions ----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from master import auth, authz, gateway, scheduler
 from master import config as master_config
 from master.agents import AgentHub, AgentTable
 from master.api import DeterminedServicer
+from master.checkpoints import Checkpoints
 from master.db import Database
 from master.events import EventBus
 from master.experiments import Experiments, MasterInfo
@@ -98,7 +99,8 @@ class Master:
                 "resources": {"resource_pool": self.cfg.default_resource_pool},
             },
         )
-        experiments = Experiments(self.db, task_list, info, events)
+        checkpoints = Checkpoints(self.db)
+        experiments = Experiments(self.db, task_list, checkpoints, info, events)
         tasks = TaskManager(
             self.db,
             agents,
@@ -111,7 +113,6 @@ class Master:
         )
         hub = AgentHub(agents, tasks, cluster_id=cluster_id, version=VERSION)
         reports = Reports(self.db, experiments, events)
-        experiments.on_trial_end = reports.apply_retention
         service = self.service = Service(
             db=self.db,
             lock=lock,
@@ -120,6 +121,7 @@ class Master:
             tasks=task_list,
             experiments=experiments,
             reports=reports,
+            checkpoints=checkpoints,
             info=info,
             version=VERSION,
             events=events,

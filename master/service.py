@@ -14,6 +14,7 @@ from determined.api.gen import v1
 from determined.common import errors
 from master import convert, queries, redaction
 from master.agents import AgentTable
+from master.checkpoints import Checkpoints
 from master.db import Database
 from master.events import EventBus
 from master.experiments import Experiments, MasterInfo
@@ -53,6 +54,7 @@ class Service:
         tasks: TaskList,
         experiments: Experiments,
         reports: Reports,
+        checkpoints: Checkpoints,
         info: MasterInfo,
         version: str,
         events: EventBus,
@@ -67,6 +69,7 @@ class Service:
         self.tasks = tasks
         self.experiments = experiments
         self.reports = reports
+        self.checkpoints = checkpoints
         self.info = info
         self.version = version
 
@@ -207,7 +210,7 @@ class Service:
                 await exps.set_archived(experiment_id, action == "archive")
             elif action == "delete":
                 uuids = await exps.delete(experiment_id)
-                await self.reports.delete_files(uuids)
+                await self.checkpoints.delete_files(uuids)
                 return v1.ExperimentActionResponse()
             else:
                 raise errors.InvalidArgument(f"unknown experiment action {action!r}")
@@ -326,7 +329,9 @@ class Service:
         self, *, experiment_id: int = 0, trial_id: int = 0
     ) -> list[v1.Checkpoint]:
         """An experiment's or a trial's checkpoints, oldest first."""
-        return await self.reports.get_checkpoints(experiment_id=experiment_id, trial_id=trial_id)
+        return await self.checkpoints.get_checkpoints(
+            experiment_id=experiment_id, trial_id=trial_id
+        )
 
     async def get_trial_metrics_json(
         self, req: v1.GetTrialMetricsRequest, *, max_points: int = 0

@@ -1,0 +1,199 @@
+"""Checkpoint records: what trials report, the retention policy applied when a trial
+ends, and deletion (records marked in the caller's transaction, files removed once it has
+committed)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import pathlib
+import shutil
+from collections.abc import Sequence
+from typing import Any
+
+from determined.api.gen import v1
+from determined.common import errors
+from master import object_storage, retention
+from master.db import Database
+from master.experiments import Experiment
+from master.reports import searcher_value
+
+log = logging.getLogger(__name__)
+
+
+def checkpoint_dir(storage: dict[str, Any], uuid: str) -> pathlib.Path | None:
+    """Where a checkpoint's files are, when the master can reach them."""
+    if storage.get("type") == "shared_fs":
+        base = pathlib.Path(storage["host_path"])
+        if storage.get("storage_path"):
+            base = base / storage["storage_path"]
+        return base / uuid
+    if storage.get("type") == "directory":
+        return pathlib.Path(storage["container_path"]) / uuid
+    return None
+
+
+class Checkpoints:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def apply_retention(self, exp: Experiment) -> None:
+        """Delete the checkpoints the experiment's retention policy no longer keeps."""
+        checkpoints = [
+            retention.CheckpointRecord(
+                uuid=r["uuid"],
+                trial_id=r["trial_id"],
+                steps_completed=r["steps_completed"],
+                metric=metric,
+                state=r["state"],
+            )
+            for r, metric in await self._checkpoints("c.experiment_id = ?", (exp.id,))
+        ]
+        trials = [retention.TrialRecord(id=t.id, state=t.state.value) for t in exp.trials.values()]
+        policy = retention.RetentionPolicy.from_config(exp.config)
+        doomed = retention.checkpoints_to_delete(checkpoints, trials, policy)
+        if doomed:
+            log.info(
+                "experiment %d: deleting %d checkpoint(s) by its retention policy",
+                exp.id,
+                len(doomed),
+            )
+            await self.delete_checkpoints(sorted(doomed))
+
+    async def _ensure_trial(self, trial_id: int) -> None:
+        row = await self._db.fetch_one("SELECT id FROM trials WHERE id = ?", (trial_id,))
+        if row is None:
+            raise errors.NotFound(f"trial {trial_id} not found")
+
+    async def record(self, c: v1.Checkpoint) -> None:
+        """The checkpoint's row, and its trial's latest checkpoint pointing at it: one
+        transaction."""
+        if not c.uuid:
+            raise errors.InvalidArgument("checkpoint.uuid is required")
+        metadata = json.loads(c.metadata or "{}")
+        if "steps_completed" not in metadata and not c.steps_completed:
+            raise errors.InvalidArgument("checkpoint metadata must include steps_completed")
+        await self._ensure_trial(c.trial_id)
+        async with self._db.atomic():
+            await self._db.execute(
+                "INSERT OR REPLACE INTO checkpoints (uuid, trial_id, experiment_id, allocation_id,"
+                " task_id, steps_completed, metadata, resources, size, state, report_time, storage)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    c.uuid,
+                    c.trial_id,
+                    c.experiment_id,
+                    c.allocation_id,
+                    c.task_id,
+                    c.steps_completed,
+                    c.metadata or "{}",
+                    json.dumps(dict(c.resources)),
+                    c.size,
+                    c.state or "COMPLETED",
+                    c.report_time,
+                    c.storage or "{}",
+                ),
+            )
+            await self._db.execute(
+                "UPDATE trials SET latest_checkpoint = ? WHERE id = ?", (c.uuid, c.trial_id)
+            )
+
+    async def get_checkpoint(self, uuid: str) -> v1.Checkpoint:
+        from master import convert
+
+        found = await self._checkpoints("c.uuid = ?", (uuid,))
+        if not found:
+            raise errors.NotFound(f"checkpoint {uuid} not found")
+        return convert.checkpoint(*found[0])
+
+    async def get_checkpoints(self, *, experiment_id: int, trial_id: int) -> list[v1.Checkpoint]:
+        from master import convert
+
+        if trial_id:
+            await self._ensure_trial(trial_id)
+            found = await self._checkpoints("c.trial_id = ?", (trial_id,))
+        else:
+            row = await self._db.fetch_one(
+                "SELECT id FROM experiments WHERE id = ?", (experiment_id,)
+            )
+            if row is None:
+                raise errors.NotFound(f"experiment {experiment_id} not found")
+            found = await self._checkpoints("c.experiment_id = ?", (experiment_id,))
+        return [convert.checkpoint(row, metric) for row, metric in found]
+
+    async def _checkpoints(
+        self, where: str, params: Sequence[Any]
+    ) -> list[tuple[Any, float | None]]:
+        """The checkpoint rows matching ``where`` (on ``checkpoints c``), oldest first, each
+        with the searcher metric of its trial's latest validation at the same step.
+
+        The metric is read in Python, not with SQLite's JSON functions: reports may hold NaN
+        or Infinity, which those functions refuse as malformed JSON.
+        """
+        rows = await self._db.fetch_all(
+            f"SELECT c.* FROM checkpoints c WHERE {where} ORDER BY c.report_time", params
+        )
+        if not rows:
+            return []
+        validations = await self._db.fetch_all(
+            "SELECT c.uuid, m.metrics FROM checkpoints c JOIN metrics m"
+            " ON m.trial_id = c.trial_id AND m.grp = 'validation'"
+            f" AND m.steps_completed = c.steps_completed WHERE {where} ORDER BY m.id",
+            params,
+        )
+        latest = {v["uuid"]: v["metrics"] for v in validations}  # the last report wins
+        names = await self._searcher_metric_names({r["experiment_id"] for r in rows})
+        out: list[tuple[Any, float | None]] = []
+        for r in rows:
+            metrics = latest.get(r["uuid"])
+            name = names.get(r["experiment_id"])
+            out.append((r, None if metrics is None else searcher_value(json.loads(metrics), name)))
+        return out
+
+    async def _searcher_metric_names(self, experiment_ids: set[int]) -> dict[int, str]:
+        ids = sorted(i for i in experiment_ids if i is not None)
+        if not ids:
+            return {}
+        rows = await self._db.fetch_all(
+            f"SELECT id, config FROM experiments WHERE id IN ({','.join('?' * len(ids))})", ids
+        )
+        return {r["id"]: json.loads(r["config"]).get("searcher", {}).get("metric") for r in rows}
+
+    async def delete_checkpoints(self, uuids: Sequence[str]) -> None:
+        """Mark the checkpoints DELETED, in one transaction (the caller's, when retention
+        runs as part of a trial's end), and remove their files once it has committed: a
+        master that dies in between leaves files behind, never a record of files that are
+        gone."""
+        doomed: list[tuple[str, dict[str, Any]]] = []
+        for uuid in uuids:
+            row = await self._db.fetch_one(
+                "SELECT storage FROM checkpoints WHERE uuid = ?", (uuid,)
+            )
+            if row is None:
+                raise errors.NotFound(f"checkpoint {uuid} not found")
+            doomed.append((uuid, json.loads(row["storage"] or "{}")))
+
+        async def remove() -> None:
+            for uuid, storage in doomed:
+                await self._remove_files(uuid, storage)
+
+        async with self._db.atomic():
+            await self._db.execute_many(
+                "UPDATE checkpoints SET state = 'DELETED' WHERE uuid = ?",
+                [(uuid,) for uuid, _ in doomed],
+            )
+            await self._db.after_commit(remove)
+
+    async def delete_files(self, checkpoints: Sequence[tuple[str, str]]) -> None:
+        """Remove the files of checkpoints whose records are already gone."""
+        for uuid, storage in checkpoints:
+            await self._remove_files(uuid, json.loads(storage or "{}"))
+
+    async def _remove_files(self, uuid: str, storage: dict[str, Any]) -> None:
+        if storage.get("type") == "s3":
+            await object_storage.remove_objects(storage, uuid)
+            return
+        path = checkpoint_dir(storage, uuid)
+        if path is not None:
+            await asyncio.to_thread(shutil.rmtree, path, True)
