@@ -38,8 +38,8 @@ class Capacity:
             self.total_free += len(free)
         self._by_containers: list[tuple[int, int, str]] = []
         self._containers_changed = True
-        # Told of every agent whose free count changes (the preemption planner listens).
-        self.on_change: Callable[[str], None] | None = None
+        # Told of every agent whose free count changes (see watch).
+        self._watchers: list[Callable[[str], None]] = []
 
     def copy(self) -> Capacity:
         """An independent copy (without listener), for planning that must not be placed."""
@@ -53,6 +53,11 @@ class Capacity:
         other._by_containers = list(self._by_containers)
         other._containers_changed = self._containers_changed
         return other
+
+    def watch(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(agent_id)`` whenever an agent's free slots change from now on
+        (the preemption planner keeps its per-agent costs current this way)."""
+        self._watchers.append(listener)
 
     @property
     def agent_ids(self) -> Sequence[str]:
@@ -116,8 +121,9 @@ class Capacity:
             self._bucket(len(free))[agent_id] = None
             self._containers[agent_id] += 1
             self._containers_changed = True
-            if self.on_change is not None and slot_ids:
-                self.on_change(agent_id)
+            if slot_ids:
+                for listener in self._watchers:
+                    listener(agent_id)
 
     def give(self, agent_id: str, slot_ids: Sequence[str]) -> None:
         """Count slots as free again (those of a preempted allocation, for planning)."""
@@ -128,8 +134,8 @@ class Capacity:
         free.extend(slot_ids)
         self.total_free += len(slot_ids)
         self._bucket(len(free))[agent_id] = None
-        if self.on_change is not None:
-            self.on_change(agent_id)
+        for listener in self._watchers:
+            listener(agent_id)
 
     def place_zero_slot(self, request_id: str) -> Placement | None:
         """Put a zero-slot task on the agent with the fewest containers."""

@@ -268,13 +268,14 @@ class _Preemptor:
                     for agent_id, slot_ids in alloc.containers:
                         if slot_ids:
                             self._on_agent[agent_id].append((rank, len(slot_ids)))
+                # From now on the heaps follow every change of the capacity.
+                self._cap.watch(self._agent_changed)
             heap = [
                 (self._cost(a, slots), self._index[a], a, self._version[a])
                 for a in self._cap.agent_ids
             ]
             heapq.heapify(heap)
             self._heaps[slots] = heap
-            self._cap.on_change = self._agent_changed
         return heap
 
     def _cost(self, agent_id: str, slots: int) -> int:
