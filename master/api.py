@@ -198,7 +198,7 @@ class DeterminedServicer(v1.DeterminedBase):
         self, message: v1.GetBestValidationRequest
     ) -> v1.GetBestValidationResponse:
         return v1.GetBestValidationResponse(
-            metric=await self.s.reports.best_validation(message.experiment_id)
+            metric=await self.s.get_best_validation(message.experiment_id)
         )
 
     async def get_current_searcher_operation(
@@ -245,13 +245,11 @@ class DeterminedServicer(v1.DeterminedBase):
         return v1.ReportCheckpointResponse()
 
     async def get_checkpoint(self, message: v1.GetCheckpointRequest) -> v1.GetCheckpointResponse:
-        return v1.GetCheckpointResponse(
-            checkpoint=await self.s.checkpoints.get_checkpoint(message.uuid)
-        )
+        return v1.GetCheckpointResponse(checkpoint=await self.s.get_checkpoint(message.uuid))
 
     async def get_checkpoints(self, message: v1.GetCheckpointsRequest) -> v1.GetCheckpointsResponse:
         return v1.GetCheckpointsResponse(
-            checkpoints=await self.s.checkpoints.get_checkpoints(
+            checkpoints=await self.s.get_checkpoints(
                 experiment_id=message.experiment_id, trial_id=message.trial_id
             )
         )

@@ -22,9 +22,9 @@ from typing import Protocol
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import passwords
+from master import convert, passwords, queries
 from master.callers import AgentCaller, Caller, TaskCaller, UserCaller
-from master.db import Database, Row
+from master.db import Database
 from master.throttle import LoginThrottle
 
 log = logging.getLogger(__name__)
@@ -76,16 +76,6 @@ def load_or_create_agent_token(path: pathlib.Path) -> str:
         write_secret_file(path, secrets.token_urlsafe(32))
         log.info("generated the agent token in %s (pass it to agents with --token-file)", path)
     return read_secret_file(path, "agent token file")
-
-
-def user_proto(row: Row) -> v1.User:
-    return v1.User(
-        id=int(row["id"]),
-        username=str(row["username"]),
-        admin=bool(row["admin"]),
-        active=bool(row["active"]),
-        modified_at=float(row["modified_at"]),
-    )
 
 
 def check_username(name: str) -> str:
@@ -245,7 +235,7 @@ class Authenticator:
         )
         self._uncache(int(row["id"]))
         log.info("user %s logged in from %s", username, address)
-        return v1.LoginResponse(token=token, user=user_proto(row))
+        return v1.LoginResponse(token=token, user=await self.user(username))
 
     async def logout(self, caller: UserCaller) -> None:
         self._cache.pop(caller.session, None)
@@ -269,13 +259,13 @@ class Authenticator:
         return await self.user(caller.username)
 
     async def user(self, username: str) -> v1.User:
-        row = await self._db.fetch_one("SELECT * FROM users WHERE username = ?", (username,))
+        row = await queries.user(self._db, username)
         if row is None:
             raise errors.NotFound(f"user {username} not found")
-        return user_proto(row)
+        return convert.user(row)
 
     async def users(self) -> list[v1.User]:
-        return [user_proto(r) for r in await self._db.fetch_all("SELECT * FROM users ORDER BY id")]
+        return [convert.user(r) for r in await queries.users(self._db)]
 
     async def create_user(self, username: str, password: str, *, admin: bool) -> v1.User:
         check_username(username)

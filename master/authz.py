@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from determined.common import errors
+from master import queries
 from master.callers import AgentCaller, Caller, TaskCaller, UserCaller
 from master.db import Database
 
@@ -55,60 +56,52 @@ class Lookup:
         owner = self._owners.get(experiment_id)
         if owner is not None:
             return owner
-        row = await self._db.fetch_one(
-            "SELECT username FROM experiments WHERE id = ?", (experiment_id,)
-        )
-        if row is None:
+        owner = await queries.experiment_owner(self._db, experiment_id)
+        if owner is None:
             raise errors.NotFound(f"experiment {experiment_id} not found")
-        self._remember(self._owners, experiment_id, str(row["username"]))
-        return str(row["username"])
+        self._remember(self._owners, experiment_id, owner)
+        return owner
 
     async def trial_experiment(self, trial_id: int) -> int:
-        row = await self._db.fetch_one("SELECT experiment_id FROM trials WHERE id = ?", (trial_id,))
-        if row is None:
+        experiment_id = await queries.trial_experiment(self._db, trial_id)
+        if experiment_id is None:
             raise errors.NotFound(f"trial {trial_id} not found")
-        return int(row["experiment_id"])
+        return experiment_id
 
     async def checkpoint_experiment(self, uuid: str) -> int:
-        row = await self._db.fetch_one(
-            "SELECT experiment_id FROM checkpoints WHERE uuid = ?", (uuid,)
-        )
-        if row is None:
+        experiment_id = await queries.checkpoint_experiment(self._db, uuid)
+        if experiment_id is None:
             raise errors.NotFound(f"checkpoint {uuid} not found")
-        return int(row["experiment_id"] or 0)
+        return experiment_id
 
     async def experiment_storage(self, experiment_id: int) -> dict[str, Any]:
         """The checkpoint_storage section of an experiment's config."""
         cached = self._storage.get(experiment_id)
         if cached is not None:
             return cached
-        row = await self._db.fetch_one(
-            "SELECT config FROM experiments WHERE id = ?", (experiment_id,)
-        )
-        if row is None:
+        config = await queries.stored_config(self._db, experiment_id)
+        if config is None:
             raise errors.NotFound(f"experiment {experiment_id} not found")
-        storage = json.loads(row["config"]).get("checkpoint_storage")
+        storage = json.loads(config).get("checkpoint_storage")
         found = storage if isinstance(storage, dict) else {}
         self._remember(self._storage, experiment_id, found)
         return found
 
     async def checkpoint_trial(self, uuid: str) -> int | None:
         """The trial a stored checkpoint belongs to; None if there is no such checkpoint."""
-        row = await self._db.fetch_one("SELECT trial_id FROM checkpoints WHERE uuid = ?", (uuid,))
-        return None if row is None else int(row["trial_id"] or 0)
+        return await queries.checkpoint_trial(self._db, uuid)
 
     async def job_experiment(self, job_id: str) -> int:
         cached = self._jobs.get(job_id)
         if cached is not None:
             return cached
-        row = await self._db.fetch_one(
-            "SELECT id, username FROM experiments WHERE job_id = ?", (job_id,)
-        )
-        if row is None:
+        found = await queries.job_experiment(self._db, job_id)
+        if found is None:
             raise errors.NotFound(f"job {job_id} not found")
-        self._remember(self._jobs, job_id, int(row["id"]))
-        self._remember(self._owners, int(row["id"]), str(row["username"]))
-        return int(row["id"])
+        experiment_id, owner = found
+        self._remember(self._jobs, job_id, experiment_id)
+        self._remember(self._owners, experiment_id, owner)
+        return experiment_id
 
 
 Rule = Callable[[Caller, Any, Lookup], Awaitable[None]]

@@ -14,10 +14,9 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import object_storage, retention
+from master import object_storage, queries, retention
 from master.db import Database
 from master.experiments import Experiment
-from master.reports import searcher_value
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +41,13 @@ class Checkpoints:
         """Delete the checkpoints the experiment's retention policy no longer keeps."""
         checkpoints = [
             retention.CheckpointRecord(
-                uuid=r["uuid"],
-                trial_id=r["trial_id"],
-                steps_completed=r["steps_completed"],
-                metric=metric,
-                state=r["state"],
+                uuid=c.uuid,
+                trial_id=c.trial_id,
+                steps_completed=c.steps_completed,
+                metric=c.searcher_metric,
+                state=c.state,
             )
-            for r, metric in await self._checkpoints("c.experiment_id = ?", (exp.id,))
+            for c in await queries.experiment_checkpoints(self._db, exp.id)
         ]
         trials = [retention.TrialRecord(id=t.id, state=t.state.value) for t in exp.trials.values()]
         policy = retention.RetentionPolicy.from_config(exp.config)
@@ -61,11 +60,6 @@ class Checkpoints:
             )
             await self.delete_checkpoints(sorted(doomed))
 
-    async def _ensure_trial(self, trial_id: int) -> None:
-        row = await self._db.fetch_one("SELECT id FROM trials WHERE id = ?", (trial_id,))
-        if row is None:
-            raise errors.NotFound(f"trial {trial_id} not found")
-
     async def record(self, c: v1.Checkpoint) -> None:
         """The checkpoint's row, and its trial's latest checkpoint pointing at it: one
         transaction."""
@@ -74,7 +68,7 @@ class Checkpoints:
         metadata = json.loads(c.metadata or "{}")
         if "steps_completed" not in metadata and not c.steps_completed:
             raise errors.InvalidArgument("checkpoint metadata must include steps_completed")
-        await self._ensure_trial(c.trial_id)
+        await queries.ensure_trial(self._db, c.trial_id)
         async with self._db.atomic():
             await self._db.execute(
                 "INSERT OR REPLACE INTO checkpoints (uuid, trial_id, experiment_id, allocation_id,"
@@ -98,67 +92,6 @@ class Checkpoints:
             await self._db.execute(
                 "UPDATE trials SET latest_checkpoint = ? WHERE id = ?", (c.uuid, c.trial_id)
             )
-
-    async def get_checkpoint(self, uuid: str) -> v1.Checkpoint:
-        from master import convert
-
-        found = await self._checkpoints("c.uuid = ?", (uuid,))
-        if not found:
-            raise errors.NotFound(f"checkpoint {uuid} not found")
-        return convert.checkpoint(*found[0])
-
-    async def get_checkpoints(self, *, experiment_id: int, trial_id: int) -> list[v1.Checkpoint]:
-        from master import convert
-
-        if trial_id:
-            await self._ensure_trial(trial_id)
-            found = await self._checkpoints("c.trial_id = ?", (trial_id,))
-        else:
-            row = await self._db.fetch_one(
-                "SELECT id FROM experiments WHERE id = ?", (experiment_id,)
-            )
-            if row is None:
-                raise errors.NotFound(f"experiment {experiment_id} not found")
-            found = await self._checkpoints("c.experiment_id = ?", (experiment_id,))
-        return [convert.checkpoint(row, metric) for row, metric in found]
-
-    async def _checkpoints(
-        self, where: str, params: Sequence[Any]
-    ) -> list[tuple[Any, float | None]]:
-        """The checkpoint rows matching ``where`` (on ``checkpoints c``), oldest first, each
-        with the searcher metric of its trial's latest validation at the same step.
-
-        The metric is read in Python, not with SQLite's JSON functions: reports may hold NaN
-        or Infinity, which those functions refuse as malformed JSON.
-        """
-        rows = await self._db.fetch_all(
-            f"SELECT c.* FROM checkpoints c WHERE {where} ORDER BY c.report_time", params
-        )
-        if not rows:
-            return []
-        validations = await self._db.fetch_all(
-            "SELECT c.uuid, m.metrics FROM checkpoints c JOIN metrics m"
-            " ON m.trial_id = c.trial_id AND m.grp = 'validation'"
-            f" AND m.steps_completed = c.steps_completed WHERE {where} ORDER BY m.id",
-            params,
-        )
-        latest = {v["uuid"]: v["metrics"] for v in validations}  # the last report wins
-        names = await self._searcher_metric_names({r["experiment_id"] for r in rows})
-        out: list[tuple[Any, float | None]] = []
-        for r in rows:
-            metrics = latest.get(r["uuid"])
-            name = names.get(r["experiment_id"])
-            out.append((r, None if metrics is None else searcher_value(json.loads(metrics), name)))
-        return out
-
-    async def _searcher_metric_names(self, experiment_ids: set[int]) -> dict[int, str]:
-        ids = sorted(i for i in experiment_ids if i is not None)
-        if not ids:
-            return {}
-        rows = await self._db.fetch_all(
-            f"SELECT id, config FROM experiments WHERE id IN ({','.join('?' * len(ids))})", ids
-        )
-        return {r["id"]: json.loads(r["config"]).get("searcher", {}).get("metric") for r in rows}
 
     async def delete_checkpoints(self, uuids: Sequence[str]) -> None:
         """Mark the checkpoints DELETED, in one transaction (the caller's, when retention

@@ -16,7 +16,7 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from determined.api.gen import v1
 from determined.common import context as ctx
 from determined.common import entrypoint, errors, expconf
-from master import task_spec
+from master import queries, task_spec
 from master import trial_lifecycle as lifecycle
 from master.allocation import Allocation
 from master.db import Database, Row
@@ -144,9 +144,7 @@ class Experiments:
         return self.live[trial.experiment_id], trial
 
     async def ensure_experiment(self, experiment_id: int) -> None:
-        row = await self._db.fetch_one("SELECT id FROM experiments WHERE id = ?", (experiment_id,))
-        if row is None:
-            raise errors.NotFound(f"experiment {experiment_id} not found")
+        await queries.ensure_experiment(self._db, experiment_id)
 
     # -- creation ----------------------------------------------------------------------------
 
@@ -166,12 +164,7 @@ class Experiments:
     ) -> int:
         cfg = self.validate(text)
         if not context and parent_id:
-            row = await self._db.fetch_one(
-                "SELECT data FROM contexts WHERE experiment_id = ?", (parent_id,)
-            )
-            if row is None:
-                raise errors.NotFound(f"experiment {parent_id} not found")
-            context = bytes(row["data"])
+            context = await queries.context(self._db, parent_id)
         source = await self._source_checkpoint(cfg)
         try:
             files = {path for path, _ in ctx.context_files(context)}
@@ -620,9 +613,7 @@ class Experiments:
         """The length the trial should train to, or None when the searcher is done with it."""
         found = self.live_trial(trial_id)
         if found is None:
-            row = await self._db.fetch_one("SELECT id FROM trials WHERE id = ?", (trial_id,))
-            if row is None:
-                raise errors.NotFound(f"trial {trial_id} not found")
+            await queries.ensure_trial(self._db, trial_id)
             return None
         trial = found[1]
         if trial.phase not in lifecycle.TRAINING:
@@ -698,9 +689,7 @@ class Experiments:
     async def kill_trial(self, trial_id: int) -> None:
         found = self.live_trial(trial_id)
         if found is None:
-            row = await self._db.fetch_one("SELECT id FROM trials WHERE id = ?", (trial_id,))
-            if row is None:
-                raise errors.NotFound(f"trial {trial_id} not found")
+            await queries.ensure_trial(self._db, trial_id)
             return
         exp, trial = found
         await self._apply(exp, await self._fire(exp, trial, E.KILLED))

@@ -8,12 +8,13 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from master.db import Database, Row
+from master import queries
+from master.db import Database
 from master.events import EventBus
+from master.queries import LogFilter, LogRow
 
 _RANK = re.compile(r"^\[rank=(\d+)\] ")
 _LEVEL = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)[:\s]")
-LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
 @dataclass(frozen=True)
@@ -26,17 +27,6 @@ class LogLine:
     stdtype: str
     timestamp: float
     text: str
-
-
-@dataclass(frozen=True)
-class LogFilter:
-    head: int = 0
-    tail: int = 0
-    rank_ids: tuple[int, ...] = ()
-    levels: tuple[str, ...] = ()
-    min_level: str = ""
-    search: str = ""
-    after_id: int = 0
 
 
 def parse_line(text: str) -> tuple[int | None, str, str]:
@@ -99,33 +89,9 @@ class LogStore:
     def _waiter(self, trial_id: int) -> asyncio.Event:
         return self._events.setdefault(trial_id, asyncio.Event())
 
-    async def query(self, trial_id: int, f: LogFilter, *, limit: int = 0) -> list[Row]:
-        where = ["trial_id = ?", "id > ?"]
-        params: list[object] = [trial_id, f.after_id]
-        if f.rank_ids:
-            where.append(f"rank IN ({','.join('?' * len(f.rank_ids))})")
-            params.extend(f.rank_ids)
-        levels = list(f.levels)
-        if f.min_level and f.min_level.upper() in LEVELS:
-            levels += LEVELS[LEVELS.index(f.min_level.upper()) :]
-        if levels:
-            where.append(f"level IN ({','.join('?' * len(levels))})")
-            params.extend(level.upper() for level in levels)
-        if f.search:
-            where.append("instr(message, ?) > 0")
-            params.append(f.search)
-        sql = f"SELECT * FROM task_logs WHERE {' AND '.join(where)}"
-        if f.tail and not f.after_id:
-            rows = await self._db.fetch_all(f"{sql} ORDER BY id DESC LIMIT ?", [*params, f.tail])
-            return rows[::-1]
-        n = f.head or limit
-        if n:
-            return await self._db.fetch_all(f"{sql} ORDER BY id LIMIT ?", [*params, n])
-        return await self._db.fetch_all(f"{sql} ORDER BY id", params)
-
     async def stream(
         self, trial_id: int, f: LogFilter, *, follow: bool, is_done: Callable[[], Awaitable[bool]]
-    ) -> AsyncIterator[list[Row]]:
+    ) -> AsyncIterator[list[LogRow]]:
         """Yield batches of matching lines; with ``follow``, until the trial has ended and
         every line it wrote was sent."""
         after = f.after_id
@@ -143,10 +109,10 @@ class LogStore:
                 search=f.search,
                 after_id=after,
             )
-            rows = await self.query(trial_id, batch_filter, limit=5000)
+            rows = await queries.task_logs(self._db, trial_id, batch_filter, limit=5000)
             first = False
             if rows:
-                after = int(rows[-1]["id"])
+                after = rows[-1].id
                 sent += len(rows)
                 yield rows
                 if f.head and sent >= f.head:

@@ -4,27 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Sequence
-from typing import Any
 
 from determined.api.gen import v1
 from determined.common import errors
+from master import queries
 from master.db import Database
 from master.events import EventBus
 from master.experiments import Experiments
+from master.search.searcher import searcher_value
 
 log = logging.getLogger(__name__)
-
-
-def searcher_value(metrics: dict[str, Any], name: str | None) -> float | None:
-    if not name or name not in metrics:
-        return None
-    try:
-        value = float(metrics[name])
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(value) else value
 
 
 class Reports:
@@ -36,12 +26,11 @@ class Reports:
     async def metrics(self, trial_id: int, run_id: int, reports: Sequence[v1.MetricReport]) -> None:
         found = self._exps.live_trial(trial_id)
         if found is None:
-            await self._ensure_trial(trial_id)
+            await queries.ensure_trial(self._db, trial_id)
             raise errors.FailedPrecondition(f"trial {trial_id} has ended; it takes no more metrics")
         exp, trial = found
-        searcher = exp.config.searcher
-        name = searcher.metric
-        smaller = searcher.smaller_is_better
+        name = exp.config.searcher.metric
+        smaller = exp.config.searcher.smaller_is_better
         rows = []
         best: float | None = None
         latest_validation: str | None = None
@@ -89,13 +78,8 @@ class Reports:
             steps_completed=steps,
         )
 
-    async def _ensure_trial(self, trial_id: int) -> None:
-        row = await self._db.fetch_one("SELECT id FROM trials WHERE id = ?", (trial_id,))
-        if row is None:
-            raise errors.NotFound(f"trial {trial_id} not found")
-
     async def progress(self, trial_id: int, progress: float) -> None:
-        await self._ensure_trial(trial_id)
+        await queries.ensure_trial(self._db, trial_id)
         progress = min(1.0, max(0.0, progress))
         async with self._db.atomic():
             await self._db.execute(
@@ -116,17 +100,3 @@ class Reports:
                 "UPDATE experiments SET progress = ? WHERE id = ?",
                 (min(1.0, done / target), exp.id),
             )
-
-    async def best_validation(self, experiment_id: int) -> float | None:
-        row = await self._db.fetch_one(
-            "SELECT config FROM experiments WHERE id = ?", (experiment_id,)
-        )
-        if row is None:
-            raise errors.NotFound(f"experiment {experiment_id} not found")
-        smaller = json.loads(row["config"])["searcher"].get("smaller_is_better", True)
-        agg = "MIN" if smaller else "MAX"
-        best = await self._db.fetch_one(
-            f"SELECT {agg}(best_validation) AS v FROM trials WHERE experiment_id = ?",
-            (experiment_id,),
-        )
-        return None if best is None or best["v"] is None else float(best["v"])

@@ -19,22 +19,13 @@ from master.db import Database
 from master.events import EventBus
 from master.experiments import Experiments, MasterInfo
 from master.jobs import Jobs
-from master.logs import LogFilter, LogStore
+from master.logs import LogStore
 from master.reports import Reports
 from master.search import preview
 from master.states import State, parse
 from master.task_list import TaskList
 
 T = TypeVar("T")
-
-_ORDER_COLUMNS = {
-    "id": "id",
-    "name": "name",
-    "state": "state",
-    "start_time": "start_time",
-    "end_time": "end_time",
-    "progress": "progress",
-}
 
 
 def _scrubbed(e: errors.InvalidArgument, config_text: str) -> errors.InvalidArgument:
@@ -90,11 +81,9 @@ class Service:
         text = req.config
         if req.parent_id:
             # A fork of a config as it was shown: its hidden secrets are the parent's.
-            parent = await self.db.fetch_one(
-                "SELECT config FROM experiments WHERE id = ?", (req.parent_id,)
-            )
+            parent = await queries.stored_config(self.db, req.parent_id)
             if parent is not None:
-                text = redaction.restore_secrets(text, parent["config"])
+                text = redaction.restore_secrets(text, parent)
         try:
             if req.validate_only:
                 cfg = self.experiments.validate(text)
@@ -114,84 +103,36 @@ class Service:
         resp = await self.get_experiment(exp_id)
         return v1.CreateExperimentResponse(experiment=resp.experiment, config=resp.config)
 
-    async def _experiment_message(self, row: object) -> v1.Experiment:
-        from master.db import Row
-
-        assert isinstance(row, Row)
-        stats = await self.db.fetch_one(
-            "SELECT COUNT(*) AS n, MIN(best_validation) AS lo, MAX(best_validation) AS hi"
-            " FROM trials WHERE experiment_id = ?",
-            (row["id"],),
-        )
-        smaller = json.loads(row["config"])["searcher"].get("smaller_is_better", True)
-        best = None
-        if stats is not None:
-            best = stats["lo"] if smaller else stats["hi"]
-        return convert.experiment(row, num_trials=stats["n"] if stats else 0, best=best)
-
     async def get_experiments(self, req: v1.GetExperimentsRequest) -> v1.GetExperimentsResponse:
-        where = ["1 = 1"]
-        params: list[object] = []
-        if req.states:
-            states = [parse(s.name).value for s in req.states]
-            where.append(f"state IN ({','.join('?' * len(states))})")
-            params += states
-        if req.archived is not None:
-            where.append("archived = ?")
-            params.append(int(req.archived))
-        if req.name:
-            where.append("instr(lower(name), lower(?)) > 0")
-            params.append(req.name)
-        column = _ORDER_COLUMNS.get(req.order_by or "id")
-        if column is None:
-            raise errors.InvalidArgument(
-                f"order_by: expected one of {', '.join(_ORDER_COLUMNS)}; got {req.order_by!r}"
-            )
-        clause = " AND ".join(where)
-        total = await self.db.fetch_one(
-            f"SELECT COUNT(*) AS n FROM experiments WHERE {clause}", params
+        rows, total = await queries.experiments(
+            self.db,
+            queries.ExperimentFilter(
+                states=[parse(s.name) for s in req.states],
+                archived=req.archived,
+                name=req.name,
+                order_by=req.order_by,
+                descending=req.descending,
+                limit=req.limit,
+                offset=req.offset,
+            ),
         )
-        rows = await self.db.fetch_all(
-            f"SELECT e.*, (SELECT COUNT(*) FROM trials t WHERE t.experiment_id = e.id) AS n,"
-            f" (SELECT MIN(best_validation) FROM trials t WHERE t.experiment_id = e.id) AS lo,"
-            f" (SELECT MAX(best_validation) FROM trials t WHERE t.experiment_id = e.id) AS hi"
-            f" FROM experiments e WHERE {clause}"
-            f" ORDER BY {column} {'DESC' if req.descending else 'ASC'} LIMIT ? OFFSET ?",
-            [*params, req.limit or -1, req.offset],
-        )
-        experiments = []
-        for row in rows:
-            smaller = json.loads(row["config"])["searcher"].get("smaller_is_better", True)
-            best = row["lo"] if smaller else row["hi"]
-            experiments.append(convert.experiment(row, num_trials=row["n"], best=best))
         return v1.GetExperimentsResponse(
-            experiments=experiments, total=total["n"] if total is not None else 0
+            experiments=[convert.experiment(r) for r in rows], total=total
         )
 
     async def get_experiment(self, experiment_id: int) -> v1.GetExperimentResponse:
-        row = await self.db.fetch_one("SELECT * FROM experiments WHERE id = ?", (experiment_id,))
-        if row is None:
-            raise errors.NotFound(f"experiment {experiment_id} not found")
+        row = await queries.experiment(self.db, experiment_id)
         return v1.GetExperimentResponse(
-            experiment=await self._experiment_message(row),
-            config=redaction.redacted_json(row["config"]),
-            original_config=redaction.redacted_yaml(row["original_config"]),
+            experiment=convert.experiment(row),
+            config=redaction.redacted_json(row.config),
+            original_config=redaction.redacted_yaml(row.original_config),
         )
 
     async def get_experiment_trials(self, experiment_id: int) -> list[v1.Trial]:
-        await self.experiments.ensure_experiment(experiment_id)
-        rows = await self.db.fetch_all(
-            "SELECT * FROM trials WHERE experiment_id = ? ORDER BY id", (experiment_id,)
-        )
-        return [convert.trial(r) for r in rows]
+        return [convert.trial(r) for r in await queries.trials(self.db, experiment_id)]
 
     async def get_experiment_context(self, experiment_id: int) -> bytes:
-        row = await self.db.fetch_one(
-            "SELECT data FROM contexts WHERE experiment_id = ?", (experiment_id,)
-        )
-        if row is None:
-            raise errors.NotFound(f"experiment {experiment_id} not found")
-        return bytes(row["data"])
+        return await queries.context(self.db, experiment_id)
 
     async def experiment_action(
         self, action: str, experiment_id: int
@@ -221,18 +162,15 @@ class Service:
     # -- trials ----------------------------------------------------------------------------
 
     async def get_trial(self, trial_id: int) -> v1.Trial:
-        row = await self.db.fetch_one("SELECT * FROM trials WHERE id = ?", (trial_id,))
-        if row is None:
-            raise errors.NotFound(f"trial {trial_id} not found")
-        return convert.trial(row)
+        return convert.trial(await queries.trial(self.db, trial_id))
 
     async def kill_trial(self, trial_id: int) -> None:
         async with self.lock:
             await self.experiments.kill_trial(trial_id)
 
     async def trial_logs(self, req: v1.TrialLogsRequest) -> AsyncIterator[list[v1.TaskLog]]:
-        await self.get_trial(req.trial_id)
-        f = LogFilter(
+        await queries.ensure_trial(self.db, req.trial_id)
+        f = queries.LogFilter(
             head=max(0, req.head),
             tail=max(0, req.tail),
             rank_ids=tuple(req.rank_ids),
@@ -249,15 +187,12 @@ class Service:
             yield [convert.task_log(r) for r in rows]
 
     async def get_trial_metrics(self, req: v1.GetTrialMetricsRequest) -> list[v1.MetricReport]:
-        await self.get_trial(req.trial_id)
-        where = "trial_id = ? AND steps_completed > ?"
-        params: list[object] = [req.trial_id, req.after_steps if req.after_steps else -1]
-        if req.group:
-            where += " AND grp = ?"
-            params.append(req.group)
-        rows = await self.db.fetch_all(
-            f"SELECT * FROM metrics WHERE {where} ORDER BY steps_completed, id LIMIT ?",
-            [*params, req.limit or -1],
+        rows = await queries.metrics(
+            self.db,
+            req.trial_id,
+            group=req.group,
+            after_steps=req.after_steps if req.after_steps else -1,
+            limit=req.limit,
         )
         return [convert.metric(r) for r in rows]
 
@@ -329,20 +264,24 @@ class Service:
         self, *, experiment_id: int = 0, trial_id: int = 0
     ) -> list[v1.Checkpoint]:
         """An experiment's or a trial's checkpoints, oldest first."""
-        return await self.checkpoints.get_checkpoints(
-            experiment_id=experiment_id, trial_id=trial_id
-        )
+        if trial_id:
+            rows = await queries.trial_checkpoints(self.db, trial_id)
+        else:
+            rows = await queries.experiment_checkpoints(self.db, experiment_id)
+        return [convert.checkpoint(r) for r in rows]
+
+    async def get_checkpoint(self, uuid: str) -> v1.Checkpoint:
+        return convert.checkpoint(await queries.checkpoint(self.db, uuid))
+
+    async def get_best_validation(self, experiment_id: int) -> float | None:
+        return await queries.best_validation(self.db, experiment_id)
 
     async def get_trial_metrics_json(
         self, req: v1.GetTrialMetricsRequest, *, max_points: int = 0
     ) -> str:
-        """``get_trial_metrics`` as the JSON list of MetricReport the HTTP API returns,
-        built by SQLite in one statement: a trial can have 100,000 reports, which as API
-        messages take seconds to encode and as one JSON text a fraction of one.
-
-        With ``max_points``, each group is thinned to about that many reports for a chart's
+        """``get_trial_metrics`` as the JSON list of MetricReport the HTTP API returns; with
+        ``max_points``, each group is thinned to about that many reports for a chart's
         first view (``queries.trial_metrics_json``)."""
-        await self.get_trial(req.trial_id)
         return await queries.trial_metrics_json(
             self.db,
             req.trial_id,

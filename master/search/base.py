@@ -120,6 +120,18 @@ def signed(metric: float, smaller_is_better: bool) -> float:
     return max(loss, -sys.float_info.max)
 
 
+def searcher_value(metrics: dict[str, Any], name: str | None) -> float | None:
+    """The searcher metric ``name`` in a validation report, if it is there as a number
+    (NaN counts as missing)."""
+    if not name or name not in metrics:
+        return None
+    try:
+        value = float(metrics[name])
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
 class SearchMethod(abc.ABC):
     """Events in, operations out. Subclasses keep their own state in plain containers and
     extend :meth:`state_dict`/:meth:`load_state_dict`."""

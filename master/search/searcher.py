@@ -23,6 +23,7 @@ from master.search.base import (
     ValidateAfter,
     max_length_units,
     sample_hparams,
+    searcher_value,
 )
 from master.search.grid import GridSearch, grid_points, grid_values
 from master.search.simple import RandomSearch, SingleSearch
@@ -45,6 +46,7 @@ __all__ = [
     "max_length_units",
     "new_search",
     "sample_hparams",
+    "searcher_value",
 ]
 
 

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+
+from master.db import Database
 
 
 @pytest.fixture(autouse=True)
@@ -15,3 +18,12 @@ def _own_cli_config(
     for name in ("DET_USER", "DET_PASS", "DET_NEW_PASSWORD"):
         monkeypatch.delenv(name, raising=False)
     return config
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Database]:
+    """An empty store, migrated to the latest schema."""
+    db = Database(tmp_path / "pydet.db")
+    await db.open()
+    yield db
+    await db.close()

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from determined.common import errors
 from master import queries
 from master.db import Database
 
@@ -79,3 +80,37 @@ async def test_without_max_points_every_report_comes_back_in_step_order(db: Data
     await report(db, 2, "training", 9)
     reports = await thinned(db, 1, max_points=0)
     assert [r["steps_completed"] for r in reports] == ["1", "2", "3"]
+
+
+async def test_reports_are_listed_by_group_after_a_step_and_limited(db: Database) -> None:
+    for step in (1, 2, 3):
+        await report(db, 1, "training", step)
+    await report(db, 1, "validation", 2)
+    listed = await queries.metrics(db, 1, group="training", after_steps=1, limit=1)
+    assert [(m.group, m.steps_completed) for m in listed] == [("training", 2)]
+    assert [m.group for m in await queries.metrics(db, 1)] == [
+        "training",
+        "training",
+        "validation",
+        "training",
+    ]
+
+
+async def test_unknown_trials_have_no_reports_to_list(db: Database) -> None:
+    with pytest.raises(errors.NotFound, match="trial 9"):
+        await queries.metrics(db, 9)
+    with pytest.raises(errors.NotFound, match="trial 9"):
+        await queries.trial_metrics_json(db, 9)
+
+
+async def test_the_best_validation_follows_the_searchers_direction(db: Database) -> None:
+    await db.execute("UPDATE trials SET best_validation = ? WHERE id = ?", (0.5, 1))
+    await db.execute("UPDATE trials SET best_validation = ? WHERE id = ?", (0.25, 2))
+    config = {"searcher": {"smaller_is_better": False}}
+    await db.execute("UPDATE experiments SET config = ?", (json.dumps(config),))
+    assert await queries.best_validation(db, 1) == 0.5
+    config = {"searcher": {"smaller_is_better": True}}
+    await db.execute("UPDATE experiments SET config = ?", (json.dumps(config),))
+    assert await queries.best_validation(db, 1) == 0.25
+    with pytest.raises(errors.NotFound, match="experiment 2"):
+        await queries.best_validation(db, 2)

@@ -1,0 +1,220 @@
+"""Experiments and trials as the API lists and shows them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from determined.common import errors
+from master.db import Database, Row
+from master.states import State
+
+# What `order_by` may name, and the column each sorts by.
+ORDER_COLUMNS = {
+    "id": "id",
+    "name": "name",
+    "state": "state",
+    "start_time": "start_time",
+    "end_time": "end_time",
+    "progress": "progress",
+}
+
+
+@dataclass(frozen=True)
+class ExperimentRow:
+    id: int
+    name: str
+    description: str
+    labels: list[str]
+    state: State
+    # The config as stored (JSON text, secrets included) and as the user wrote it (YAML).
+    config: str
+    original_config: str
+    username: str
+    archived: bool
+    start_time: float
+    end_time: float | None
+    progress: float
+    parent_id: int
+    job_id: str
+    num_trials: int
+    # The best searcher metric over its trials' validations, if any was reported.
+    best_validation: float | None
+
+    @property
+    def config_dict(self) -> dict[str, Any]:
+        value = json.loads(self.config)
+        return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    id: int
+    experiment_id: int
+    state: State
+    phase: str
+    hparams: str
+    seed: int
+    restarts: int
+    run_id: int
+    steps_completed: int
+    start_time: float
+    end_time: float | None
+    latest_checkpoint: str | None
+    best_validation: float | None
+    latest_validation: str
+    searcher_length: int
+    progress: float
+    early_exit: str
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.experiment_id}.{self.id}"
+
+
+@dataclass(frozen=True)
+class ExperimentFilter:
+    """What `det experiment list` and the WebUI's list ask for."""
+
+    states: Sequence[State] = ()
+    archived: bool | None = None
+    name: str = ""
+    order_by: str = "id"
+    descending: bool = False
+    limit: int = 0
+    offset: int = 0
+
+
+# Each experiment with its trials' count and the best of their validations (whether the
+# best is the lowest or the highest is in its config).
+_EXPERIMENTS = (
+    "SELECT e.*, (SELECT COUNT(*) FROM trials t WHERE t.experiment_id = e.id) AS n,"
+    " (SELECT MIN(best_validation) FROM trials t WHERE t.experiment_id = e.id) AS lo,"
+    " (SELECT MAX(best_validation) FROM trials t WHERE t.experiment_id = e.id) AS hi"
+    " FROM experiments e"
+)
+
+
+def _experiment(row: Row) -> ExperimentRow:
+    smaller = json.loads(row["config"]).get("searcher", {}).get("smaller_is_better", True)
+    return ExperimentRow(
+        id=row["id"],
+        name=row["name"],
+        description=row["description"],
+        labels=list(json.loads(row["labels"])),
+        state=State(row["state"]),
+        config=row["config"],
+        original_config=row["original_config"],
+        username=row["username"],
+        archived=bool(row["archived"]),
+        start_time=row["start_time"],
+        end_time=row["end_time"],
+        progress=row["progress"],
+        parent_id=row["parent_id"] or 0,
+        job_id=row["job_id"],
+        num_trials=row["n"],
+        best_validation=row["lo"] if smaller else row["hi"],
+    )
+
+
+def _trial(row: Row) -> TrialRow:
+    return TrialRow(
+        id=row["id"],
+        experiment_id=row["experiment_id"],
+        state=State(row["state"]),
+        phase=row["phase"],
+        hparams=row["hparams"],
+        seed=row["seed"],
+        restarts=row["restarts"],
+        run_id=row["run_id"],
+        steps_completed=row["steps_completed"],
+        start_time=row["start_time"],
+        end_time=row["end_time"],
+        latest_checkpoint=row["latest_checkpoint"],
+        best_validation=row["best_validation"],
+        latest_validation=row["latest_validation"],
+        searcher_length=row["searcher_length"],
+        progress=row["progress"],
+        early_exit=row["early_exit"],
+    )
+
+
+async def ensure_experiment(db: Database, experiment_id: int) -> None:
+    """Raise ``NotFound`` unless the experiment exists."""
+    row = await db.fetch_one("SELECT id FROM experiments WHERE id = ?", (experiment_id,))
+    if row is None:
+        raise errors.NotFound(f"experiment {experiment_id} not found")
+
+
+async def ensure_trial(db: Database, trial_id: int) -> None:
+    """Raise ``NotFound`` unless the trial exists."""
+    row = await db.fetch_one("SELECT id FROM trials WHERE id = ?", (trial_id,))
+    if row is None:
+        raise errors.NotFound(f"trial {trial_id} not found")
+
+
+async def experiment(db: Database, experiment_id: int) -> ExperimentRow:
+    row = await db.fetch_one(f"{_EXPERIMENTS} WHERE e.id = ?", (experiment_id,))
+    if row is None:
+        raise errors.NotFound(f"experiment {experiment_id} not found")
+    return _experiment(row)
+
+
+async def experiments(db: Database, f: ExperimentFilter) -> tuple[list[ExperimentRow], int]:
+    """One page of the experiments ``f`` selects, and how many it selects in all."""
+    where = ["1 = 1"]
+    params: list[object] = []
+    if f.states:
+        where.append(f"state IN ({','.join('?' * len(f.states))})")
+        params += [s.value for s in f.states]
+    if f.archived is not None:
+        where.append("archived = ?")
+        params.append(int(f.archived))
+    if f.name:
+        where.append("instr(lower(name), lower(?)) > 0")
+        params.append(f.name)
+    column = ORDER_COLUMNS.get(f.order_by or "id")
+    if column is None:
+        raise errors.InvalidArgument(
+            f"order_by: expected one of {', '.join(ORDER_COLUMNS)}; got {f.order_by!r}"
+        )
+    clause = " AND ".join(where)
+    total = await db.fetch_one(f"SELECT COUNT(*) AS n FROM experiments WHERE {clause}", params)
+    rows = await db.fetch_all(
+        f"{_EXPERIMENTS} WHERE {clause}"
+        f" ORDER BY {column} {'DESC' if f.descending else 'ASC'} LIMIT ? OFFSET ?",
+        [*params, f.limit or -1, f.offset],
+    )
+    return [_experiment(r) for r in rows], total["n"] if total is not None else 0
+
+
+async def stored_config(db: Database, experiment_id: int) -> str | None:
+    """An experiment's config as stored (JSON, secrets included); None if it does not exist."""
+    row = await db.fetch_one("SELECT config FROM experiments WHERE id = ?", (experiment_id,))
+    return None if row is None else str(row["config"])
+
+
+async def context(db: Database, experiment_id: int) -> bytes:
+    """The context directory an experiment was created with (a gzipped tar)."""
+    row = await db.fetch_one("SELECT data FROM contexts WHERE experiment_id = ?", (experiment_id,))
+    if row is None:
+        raise errors.NotFound(f"experiment {experiment_id} not found")
+    return bytes(row["data"])
+
+
+async def trial(db: Database, trial_id: int) -> TrialRow:
+    row = await db.fetch_one("SELECT * FROM trials WHERE id = ?", (trial_id,))
+    if row is None:
+        raise errors.NotFound(f"trial {trial_id} not found")
+    return _trial(row)
+
+
+async def trials(db: Database, experiment_id: int) -> list[TrialRow]:
+    """An experiment's trials, oldest first."""
+    await ensure_experiment(db, experiment_id)
+    rows = await db.fetch_all(
+        "SELECT * FROM trials WHERE experiment_id = ? ORDER BY id", (experiment_id,)
+    )
+    return [_trial(r) for r in rows]

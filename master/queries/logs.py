@@ -1,0 +1,80 @@
+"""A trial's task logs, with `det trial logs`' filters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from master.db import Database, Row
+
+LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+@dataclass(frozen=True)
+class LogFilter:
+    head: int = 0
+    tail: int = 0
+    rank_ids: tuple[int, ...] = ()
+    levels: tuple[str, ...] = ()
+    # This level and every level above it.
+    min_level: str = ""
+    search: str = ""
+    # Only lines after this one (by id): where a follower left off.
+    after_id: int = 0
+
+
+@dataclass(frozen=True)
+class LogRow:
+    id: int
+    trial_id: int
+    task_id: str
+    allocation_id: str
+    agent_id: str
+    container_id: str
+    rank: int | None
+    level: str
+    stdtype: str
+    timestamp: float
+    message: str
+
+
+async def task_logs(db: Database, trial_id: int, f: LogFilter, *, limit: int = 0) -> list[LogRow]:
+    """The trial's lines that pass ``f``, oldest first; at most ``limit`` when no head or
+    tail is asked for."""
+    where = ["trial_id = ?", "id > ?"]
+    params: list[object] = [trial_id, f.after_id]
+    if f.rank_ids:
+        where.append(f"rank IN ({','.join('?' * len(f.rank_ids))})")
+        params.extend(f.rank_ids)
+    levels = list(f.levels)
+    if f.min_level and f.min_level.upper() in LEVELS:
+        levels += LEVELS[LEVELS.index(f.min_level.upper()) :]
+    if levels:
+        where.append(f"level IN ({','.join('?' * len(levels))})")
+        params.extend(level.upper() for level in levels)
+    if f.search:
+        where.append("instr(message, ?) > 0")
+        params.append(f.search)
+    sql = f"SELECT * FROM task_logs WHERE {' AND '.join(where)}"
+    if f.tail and not f.after_id:
+        rows = await db.fetch_all(f"{sql} ORDER BY id DESC LIMIT ?", [*params, f.tail])
+        return [_row(r) for r in reversed(rows)]
+    n = f.head or limit
+    if n:
+        return [_row(r) for r in await db.fetch_all(f"{sql} ORDER BY id LIMIT ?", [*params, n])]
+    return [_row(r) for r in await db.fetch_all(f"{sql} ORDER BY id", params)]
+
+
+def _row(r: Row) -> LogRow:
+    return LogRow(
+        id=r["id"],
+        trial_id=r["trial_id"] or 0,
+        task_id=r["task_id"],
+        allocation_id=r["allocation_id"],
+        agent_id=r["agent_id"],
+        container_id=r["container_id"],
+        rank=r["rank"],
+        level=r["level"],
+        stdtype=r["stdtype"],
+        timestamp=r["timestamp"],
+        message=r["message"],
+    )
