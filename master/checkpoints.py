@@ -16,7 +16,7 @@ from determined.api.gen import v1
 from determined.common import errors
 from master import object_storage, queries, retention
 from master.db import Database
-from master.experiments import Experiment
+from master.experiment import Experiment
 
 log = logging.getLogger(__name__)
 

@@ -6,26 +6,36 @@ this one gathers the live state and applies decisions."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from determined.api.gen import v1
 from determined.common import errors
-from master import jobqueue
+from master import jobqueue, queries
 from master.agents import AgentTable
 from master.config import MasterConfig
-from master.experiments import Experiment, Experiments
+from master.db import Database
+from master.experiment import Experiment, LiveExperiments
+from master.experiment_store import ExperimentStore
 from master.task_list import TaskList
 
 
 class Jobs:
     def __init__(
-        self, cfg: MasterConfig, agents: AgentTable, tasks: TaskList, experiments: Experiments
+        self,
+        cfg: MasterConfig,
+        db: Database,
+        store: ExperimentStore,
+        live: LiveExperiments,
+        agents: AgentTable,
+        tasks: TaskList,
     ) -> None:
         self._cfg = cfg
+        self._db = db
+        self._store = store
+        self._live = live
         self._agents = agents
         self._tasks = tasks
-        self._exps = experiments
-
-    def pool_of(self, exp: Experiment) -> str:
-        return exp.config.resources.resource_pool or self._cfg.default_resource_pool
 
     def _check_pool(self, pool: str) -> str:
         pool = pool or self._cfg.default_resource_pool
@@ -51,7 +61,7 @@ class Jobs:
     def _queued(self) -> dict[str, tuple[Experiment, jobqueue.QueuedJob, int, int]]:
         """Every job in a queue: experiments with trials running or waiting for slots."""
         out = {}
-        for exp in self._exps.live.values():
+        for exp in self._live:
             acquired, needed = self._holdings(exp)
             running = any(
                 self._tasks.allocation_of(t.task_id) is not None for t in exp.trials.values()
@@ -116,15 +126,15 @@ class Jobs:
             ],
             self._cfg.resource_pools,
         )
-        for job in changed:
-            exp = queued[job.job_id][0]
-            await self._exps.update_job(
-                exp,
-                priority=job.priority,
-                weight=job.weight,
-                resource_pool=job.resource_pool,
-                order=job.order,
-            )
+        async with self._db.atomic():
+            for job in changed:
+                await self._update(
+                    queued[job.job_id][0],
+                    priority=job.priority,
+                    weight=job.weight,
+                    resource_pool=job.resource_pool,
+                    order=job.order,
+                )
 
     async def set_resources(
         self,
@@ -134,9 +144,9 @@ class Jobs:
         weight: float | None,
         max_slots: int | None,
     ) -> None:
-        exp = self._exps.live.get(experiment_id)
+        exp = self._live.get(experiment_id)
         if exp is None:
-            await self._exps.ensure_experiment(experiment_id)
+            await queries.ensure_experiment(self._db, experiment_id)
             raise errors.FailedPrecondition(f"experiment {experiment_id} has ended")
         if priority is not None and not 1 <= priority <= 99:
             raise errors.InvalidArgument(f"priority must be between 1 and 99, got {priority}")
@@ -144,7 +154,39 @@ class Jobs:
             raise errors.InvalidArgument(f"weight must be positive, got {weight}")
         if max_slots is not None and max_slots < 1:
             raise errors.InvalidArgument(f"max-slots must be at least 1, got {max_slots}")
-        await self._exps.update_job(exp, priority=priority, weight=weight, max_slots=max_slots)
+        async with self._db.atomic():
+            await self._update(exp, priority=priority, weight=weight, max_slots=max_slots)
+
+    async def _update(
+        self,
+        exp: Experiment,
+        *,
+        priority: int | None = None,
+        weight: float | None = None,
+        resource_pool: str | None = None,
+        max_slots: int | None = None,
+        order: float | None = None,
+    ) -> None:
+        """Change where a job stands; its requests and allocations see it at once."""
+        res = exp.config.resources
+        changes: dict[str, Any] = {}
+        if priority is not None:
+            changes["priority"] = exp.job.priority = priority
+        if weight is not None:
+            changes["weight"] = exp.job.weight = weight
+        if resource_pool is not None:
+            self._check_pool(resource_pool)
+            changes["resource_pool"] = exp.job.resource_pool = resource_pool
+        if max_slots is not None:
+            changes["max_slots"] = exp.job.max_slots = max_slots
+        if changes:
+            exp.config = dataclasses.replace(
+                exp.config, resources=dataclasses.replace(res, **changes)
+            )
+        if order is not None:
+            exp.job.order = exp.queue_order = order
+        await self._store.save_job(exp)
+        self._tasks.wake()
 
     def pools(self) -> list[v1.ResourcePool]:
         out = []

@@ -11,20 +11,20 @@ from determined.common import errors
 from master import queries
 from master.db import Database
 from master.events import EventBus
-from master.experiments import Experiments
+from master.experiment import LiveExperiments
 from master.search.searcher import searcher_value
 
 log = logging.getLogger(__name__)
 
 
 class Reports:
-    def __init__(self, db: Database, experiments: Experiments, events: EventBus) -> None:
+    def __init__(self, db: Database, live: LiveExperiments, events: EventBus) -> None:
         self._db = db
         self._events = events
-        self._exps = experiments
+        self._live = live
 
     async def metrics(self, trial_id: int, run_id: int, reports: Sequence[v1.MetricReport]) -> None:
-        found = self._exps.live_trial(trial_id)
+        found = self._live.trial(trial_id)
         if found is None:
             await queries.ensure_trial(self._db, trial_id)
             raise errors.FailedPrecondition(f"trial {trial_id} has ended; it takes no more metrics")
@@ -85,7 +85,7 @@ class Reports:
             await self._db.execute(
                 "UPDATE trials SET progress = ? WHERE id = ?", (progress, trial_id)
             )
-            found = self._exps.live_trial(trial_id)
+            found = self._live.trial(trial_id)
             if found is None:
                 return
             exp = found[0]

@@ -19,7 +19,9 @@ from master.api import DeterminedServicer
 from master.checkpoints import Checkpoints
 from master.db import Database
 from master.events import EventBus
-from master.experiments import Experiments, MasterInfo
+from master.experiment import LiveExperiments, MasterInfo
+from master.experiment_store import ExperimentStore
+from master.experiments import Experiments
 from master.guard import Guarded
 from master.jobs import Jobs
 from master.listener import Limits, Listener, bind, raise_fd_limit, server_tls_context
@@ -100,7 +102,9 @@ class Master:
             },
         )
         checkpoints = Checkpoints(self.db)
-        experiments = Experiments(self.db, task_list, checkpoints, info, events)
+        store = ExperimentStore(self.db, events)
+        live = LiveExperiments()
+        experiments = Experiments(self.db, store, live, task_list, checkpoints, info)
         tasks = TaskManager(
             self.db,
             agents,
@@ -112,7 +116,7 @@ class Master:
             agent_reconnect_timeout=self.cfg.agent_reconnect_timeout,
         )
         hub = AgentHub(agents, tasks, cluster_id=cluster_id, version=VERSION)
-        reports = Reports(self.db, experiments, events)
+        reports = Reports(self.db, live, events)
         service = self.service = Service(
             db=self.db,
             lock=lock,
@@ -120,16 +124,17 @@ class Master:
             logs=logs,
             tasks=task_list,
             experiments=experiments,
+            live=live,
             reports=reports,
             checkpoints=checkpoints,
             info=info,
             version=VERSION,
             events=events,
-            jobs=Jobs(self.cfg, agents, task_list, experiments),
+            jobs=Jobs(self.cfg, self.db, store, live, agents, task_list),
         )
         authenticator = auth.Authenticator(
             self.db,
-            tasks=LiveTaskTokens(task_list, experiments),
+            tasks=LiveTaskTokens(task_list, live),
             agent_token=auth.load_or_create_agent_token(self.cfg.agent_token_path),
             session_lifetime=self.cfg.security.session_lifetime,
         )

@@ -17,7 +17,8 @@ from master.agents import AgentTable
 from master.checkpoints import Checkpoints
 from master.db import Database
 from master.events import EventBus
-from master.experiments import Experiments, MasterInfo
+from master.experiment import LiveExperiments, MasterInfo
+from master.experiments import Experiments
 from master.jobs import Jobs
 from master.logs import LogStore
 from master.reports import Reports
@@ -44,6 +45,7 @@ class Service:
         logs: LogStore,
         tasks: TaskList,
         experiments: Experiments,
+        live: LiveExperiments,
         reports: Reports,
         checkpoints: Checkpoints,
         info: MasterInfo,
@@ -59,6 +61,7 @@ class Service:
         self.logs = logs
         self.tasks = tasks
         self.experiments = experiments
+        self.live = live
         self.reports = reports
         self.checkpoints = checkpoints
         self.info = info
@@ -181,7 +184,7 @@ class Service:
         )
 
         async def done() -> bool:
-            return self.experiments.live_trial(req.trial_id) is None
+            return self.live.trial(req.trial_id) is None
 
         async for rows in self.logs.stream(req.trial_id, f, follow=req.follow, is_done=done):
             yield [convert.task_log(r) for r in rows]
@@ -255,7 +258,7 @@ class Service:
             return self.jobs.set_agent_enabled(agent_id, enabled=enabled, drain=drain)
 
     def trial_state(self, trial_id: int) -> State | None:
-        found = self.experiments.live_trial(trial_id)
+        found = self.live.trial(trial_id)
         return None if found is None else found[1].state
 
     # -- read-only queries for the HTTP gateway ----------------------------------------------

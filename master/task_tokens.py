@@ -4,20 +4,20 @@ trial and experiment. The token stops working the moment the allocation ends."""
 from __future__ import annotations
 
 from master.callers import TaskCaller
-from master.experiments import Experiments
+from master.experiment import LiveExperiments
 from master.task_list import TaskList
 
 
 class LiveTaskTokens:
-    def __init__(self, tasks: TaskList, experiments: Experiments) -> None:
+    def __init__(self, tasks: TaskList, live: LiveExperiments) -> None:
         self._tasks = tasks
-        self._experiments = experiments
+        self._live = live
 
     def task_caller(self, token: str) -> TaskCaller | None:
         alloc = self._tasks.by_token(token)
         if alloc is None or alloc.trial_id is None:
             return None
-        found = self._experiments.live_trial(alloc.trial_id)
+        found = self._live.trial(alloc.trial_id)
         if found is None:
             return None
         exp, trial = found

@@ -27,7 +27,7 @@ from master.auth import ADMIN_PASSWORD_FILE, Authenticator
 from master.callers import TaskCaller
 from master.db import Database
 from master.events import Event, EventBus
-from master.experiments import MasterInfo
+from master.experiment import MasterInfo
 from master.gateway import cluster as gateway_cluster
 from master.gateway import codec as gateway_codec
 from master.gateway import json as gateway_json

@@ -1,0 +1,129 @@
+"""An experiment and its trials as the master holds them while they run, the registry of
+live experiments, and what the master tells new experiments about itself."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from determined.common import expconf
+from master import trial_lifecycle as lifecycle
+from master.search import searcher
+from master.states import State
+from master.task_list import JobInfo
+from master.trial_lifecycle import TrialPhase
+
+
+@dataclass
+class Trial:
+    id: int
+    experiment_id: int
+    request_id: str
+    # Changed only by TrialMoves.fire, through the lifecycle's transition table.
+    phase: TrialPhase
+    hparams: dict[str, Any]
+    seed: int
+    restarts: int = 0
+    run_id: int = 0
+    steps_completed: int = 0
+    latest_checkpoint: str | None = None
+    searcher_length: int = 0
+    completed_length: int = 0
+    # Why its code said it exits early ("invalid_hp", "errored", "user_canceled"), or "".
+    early_exit: str = ""
+
+    @property
+    def state(self) -> State:
+        return lifecycle.trial_state(self.phase)
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.experiment_id}.{self.id}"
+
+
+@dataclass
+class Experiment:
+    id: int
+    config: expconf.ExperimentConfig
+    state: State
+    search: searcher.SearchMethod
+    job_id: str = ""
+    username: str = ""
+    start_time: float = 0.0
+    # A position set by `det job update --ahead-of/--behind-of`; 0 keeps submission order.
+    queue_order: float = 0.0
+    # Where new trials start from (searcher.source_trial_id / source_checkpoint_uuid).
+    source_checkpoint: str | None = None
+    job: JobInfo = field(default_factory=lambda: JobInfo(job_id="", resource_pool=""))
+    searcher_done: bool = False
+    trials: dict[int, Trial] = field(default_factory=dict)
+
+    def by_request(self, request_id: str) -> Trial | None:
+        return next((t for t in self.trials.values() if t.request_id == request_id), None)
+
+
+@dataclass(frozen=True)
+class MasterInfo:
+    cluster_id: str
+    master_address: str
+    pools: tuple[str, ...]
+    default_pool: str
+    defaults: dict[str, Any]
+
+
+def job_info(
+    exp_id: int, job_id: str, cfg: expconf.ExperimentConfig, order: float, default_pool: str
+) -> JobInfo:
+    res = cfg.resources
+    return JobInfo(
+        job_id=job_id,
+        resource_pool=res.resource_pool or default_pool,
+        priority=res.priority if res.priority is not None else 42,
+        weight=res.weight,
+        order=order or float(exp_id),
+        max_slots=res.max_slots,
+        preemption_timeout=float(cfg.preemption_timeout),
+    )
+
+
+class LiveExperiments:
+    """The experiments not yet ended, and their unfinished trials by id. Ended ones live
+    only in the store."""
+
+    def __init__(self) -> None:
+        self._experiments: dict[int, Experiment] = {}
+        self._trials: dict[int, Trial] = {}
+
+    def __iter__(self) -> Iterator[Experiment]:
+        return iter(list(self._experiments.values()))
+
+    def __len__(self) -> int:
+        return len(self._experiments)
+
+    def get(self, experiment_id: int) -> Experiment | None:
+        return self._experiments.get(experiment_id)
+
+    def trial(self, trial_id: int) -> tuple[Experiment, Trial] | None:
+        """A trial that has not ended, with its experiment."""
+        trial = self._trials.get(trial_id)
+        if trial is None:
+            return None
+        return self._experiments[trial.experiment_id], trial
+
+    def add(self, exp: Experiment) -> None:
+        """An experiment, with those of its trials that have not ended."""
+        self._experiments[exp.id] = exp
+        for trial in exp.trials.values():
+            if not trial.phase.terminal:
+                self._trials[trial.id] = trial
+
+    def add_trial(self, exp: Experiment, trial: Trial) -> None:
+        exp.trials[trial.id] = trial
+        self._trials[trial.id] = trial
+
+    def trial_ended(self, trial: Trial) -> None:
+        self._trials.pop(trial.id, None)
+
+    def remove(self, exp: Experiment) -> None:
+        del self._experiments[exp.id]

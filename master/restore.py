@@ -1,0 +1,108 @@
+"""Restore after a master restart: every live experiment and its trials are loaded from the
+store and moved on by what the restart means for each (one transaction per experiment). A
+trial whose process still runs keeps it and is given again the orders it had been given in
+memory; one whose process is gone is queued again or handed back to the searcher."""
+
+from __future__ import annotations
+
+import logging
+
+from determined.common import errors
+from master import trial_lifecycle as lifecycle
+from master.allocation import Allocation
+from master.db import Database
+from master.experiment import Experiment, LiveExperiments, MasterInfo, Trial, job_info
+from master.experiment_store import ExperimentStore, StoredExperiment
+from master.search import searcher
+from master.search_runner import SearchRunner
+from master.task_list import TaskList
+from master.trial_lifecycle import TrialEvent, TrialPhase
+from master.trial_moves import TrialMoves
+
+log = logging.getLogger(__name__)
+
+E = TrialEvent
+P = TrialPhase
+
+
+class Restore:
+    def __init__(
+        self,
+        db: Database,
+        store: ExperimentStore,
+        live: LiveExperiments,
+        tasks: TaskList,
+        moves: TrialMoves,
+        runner: SearchRunner,
+        info: MasterInfo,
+    ) -> None:
+        self._db = db
+        self._store = store
+        self._live = live
+        self._tasks = tasks
+        self._moves = moves
+        self._runner = runner
+        self._info = info
+
+    async def run(self, allocations: list[Allocation]) -> None:
+        """Restore every live experiment; ``allocations`` are those the task manager found
+        still running."""
+        running = {a.trial_id: a for a in allocations}
+        for stored in await self._store.live_experiments():
+            async with self._db.atomic():
+                await self._experiment(stored, running)
+        log.info("restored %d live experiments", len(self._live))
+
+    async def _experiment(
+        self, stored: StoredExperiment, running: dict[int | None, Allocation]
+    ) -> None:
+        cfg = stored.config
+        search = searcher.new_search(cfg, cfg.reproducibility.experiment_seed or 0)
+        search.load_state_dict(stored.searcher_state)
+        exp = Experiment(
+            id=stored.id,
+            config=cfg,
+            state=stored.state,
+            search=search,
+            job_id=stored.job_id,
+            username=stored.username,
+            start_time=stored.start_time,
+            queue_order=stored.queue_order,
+            searcher_done=stored.searcher_done,
+        )
+        exp.job = job_info(exp.id, exp.job_id, cfg, exp.queue_order, self._info.default_pool)
+        try:
+            exp.source_checkpoint = await self._store.source_checkpoint(cfg)
+        except errors.DetError:
+            exp.source_checkpoint = None
+        exp.trials = {t.id: t for t in await self._store.trials(exp.id)}
+        self._live.add(exp)
+        # Every trial is loaded before any moves: a move may end a trial, and the
+        # searcher's answer may name any other.
+        for trial in list(exp.trials.values()):
+            if not trial.phase.terminal:
+                await self._trial(exp, trial, running.get(trial.id))
+        await self._runner.finish_if_done(exp)
+
+    async def _trial(self, exp: Experiment, trial: Trial, alloc: Allocation | None) -> None:
+        if trial.phase.terminal:
+            return  # the searcher's answer to an earlier move ended it
+        if alloc is None or not trial.phase.has_process:
+            if alloc is not None:
+                # Its process belongs to no run the store knows of: stop it.
+                log.warning("trial %d: killing allocation %s of no run", trial.id, alloc.id)
+                self._tasks.kill(alloc, reason="orphaned", grace=3.0)
+            await self._runner.apply(exp, await self._moves.fire(exp, trial, E.MASTER_RESTORED))
+            return
+        alloc.job = exp.job
+        # Its process runs on. The orders given to it before the restart were in memory only:
+        # give them again.
+        follow = lifecycle.experiment_event(exp.state)
+        if follow is not None:
+            await self._runner.apply(exp, await self._moves.fire(exp, trial, follow))
+        if trial.phase is P.KILLING:
+            await self._moves.kill(alloc)
+        elif trial.phase is P.EARLY_STOPPING:
+            await self._moves.preempt(exp, alloc, reason="stopped")
+        elif trial.phase is P.STOPPING:
+            await self._moves.preempt(exp, alloc, reason="preempted")

@@ -1,0 +1,102 @@
+"""Running an experiment's search: the searcher's operations carried out (trials created,
+promoted, closed or stopped; the search shut down), the searcher's state saved with them,
+and the experiment finished once nothing is left to run."""
+
+from __future__ import annotations
+
+import logging
+
+from master import trial_lifecycle as lifecycle
+from master.experiment import Experiment, LiveExperiments, Trial
+from master.experiment_store import ExperimentStore
+from master.search import searcher
+from master.states import STOPPED, State
+from master.trial_lifecycle import TrialEvent, TrialPhase
+from master.trial_moves import TrialMoves
+
+log = logging.getLogger(__name__)
+
+E = TrialEvent
+P = TrialPhase
+
+
+class SearchRunner:
+    def __init__(self, store: ExperimentStore, live: LiveExperiments, moves: TrialMoves) -> None:
+        self._store = store
+        self._live = live
+        self._moves = moves
+
+    async def apply(self, exp: Experiment, ops: list[searcher.Operation]) -> None:
+        """Carry out ``ops`` and every operation they lead to, save the searcher's state,
+        and finish the experiment if that was the last of it."""
+        queue = list(ops)
+        while queue:
+            op = queue.pop(0)
+            if isinstance(op, searcher.Create):
+                if exp.state.stopping:
+                    continue  # the experiment is ending: no new trials
+                trial = await self._create_trial(exp, op)
+                queue += exp.search.on_trial_created(trial.request_id)
+                continue
+            if isinstance(op, searcher.Shutdown):
+                exp.searcher_done = True
+                continue
+            found = exp.by_request(op.request_id)
+            if found is None or found.phase.terminal:
+                continue
+            trial = found
+            if isinstance(op, searcher.ValidateAfter):
+                event, length = E.PROMOTED, op.length
+            else:
+                event = E.CLOSED if isinstance(op, searcher.Close) else E.STOPPED
+                length = trial.searcher_length
+            try:
+                lifecycle.next_phase(trial.phase, event)
+            except lifecycle.IllegalTransition as e:
+                log.error("experiment %d: the searcher's %s was refused: %s", exp.id, op, e)
+                continue
+            trial.searcher_length = length
+            queue += await self._moves.fire(exp, trial, event)
+        await self._store.save_search(exp)
+        await self.finish_if_done(exp)
+
+    async def _create_trial(self, exp: Experiment, op: searcher.Create) -> Trial:
+        # A new trial waits for slots, or is paused with its experiment.
+        phase = P.QUEUED
+        follow = lifecycle.experiment_event(exp.state)
+        if follow is not None:
+            phase = lifecycle.next_phase(phase, follow)
+        trial = await self._store.insert_trial(
+            exp, request_id=op.request_id, phase=phase, hparams=op.hparams, seed=op.seed
+        )
+        self._live.add_trial(exp, trial)
+        if phase is P.QUEUED:
+            self._moves.request(exp, trial)
+        return trial
+
+    async def set_state(self, exp: Experiment, state: State) -> None:
+        exp.state = state
+        await self._store.save_state(exp)
+
+    async def finish_if_done(self, exp: Experiment) -> None:
+        """End the experiment if none of its trials is left and it is stopping, or its
+        searcher has shut down."""
+        if exp.state.terminal or any(not t.state.terminal for t in exp.trials.values()):
+            return
+        if exp.state.stopping:
+            final = STOPPED[exp.state]
+        elif exp.state == State.ACTIVE and exp.searcher_done:
+            states = [t.state for t in exp.trials.values()]
+            if State.COMPLETED in states:
+                final = State.COMPLETED
+            elif states and all(s == State.ERROR for s in states):
+                final = State.ERROR
+            else:
+                final = State.CANCELED
+        else:
+            return
+        await self.set_state(exp, final)
+        progress = 1.0 if final == State.COMPLETED else exp.search.progress()
+        await self._store.save_progress(exp, progress)
+        self._live.remove(exp)
+        log.info("experiment %d finished: %s", exp.id, final.value)
