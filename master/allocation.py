@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from determined.common import errors
 
 if TYPE_CHECKING:
-    from master.task_list import JobInfo
+    from master.task_list import Job
 
 
 @dataclass
@@ -81,7 +81,7 @@ class Allocation:
     # When to kill it if it has not exited after being asked to preempt.
     kill_at: float | None = None
     # The job it belongs to; set again by the owner after a master restart.
-    job: JobInfo | None = None
+    job: Job | None = None
     # The container that failed first: the one to blame, whatever its siblings did after.
     failed_first: str | None = None
     # When to stop the siblings of a failed container (they get a moment to report).

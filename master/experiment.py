@@ -11,8 +11,10 @@ from determined.common import expconf
 from master import trial_lifecycle as lifecycle
 from master.search import searcher
 from master.states import State
-from master.task_list import JobInfo
 from master.trial_lifecycle import TrialPhase
+
+# The priority of a job whose config sets none (the priority scheduler's middle).
+DEFAULT_PRIORITY = 42
 
 
 @dataclass
@@ -55,12 +57,40 @@ class Experiment:
     queue_order: float = 0.0
     # Where new trials start from (searcher.source_trial_id / source_checkpoint_uuid).
     source_checkpoint: str | None = None
-    job: JobInfo = field(default_factory=lambda: JobInfo(job_id="", resource_pool=""))
     searcher_done: bool = False
     trials: dict[int, Trial] = field(default_factory=dict)
 
     def by_request(self, request_id: str) -> Trial | None:
         return next((t for t in self.trials.values() if t.request_id == request_id), None)
+
+    # -- the experiment as a job (task_list.Job) --------------------------------------------
+    # Its config is the one place its priority, weight, pool and max slots are kept: the
+    # scheduler, `det job list` and `det experiment describe` all read them from there.
+
+    @property
+    def resource_pool(self) -> str:
+        return self.config.resources.resource_pool
+
+    @property
+    def priority(self) -> int:
+        priority = self.config.resources.priority
+        return DEFAULT_PRIORITY if priority is None else priority
+
+    @property
+    def weight(self) -> float:
+        return self.config.resources.weight
+
+    @property
+    def max_slots(self) -> int | None:
+        return self.config.resources.max_slots
+
+    @property
+    def order(self) -> float:
+        return self.queue_order or float(self.id)
+
+    @property
+    def preemption_timeout(self) -> float:
+        return float(self.config.preemption_timeout)
 
 
 @dataclass(frozen=True)
@@ -70,21 +100,6 @@ class MasterInfo:
     pools: tuple[str, ...]
     default_pool: str
     defaults: dict[str, Any]
-
-
-def job_info(
-    exp_id: int, job_id: str, cfg: expconf.ExperimentConfig, order: float, default_pool: str
-) -> JobInfo:
-    res = cfg.resources
-    return JobInfo(
-        job_id=job_id,
-        resource_pool=res.resource_pool or default_pool,
-        priority=res.priority if res.priority is not None else 42,
-        weight=res.weight,
-        order=order or float(exp_id),
-        max_slots=res.max_slots,
-        preemption_timeout=float(cfg.preemption_timeout),
-    )
 
 
 class LiveExperiments:

@@ -6,6 +6,7 @@ how a restarted master picks everything up in ``restore``."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -20,7 +21,7 @@ from master import queries, task_spec
 from master import trial_lifecycle as lifecycle
 from master.allocation import Allocation
 from master.db import Database
-from master.experiment import Experiment, LiveExperiments, MasterInfo, job_info
+from master.experiment import Experiment, LiveExperiments, MasterInfo
 from master.experiment_store import ExperimentStore
 from master.restore import Restore
 from master.search import searcher
@@ -77,20 +78,24 @@ class Experiments:
     async def restore(self, allocations: list[Allocation]) -> None:
         """Pick up every live experiment after a master restart (``allocations`` are those
         the task manager found still running)."""
-        restore = Restore(
-            self._db, self._store, self._live, self._tasks, self._moves, self._runner, self._info
-        )
+        restore = Restore(self._db, self._store, self._live, self._tasks, self._moves, self._runner)
         await restore.run(allocations)
 
     # -- creation ----------------------------------------------------------------------------
 
     def validate(self, text: str) -> expconf.ExperimentConfig:
+        """The config, parsed with the master's defaults; its resource pool is always set
+        (an experiment's config is where its job settings are kept)."""
         cfg = expconf.parse_experiment_config(expconf.load_yaml(text), self._info.defaults)
         pool = cfg.resources.resource_pool or self._info.default_pool
         if pool not in self._info.pools:
             raise errors.InvalidArgument(
                 f"resources.resource_pool: no resource pool named {pool!r}; "
                 f"the pools are {', '.join(self._info.pools)}"
+            )
+        if pool != cfg.resources.resource_pool:
+            cfg = dataclasses.replace(
+                cfg, resources=dataclasses.replace(cfg.resources, resource_pool=pool)
             )
         return cfg
 
@@ -137,7 +142,6 @@ class Experiments:
             start_time=start_time,
             source_checkpoint=source,
         )
-        exp.job = job_info(exp.id, job_id, cfg, 0.0, self._info.default_pool)
         self._live.add(exp)
         await self._runner.apply(exp, search.initial_operations())
         log.info("created experiment %d", exp.id)

@@ -70,11 +70,11 @@ class Jobs:
             if not (running or pending):
                 continue
             job = jobqueue.QueuedJob(
-                exp.job.job_id,
-                resource_pool=exp.job.resource_pool,
-                priority=exp.job.priority,
-                weight=exp.job.weight,
-                order=exp.job.order,
+                exp.job_id,
+                resource_pool=exp.resource_pool,
+                priority=exp.priority,
+                weight=exp.weight,
+                order=exp.order,
                 scheduled=running,
             )
             out[job.job_id] = (exp, job, acquired, needed)
@@ -167,24 +167,23 @@ class Jobs:
         max_slots: int | None = None,
         order: float | None = None,
     ) -> None:
-        """Change where a job stands; its requests and allocations see it at once."""
-        res = exp.config.resources
+        """Change where a job stands. The settings are the experiment's config (and its
+        queue position), which its requests and allocations read on every scheduling pass
+        and the store keeps for `det experiment describe` and the next master."""
         changes: dict[str, Any] = {}
         if priority is not None:
-            changes["priority"] = exp.job.priority = priority
+            changes["priority"] = priority
         if weight is not None:
-            changes["weight"] = exp.job.weight = weight
+            changes["weight"] = weight
         if resource_pool is not None:
-            self._check_pool(resource_pool)
-            changes["resource_pool"] = exp.job.resource_pool = resource_pool
+            changes["resource_pool"] = self._check_pool(resource_pool)
         if max_slots is not None:
-            changes["max_slots"] = exp.job.max_slots = max_slots
+            changes["max_slots"] = max_slots
         if changes:
-            exp.config = dataclasses.replace(
-                exp.config, resources=dataclasses.replace(res, **changes)
-            )
+            resources = dataclasses.replace(exp.config.resources, **changes)
+            exp.config = dataclasses.replace(exp.config, resources=resources)
         if order is not None:
-            exp.job.order = exp.queue_order = order
+            exp.queue_order = order
         await self._store.save_job(exp)
         self._tasks.wake()
 

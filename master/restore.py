@@ -11,7 +11,7 @@ from determined.common import errors
 from master import trial_lifecycle as lifecycle
 from master.allocation import Allocation
 from master.db import Database
-from master.experiment import Experiment, LiveExperiments, MasterInfo, Trial, job_info
+from master.experiment import Experiment, LiveExperiments, Trial
 from master.experiment_store import ExperimentStore, StoredExperiment
 from master.search import searcher
 from master.search_runner import SearchRunner
@@ -34,7 +34,6 @@ class Restore:
         tasks: TaskList,
         moves: TrialMoves,
         runner: SearchRunner,
-        info: MasterInfo,
     ) -> None:
         self._db = db
         self._store = store
@@ -42,7 +41,6 @@ class Restore:
         self._tasks = tasks
         self._moves = moves
         self._runner = runner
-        self._info = info
 
     async def run(self, allocations: list[Allocation]) -> None:
         """Restore every live experiment; ``allocations`` are those the task manager found
@@ -70,7 +68,6 @@ class Restore:
             queue_order=stored.queue_order,
             searcher_done=stored.searcher_done,
         )
-        exp.job = job_info(exp.id, exp.job_id, cfg, exp.queue_order, self._info.default_pool)
         try:
             exp.source_checkpoint = await self._store.source_checkpoint(cfg)
         except errors.DetError:
@@ -94,7 +91,7 @@ class Restore:
                 self._tasks.kill(alloc, reason="orphaned", grace=3.0)
             await self._runner.apply(exp, await self._moves.fire(exp, trial, E.MASTER_RESTORED))
             return
-        alloc.job = exp.job
+        alloc.job = exp
         # Its process runs on. The orders given to it before the restart were in memory only:
         # give them again.
         follow = lifecycle.experiment_event(exp.state)

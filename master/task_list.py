@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from determined.api.gen import v1
 from determined.common import errors
@@ -19,18 +20,32 @@ from master.db import Database
 from master.logs import LogLine, LogStore
 
 
-@dataclass
-class JobInfo:
-    """A job's place in the queue. One object per job, shared by its pending requests and its
-    allocations, so that `det job update` changes all of them at once."""
+class Job(Protocol):
+    """A job as the scheduler sees it: its settings and its place in the queue. Read afresh
+    on every scheduling pass from the job itself (an experiment reads them from its config),
+    so that `det job update` is seen by its pending requests and its allocations at once."""
 
-    job_id: str
-    resource_pool: str
-    priority: int = 42
-    weight: float = 1.0
-    order: float = 0.0
-    max_slots: int | None = None
-    preemption_timeout: float = 30.0
+    @property
+    def job_id(self) -> str: ...
+
+    @property
+    def resource_pool(self) -> str: ...
+
+    @property
+    def priority(self) -> int: ...
+
+    @property
+    def weight(self) -> float: ...
+
+    @property
+    def order(self) -> float:
+        """Its position in its pool's queue; lower goes first."""
+
+    @property
+    def max_slots(self) -> int | None: ...
+
+    @property
+    def preemption_timeout(self) -> float: ...
 
 
 @dataclass
@@ -38,7 +53,7 @@ class TaskRequest:
     task_id: str
     trial_id: int | None
     slots: int
-    job: JobInfo
+    job: Job
     single_node: bool = False
 
 

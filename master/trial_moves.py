@@ -98,7 +98,7 @@ class TrialMoves:
                 task_id=trial.task_id,
                 trial_id=trial.id,
                 slots=res.slots_per_trial,
-                job=exp.job,
+                job=exp,
                 single_node=bool(res.is_single_node),
             )
         )

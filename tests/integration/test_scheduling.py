@@ -116,6 +116,32 @@ def test_higher_priority_preempts_and_the_preempted_resumes_without_lost_work(
     c.det("experiment", "kill", str(low))
 
 
+def test_a_priority_change_reaches_the_scheduler_the_config_and_a_restarted_master(
+    one_slot: Cluster, tmp_path: pathlib.Path
+) -> None:
+    c = one_slot
+    running = c.create(config(tmp_path, "running", 100_000, priority=50), CONTEXT)
+    wait_until(lambda: [j["state"] for j in jobs(c)] == ["STATE_SCHEDULED"], 60, "it to run")
+    waiting = c.create(config(tmp_path, "waiting", 3, priority=50), CONTEXT)
+    wait_until(lambda: len(jobs(c)) == 2, 30, "both jobs in the queue")
+
+    # The scheduler sees the new priority: the waiting job preempts the running one.
+    c.det("experiment", "set", "priority", str(waiting), "10")
+    assert c.experiment(waiting)["config"]["resources"]["priority"] == 10
+    assert c.wait_state(waiting, "COMPLETED", "ERROR", timeout=120) == "COMPLETED"
+
+    job_id = str(c.experiment(running)["job_id"])
+    c.det("job", "update", job_id, "--priority", "5")
+    for when in ("before", "after"):
+        assert next(j for j in jobs(c) if j["job_id"] == job_id)["priority"] == 5, when
+        assert c.experiment(running)["config"]["resources"]["priority"] == 5, when
+        if when == "before":
+            c.stop_master(signal.SIGKILL)
+            c.start_master()
+            wait_until(lambda: jobs(c), 60, "the job back in the queue")
+    c.det("experiment", "kill", str(running))
+
+
 def test_an_agent_lost_mid_trial_restarts_it_elsewhere_from_its_checkpoint(
     tmp_path: pathlib.Path,
 ) -> None:
