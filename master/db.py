@@ -109,12 +109,24 @@ class Database:
                 f"the database at {self.path} has schema version {current}, newer than this "
                 f"master understands ({len(MIGRATIONS)}); upgrade pydet"
             )
-        for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
+        for version, migration in enumerate(MIGRATIONS[current:], start=current + 1):
             log.info("migrating the database to version %d", version)
-            await self.conn.executescript(
-                f"BEGIN;\n{script}\nINSERT INTO schema_version (version) VALUES ({version});\n"
-                "COMMIT;"
-            )
+            if isinstance(migration, str):
+                await self.conn.executescript(
+                    f"BEGIN;\n{migration}\nINSERT INTO schema_version (version) VALUES"
+                    f" ({version});\nCOMMIT;"
+                )
+                continue
+            await self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                await migration(self.conn)
+                await self.conn.execute(
+                    "INSERT INTO schema_version (version) VALUES (?)", (version,)
+                )
+            except BaseException:
+                await self._rollback()
+                raise
+            await self.conn.execute("COMMIT")
 
     # -- units of work ----------------------------------------------------------------------
 

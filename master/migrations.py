@@ -1,8 +1,58 @@
-"""Schema migrations, applied in order; never edit one that has shipped, append a new one."""
+"""Schema migrations, applied in order; never edit one that has shipped, append a new one.
+
+A migration is an SQL script, or a coroutine given the connection for the few that need
+Python; each runs in one transaction with its version's row."""
 
 from __future__ import annotations
 
-MIGRATIONS: list[str] = [
+from collections.abc import Awaitable, Callable
+
+import aiosqlite
+
+from master.report_merge import fold
+
+Migration = str | Callable[[aiosqlite.Connection], Awaitable[None]]
+
+
+async def _one_report_per_step(conn: aiosqlite.Connection) -> None:
+    """Reports of one trial, run, group and step become one (retries had stored some twice;
+    reports of different metrics at one step are folded together, as new ones now are),
+    and the store keeps it so from now on."""
+    cursor = await conn.execute(
+        "SELECT m.id, m.trial_id, m.run_id, m.grp, m.steps_completed, m.metrics,"
+        " m.batch_metrics FROM metrics m JOIN (SELECT trial_id, run_id, grp, steps_completed"
+        " FROM metrics GROUP BY trial_id, run_id, grp, steps_completed HAVING COUNT(*) > 1)"
+        " USING (trial_id, run_id, grp, steps_completed) ORDER BY m.id"
+    )
+    rows = await cursor.fetchall()
+    await cursor.close()
+    first: dict[tuple[int, int, str, int], tuple[int, str, str]] = {}
+    folded: set[int] = set()
+    doomed = []
+    for row_id, trial_id, run_id, grp, steps, metrics, batch_metrics in rows:
+        key = (trial_id, run_id, grp, steps)
+        if key not in first:
+            first[key] = (row_id, metrics, batch_metrics)
+            continue
+        kept_id, kept_metrics, kept_batches = first[key]
+        doomed.append((row_id,))
+        merged = fold(kept_metrics, kept_batches, metrics, batch_metrics)
+        if merged is not None:
+            first[key] = (kept_id, merged.metrics, merged.batch_metrics)
+            folded.add(kept_id)
+    await conn.executemany(
+        "UPDATE metrics SET metrics = ?, batch_metrics = ? WHERE id = ?",
+        [(m, b, row_id) for row_id, m, b in first.values() if row_id in folded],
+    )
+    await conn.executemany("DELETE FROM metrics WHERE id = ?", doomed)
+    # The unique index serves the reads the old one did (a trial's group in step order).
+    await conn.execute("DROP INDEX metrics_trial")
+    await conn.execute(
+        "CREATE UNIQUE INDEX metrics_report ON metrics (trial_id, grp, steps_completed, run_id)"
+    )
+
+
+MIGRATIONS: list[Migration] = [
     # 1: the initial schema.
     """
     CREATE TABLE cluster (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -162,4 +212,6 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX experiments_job ON experiments (job_id);
     """,
+    # 6: one report per trial, run, group and step.
+    _one_report_per_step,
 ]

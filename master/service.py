@@ -212,13 +212,13 @@ class Service:
         )
 
     async def report_metrics(self, req: v1.ReportTrialMetricsRequest) -> None:
-        await self.reports.metrics(req.trial_id, req.run_id, req.reports)
-        for r in req.reports:
-            if r.group == "validation":
-                metrics = json.loads(r.metrics)
-                await self.locked(
-                    self.experiments.validation_reported(req.trial_id, metrics, r.steps_completed)
-                )
+        # Only what changed the store reaches the searcher: a retried batch is not news.
+        validations = await self.reports.metrics(req.trial_id, req.run_id, req.reports)
+        for v in validations:
+            metrics = json.loads(v.metrics)
+            await self.locked(
+                self.experiments.validation_reported(req.trial_id, metrics, v.steps_completed)
+            )
 
     def preview_search(self, config_text: str) -> v1.PreviewSearchResponse:
         try:

@@ -437,6 +437,64 @@ if __name__ == "__main__":
 
 # The published step-4 config, with two grid points instead of five, one slot per trial and
 # one restart (the first run crashes on purpose).
+RETRIED_REPORT = """
+import asyncio, os
+
+from determined.api.gen import v1
+from determined.common import client
+
+report = v1.ReportTrialMetricsRequest(
+    trial_id=int(os.environ["DET_TRIAL_ID"]),
+    run_id=int(os.environ["DET_TRIAL_RUN_ID"]),
+    reports=[
+        v1.MetricReport(group="training", steps_completed=5, metrics='{"loss": 0.5}'),
+        v1.MetricReport(group="validation", steps_completed=5, metrics='{"loss": 0.25}'),
+    ],
+)
+more = v1.ReportTrialMetricsRequest(
+    trial_id=report.trial_id,
+    run_id=report.run_id,
+    reports=[v1.MetricReport(group="validation", steps_completed=5, metrics='{"acc": 0.75}')],
+)
+
+
+async def main():
+    async with client.session(os.environ["DET_MASTER"], token=os.environ["DET_SESSION_TOKEN"]) as s:
+        # The first attempt was stored but its answer lost: the harness sends it again.
+        for request in (report, report, more, more):
+            await s.stub.report_trial_metrics(request)
+    print("reported", flush=True)
+
+
+asyncio.run(main())
+"""
+
+
+def test_a_report_sent_twice_is_stored_once(
+    cluster: Cluster, api: Api, tmp_path: pathlib.Path
+) -> None:
+    ctx = write_context(tmp_path / "retried", {"train.py": RETRIED_REPORT})
+    cfg = write_context(
+        tmp_path,
+        {
+            "retried.yaml": """
+            name: retried-report
+            entrypoint: python3 train.py
+            searcher: {name: single, metric: loss, max_length: 5}
+            max_restarts: 0
+            """
+        },
+    )
+    exp_id = cluster.create(cfg / "retried.yaml", ctx)
+    trial = api.first_trial(exp_id)
+    api.wait_for_log(trial.id, "reported")
+    api.wait(exp_id, "COMPLETED")
+    assert api.metrics(trial.id, "training") == [(5, {"loss": 0.5})]
+    # A later report of the same step adds what it has that the stored one lacks.
+    assert api.metrics(trial.id, "validation") == [(5, {"loss": 0.25, "acc": 0.75})]
+    assert api.trial(trial.id).best_validation_metric == 0.25
+
+
 TIMM_PORT_CONFIG = """
 name: core-api-timm-step4
 entrypoint: >-

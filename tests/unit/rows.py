@@ -48,9 +48,11 @@ async def trial(
     )
 
 
-async def metric(db: Database, trial_id: int, group: str, step: int, **values: Any) -> None:
+async def metric(
+    db: Database, trial_id: int, group: str, step: int, *, run: int = 1, **values: Any
+) -> None:
     await db.execute(
-        "INSERT INTO metrics (trial_id, grp, steps_completed, metrics, timestamp)"
-        " VALUES (?, ?, ?, ?, 0)",
-        (trial_id, group, step, json.dumps(values)),
+        "INSERT INTO metrics (trial_id, run_id, grp, steps_completed, metrics, timestamp)"
+        " VALUES (?, ?, ?, ?, ?, 0)",
+        (trial_id, run, group, step, json.dumps(values)),
     )

@@ -26,8 +26,8 @@ async def test_each_checkpoint_carries_the_metric_of_the_last_validation_at_its_
 ) -> None:
     await rows.experiment(store, 1, metric="loss")
     await rows.trial(store, 1, 1)
-    await rows.metric(store, 1, "validation", 10, loss=0.9)
-    await rows.metric(store, 1, "validation", 10, loss=0.7)
+    await rows.metric(store, 1, "validation", 10, run=1, loss=0.9)
+    await rows.metric(store, 1, "validation", 10, run=2, loss=0.7)  # a later run's
     await rows.metric(store, 1, "validation", 20, loss=float("nan"))
     await rows.metric(store, 1, "training", 30, loss=0.1)
     await checkpoint(store, "c", 1, 30, at=3.0)

@@ -1,0 +1,70 @@
+"""Migrations applied to a store an older master wrote."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sqlite3
+
+import pytest
+
+from master.db import Database
+from master.migrations import MIGRATIONS
+
+
+def older_store(path: pathlib.Path, version: int) -> sqlite3.Connection:
+    """A store as a master that knew only the first ``version`` migrations left it."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    for n, migration in enumerate(MIGRATIONS[:version], start=1):
+        assert isinstance(migration, str)
+        conn.executescript(migration)
+        conn.execute("INSERT INTO schema_version (version) VALUES (?)", (n,))
+    return conn
+
+
+async def test_reports_stored_twice_become_one_and_stay_one(tmp_path: pathlib.Path) -> None:
+    conn = older_store(tmp_path / "pydet.db", 5)
+    conn.execute(
+        "INSERT INTO experiments (id, state, config, original_config, start_time, job_id)"
+        " VALUES (1, 'ACTIVE', '{}', '', 0, 'j')"
+    )
+    conn.execute(
+        "INSERT INTO trials (id, experiment_id, request_id, state, hparams, seed, start_time)"
+        " VALUES (1, 1, 'r', 'ACTIVE', '{}', 0, 0)"
+    )
+    reports = [
+        # (run, group, steps, metrics): a retried report, two reports of one step, and the
+        # same step in a later run (kept: it is that run's report).
+        (1, "training", 10, {"loss": 0.5}),
+        (1, "training", 10, {"loss": 0.5}),
+        (1, "validation", 10, {"loss": 0.4}),
+        (1, "validation", 10, {"acc": 0.9, "loss": 0.3}),
+        (2, "training", 10, {"loss": 0.6}),
+    ]
+    for run, group, steps, metrics in reports:
+        conn.execute(
+            "INSERT INTO metrics (trial_id, run_id, grp, steps_completed, metrics, timestamp)"
+            " VALUES (1, ?, ?, ?, ?, 0)",
+            (run, group, steps, json.dumps(metrics)),
+        )
+    conn.close()
+
+    db = Database(tmp_path / "pydet.db")
+    await db.open()
+    try:
+        rows = await db.fetch_all("SELECT run_id, grp, metrics FROM metrics ORDER BY id")
+        assert [(r["run_id"], r["grp"], json.loads(r["metrics"])) for r in rows] == [
+            (1, "training", {"loss": 0.5}),
+            (1, "validation", {"loss": 0.4, "acc": 0.9}),
+            (2, "training", {"loss": 0.6}),
+        ]
+        version = await db.fetch_one("SELECT MAX(version) AS v FROM schema_version")
+        assert version is not None and version["v"] == len(MIGRATIONS)
+        with pytest.raises(sqlite3.IntegrityError):
+            await db.execute(
+                "INSERT INTO metrics (trial_id, run_id, grp, steps_completed, metrics, timestamp)"
+                " VALUES (1, 1, 'training', 10, '{}', 0)"
+            )
+    finally:
+        await db.close()
