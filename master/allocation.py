@@ -71,6 +71,8 @@ class Allocation:
     trial_id: int | None
     token: str
     containers: dict[str, Container]
+    # The job it runs for, whose settings the scheduler reads on every pass.
+    job: Job
     start_time: float = field(default_factory=time.time)
     preemption_acked: bool = False
     # The owner has been told that every container started.
@@ -80,8 +82,6 @@ class Allocation:
     preempt: asyncio.Event = field(default_factory=asyncio.Event)
     # When to kill it if it has not exited after being asked to preempt.
     kill_at: float | None = None
-    # The job it belongs to; set again by the owner after a master restart.
-    job: Job | None = None
     # The container that failed first: the one to blame, whatever its siblings did after.
     failed_first: str | None = None
     # When to stop the siblings of a failed container (they get a moment to report).

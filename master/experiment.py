@@ -126,6 +126,11 @@ class LiveExperiments:
             return None
         return self._experiments[trial.experiment_id], trial
 
+    def experiment_of(self, trial_id: int) -> Experiment | None:
+        """The experiment of a trial that has not ended."""
+        found = self.trial(trial_id)
+        return None if found is None else found[0]
+
     def add(self, exp: Experiment) -> None:
         """An experiment, with those of its trials that have not ended."""
         self._experiments[exp.id] = exp

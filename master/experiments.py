@@ -74,12 +74,17 @@ class Experiments:
         self._info = info
         self._moves = TrialMoves(db, store, live, tasks, checkpoints)
         self._runner = SearchRunner(store, live, self._moves)
+        self._restore = Restore(db, store, live, tasks, self._moves, self._runner)
+
+    async def load(self) -> None:
+        """After a master restart: load every live experiment and its trials (before the
+        task manager restores its allocations, which need their jobs)."""
+        await self._restore.load()
 
     async def restore(self, allocations: list[Allocation]) -> None:
-        """Pick up every live experiment after a master restart (``allocations`` are those
-        the task manager found still running)."""
-        restore = Restore(self._db, self._store, self._live, self._tasks, self._moves, self._runner)
-        await restore.run(allocations)
+        """Move the loaded experiments on from where the restart left them (``allocations``
+        are those the task manager found still running)."""
+        await self._restore.run(allocations)
 
     # -- creation ----------------------------------------------------------------------------
 

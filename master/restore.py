@@ -42,18 +42,27 @@ class Restore:
         self._moves = moves
         self._runner = runner
 
-    async def run(self, allocations: list[Allocation]) -> None:
-        """Restore every live experiment; ``allocations`` are those the task manager found
-        still running."""
-        running = {a.trial_id: a for a in allocations}
+    async def load(self) -> None:
+        """Every live experiment with its trials, from the store into the registry; nothing
+        moves yet (the task manager restores its allocations with their jobs in between)."""
         for stored in await self._store.live_experiments():
+            self._live.add(await self._experiment(stored))
+
+    async def run(self, allocations: list[Allocation]) -> None:
+        """Move each loaded experiment's trials on, one transaction per experiment;
+        ``allocations`` are those the task manager found still running."""
+        running = {a.trial_id: a for a in allocations}
+        for exp in self._live:
             async with self._db.atomic():
-                await self._experiment(stored, running)
+                # Every trial is loaded before any moves: a move may end a trial, and the
+                # searcher's answer may name any other.
+                for trial in list(exp.trials.values()):
+                    if not trial.phase.terminal:
+                        await self._trial(exp, trial, running.get(trial.id))
+                await self._runner.finish_if_done(exp)
         log.info("restored %d live experiments", len(self._live))
 
-    async def _experiment(
-        self, stored: StoredExperiment, running: dict[int | None, Allocation]
-    ) -> None:
+    async def _experiment(self, stored: StoredExperiment) -> Experiment:
         cfg = stored.config
         search = searcher.new_search(cfg, cfg.reproducibility.experiment_seed or 0)
         search.load_state_dict(stored.searcher_state)
@@ -73,13 +82,7 @@ class Restore:
         except errors.DetError:
             exp.source_checkpoint = None
         exp.trials = {t.id: t for t in await self._store.trials(exp.id)}
-        self._live.add(exp)
-        # Every trial is loaded before any moves: a move may end a trial, and the
-        # searcher's answer may name any other.
-        for trial in list(exp.trials.values()):
-            if not trial.phase.terminal:
-                await self._trial(exp, trial, running.get(trial.id))
-        await self._runner.finish_if_done(exp)
+        return exp
 
     async def _trial(self, exp: Experiment, trial: Trial, alloc: Allocation | None) -> None:
         if trial.phase.terminal:
@@ -91,7 +94,6 @@ class Restore:
                 self._tasks.kill(alloc, reason="orphaned", grace=3.0)
             await self._runner.apply(exp, await self._moves.fire(exp, trial, E.MASTER_RESTORED))
             return
-        alloc.job = exp
         # Its process runs on. The orders given to it before the restart were in memory only:
         # give them again.
         follow = lifecycle.experiment_event(exp.state)

@@ -117,7 +117,7 @@ class Master:
         )
         hub = AgentHub(agents, tasks, cluster_id=cluster_id, version=VERSION)
         reports = Reports(self.db, live, events)
-        service = self.service = Service(
+        service = Service(
             db=self.db,
             lock=lock,
             agents=agents,
@@ -140,7 +140,8 @@ class Master:
         )
         await authenticator.bootstrap(self.cfg.data_dir)
         async with lock:
-            restored = await tasks.restore()
+            await experiments.load()
+            restored = await tasks.restore(live.experiment_of)
             await experiments.restore(restored)
         lookup = authz.Lookup(self.db)
         grpc_server = grpclib.server.Server(

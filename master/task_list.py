@@ -48,6 +48,21 @@ class Job(Protocol):
     def preemption_timeout(self) -> float: ...
 
 
+@dataclass(frozen=True)
+class UnknownJob:
+    """The job of an allocation a restarted master finds running for a trial it no longer
+    runs (it ended while the master was down): in no pool's queue, never preempted for
+    another job, and gone when its containers exit."""
+
+    job_id: str = ""
+    resource_pool: str = ""
+    priority: int = 42
+    weight: float = 1.0
+    order: float = 0.0
+    max_slots: int | None = None
+    preemption_timeout: float = 30.0
+
+
 @dataclass
 class TaskRequest:
     task_id: str

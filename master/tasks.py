@@ -10,7 +10,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from determined.api.gen import v1
@@ -19,7 +19,7 @@ from master.agents import Agent, AgentTable
 from master.allocation import Allocation, Container
 from master.db import Database
 from master.logs import LogLine, LogStore
-from master.task_list import TaskList, TaskRequest
+from master.task_list import Job, TaskList, TaskRequest, UnknownJob
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class TaskManager:
             running = [
                 _running_view(alloc)
                 for alloc in self._tasks.allocations.values()
-                if alloc.job is not None and alloc.job.resource_pool == pool
+                if alloc.job.resource_pool == pool
             ]
             requests = [
                 scheduler.Request(
@@ -125,7 +125,7 @@ class TaskManager:
                 await self._start(self._tasks.pending.pop(placement.request_id), placement)
             for alloc_id in decision.preemptions:
                 alloc = self._tasks.allocations[alloc_id]
-                timeout = alloc.job.preemption_timeout if alloc.job is not None else 30.0
+                timeout = alloc.job.preemption_timeout
                 await self._tasks.master_log(
                     alloc,
                     "preempted by the scheduler for a higher-priority job; "
@@ -178,7 +178,9 @@ class TaskManager:
 
     # -- restore after a master restart -------------------------------------------------------
 
-    async def restore(self) -> list[Allocation]:
+    async def restore(self, job_of: Callable[[int], Job | None]) -> list[Allocation]:
+        """The allocations that were running when the master stopped, each with the job of
+        its trial (``job_of``; an ``UnknownJob`` for a trial that no longer runs)."""
         rows = await self._db.fetch_all("SELECT * FROM allocations WHERE state = 'RUNNING'")
         restored = []
         now = time.time()
@@ -190,6 +192,7 @@ class TaskManager:
                 trial_id=row["trial_id"],
                 token=row["token"],
                 containers=containers,
+                job=job_of(row["trial_id"] or 0) or UnknownJob(),
                 start_time=row["start_time"],
                 preemption_acked=bool(row["preemption_acked"]),
             )
@@ -354,7 +357,6 @@ class TaskManager:
 
 def _running_view(alloc: Allocation) -> scheduler.RunningAllocation:
     job = alloc.job
-    assert job is not None
     return scheduler.RunningAllocation(
         alloc.id,
         job_id=job.job_id,

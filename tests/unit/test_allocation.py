@@ -6,13 +6,21 @@ import pytest
 
 from determined.common import errors
 from master.allocation import Allocation, Container
+from master.task_list import UnknownJob
 
 
 def allocation() -> Allocation:
     containers = {
         f"c{r}": Container(id=f"c{r}", agent_id=f"a{r}", slot_ids=("0",), rank=r) for r in range(2)
     }
-    return Allocation(id="1.1.1", task_id="1.1", trial_id=1, token="t", containers=containers)
+    return Allocation(
+        id="1.1.1",
+        task_id="1.1",
+        trial_id=1,
+        token="t",
+        containers=containers,
+        job=UnknownJob(),
+    )
 
 
 async def test_allgather_returns_every_rank_in_rank_order() -> None:

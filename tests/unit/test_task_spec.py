@@ -7,6 +7,7 @@ import json
 from determined.common import expconf
 from master.agents import Agent, Slot
 from master.allocation import Allocation, Container
+from master.task_list import UnknownJob
 from master.task_spec import TrialLaunch, start_orders
 
 CONFIG = {
@@ -36,6 +37,7 @@ def test_each_container_gets_its_rank_the_peers_addresses_and_the_task_token() -
             "1.1.7.1": Container(id="1.1.7.1", agent_id="b", slot_ids=("0",), rank=1),
             "1.1.7.0": Container(id="1.1.7.0", agent_id="a", slot_ids=("0", "1"), rank=0),
         },
+        job=UnknownJob(),
     )
     launch = TrialLaunch(
         cluster_id="c",
