@@ -1,0 +1,74 @@
+"""The experiments' and trials' rows, written and read back as a restarted master does."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from determined.common import expconf
+from master.db import Database
+from master.events import EventBus
+from master.experiment import Experiment
+from master.experiment_store import ExperimentStore
+from master.search import searcher
+from master.states import State
+from master.trial_lifecycle import TrialPhase
+
+CONFIG = expconf.parse_experiment_config(
+    {
+        "name": "stored",
+        "entrypoint": "python3 train.py",
+        "searcher": {"name": "single", "metric": "loss", "max_length": 1},
+        "resources": {"resource_pool": "default", "priority": 30},
+    }
+)
+
+
+async def new_experiment(store: ExperimentStore) -> Experiment:
+    exp_id = await store.insert(
+        CONFIG,
+        text="name: stored",
+        context=b"",
+        state=State.ACTIVE,
+        username="alice",
+        start_time=1.0,
+        parent_id=0,
+        job_id="job-1",
+    )
+    return Experiment(
+        id=exp_id,
+        config=CONFIG,
+        state=State.ACTIVE,
+        search=searcher.new_search(CONFIG, 1),
+        job_id="job-1",
+        username="alice",
+        start_time=1.0,
+    )
+
+
+async def test_what_is_written_is_what_a_restarted_master_loads(store: Database) -> None:
+    events = EventBus()
+    experiments = ExperimentStore(store, events)
+    exp = await new_experiment(experiments)
+    trial = await experiments.insert_trial(
+        exp, request_id="r1", phase=TrialPhase.QUEUED, hparams={"lr": 0.1}, seed=7
+    )
+    trial.phase, trial.searcher_length, trial.restarts = TrialPhase.RUNNING, 100, 1
+    await experiments.save_trial(trial)
+    resources = dataclasses.replace(exp.config.resources, priority=5)
+    exp.config = dataclasses.replace(exp.config, resources=resources)
+    exp.queue_order = 0.5
+    await experiments.save_job(exp)
+
+    (stored,) = await experiments.live_experiments()
+    assert (stored.id, stored.job_id, stored.username) == (exp.id, "job-1", "alice")
+    assert stored.config.resources.priority == 5 and stored.queue_order == 0.5
+    (loaded,) = await experiments.trials(exp.id)
+    assert loaded == trial
+
+
+async def test_an_ended_experiment_is_not_loaded_again(store: Database) -> None:
+    experiments = ExperimentStore(store, EventBus())
+    exp = await new_experiment(experiments)
+    exp.state = State.COMPLETED
+    await experiments.save_state(exp)
+    assert await experiments.live_experiments() == []
