@@ -70,7 +70,7 @@ async def _daemon(cfg: config.AgentConfig, agent_slots: list[slots.SlotSpec]) ->
         _fail(e.message)
     # Containers left by an earlier run of this agent are adopted before the hello, which
     # lists them; their exits go to the master through the same outbox.
-    outbox = Outbox()
+    outbox = Outbox(on_sent=runtime.lines_sent)
     try:
         await runtime.adopt(outbox.put)
     except DockerUnavailable as e:

@@ -54,7 +54,7 @@ class Daemon:
             slots=self.slots,
             master_cert_file=config.master_cert_file,
         )
-        self._outbox = outbox or Outbox()
+        self._outbox = outbox or Outbox(on_sent=self._runtime.lines_sent)
         self._stop_grace = stop_grace_seconds
         self.connection = Connection(
             master=config.master,

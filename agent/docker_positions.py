@@ -1,7 +1,8 @@
-"""How far each container's log was handed on, kept on disk for the next agent process.
+"""How far each container's log was sent to the master, kept on disk for the next agent
+process.
 
 An agent that is killed leaves its containers running; the next one follows their logs
-again from the engine. Starting after the last line the previous process handed on, rather
+again from the engine. Starting after the last line the previous process sent, rather
 than from the beginning or from "now", neither repeats a whole log nor drops what was
 printed while no agent was listening. Positions are engine timestamps (nanoseconds), one
 small file per container, written at most every ``interval`` seconds: lines handed on

@@ -538,7 +538,13 @@ class DockerRuntime:
         out = tuple(LogLine(ln.timestamp_ns / 1e9, ln.stdtype, ln.text) for ln in lines)
         c.on_event(Output(c.container_id, c.allocation_id, out))
         c.position_ns = max(c.position_ns, *(ln.timestamp_ns for ln in lines))
-        self._positions.update(c.container_id, c.position_ns)
+
+    def lines_sent(self, container_id: str, timestamp: float) -> None:
+        """Lines reached the master's stream: the next agent process may start after them.
+        Noted only now, not when read, or lines read but not yet sent by a killed agent
+        would be skipped by the next one."""
+        if container_id in self._containers:
+            self._positions.update(container_id, int(timestamp * 1e9))
 
     async def _signal(self, c: _Container, sig: str) -> None:
         try:

@@ -58,12 +58,15 @@ class Outbox:
         batch_bytes: int = BATCH_BYTES,
         flush_interval: float = FLUSH_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
+        on_sent: Callable[[str, float], None] | None = None,
     ) -> None:
         self._max_lines = max_lines
         self._batch_lines = batch_lines
         self._batch_bytes = batch_bytes
         self._flush_interval = flush_interval
         self._clock = clock
+        # Told (container, timestamp of its last line) when a batch of log lines was sent.
+        self._on_sent = on_sent
         self._queue: deque[_Record] = deque()
         self._line_count = 0
         self._dropped: dict[str, int] = {}
@@ -127,6 +130,8 @@ class Outbox:
         """``batch`` was sent."""
         if isinstance(batch.record, Exited):
             self._sent.add(batch.record.container_id)
+        elif isinstance(batch.record, _Chunk) and batch.record.lines and self._on_sent:
+            self._on_sent(batch.record.container_id, batch.record.lines[-1].timestamp)
         self._warned_drop = False
 
     def restore(self, batch: Batch) -> None:

@@ -173,6 +173,9 @@ class ProcessRuntime:
             if not c.finished.is_set()
         ]
 
+    def lines_sent(self, container_id: str, timestamp: float) -> None:
+        """Nothing to note: a process's output is gone with the agent that read it."""
+
     def kill_now(self) -> None:
         for container in self._containers.values():
             container.signal_group(signal.SIGKILL)

@@ -134,6 +134,10 @@ class Runtime(Protocol):
         """Force-kill every container without waiting, for an emergency exit."""
         ...
 
+    def lines_sent(self, container_id: str, timestamp: float) -> None:
+        """The container's log lines up to ``timestamp`` reached the master's stream."""
+        ...
+
     async def close(self) -> None:
         """Kill whatever still runs and release the runtime's tasks; idempotent."""
         ...

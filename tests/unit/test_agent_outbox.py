@@ -161,3 +161,19 @@ async def test_take_waits_for_something_to_send() -> None:
     async with asyncio.timeout(1):
         batch = await waiter
     assert batch is not None and batch.item == started("a")
+
+
+async def test_sent_lines_are_reported_with_their_last_timestamp_only_once_sent() -> None:
+    sent: list[tuple[str, float]] = []
+    box = Outbox(flush_interval=0, on_sent=lambda cid, ts: sent.append((cid, ts)))
+    event = output("c", "a", "b")
+    box.put(event)
+    batch = await box.take()
+    assert batch is not None
+    box.restore(batch)  # could not be sent: nothing to report
+    assert sent == []
+    await take(box)  # taken and sent
+    assert sent == [("c", event.lines[-1].timestamp)]
+    box.put(exited("c"))
+    await take(box)  # an exit is not a line
+    assert len(sent) == 1
