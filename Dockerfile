@@ -33,7 +33,7 @@ COPY harness /tmp/pydet/src/harness
 RUN pip install --no-cache-dir --no-deps /tmp/pydet/src \
  && rm -rf /tmp/pydet \
  && mkdir -p /run/determined/workdir /var/lib/pydet \
- && python3 -c "import determined, master, agent, cli; print('pydet', determined.__version__)"
+ && python3 -c "import determined, pydet.master, pydet.agent, pydet.cli; print('pydet', determined.__version__)"
 
 # The docker runtime reads this label: tasks in this image use the harness installed here
 # instead of one mounted from the agent's host.

@@ -14,12 +14,12 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from agent import config, slots
-from agent.connection import AgentRefused
-from agent.daemon import Daemon
-from agent.outbox import Outbox
+from pydet.agent import config, slots
+from pydet.agent.connection import AgentRefused
+from pydet.agent.daemon import Daemon
+from pydet.agent.outbox import Outbox
 
-log = logging.getLogger("agent")
+log = logging.getLogger("pydet.agent")
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -54,7 +54,7 @@ async def _daemon(cfg: config.AgentConfig, agent_slots: list[slots.SlotSpec]) ->
     if cfg.runtime != "docker":
         return Daemon(cfg, slots=agent_slots)
     # Imported here: aiohttp costs an agent on the process runtime startup time for nothing.
-    from agent.docker_runtime import DockerRuntime, DockerUnavailable
+    from pydet.agent.docker_runtime import DockerRuntime, DockerUnavailable
 
     try:
         runtime = await DockerRuntime.connect(

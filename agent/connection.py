@@ -22,11 +22,11 @@ import grpclib.config
 import grpclib.const
 import grpclib.exceptions
 
-from agent import wire
-from agent.outbox import Outbox
-from agent.runtime import Order
 from determined.api.gen import v1
 from determined.common import client, errors
+from pydet.agent import wire
+from pydet.agent.outbox import Outbox
+from pydet.agent.runtime import Order
 
 log = logging.getLogger(__name__)
 

@@ -16,15 +16,15 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import determined
-from agent import wire
-from agent.config import AgentConfig
-from agent.connection import MAX_BACKOFF, MIN_BACKOFF, Connection
-from agent.outbox import Outbox
-from agent.process_runtime import ProcessRuntime
-from agent.runtime import Exited, KillOrder, Order, Runtime, StartOrder
-from agent.slots import SlotSpec
 from determined.api.gen import v1
 from determined.common import client
+from pydet.agent import wire
+from pydet.agent.config import AgentConfig
+from pydet.agent.connection import MAX_BACKOFF, MIN_BACKOFF, Connection
+from pydet.agent.outbox import Outbox
+from pydet.agent.process_runtime import ProcessRuntime
+from pydet.agent.runtime import Exited, KillOrder, Order, Runtime, StartOrder
+from pydet.agent.slots import SlotSpec
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from datetime import datetime
 import aiodocker
 import aiohttp
 
-from agent.lines import LineSplitter
+from pydet.agent.lines import LineSplitter
 
 _HEADER = 8
 _STREAMS = {1: "stdout", 2: "stderr"}

@@ -35,10 +35,10 @@ import aiohttp
 from aiodocker.containers import DockerContainer
 from aiodocker.exceptions import DockerError
 
-from agent import docker_logs, docker_spec
-from agent.docker_harness import MODES, host_packages, use_mount
-from agent.docker_positions import LogPositions
-from agent.runtime import (
+from pydet.agent import docker_logs, docker_spec
+from pydet.agent.docker_harness import MODES, host_packages, use_mount
+from pydet.agent.docker_positions import LogPositions
+from pydet.agent.runtime import (
     EventSink,
     Exited,
     LogLine,
@@ -47,7 +47,7 @@ from agent.runtime import (
     Started,
     StartOrder,
 )
-from agent.slots import SlotSpec
+from pydet.agent.slots import SlotSpec
 
 log = logging.getLogger(__name__)
 

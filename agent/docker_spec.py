@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.docker_harness import PYLIB, HostPath
-from agent.runtime import StartOrder
-from agent.slots import SlotSpec
+from pydet.agent.docker_harness import PYLIB, HostPath
+from pydet.agent.runtime import StartOrder
+from pydet.agent.slots import SlotSpec
 
 log = logging.getLogger(__name__)
 

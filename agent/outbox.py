@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.runtime import Event, Exited, LogLine, Output, Started
+from pydet.agent.runtime import Event, Exited, LogLine, Output, Started
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.lines import LineSplitter
-from agent.runtime import (
+from pydet.agent.lines import LineSplitter
+from pydet.agent.runtime import (
     EventSink,
     Exited,
     LogLine,
@@ -32,7 +32,7 @@ from agent.runtime import (
     Started,
     StartOrder,
 )
-from agent.slots import SlotSpec
+from pydet.agent.slots import SlotSpec
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent.runtime import (
+from determined.api.gen import v1
+from pydet.agent.runtime import (
     BindMount,
     ContainerSpec,
     DeviceMapping,
@@ -20,8 +21,7 @@ from agent.runtime import (
     Started,
     StartOrder,
 )
-from agent.slots import SlotSpec
-from determined.api.gen import v1
+from pydet.agent.slots import SlotSpec
 
 
 def hello(

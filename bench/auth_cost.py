@@ -99,9 +99,9 @@ async def door_costs(jobs: int) -> list[tuple[str, float]]:
     """Microseconds per call of authenticate + authorize, by kind of call."""
     sys.path[:0] = [str(ROOT), str(ROOT / "harness")]
     from determined.api.gen import v1
-    from master import auth, authz
-    from master.callers import TaskCaller
-    from master.db import Database
+    from pydet.master import auth, authz
+    from pydet.master.callers import TaskCaller
+    from pydet.master.db import Database
 
     class OneTask:
         def task_caller(self, token: str) -> TaskCaller | None:

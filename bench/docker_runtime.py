@@ -28,12 +28,12 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from agent.docker_runtime import DockerRuntime
-from agent.process_runtime import ProcessRuntime
-from agent.runtime import ContainerSpec, Event, Exited, Output, Runtime, StartOrder
-from agent.slots import artificial
 from determined.api.gen import v1
 from determined.common import client, context
+from pydet.agent.docker_runtime import DockerRuntime
+from pydet.agent.process_runtime import ProcessRuntime
+from pydet.agent.runtime import ContainerSpec, Event, Exited, Output, Runtime, StartOrder
+from pydet.agent.slots import artificial
 from tests.cluster import Cluster
 
 BASE_IMAGE = "pydet-base:trixie"

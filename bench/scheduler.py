@@ -23,8 +23,8 @@ from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from master import jobqueue, scheduler
-from master.config import PoolConfig
+from pydet.master import jobqueue, scheduler
+from pydet.master.config import PoolConfig
 
 SLOTS_PER_AGENT = 8
 PASS_TARGET_MS = 100.0

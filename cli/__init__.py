@@ -1,4 +1,4 @@
-"""The `det` command-line client (console script `det` -> `cli.__main__:main`)."""
+"""The `det` command-line client (console script `det` -> `pydet.cli.__main__:main`)."""
 
 from __future__ import annotations
 

@@ -13,9 +13,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from cli import agent, auth, deploy, experiment, job, master, search, trial, user
 from determined import __version__
 from determined.common import client, errors
+from pydet.cli import agent, auth, deploy, experiment, job, master, search, trial, user
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cli import Subparsers, render, rpc
 from determined.api.gen import v1
 from determined.common import client
+from pydet.cli import Subparsers, render, rpc
 
 
 def add_parser(nouns: Subparsers) -> None:

@@ -11,10 +11,10 @@ import argparse
 import asyncio
 import sys
 
-from cli import Subparsers, config, render, rpc, testmode, trial
 from determined.api.gen import v1
 from determined.common import client, errors
 from determined.common.context import pack_context
+from pydet.cli import Subparsers, config, render, rpc, testmode, trial
 
 TERMINAL_STATES = frozenset(
     {v1.State.COMPLETED, v1.State.CANCELED, v1.State.ERROR, v1.State.DELETED}

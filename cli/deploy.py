@@ -22,10 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from cli import Subparsers, auth, local_cluster
-from cli.local_cluster import ClusterState, Proc
 from determined.api.gen import v1
 from determined.common import client, errors
+from pydet.cli import Subparsers, auth, local_cluster
+from pydet.cli.local_cluster import ClusterState, Proc
 
 DEFAULT_DATA_DIR = "~/.local/share/pydet/local"
 ADMIN = "admin"
@@ -92,7 +92,7 @@ def add_parser(nouns: Subparsers) -> None:
 
 def master_argv(port: int, data_dir: Path, host: str = "127.0.0.1") -> list[str]:
     # -P: a `master.py` in the user's working directory must not shadow the package.
-    argv = [sys.executable, "-P", "-m", "master", "--host", host, "--port", str(port)]
+    argv = [sys.executable, "-P", "-m", "pydet.master", "--host", host, "--port", str(port)]
     return [*argv, "--data-dir", str(data_dir / "master")]
 
 
@@ -114,7 +114,7 @@ def agent_argv(
     default_image: str | None = None,
     token_file: Path | None = None,
 ) -> list[str]:
-    argv = [sys.executable, "-P", "-m", "agent", "--master", f"localhost:{port}"]
+    argv = [sys.executable, "-P", "-m", "pydet.agent", "--master", f"localhost:{port}"]
     if token_file is not None:
         argv += ["--token-file", str(token_file)]
     argv += ["--agent-id", agent_id, "--work-dir", str(work_dir), "--resource-pool", "default"]

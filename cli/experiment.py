@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
-from cli import Subparsers, create, render, rpc, trial
 from determined.api.gen import v1
 from determined.common import client, errors
+from pydet.cli import Subparsers, create, render, rpc, trial
 
 # verb -> (stub method, past tense for the confirmation line)
 _ACTIONS = {

@@ -11,8 +11,8 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
-from cli import auth
 from determined.common import client, errors
+from pydet.cli import auth
 
 T = TypeVar("T")
 M = TypeVar("M")

@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
-from cli import Subparsers, config, render, rpc
 from determined.api.gen import v1
 from determined.common import client, expconf
+from pydet.cli import Subparsers, config, render, rpc
 
 
 def add_parser(nouns: Subparsers) -> None:

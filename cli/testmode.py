@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from cli import auth, deploy, local_cluster
 from determined.common import expconf
+from pydet.cli import auth, deploy, local_cluster
 
 # How far a test run trains, per unit of searcher.max_length.
 _SHORT = {"batches": 10, "records": 100, "epochs": 1}

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli import Subparsers, render, rpc
 from determined.api.gen import v1
 from determined.common import client
+from pydet.cli import Subparsers, render, rpc
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

@@ -7,9 +7,9 @@ import getpass
 import os
 import sys
 
-from cli import Subparsers, auth, render, rpc
 from determined.api.gen import v1
 from determined.common import client, errors
+from pydet.cli import Subparsers, auth, render, rpc
 
 
 def add_parser(nouns: Subparsers) -> None:

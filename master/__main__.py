@@ -9,8 +9,8 @@ import signal
 import sys
 
 from determined.common import errors
-from master import config
-from master.server import Master
+from pydet.master import config
+from pydet.master.server import Master
 
 
 async def _main(cfg: config.MasterConfig) -> None:

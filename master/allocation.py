@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from determined.common import errors
 
 if TYPE_CHECKING:
-    from master.task_list import Job
+    from pydet.master.task_list import Job
 
 
 @dataclass

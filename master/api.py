@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 
 from determined.api.gen import v1
 from determined.common import errors
-from master.auth import Authenticator
-from master.callers import UserCaller
-from master.guard import current_caller, current_peer
-from master.service import Service
+from pydet.master.auth import Authenticator
+from pydet.master.callers import UserCaller
+from pydet.master.guard import current_caller, current_peer
+from pydet.master.service import Service
 
 log = logging.getLogger(__name__)
 

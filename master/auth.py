@@ -22,10 +22,10 @@ from typing import Protocol
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import convert, passwords, queries
-from master.callers import AgentCaller, Caller, TaskCaller, UserCaller
-from master.db import Database
-from master.throttle import LoginThrottle
+from pydet.master import convert, passwords, queries
+from pydet.master.callers import AgentCaller, Caller, TaskCaller, UserCaller
+from pydet.master.db import Database
+from pydet.master.throttle import LoginThrottle
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from determined.common import errors
-from master import queries
-from master.callers import AgentCaller, Caller, TaskCaller, UserCaller
-from master.db import Database
+from pydet.master import queries
+from pydet.master.callers import AgentCaller, Caller, TaskCaller, UserCaller
+from pydet.master.db import Database
 
 _TASK_REFUSED = "a task's token is good only for calls about its own allocation and trial"
 

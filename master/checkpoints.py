@@ -14,9 +14,9 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import object_storage, queries, retention
-from master.db import Database
-from master.experiment import Experiment
+from pydet.master import object_storage, queries, retention
+from pydet.master.db import Database
+from pydet.master.experiment import Experiment
 
 log = logging.getLogger(__name__)
 

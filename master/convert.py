@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from determined.api.gen import v1
-from master import queries
-from master.redaction import redacted_json
+from pydet.master import queries
+from pydet.master.redaction import redacted_json
 
 
 def experiment(row: queries.ExperimentRow) -> v1.Experiment:

@@ -28,7 +28,7 @@ from typing import Any
 
 import aiosqlite
 
-from master.migrations import MIGRATIONS
+from pydet.master.migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
 

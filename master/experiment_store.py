@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from determined.common import errors, expconf
-from master import trial_lifecycle as lifecycle
-from master.db import Database
-from master.events import EventBus
-from master.experiment import Experiment, Trial
-from master.states import State
-from master.trial_lifecycle import TrialPhase
+from pydet.master import trial_lifecycle as lifecycle
+from pydet.master.db import Database
+from pydet.master.events import EventBus
+from pydet.master.experiment import Experiment, Trial
+from pydet.master.states import State
+from pydet.master.trial_lifecycle import TrialPhase
 
 
 @dataclass(frozen=True)

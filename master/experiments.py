@@ -17,19 +17,19 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from determined.api.gen import v1
 from determined.common import context as ctx
 from determined.common import entrypoint, errors, expconf
-from master import queries, task_spec
-from master import trial_lifecycle as lifecycle
-from master.allocation import Allocation
-from master.db import Database
-from master.experiment import Experiment, LiveExperiments, MasterInfo
-from master.experiment_store import ExperimentStore
-from master.restore import Restore
-from master.search import searcher
-from master.search_runner import SearchRunner
-from master.states import State
-from master.task_list import TaskList, TaskRequest
-from master.trial_lifecycle import TrialEvent, TrialPhase
-from master.trial_moves import CheckpointRecords, TrialMoves
+from pydet.master import queries, task_spec
+from pydet.master import trial_lifecycle as lifecycle
+from pydet.master.allocation import Allocation
+from pydet.master.db import Database
+from pydet.master.experiment import Experiment, LiveExperiments, MasterInfo
+from pydet.master.experiment_store import ExperimentStore
+from pydet.master.restore import Restore
+from pydet.master.search import searcher
+from pydet.master.search_runner import SearchRunner
+from pydet.master.states import State
+from pydet.master.task_list import TaskList, TaskRequest
+from pydet.master.trial_lifecycle import TrialEvent, TrialPhase
+from pydet.master.trial_moves import CheckpointRecords, TrialMoves
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from grpclib.exceptions import GRPCError
 
 from determined.common import errors
 from determined.common.client import TOKEN_METADATA_KEY
-from master import authz
-from master.auth import Authenticator
-from master.callers import Caller
+from pydet.master import authz
+from pydet.master.auth import Authenticator
+from pydet.master.callers import Caller
 
 log = logging.getLogger(__name__)
 

@@ -11,13 +11,13 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import jobqueue, queries
-from master.agents import AgentTable
-from master.config import MasterConfig
-from master.db import Database
-from master.experiment import Experiment, LiveExperiments
-from master.experiment_store import ExperimentStore
-from master.task_list import TaskList
+from pydet.master import jobqueue, queries
+from pydet.master.agents import AgentTable
+from pydet.master.config import MasterConfig
+from pydet.master.db import Database
+from pydet.master.experiment import Experiment, LiveExperiments
+from pydet.master.experiment_store import ExperimentStore
+from pydet.master.task_list import TaskList
 
 
 class Jobs:

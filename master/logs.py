@@ -8,10 +8,10 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from master import queries
-from master.db import Database
-from master.events import EventBus
-from master.queries import LogFilter, LogRow
+from pydet.master import queries
+from pydet.master.db import Database
+from pydet.master.events import EventBus
+from pydet.master.queries import LogFilter, LogRow
 
 _RANK = re.compile(r"^\[rank=(\d+)\] ")
 _LEVEL = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)[:\s]")

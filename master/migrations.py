@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import aiosqlite
 
-from master.report_merge import fold
+from pydet.master.report_merge import fold
 
 Migration = str | Callable[[aiosqlite.Connection], Awaitable[None]]
 

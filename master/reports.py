@@ -10,12 +10,12 @@ from typing import Any, NamedTuple
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import queries
-from master.db import Database
-from master.events import EventBus
-from master.experiment import Experiment, LiveExperiments
-from master.report_merge import fold
-from master.search.searcher import searcher_value
+from pydet.master import queries
+from pydet.master.db import Database
+from pydet.master.events import EventBus
+from pydet.master.experiment import Experiment, LiveExperiments
+from pydet.master.report_merge import fold
+from pydet.master.search.searcher import searcher_value
 
 log = logging.getLogger(__name__)
 

@@ -8,16 +8,16 @@ from __future__ import annotations
 import logging
 
 from determined.common import errors
-from master import trial_lifecycle as lifecycle
-from master.allocation import Allocation
-from master.db import Database
-from master.experiment import Experiment, LiveExperiments, Trial
-from master.experiment_store import ExperimentStore, StoredExperiment
-from master.search import searcher
-from master.search_runner import SearchRunner
-from master.task_list import TaskList
-from master.trial_lifecycle import TrialEvent, TrialPhase
-from master.trial_moves import TrialMoves
+from pydet.master import trial_lifecycle as lifecycle
+from pydet.master.allocation import Allocation
+from pydet.master.db import Database
+from pydet.master.experiment import Experiment, LiveExperiments, Trial
+from pydet.master.experiment_store import ExperimentStore, StoredExperiment
+from pydet.master.search import searcher
+from pydet.master.search_runner import SearchRunner
+from pydet.master.task_list import TaskList
+from pydet.master.trial_lifecycle import TrialEvent, TrialPhase
+from pydet.master.trial_moves import TrialMoves
 
 log = logging.getLogger(__name__)
 

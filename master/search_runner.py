@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import logging
 
-from master import trial_lifecycle as lifecycle
-from master.experiment import Experiment, LiveExperiments, Trial
-from master.experiment_store import ExperimentStore
-from master.search import searcher
-from master.states import STOPPED, State
-from master.trial_lifecycle import TrialEvent, TrialPhase
-from master.trial_moves import TrialMoves
+from pydet.master import trial_lifecycle as lifecycle
+from pydet.master.experiment import Experiment, LiveExperiments, Trial
+from pydet.master.experiment_store import ExperimentStore
+from pydet.master.search import searcher
+from pydet.master.states import STOPPED, State
+from pydet.master.trial_lifecycle import TrialEvent, TrialPhase
+from pydet.master.trial_moves import TrialMoves
 
 log = logging.getLogger(__name__)
 

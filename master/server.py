@@ -12,25 +12,25 @@ import grpclib.config
 import grpclib.server
 
 from determined.common import wire
-from master import auth, authz, gateway, scheduler
-from master import config as master_config
-from master.agents import AgentHub, AgentTable
-from master.api import DeterminedServicer
-from master.checkpoints import Checkpoints
-from master.db import Database
-from master.events import EventBus
-from master.experiment import LiveExperiments, MasterInfo
-from master.experiment_store import ExperimentStore
-from master.experiments import Experiments
-from master.guard import Guarded
-from master.jobs import Jobs
-from master.listener import Limits, Listener, bind, raise_fd_limit, server_tls_context
-from master.logs import LogStore
-from master.reports import Reports
-from master.service import Service
-from master.task_list import TaskList
-from master.task_tokens import LiveTaskTokens
-from master.tasks import TaskManager
+from pydet.master import auth, authz, gateway, scheduler
+from pydet.master import config as master_config
+from pydet.master.agents import AgentHub, AgentTable
+from pydet.master.api import DeterminedServicer
+from pydet.master.checkpoints import Checkpoints
+from pydet.master.db import Database
+from pydet.master.events import EventBus
+from pydet.master.experiment import LiveExperiments, MasterInfo
+from pydet.master.experiment_store import ExperimentStore
+from pydet.master.experiments import Experiments
+from pydet.master.guard import Guarded
+from pydet.master.jobs import Jobs
+from pydet.master.listener import Limits, Listener, bind, raise_fd_limit, server_tls_context
+from pydet.master.logs import LogStore
+from pydet.master.reports import Reports
+from pydet.master.service import Service
+from pydet.master.task_list import TaskList
+from pydet.master.task_tokens import LiveTaskTokens
+from pydet.master.tasks import TaskManager
 
 log = logging.getLogger(__name__)
 

@@ -12,19 +12,19 @@ from typing import TypeVar
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import convert, queries, redaction
-from master.agents import AgentTable
-from master.checkpoints import Checkpoints
-from master.db import Database
-from master.events import EventBus
-from master.experiment import LiveExperiments, MasterInfo
-from master.experiments import Experiments
-from master.jobs import Jobs
-from master.logs import LogStore
-from master.reports import Reports
-from master.search import preview
-from master.states import State, parse
-from master.task_list import TaskList
+from pydet.master import convert, queries, redaction
+from pydet.master.agents import AgentTable
+from pydet.master.checkpoints import Checkpoints
+from pydet.master.db import Database
+from pydet.master.events import EventBus
+from pydet.master.experiment import LiveExperiments, MasterInfo
+from pydet.master.experiments import Experiments
+from pydet.master.jobs import Jobs
+from pydet.master.logs import LogStore
+from pydet.master.reports import Reports
+from pydet.master.search import preview
+from pydet.master.states import State, parse
+from pydet.master.task_list import TaskList
 
 T = TypeVar("T")
 

@@ -14,10 +14,10 @@ from typing import Protocol
 
 from determined.api.gen import v1
 from determined.common import errors
-from master.agents import Agent, AgentTable
-from master.allocation import Allocation
-from master.db import Database
-from master.logs import LogLine, LogStore
+from pydet.master.agents import Agent, AgentTable
+from pydet.master.allocation import Allocation
+from pydet.master.db import Database
+from pydet.master.logs import LogLine, LogStore
 
 
 class Job(Protocol):

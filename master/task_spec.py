@@ -11,8 +11,8 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import expconf
-from master.agents import Agent
-from master.allocation import Allocation
+from pydet.master.agents import Agent
+from pydet.master.allocation import Allocation
 
 _SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 

@@ -3,9 +3,9 @@ trial and experiment. The token stops working the moment the allocation ends."""
 
 from __future__ import annotations
 
-from master.callers import TaskCaller
-from master.experiment import LiveExperiments
-from master.task_list import TaskList
+from pydet.master.callers import TaskCaller
+from pydet.master.experiment import LiveExperiments
+from pydet.master.task_list import TaskList
 
 
 class LiveTaskTokens:

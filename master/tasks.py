@@ -14,12 +14,12 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from determined.api.gen import v1
-from master import scheduler
-from master.agents import Agent, AgentTable
-from master.allocation import Allocation, Container
-from master.db import Database
-from master.logs import LogLine, LogStore
-from master.task_list import Job, TaskList, TaskRequest, UnknownJob
+from pydet.master import scheduler
+from pydet.master.agents import Agent, AgentTable
+from pydet.master.allocation import Allocation, Container
+from pydet.master.db import Database
+from pydet.master.logs import LogLine, LogStore
+from pydet.master.task_list import Job, TaskList, TaskRequest, UnknownJob
 
 log = logging.getLogger(__name__)
 

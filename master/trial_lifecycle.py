@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 
 from determined.common import errors
-from master.states import State
+from pydet.master.states import State
 
 
 class TrialPhase(enum.Enum):

@@ -9,14 +9,14 @@ import logging
 from typing import Protocol
 
 from determined.api.gen import v1
-from master import trial_lifecycle as lifecycle
-from master.allocation import Allocation
-from master.db import Database
-from master.experiment import Experiment, LiveExperiments, Trial
-from master.experiment_store import ExperimentStore
-from master.search import searcher
-from master.task_list import TaskList, TaskRequest
-from master.trial_lifecycle import TrialEvent, TrialPhase
+from pydet.master import trial_lifecycle as lifecycle
+from pydet.master.allocation import Allocation
+from pydet.master.db import Database
+from pydet.master.experiment import Experiment, LiveExperiments, Trial
+from pydet.master.experiment_store import ExperimentStore
+from pydet.master.search import searcher
+from pydet.master.task_list import TaskList, TaskRequest
+from pydet.master.trial_lifecycle import TrialEvent, TrialPhase
 
 log = logging.getLogger(__name__)
 

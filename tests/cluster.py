@@ -154,7 +154,7 @@ class Cluster:
             [
                 sys.executable,
                 "-m",
-                "master",
+                "pydet.master",
                 "--host",
                 self.host.address if self.host else "127.0.0.1",
                 "--port",
@@ -215,7 +215,7 @@ class Cluster:
             [
                 sys.executable,
                 "-m",
-                "agent",
+                "pydet.agent",
                 "--master",
                 self.url if self.ca_file else self.address,
                 *(["--master-cert-file", str(self.ca_file)] if self.ca_file else []),
@@ -251,7 +251,7 @@ class Cluster:
         self, *args: str, check: bool = True, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
-            [sys.executable, "-m", "cli", *args],
+            [sys.executable, "-m", "pydet.cli", *args],
             env=self.env,
             capture_output=True,
             text=True,

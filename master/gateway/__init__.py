@@ -20,15 +20,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from determined.common import errors
-from master import authz
-from master.auth import Authenticator
-from master.gateway import auth as gateway_auth
-from master.gateway import cluster as gateway_cluster
-from master.gateway import codec as gateway_codec
-from master.gateway import experiments as gateway_experiments
-from master.gateway import spa as gateway_spa
-from master.gateway import stream as gateway_stream
-from master.service import Service
+from pydet.master import authz
+from pydet.master.auth import Authenticator
+from pydet.master.gateway import auth as gateway_auth
+from pydet.master.gateway import cluster as gateway_cluster
+from pydet.master.gateway import codec as gateway_codec
+from pydet.master.gateway import experiments as gateway_experiments
+from pydet.master.gateway import spa as gateway_spa
+from pydet.master.gateway import stream as gateway_stream
+from pydet.master.service import Service
 
 log = logging.getLogger(__name__)
 

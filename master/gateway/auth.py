@@ -20,10 +20,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from determined.common import errors
-from master import authz
-from master.auth import Authenticator
-from master.callers import UserCaller
-from master.gateway import codec
+from pydet.master import authz
+from pydet.master.auth import Authenticator
+from pydet.master.callers import UserCaller
+from pydet.master.gateway import codec
 
 COOKIE = "det_session"
 OPEN_PATHS = frozenset({"/health", "/api/v1/auth/login"})

@@ -10,9 +10,9 @@ from starlette.routing import Route
 
 from determined.api.gen import v1
 from determined.common import errors
-from master.gateway import auth as gateway_auth
-from master.gateway import codec
-from master.service import Service
+from pydet.master.gateway import auth as gateway_auth
+from pydet.master.gateway import codec
+from pydet.master.service import Service
 
 _UPDATE_FIELDS: dict[str, type] = {
     "job_id": str,

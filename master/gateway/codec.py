@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 
 from determined.api.gen import v1
 from determined.common import errors
-from master.gateway import json as gateway_json
+from pydet.master.gateway import json as gateway_json
 
 
 def to_dict(message: betterproto2.Message) -> dict[str, Any]:

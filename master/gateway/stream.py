@@ -17,9 +17,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from master.events import Event, EventBus
-from master.gateway import auth as gateway_auth
-from master.gateway import codec
+from pydet.master.events import Event, EventBus
+from pydet.master.gateway import auth as gateway_auth
+from pydet.master.gateway import codec
 
 HEARTBEAT_SECONDS = 15.0
 

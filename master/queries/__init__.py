@@ -9,13 +9,13 @@ looks up)."""
 
 from __future__ import annotations
 
-from master.queries.checkpoints import (
+from pydet.master.queries.checkpoints import (
     CheckpointRow,
     checkpoint,
     experiment_checkpoints,
     trial_checkpoints,
 )
-from master.queries.experiments import (
+from pydet.master.queries.experiments import (
     ExperimentFilter,
     ExperimentRow,
     TrialRow,
@@ -28,16 +28,16 @@ from master.queries.experiments import (
     trial,
     trials,
 )
-from master.queries.logs import LogFilter, LogRow, task_logs
-from master.queries.metrics import MetricRow, best_validation, metrics, trial_metrics_json
-from master.queries.owners import (
+from pydet.master.queries.logs import LogFilter, LogRow, task_logs
+from pydet.master.queries.metrics import MetricRow, best_validation, metrics, trial_metrics_json
+from pydet.master.queries.owners import (
     checkpoint_experiment,
     checkpoint_trial,
     experiment_owner,
     job_experiment,
     trial_experiment,
 )
-from master.queries.users import UserRow, user, users
+from pydet.master.queries.users import UserRow, user, users
 
 __all__ = [
     "CheckpointRow",

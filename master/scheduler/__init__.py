@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from master.scheduler.fairshare import decide_fair_share, fair_shares
-from master.scheduler.priority import decide_priority
-from master.scheduler.types import (
+from pydet.master.scheduler.fairshare import decide_fair_share, fair_shares
+from pydet.master.scheduler.priority import decide_priority
+from pydet.master.scheduler.types import (
     DEFAULT_PRIORITY,
     AgentView,
     Containers,

@@ -20,8 +20,8 @@ import heapq
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
 
-from master.scheduler.fit import Capacity, place_zero_slot
-from master.scheduler.types import (
+from pydet.master.scheduler.fit import Capacity, place_zero_slot
+from pydet.master.scheduler.types import (
     AgentView,
     Decision,
     Placement,

@@ -12,7 +12,7 @@ import heapq
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from master.scheduler.types import AgentView, Containers, FittingPolicy, Placement, Request
+from pydet.master.scheduler.types import AgentView, Containers, FittingPolicy, Placement, Request
 
 
 class Capacity:

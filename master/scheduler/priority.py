@@ -26,8 +26,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 
-from master.scheduler.fit import Capacity, place_zero_slot
-from master.scheduler.types import (
+from pydet.master.scheduler.fit import Capacity, place_zero_slot
+from pydet.master.scheduler.types import (
     AgentView,
     Decision,
     Placement,

@@ -22,8 +22,8 @@ import math
 from typing import Any
 
 from determined.common import expconf
-from master.search.asha import Bracket, Kind
-from master.search.base import Operation, SearchMethod, signed
+from pydet.master.search.asha import Bracket, Kind
+from pydet.master.search.base import Operation, SearchMethod, signed
 
 
 def rungs_fitting(n: int, divisor: float) -> int:

@@ -28,7 +28,7 @@ import bisect
 import math
 from typing import Any, Literal
 
-from master.search.base import Close, Operation, Stop, ValidateAfter, rid_sorted
+from pydet.master.search.base import Close, Operation, Stop, ValidateAfter, rid_sorted
 
 Kind = Literal["promote", "stop_once", "by_time"]
 KINDS: tuple[Kind, ...] = ("promote", "stop_once", "by_time")

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from determined.common import expconf
-from master.search.simple import OneShotSearch
+from pydet.master.search.simple import OneShotSearch
 
 
 def _round_half_away(x: float) -> int:

@@ -14,10 +14,10 @@ import collections
 import random
 
 from determined.common import expconf
-from master.search.adaptive import AdaptiveASHASearch
-from master.search.base import Close, Create, Operation, Shutdown, Stop, ValidateAfter
-from master.search.base import max_length_units as _max_length_units
-from master.search.grid import grid_size
+from pydet.master.search.adaptive import AdaptiveASHASearch
+from pydet.master.search.base import Close, Create, Operation, Shutdown, Stop, ValidateAfter
+from pydet.master.search.base import max_length_units as _max_length_units
+from pydet.master.search.grid import grid_size
 
 Entries = list[tuple[int, int]]
 _UNITS = ("batches", "records", "epochs")

@@ -11,8 +11,8 @@ This module is what the master imports: the operations, the :class:`SearchMethod
 from __future__ import annotations
 
 from determined.common import expconf
-from master.search.adaptive import AdaptiveASHASearch
-from master.search.base import (
+from pydet.master.search.adaptive import AdaptiveASHASearch
+from pydet.master.search.base import (
     EXIT_REASONS,
     Close,
     Create,
@@ -25,8 +25,8 @@ from master.search.base import (
     sample_hparams,
     searcher_value,
 )
-from master.search.grid import GridSearch, grid_points, grid_values
-from master.search.simple import RandomSearch, SingleSearch
+from pydet.master.search.grid import GridSearch, grid_points, grid_values
+from pydet.master.search.simple import RandomSearch, SingleSearch
 
 __all__ = [
     "EXIT_REASONS",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from determined.common import expconf
-from master.search.base import (
+from pydet.master.search.base import (
     Close,
     Operation,
     SearchMethod,

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
 def test_agent_refuses_the_docker_runtime_without_an_engine(tmp_path: pathlib.Path) -> None:
     sock = tmp_path / "no-engine.sock"
     proc = subprocess.run(
-        [sys.executable, "-m", "agent", "--runtime", "docker", "--work-dir", str(tmp_path)],
+        [sys.executable, "-m", "pydet.agent", "--runtime", "docker", "--work-dir", str(tmp_path)],
         env={"PATH": "/usr/bin:/bin", "DOCKER_HOST": f"unix://{sock}", "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
@@ -34,7 +34,7 @@ def test_cluster_up_refuses_a_missing_custom_image(
     docker_engine: None, tmp_path: pathlib.Path
 ) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "deploy", "local", "cluster-up", "--runtime", "docker",
+        [sys.executable, "-m", "pydet.cli", "deploy", "local", "cluster-up", "--runtime", "docker",
          "--default-image", "pydet-nothing:0", "--data-dir", str(tmp_path),
          "--master-port", str(free_port())],
         capture_output=True,

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from agent import config, docker_harness, docker_logs, docker_positions, docker_spec
-from agent.runtime import BindMount, ContainerSpec, DeviceMapping, StartOrder
-from agent.slots import SlotSpec
+from pydet.agent import config, docker_harness, docker_logs, docker_positions, docker_spec
+from pydet.agent.runtime import BindMount, ContainerSpec, DeviceMapping, StartOrder
+from pydet.agent.slots import SlotSpec
 
 GPUS = {
     "0": SlotSpec("0", "cuda", "H100", "GPU-aaa"),

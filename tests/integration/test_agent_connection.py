@@ -26,11 +26,11 @@ import grpclib.exceptions
 import grpclib.server
 import pytest
 
-from agent.config import AgentConfig
-from agent.daemon import Daemon
-from agent.outbox import Outbox
-from agent.slots import artificial
 from determined.api.gen import v1
+from pydet.agent.config import AgentConfig
+from pydet.agent.daemon import Daemon
+from pydet.agent.outbox import Outbox
+from pydet.agent.slots import artificial
 
 WAIT = 20.0
 
@@ -247,7 +247,7 @@ async def test_a_clock_off_the_masters_is_warned_about(
     server: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     master = await server.start(FakeMaster(clock_offset=120))
-    with caplog.at_level(logging.WARNING, logger="agent.connection"):
+    with caplog.at_level(logging.WARNING, logger="pydet.agent.connection"):
         async with running_agent(server, tmp_path) as daemon:
             await master.wait_for(lambda: daemon.connection.connected)
     assert "this host's clock is 120 s behind the master's" in caplog.text
@@ -356,7 +356,7 @@ async def test_unacknowledged_exit_is_resent_after_the_master_restarts(
 async def test_containers_keep_running_through_an_outage_and_their_logs_arrive_after(
     server: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="agent")
+    caplog.set_level(logging.INFO, logger="pydet.agent")
     first = await server.start(FakeMaster())
     code = """
         import itertools, time
@@ -424,7 +424,7 @@ async def test_output_beyond_the_buffer_limit_drops_the_oldest_lines_with_a_noti
 async def test_a_refused_agent_retries_and_says_why(
     server: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="agent")
+    caplog.set_level(logging.INFO, logger="pydet.agent")
     taken = grpclib.exceptions.GRPCError(
         grpclib.const.Status.ALREADY_EXISTS, "agent agent-1 is already connected"
     )
@@ -479,7 +479,7 @@ def _agent_process(server: Server, tmp_path: Path, *args: str) -> subprocess.Pop
         [
             sys.executable,
             "-m",
-            "agent",
+            "pydet.agent",
             "--master",
             server.address,
             "--agent-id",
@@ -570,7 +570,7 @@ def _alive(pid: int) -> bool:
 )
 def test_det_agent_bad_flags_exit_2_with_one_line(args: list[str], message: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "agent", "--master", "127.0.0.1:1", *args],
+        [sys.executable, "-m", "pydet.agent", "--master", "127.0.0.1:1", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -585,7 +585,7 @@ def test_det_agent_config_file_unknown_key(tmp_path: Path) -> None:
     path = tmp_path / "agent.yaml"
     path.write_text("slots: 1\nslotz: 2\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "agent", "--config-file", str(path)],
+        [sys.executable, "-m", "pydet.agent", "--config-file", str(path)],
         capture_output=True,
         text=True,
         timeout=60,

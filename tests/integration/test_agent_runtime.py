@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.process_runtime import ProcessRuntime
-from agent.runtime import Event, Exited, Output, Started, StartOrder
-from agent.slots import SlotSpec, artificial
+from pydet.agent.process_runtime import ProcessRuntime
+from pydet.agent.runtime import Event, Exited, Output, Started, StartOrder
+from pydet.agent.slots import SlotSpec, artificial
 
 
 class Recorder:

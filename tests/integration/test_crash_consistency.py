@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from master.db import EXIT_AFTER_COMMITS_ENV
+from pydet.master.db import EXIT_AFTER_COMMITS_ENV
 from tests.cluster import Cluster
 
 TERMINAL = ("COMPLETED", "ERROR", "CANCELED")

@@ -155,7 +155,7 @@ def test_local_test_mode_runs_without_a_deployed_cluster(tmp_path: pathlib.Path)
         [
             sys.executable,
             "-m",
-            "cli",
+            "pydet.cli",
             "experiment",
             "create",
             "--local",

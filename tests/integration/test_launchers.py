@@ -316,7 +316,7 @@ def test_launchers_walkthrough_stage4_with_eight_ranks_on_two_agents(
     # with the walkthrough's 8 slots (and a shorter search, to keep the test quick).
     proc = subprocess.run(
         [
-            *(sys.executable, "-m", "cli", "e", "create", "4_distributed.yaml", ".", "-f"),
+            *(sys.executable, "-m", "pydet.cli", "e", "create", "4_distributed.yaml", ".", "-f"),
             *("--config", "resources.slots_per_trial=8", "--config", "searcher.max_length=20"),
         ],
         cwd=EXAMPLES / "core_api",

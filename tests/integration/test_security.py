@@ -35,8 +35,8 @@ from grpclib.exceptions import GRPCError
 
 from determined.api.gen import v1
 from determined.common import wire
-from master import gateway
-from master.gateway import auth as gateway_auth
+from pydet.master import gateway
+from pydet.master.gateway import auth as gateway_auth
 from tests.cluster import EXAMPLES, Cluster, cluster_fixture, free_port, wait_until
 
 NOT_LOGGED_IN = "run det user login"
@@ -84,7 +84,7 @@ def run_det(
     cluster: Cluster, env: dict[str, str], *args: str, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
+        [sys.executable, "-m", "pydet.cli", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -498,7 +498,7 @@ def test_an_agent_without_the_agent_token_is_refused_on_both_sides(
             [
                 sys.executable,
                 "-m",
-                "agent",
+                "pydet.agent",
                 "--master",
                 cluster.address,
                 "--agent-id",
@@ -963,7 +963,7 @@ def test_a_local_deploy_listens_on_loopback_and_logs_the_cli_in(tmp_path: pathli
 
     def det(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "cli", *args],
+            [sys.executable, "-m", "pydet.cli", *args],
             env=env,
             capture_output=True,
             text=True,

@@ -27,9 +27,9 @@ import grpclib.exceptions
 import pytest
 import trustme
 
-from agent import docker_runtime
 from determined.api.gen import v1
-from master import config
+from pydet.agent import docker_runtime
+from pydet.master import config
 from tests.cluster import ROOT, Cluster, wait_until
 
 
@@ -73,7 +73,7 @@ def tls_cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 def _det(cluster: Cluster, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
+        [sys.executable, "-m", "pydet.cli", *args],
         env={**cluster.env, **env},
         capture_output=True,
         text=True,
@@ -147,7 +147,7 @@ def test_a_client_that_cannot_verify_the_master_says_so(tls_cluster: Cluster, pk
     # No CA file: the system's CAs do not know the throw-away CA either.
     env = {k: v for k, v in tls_cluster.env.items() if k != "DET_MASTER_CERT_FILE"}
     system = subprocess.run(
-        [sys.executable, "-m", "cli", "experiment", "list"],
+        [sys.executable, "-m", "pydet.cli", "experiment", "list"],
         env=env,
         capture_output=True,
         text=True,
@@ -201,7 +201,7 @@ def test_a_bad_certificate_or_key_stops_the_master_with_its_reason(
     config.write_text(f"security:\n  tls:\n    cert: {pki.cert}\n    key: {key}\n")
     argv = ["--config-file", str(config), "--port", "0", "--host", "127.0.0.1"]
     proc = subprocess.run(
-        [sys.executable, "-m", "master", *argv, "--data-dir", str(tmp_path / "data")],
+        [sys.executable, "-m", "pydet.master", *argv, "--data-dir", str(tmp_path / "data")],
         capture_output=True,
         text=True,
         timeout=60,
@@ -222,7 +222,10 @@ def test_an_agent_that_cannot_verify_the_master_says_why(
     argv += ["--token-file", str(tls_cluster.agent_token_file)]
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "agent", *argv], stdout=out, stderr=subprocess.STDOUT, env=env
+            [sys.executable, "-m", "pydet.agent", *argv],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
         )
     try:
         wait_until(

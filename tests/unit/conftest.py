@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from master.db import Database
+from pydet.master.db import Database
 
 
 @pytest.fixture(autouse=True)

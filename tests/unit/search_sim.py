@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from determined.common import expconf
-from master.search import searcher
+from pydet.master.search import searcher
 
 MetricFn = Callable[["SimTrial", int, random.Random], float]
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import AgentConfig, ConfigError, load
+from pydet.agent.config import AgentConfig, ConfigError, load
 
 
 def test_defaults() -> None:
@@ -120,7 +120,7 @@ def test_all_problems_are_reported_together() -> None:
 def test_without_an_address_the_agent_uses_its_address_towards_the_master(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from agent.daemon import address_towards
+    from pydet.agent.daemon import address_towards
 
     assert load([], environ={}).address is None
     assert address_towards("localhost:8080") == "127.0.0.1"

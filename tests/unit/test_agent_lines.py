@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.lines import MAX_LINE_BYTES, LineSplitter
+from pydet.agent.lines import MAX_LINE_BYTES, LineSplitter
 
 
 def test_complete_lines_come_out_without_their_newline() -> None:

@@ -3,8 +3,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from agent.outbox import Batch, Outbox
-from agent.runtime import Exited, LogLine, Output, Started
+from pydet.agent.outbox import Batch, Outbox
+from pydet.agent.runtime import Exited, LogLine, Output, Started
 
 
 def started(cid: str) -> Started:

@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from agent import slots
-from agent.slots import SlotSpec
+from pydet.agent import slots
+from pydet.agent.slots import SlotSpec
 
 
 def test_artificial_slots() -> None:

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from agent import wire
-from agent.runtime import (
+from determined.api.gen import v1
+from pydet.agent import wire
+from pydet.agent.runtime import (
     BindMount,
     ContainerSpec,
     Exited,
@@ -12,8 +13,7 @@ from agent.runtime import (
     Started,
     StartOrder,
 )
-from agent.slots import SlotSpec
-from determined.api.gen import v1
+from pydet.agent.slots import SlotSpec
 
 
 def roundtrip(msg: v1.AgentMessage) -> v1.AgentMessage:

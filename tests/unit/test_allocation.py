@@ -5,8 +5,8 @@ import asyncio
 import pytest
 
 from determined.common import errors
-from master.allocation import Allocation, Container
-from master.task_list import UnknownJob
+from pydet.master.allocation import Allocation, Container
+from pydet.master.task_list import UnknownJob
 
 
 def allocation() -> Allocation:

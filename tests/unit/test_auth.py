@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from determined.common import errors
-from master import auth, passwords
-from master.callers import AgentCaller, TaskCaller, UserCaller
-from master.db import Database
-from master.throttle import LoginThrottle
+from pydet.master import auth, passwords
+from pydet.master.callers import AgentCaller, TaskCaller, UserCaller
+from pydet.master.db import Database
+from pydet.master.throttle import LoginThrottle
 
 AGENT_TOKEN = "the-agent-token-of-this-cluster"
 TASK_TOKEN = "a-live-allocations-task-token"

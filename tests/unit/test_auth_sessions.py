@@ -7,9 +7,9 @@ import pathlib
 import pytest
 
 from determined.common import errors
-from master import auth
-from master.callers import TaskCaller, UserCaller
-from master.db import Database
+from pydet.master import auth
+from pydet.master.callers import TaskCaller, UserCaller
+from pydet.master.db import Database
 
 
 class NoTasks:

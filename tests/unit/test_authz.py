@@ -18,10 +18,10 @@ from grpclib.exceptions import GRPCError
 
 from determined.api.gen import v1
 from determined.common import errors, wire
-from master import auth, authz, guard
-from master.callers import AgentCaller, Caller, TaskCaller, UserCaller
-from master.db import Database
-from master.throttle import LoginThrottle
+from pydet.master import auth, authz, guard
+from pydet.master.callers import AgentCaller, Caller, TaskCaller, UserCaller
+from pydet.master.db import Database
+from pydet.master.throttle import LoginThrottle
 
 
 def service_mapping() -> dict[str, grpclib.const.Handler]:
@@ -579,7 +579,7 @@ async def test_an_agent_without_the_agent_token_is_refused_and_logged(
             v1.MasterMessage,
             metadata={"x-det-token": token} if token else {},
         ) as stream:
-            with caplog.at_level(logging.WARNING, logger="master.guard"):
+            with caplog.at_level(logging.WARNING, logger="pydet.master.guard"):
                 await stream.send_message(v1.AgentMessage(), end=True)
                 with pytest.raises(GRPCError) as e:
                     await stream.recv_message()

@@ -19,10 +19,10 @@ import grpclib.server
 import pytest
 from grpclib.testing import ChannelFor
 
-from cli import auth
-from cli.__main__ import main
 from determined.api.gen import v1
 from determined.common import client
+from pydet.cli import auth
+from pydet.cli.__main__ import main
 
 MASTER = "127.0.0.1:8080"
 PASSWORDS = {"admin": "admin-password", "alice": "alice-password", "bob": "bob-password"}

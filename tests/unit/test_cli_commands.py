@@ -15,10 +15,10 @@ import grpclib.const
 import pytest
 from grpclib.testing import ChannelFor
 
-from cli import auth
-from cli.__main__ import main
 from determined.api.gen import v1
 from determined.common import client
+from pydet.cli import auth
+from pydet.cli.__main__ import main
 
 
 class FakeMaster(v1.DeterminedBase):

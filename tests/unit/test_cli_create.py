@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from cli import config, rpc
-from cli.__main__ import main
 from determined.common import errors
+from pydet.cli import config, rpc
+from pydet.cli.__main__ import main
 
 GOOD = """\
 # the user's comment survives when nothing is overridden

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from cli import deploy, local_cluster
-from cli.__main__ import main
-from cli.local_cluster import ClusterState, Proc
+from pydet.cli import deploy, local_cluster
+from pydet.cli.__main__ import main
+from pydet.cli.local_cluster import ClusterState, Proc
 
 ON_LINUX = Path("/proc/self/cmdline").exists()
 
@@ -30,14 +30,14 @@ def own_argv() -> list[str]:
 
 def test_master_and_agent_command_lines(tmp_path: Path) -> None:
     assert deploy.master_argv(8123, tmp_path) == [
-        sys.executable, "-P", "-m", "master", "--host", "127.0.0.1", "--port", "8123",
+        sys.executable, "-P", "-m", "pydet.master", "--host", "127.0.0.1", "--port", "8123",
         "--data-dir", str(tmp_path / "master"),
     ]  # fmt: skip
     argv = deploy.agent_argv(
         8123, "host-0", tmp_path / "agent-0", None, "process", token_file=tmp_path / "tok"
     )
     assert argv == [
-        sys.executable, "-P", "-m", "agent", "--master", "localhost:8123",
+        sys.executable, "-P", "-m", "pydet.agent", "--master", "localhost:8123",
         "--token-file", str(tmp_path / "tok"),
         "--agent-id", "host-0", "--work-dir", str(tmp_path / "agent-0"),
         "--resource-pool", "default", "--runtime", "process",
@@ -47,8 +47,8 @@ def test_master_and_agent_command_lines(tmp_path: Path) -> None:
 
 
 def test_state_file_round_trips(tmp_path: Path) -> None:
-    master = Proc("master", 10, ["python", "-m", "master"], str(tmp_path / "master.log"))
-    agent = Proc("h-0", 11, ["python", "-m", "agent"], str(tmp_path / "agent-0.log"))
+    master = Proc("master", 10, ["python", "-m", "pydet.master"], str(tmp_path / "master.log"))
+    agent = Proc("h-0", 11, ["python", "-m", "pydet.agent"], str(tmp_path / "agent-0.log"))
     local_cluster.write_state(tmp_path, ClusterState(9000, master, [agent]))
     assert local_cluster.read_state(tmp_path) == ClusterState(9000, master, [agent])
     local_cluster.remove_state(tmp_path)
@@ -70,7 +70,7 @@ def test_cluster_down_without_a_cluster_is_fine(
 def test_cluster_down_after_a_crash_clears_the_stale_state(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    gone = Proc("master", dead_pid(), ["python", "-m", "master"], str(tmp_path / "m.log"))
+    gone = Proc("master", dead_pid(), ["python", "-m", "pydet.master"], str(tmp_path / "m.log"))
     local_cluster.write_state(tmp_path, ClusterState(9000, gone, []))
     assert main(["deploy", "local", "cluster-down", "--data-dir", str(tmp_path)]) == 0
     assert "No local cluster is running" in capsys.readouterr().out
@@ -80,7 +80,7 @@ def test_cluster_down_after_a_crash_clears_the_stale_state(
 @pytest.mark.skipif(not ON_LINUX, reason="needs /proc")
 def test_a_reused_pid_is_not_mistaken_for_our_daemon() -> None:
     assert local_cluster.alive(Proc("master", os.getpid(), own_argv(), "log"))
-    impostor = Proc("master", os.getpid(), [sys.executable, "-m", "master"], "log")
+    impostor = Proc("master", os.getpid(), [sys.executable, "-m", "pydet.master"], "log")
     assert not local_cluster.alive(impostor)
     assert not local_cluster.stop([impostor])  # nothing signalled, nothing killed
 

@@ -7,9 +7,9 @@ import socket
 
 import pytest
 
-from cli import experiment
-from cli.__main__ import main
 from determined.common import errors
+from pydet.cli import experiment
+from pydet.cli.__main__ import main
 
 
 def closed_port() -> int:

@@ -4,8 +4,8 @@ import argparse
 
 import pytest
 
-from cli import create, deploy, experiment, trial
-from cli.__main__ import build_parser, main
+from pydet.cli import create, deploy, experiment, trial
+from pydet.cli.__main__ import build_parser, main
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from cli import agent, experiment, render
 from determined.api.gen import v1
+from pydet.cli import agent, experiment, render
 
 START = datetime.datetime(2024, 5, 6, 7, 8, 9).timestamp()  # local time, as the CLI shows it
 START_TEXT = "2024-05-06 07:08:09"

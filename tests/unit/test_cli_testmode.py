@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import yaml
 
-from cli import testmode
 from determined.common import expconf
+from pydet.cli import testmode
 
 ASHA = """
 name: search

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from master import db as db_module
-from master.db import Database
+from pydet.master import db as db_module
+from pydet.master.db import Database
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 from determined.common import expconf
-from master.experiment import DEFAULT_PRIORITY, Experiment
-from master.search import searcher
-from master.states import State
-from master.task_list import TaskRequest
+from pydet.master.experiment import DEFAULT_PRIORITY, Experiment
+from pydet.master.search import searcher
+from pydet.master.states import State
+from pydet.master.task_list import TaskRequest
 
 
 def experiment(resources: dict[str, object]) -> Experiment:

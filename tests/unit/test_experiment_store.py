@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 from determined.common import expconf
-from master.db import Database
-from master.events import EventBus
-from master.experiment import Experiment
-from master.experiment_store import ExperimentStore
-from master.search import searcher
-from master.states import State
-from master.trial_lifecycle import TrialPhase
+from pydet.master.db import Database
+from pydet.master.events import EventBus
+from pydet.master.experiment import Experiment
+from pydet.master.experiment_store import ExperimentStore
+from pydet.master.search import searcher
+from pydet.master.states import State
+from pydet.master.trial_lifecycle import TrialPhase
 
 CONFIG = expconf.parse_experiment_config(
     {

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from determined.common import errors
-from master.config import PoolConfig
-from master.jobqueue import (
+from pydet.master.config import PoolConfig
+from pydet.master.jobqueue import (
     STATE_QUEUED,
     STATE_SCHEDULED,
     JobUpdate,

@@ -20,8 +20,8 @@ from starlette.routing import Route
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from master import listener as listener_module
-from master.listener import Limits, Listener, bind, server_tls_context
+from pydet.master import listener as listener_module
+from pydet.master.listener import Limits, Listener, bind, server_tls_context
 
 
 class _Master(v1.DeterminedBase):
@@ -224,7 +224,7 @@ async def test_tls_listener_serves_grpc_and_http(tmp_path: pathlib.Path) -> None
 async def test_a_master_on_a_public_address_without_tls_warns_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="master.listener")
+    caplog.set_level(logging.WARNING, logger="pydet.master.listener")
     async with serving():
         pass
     assert not caplog.records

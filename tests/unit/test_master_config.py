@@ -5,7 +5,7 @@ import pathlib
 import pytest
 
 from determined.common import errors
-from master import config
+from pydet.master import config
 
 
 def load(tmp_path: pathlib.Path, text: str, *flags: str) -> config.MasterConfig:

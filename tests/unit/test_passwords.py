@@ -10,7 +10,7 @@ import re
 import pytest
 
 from determined.common import errors
-from master import passwords
+from pydet.master import passwords
 
 
 def _unb64(text: str) -> bytes:

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from master.search.preview import preview
+from pydet.master.search.preview import preview
 from tests.unit.search_sim import config
 
 HPS = {

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from determined.common import errors
-from master import queries
-from master.db import Database
+from pydet.master import queries
+from pydet.master.db import Database
 from tests.unit import rows
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from determined.common import errors
-from master import queries
-from master.db import Database
-from master.states import State
+from pydet.master import queries
+from pydet.master.db import Database
+from pydet.master.states import State
 from tests.unit import rows
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from master import queries
-from master.db import Database
-from master.queries import LogFilter
+from pydet.master import queries
+from pydet.master.db import Database
+from pydet.master.queries import LogFilter
 
 
 async def line(db: Database, trial_id: int, message: str, *, level: str, rank: int) -> None:

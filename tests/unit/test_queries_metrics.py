@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from determined.common import errors
-from master import queries
-from master.db import Database
+from pydet.master import queries
+from pydet.master.db import Database
 
 
 @pytest.fixture

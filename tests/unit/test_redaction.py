@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from determined.common import errors, expconf
-from master import redaction
+from pydet.master import redaction
 
 SECRETS = ("AKIA-ACCESS-KEY", "s3-secret-key-value", "registry-password-value")
 

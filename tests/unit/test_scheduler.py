@@ -6,9 +6,9 @@ from typing import Any
 import pytest
 
 from determined.common import errors
-from master import jobqueue
-from master.config import PoolConfig
-from master.scheduler import (
+from pydet.master import jobqueue
+from pydet.master.config import PoolConfig
+from pydet.master.scheduler import (
     AgentView,
     Decision,
     Placement,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from master.scheduler import Decision, Request, fair_shares
+from pydet.master.scheduler import Decision, Request, fair_shares
 from tests.unit.test_scheduler import Pool
 
 UNLIMITED = 1_000

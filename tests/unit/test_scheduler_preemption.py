@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from master import jobqueue
-from master.scheduler import Decision, Request
+from pydet.master import jobqueue
+from pydet.master.scheduler import Decision, Request
 from tests.unit.test_scheduler import Pool, placed
 
 

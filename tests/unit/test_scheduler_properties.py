@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from master.scheduler import Decision, PoolPolicy, Request, decide
+from pydet.master.scheduler import Decision, PoolPolicy, Request, decide
 from tests.unit.test_scheduler import Pool
 
 JOB = st.fixed_dictionaries(

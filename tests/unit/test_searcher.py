@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from master.search import searcher
+from pydet.master.search import searcher
 from tests.unit.search_sim import SimTrial, Simulator, config, replay
 
 HPS = {

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from master.search import searcher
+from pydet.master.search import searcher
 from tests.unit.search_sim import Call, SimTrial, Simulator, config, replay
 
 HPS = {

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from determined.common import expconf
-from master.search import searcher
-from master.search.grid import grid_values
+from pydet.master.search import searcher
+from pydet.master.search.grid import grid_values
 from tests.unit.search_sim import SimTrial, Simulator, config, replay
 
 

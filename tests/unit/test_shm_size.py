@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from master.task_spec import shm_bytes
+from pydet.master.task_spec import shm_bytes
 
 
 @pytest.mark.parametrize(

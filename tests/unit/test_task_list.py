@@ -10,11 +10,11 @@ import pytest
 
 from determined.api.gen import v1
 from determined.common import errors
-from master.agents import Agent, AgentTable
-from master.allocation import Allocation, Container
-from master.db import Database
-from master.logs import LogStore
-from master.task_list import TaskList, TaskRequest, UnknownJob
+from pydet.master.agents import Agent, AgentTable
+from pydet.master.allocation import Allocation, Container
+from pydet.master.db import Database
+from pydet.master.logs import LogStore
+from pydet.master.task_list import TaskList, TaskRequest, UnknownJob
 
 
 def allocation(alloc_id: str, task_id: str, agent_id: str = "a") -> Allocation:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from determined.common import expconf
-from master.agents import Agent, Slot
-from master.allocation import Allocation, Container
-from master.task_list import UnknownJob
-from master.task_spec import TrialLaunch, start_orders
+from pydet.master.agents import Agent, Slot
+from pydet.master.allocation import Allocation, Container
+from pydet.master.task_list import UnknownJob
+from pydet.master.task_spec import TrialLaunch, start_orders
 
 CONFIG = {
     "name": "x",

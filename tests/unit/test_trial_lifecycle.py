@@ -12,9 +12,9 @@ import itertools
 import pytest
 
 from determined.common import errors
-from master import trial_lifecycle as lifecycle
-from master.states import State
-from master.trial_lifecycle import IllegalTransition, TrialEvent, TrialPhase, next_phase
+from pydet.master import trial_lifecycle as lifecycle
+from pydet.master.states import State
+from pydet.master.trial_lifecycle import IllegalTransition, TrialEvent, TrialPhase, next_phase
 
 E = TrialEvent
 P = TrialPhase

@@ -55,7 +55,7 @@ from hypothesis import strategies as st
 
 from determined.api.gen import v1
 from determined.common import wire
-from master.gateway import json as gateway_json
+from pydet.master.gateway import json as gateway_json
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTO_DIR = ROOT / "api" / "proto"

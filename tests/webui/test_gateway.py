@@ -22,19 +22,19 @@ from starlette.routing import Route
 
 from determined.api.gen import v1
 from determined.common import errors
-from master import authz, gateway
-from master.auth import ADMIN_PASSWORD_FILE, Authenticator
-from master.callers import TaskCaller
-from master.db import Database
-from master.events import Event, EventBus
-from master.experiment import MasterInfo
-from master.gateway import cluster as gateway_cluster
-from master.gateway import codec as gateway_codec
-from master.gateway import json as gateway_json
-from master.gateway import mapped
-from master.gateway import spa as gateway_spa
-from master.gateway import stream as gateway_stream
-from master.service import Service
+from pydet.master import authz, gateway
+from pydet.master.auth import ADMIN_PASSWORD_FILE, Authenticator
+from pydet.master.callers import TaskCaller
+from pydet.master.db import Database
+from pydet.master.events import Event, EventBus
+from pydet.master.experiment import MasterInfo
+from pydet.master.gateway import cluster as gateway_cluster
+from pydet.master.gateway import codec as gateway_codec
+from pydet.master.gateway import json as gateway_json
+from pydet.master.gateway import mapped
+from pydet.master.gateway import spa as gateway_spa
+from pydet.master.gateway import stream as gateway_stream
+from pydet.master.service import Service
 
 
 async def respond(

@@ -31,7 +31,15 @@ CELL = """(row, title) => {
 def create_as_bob(cluster: Cluster, tmp: pathlib.Path, name: str) -> int:
     env = {**cluster.env, "DET_USER": "bob", "DET_PASS": BOB_PASSWORD}
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "experiment", "create", str(config(tmp, name)), str(CTX)],
+        [
+            sys.executable,
+            "-m",
+            "pydet.cli",
+            "experiment",
+            "create",
+            str(config(tmp, name)),
+            str(CTX),
+        ],
         env=env,
         capture_output=True,
         text=True,
