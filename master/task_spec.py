@@ -81,6 +81,7 @@ def start_orders(
             "DET_TRIAL_RUN_ID": str(launch.run_id),
             "DET_CONTAINER_ADDRS": json.dumps(addrs),
             "DET_CONTAINER_RANK": str(c.rank),
+            "DET_RESOURCES_ID": c.id,
             "DET_CONTAINER_SLOT_COUNTS": json.dumps(counts),
             "DET_GPU_UUIDS": json.dumps([s.uuid for s in slots if s.type == "cuda"]),
         }

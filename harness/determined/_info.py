@@ -126,6 +126,7 @@ class ClusterInfo(_Frozen):
         "gpu_uuids",
         "trial",
         "master_cert_file",
+        "resources_id",
     )
     master_url: str
     cluster_id: str
@@ -144,6 +145,8 @@ class ClusterInfo(_Frozen):
     # The CA certificate (PEM) that verifies a TLS master; None when it serves no TLS, or
     # when the system's CAs verify it.
     master_cert_file: str | None
+    # This container's id among the allocation's resources (``DET_RESOURCES_ID``).
+    resources_id: str
 
     def __init__(
         self,
@@ -162,6 +165,7 @@ class ClusterInfo(_Frozen):
         gpu_uuids: list[str] | None = None,
         trial: TrialInfo | None = None,
         master_cert_file: str | None = None,
+        resources_id: str = "",
     ) -> None:
         self._init(
             master_url=master_url,
@@ -179,6 +183,7 @@ class ClusterInfo(_Frozen):
             gpu_uuids=[] if gpu_uuids is None else gpu_uuids,
             trial=trial,
             master_cert_file=master_cert_file,
+            resources_id=resources_id,
         )
 
     @property
@@ -233,6 +238,7 @@ class ClusterInfo(_Frozen):
             gpu_uuids=[str(u) for u in as_json("DET_GPU_UUIDS", [])],
             trial=trial,
             master_cert_file=env.get("DET_MASTER_CERT_FILE") or None,
+            resources_id=env.get("DET_RESOURCES_ID", ""),
         )
 
 

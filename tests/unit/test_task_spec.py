@@ -57,6 +57,8 @@ def test_each_container_gets_its_rank_the_peers_addresses_and_the_task_token() -
     for rank, order in enumerate((first, second)):
         env = order.env
         assert env["DET_CONTAINER_RANK"] == str(rank)
+        # The id MarkAllocationResourcesDaemon names this container by.
+        assert env["DET_RESOURCES_ID"] == order.container_id
         assert json.loads(env["DET_CONTAINER_ADDRS"]) == ["198.18.0.2", "198.18.0.3"]
         assert json.loads(env["DET_CONTAINER_SLOT_COUNTS"]) == [2, 1]
         assert env["DET_SESSION_TOKEN"] == "secret-token"
