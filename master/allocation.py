@@ -26,6 +26,9 @@ class Container:
     error: str = ""
     # Its agent was lost (it did not report the container in time): not the code's failure.
     lost: bool = False
+    # It only serves the others (MarkAllocationResourcesDaemon): stopped once they have all
+    # exited, and its exit is not held against the task.
+    daemon: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -36,6 +39,7 @@ class Container:
             "exit_code": self.exit_code,
             "error": self.error,
             "lost": self.lost,
+            "daemon": self.daemon,
         }
 
     @classmethod
@@ -48,6 +52,7 @@ class Container:
             exit_code=d.get("exit_code"),
             error=d.get("error", ""),
             lost=bool(d.get("lost", False)),
+            daemon=bool(d.get("daemon", False)),
         )
 
 
@@ -86,6 +91,8 @@ class Allocation:
     failed_first: str | None = None
     # When to stop the siblings of a failed container (they get a moment to report).
     siblings_kill_at: float | None = None
+    # The master has ordered its daemon containers stopped: every other container exited.
+    daemons_stopped: bool = False
     _gathers: dict[tuple[str, int], _Gather] = field(default_factory=dict)
     # Recently finished rounds, so a rank that retries after a lost response gets the answer:
     # the result, and the request id each rank sent.
@@ -114,9 +121,47 @@ class Allocation:
     def succeeded(self) -> bool:
         return self.exited and self.first_failure() is None
 
+    def mark_daemon(self, container_id: str) -> Container:
+        """Mark one of its containers as serving the others only (idempotent)."""
+        container = self.containers.get(container_id)
+        if container is None:
+            known = ", ".join(sorted(self.containers))
+            raise errors.NotFound(
+                f"allocation {self.id} has no resources {container_id!r} (it has {known})"
+            )
+        if container.exit_code is not None and not container.daemon:
+            raise errors.FailedPrecondition(
+                f"resources {container_id} of allocation {self.id} have already exited "
+                f"(code {container.exit_code}); only running resources can become daemons"
+            )
+        if not container.daemon and all(
+            c.daemon for c in self.containers.values() if c is not container
+        ):
+            raise errors.FailedPrecondition(
+                f"resources {container_id} are the last of allocation {self.id} that are not "
+                "daemons: at least one container must do the task's work"
+            )
+        container.daemon = True
+        return container
+
+    def daemons_to_stop(self) -> list[Container]:
+        """Its running daemon containers once every other container has exited (and they
+        have not been ordered stopped yet); otherwise none."""
+        if self.daemons_stopped:
+            return []
+        if any(c.exit_code is None for c in self.containers.values() if not c.daemon):
+            return []
+        return [c for c in self.containers.values() if c.daemon and c.exit_code is None]
+
     def container_exited(self, container: Container, exit_code: int, error: str) -> None:
         container.exit_code = exit_code
         container.error = error
+        if container.daemon:
+            # Stopped by the master, or gone early: either way the others decide the outcome
+            # (a chief that needed it fails on its own).
+            if self.exited:
+                self.abort_gathers(f"container {container.rank} (a daemon) exited")
+            return
         if exit_code != 0 and self.failed_first is None:
             self.failed_first = container.id
         reason = (

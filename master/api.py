@@ -236,6 +236,12 @@ class DeterminedServicer(v1.DeterminedBase):
         await self.s.tasks.ack_preemption(self.s.tasks.get(message.allocation_id))
         return v1.AckPreemptionSignalResponse()
 
+    async def mark_allocation_resources_daemon(
+        self, message: v1.MarkAllocationResourcesDaemonRequest
+    ) -> v1.MarkAllocationResourcesDaemonResponse:
+        await self.s.locked(self.s.tasks.mark_daemon(message.allocation_id, message.resources_id))
+        return v1.MarkAllocationResourcesDaemonResponse()
+
     async def report_checkpoint(
         self, message: v1.ReportCheckpointRequest
     ) -> v1.ReportCheckpointResponse:

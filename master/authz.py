@@ -356,6 +356,7 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/AllocationAllGather": task_of_allocation,
     "/v1.Determined/AllocationPreemptionSignal": task_of_allocation,
     "/v1.Determined/AckAllocationPreemptionSignal": task_of_allocation,
+    "/v1.Determined/MarkAllocationResourcesDaemon": task_of_allocation,
     "/v1.Determined/ReportCheckpoint": report_checkpoint,
     "/v1.Determined/GetCheckpoint": get_checkpoint,
     "/v1.Determined/GetCheckpoints": get_checkpoints,

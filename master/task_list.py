@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 from determined.api.gen import v1
 from determined.common import errors
 from pydet.master.agents import Agent, AgentTable
-from pydet.master.allocation import Allocation
+from pydet.master.allocation import Allocation, Container
 from pydet.master.db import Database
 from pydet.master.logs import LogLine, LogStore
 
@@ -143,7 +144,12 @@ class TaskList:
 
     def kill(self, alloc: Allocation, *, reason: str, grace: float | None = None) -> None:
         alloc.stop_reason = alloc.stop_reason or reason
-        for c in alloc.containers.values():
+        self.stop(alloc.containers.values(), grace=grace)
+
+    def stop(self, containers: Iterable[Container], *, grace: float | None = None) -> None:
+        """SIGTERM the running ones among ``containers``, SIGKILL after ``grace`` seconds
+        (the master's kill grace by default)."""
+        for c in containers:
             if c.exit_code is None:
                 self._agents.get_or_add(c.agent_id).send(
                     v1.MasterMessage(
@@ -166,6 +172,22 @@ class TaskList:
         await self._db.execute(
             "UPDATE allocations SET preemption_acked = 1 WHERE id = ?", (alloc.id,)
         )
+
+    async def mark_daemon(self, allocation_id: str, resources_id: str) -> None:
+        """One container of a running allocation only serves the others from now on
+        (``MarkAllocationResourcesDaemon``); the task manager stops it when they have exited."""
+        alloc = self.allocations.get(allocation_id)
+        if alloc is None:
+            raise errors.NotFound(
+                f"allocation {allocation_id} is not running (it has ended, or never ran): "
+                "its resources can no longer be marked as daemons"
+            )
+        alloc.mark_daemon(resources_id)
+        await self._db.execute(
+            "UPDATE allocations SET containers = ? WHERE id = ?",
+            (alloc.containers_json(), alloc.id),
+        )
+        self.wake()
 
     async def master_log(self, alloc: Allocation, text: str) -> None:
         """A line in the task's log from the master itself."""

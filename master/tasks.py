@@ -300,7 +300,7 @@ class TaskManager:
             await self._tasks.master_log(
                 alloc, f"container {c.rank} on agent {c.agent_id}: {error}"
             )
-        if exit_code != 0 and not alloc.exited and alloc.siblings_kill_at is None:
+        if exit_code != 0 and not c.daemon and not alloc.exited and alloc.siblings_kill_at is None:
             # One failed process ends its siblings, so distributed jobs never hang; they get
             # a moment first to print why their collectives were aborted.
             alloc.siblings_kill_at = time.time() + SIBLING_GRACE
@@ -314,7 +314,7 @@ class TaskManager:
             )
             if alloc.exited:
                 await self._finish(alloc)
-        if alloc.exited:
+        if alloc.exited or alloc.daemons_to_stop():
             self._tasks.wake()
 
     async def _finish(self, alloc: Allocation) -> None:
@@ -329,6 +329,15 @@ class TaskManager:
     async def _sweep_lost(self) -> None:
         now = time.time()
         for alloc in list(self._tasks.allocations.values()):
+            daemons = alloc.daemons_to_stop()
+            if daemons:
+                alloc.daemons_stopped = True
+                await self._tasks.master_log(
+                    alloc,
+                    "every container but its daemons has exited; stopping the daemon "
+                    f"container(s) {', '.join(str(c.rank) for c in daemons)}",
+                )
+                self._tasks.stop(daemons)
             if alloc.siblings_kill_at is not None and now >= alloc.siblings_kill_at:
                 alloc.siblings_kill_at = float("inf")
                 self._tasks.kill(alloc, reason=alloc.stop_reason or "sibling_failed", grace=3.0)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -83,3 +84,82 @@ async def test_a_new_process_reusing_a_sequence_number_starts_a_new_round() -> N
         *(alloc.allgather("world", 0, r, 2, f"new{r}".encode(), 5, f"b{r}") for r in (0, 1))
     )
     assert second[0] == [b"new0", b"new1"]
+
+
+# -- daemon containers -----------------------------------------------------------------------
+
+
+def test_daemons_are_stopped_only_once_every_other_container_has_exited() -> None:
+    alloc = allocation()
+    alloc.mark_daemon("c1")
+    assert alloc.daemons_to_stop() == []
+    alloc.container_exited(alloc.containers["c0"], 0, "")
+    assert alloc.daemons_to_stop() == [alloc.containers["c1"]]
+    alloc.daemons_stopped = True
+    assert alloc.daemons_to_stop() == []
+
+
+def test_a_stopped_daemon_is_not_held_against_the_allocation() -> None:
+    alloc = allocation()
+    alloc.mark_daemon("c1")
+    alloc.container_exited(alloc.containers["c0"], 0, "")
+    alloc.container_exited(alloc.containers["c1"], 143, "killed")
+    assert alloc.exited and alloc.succeeded
+    assert alloc.first_failure() is None
+
+
+def test_a_daemon_that_fails_early_ends_nothing_and_blames_nothing() -> None:
+    alloc = allocation()
+    alloc.mark_daemon("c1")
+    alloc.container_exited(alloc.containers["c1"], 1, "")
+    assert not alloc.exited
+    assert alloc.daemons_to_stop() == []
+    alloc.container_exited(alloc.containers["c0"], 0, "")
+    assert alloc.succeeded
+
+
+def test_a_failed_non_daemon_still_fails_the_allocation() -> None:
+    alloc = allocation()
+    alloc.mark_daemon("c1")
+    alloc.container_exited(alloc.containers["c0"], 3, "")
+    alloc.container_exited(alloc.containers["c1"], 143, "killed")
+    assert alloc.exited and not alloc.succeeded
+    failure = alloc.first_failure()
+    assert failure is not None and failure.id == "c0"
+
+
+def test_a_daemon_lost_with_its_agent_does_not_make_the_allocation_lost() -> None:
+    alloc = allocation()
+    alloc.mark_daemon("c1")
+    alloc.containers["c1"].lost = True
+    alloc.container_exited(alloc.containers["c1"], -1, "lost")
+    alloc.container_exited(alloc.containers["c0"], 0, "")
+    assert alloc.succeeded and not alloc.lost
+
+
+def test_marking_is_idempotent_and_survives_the_containers_json() -> None:
+    alloc = allocation()
+    alloc.mark_daemon("c1")
+    alloc.mark_daemon("c1")
+    restored = [Container.from_json(d) for d in json.loads(alloc.containers_json())]
+    assert [c.daemon for c in restored] == [False, True]
+
+
+def test_marking_an_unknown_container_names_the_known_ones() -> None:
+    with pytest.raises(errors.NotFound, match=r"has no resources 'c9' \(it has c0, c1\)"):
+        allocation().mark_daemon("c9")
+
+
+def test_marking_an_exited_container_is_refused() -> None:
+    alloc = allocation()
+    alloc.container_exited(alloc.containers["c1"], 2, "")
+    with pytest.raises(errors.FailedPrecondition, match=r"already exited \(code 2\)"):
+        alloc.mark_daemon("c1")
+
+
+def test_the_last_working_container_cannot_become_a_daemon() -> None:
+    alloc = allocation()
+    alloc.mark_daemon("c1")
+    with pytest.raises(errors.FailedPrecondition, match="at least one container must do"):
+        alloc.mark_daemon("c0")
+    assert not alloc.containers["c0"].daemon

@@ -61,6 +61,7 @@ ALLOCATION_CALLS = [
     "AllocationAllGather",
     "AllocationPreemptionSignal",
     "AckAllocationPreemptionSignal",
+    "MarkAllocationResourcesDaemon",
 ]
 # What a task may call at all (each only about its own allocation, trial and experiment).
 TASK_RPCS = {

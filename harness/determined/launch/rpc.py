@@ -105,3 +105,29 @@ def all_gather(
 
     response = _call(info, request, what="exchanging rendezvous data", retry_seconds=retry_seconds)
     return [bytes(d) for d in response.data]
+
+
+def mark_resources_daemon(info: ClusterInfo, *, retry_seconds: float = RETRY_SECONDS) -> None:
+    """Tell the master that this container only serves the others (an sshd, say).
+
+    Once every other container of the allocation has exited, the master stops this one
+    (SIGTERM, then SIGKILL after its grace period), and how it exits is not held against the
+    task. A launcher calls it from each non-chief container that starts no work of its own
+    (``MarkAllocationResourcesDaemon``).
+
+    Raises:
+        determined.common.errors.DetError: no ``DET_RESOURCES_ID`` in this container, the
+            master refused (the allocation ended, say), or stayed unreachable.
+    """
+    if not info.resources_id:
+        raise errors.FailedPrecondition(
+            "DET_RESOURCES_ID is not set: this container cannot name itself to the master"
+        )
+    message = v1.MarkAllocationResourcesDaemonRequest(
+        allocation_id=info.allocation_id, resources_id=info.resources_id
+    )
+
+    def request(stub: v1.Stub) -> Any:
+        return stub.mark_allocation_resources_daemon(message)
+
+    _call(info, request, what="marking this container a daemon", retry_seconds=retry_seconds)

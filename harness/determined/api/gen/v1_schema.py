@@ -337,6 +337,12 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
     ),
     'AckPreemptionSignalResponse': (
     ),
+    'MarkAllocationResourcesDaemonRequest': (
+        ('allocation_id', 1, 'string', None, False, False, ''),
+        ('resources_id', 2, 'string', None, False, False, ''),
+    ),
+    'MarkAllocationResourcesDaemonResponse': (
+    ),
     'Checkpoint': (
         ('uuid', 1, 'string', None, False, False, ''),
         ('trial_id', 2, 'int32', None, False, False, ''),
@@ -566,6 +572,7 @@ SERVICES: dict[str, tuple[tuple[str, str, str, bool, bool], ...]] = {
         ('AllocationAllGather', 'AllGatherRequest', 'AllGatherResponse', False, False),
         ('AllocationPreemptionSignal', 'PreemptionSignalRequest', 'PreemptionSignalResponse', False, False),
         ('AckAllocationPreemptionSignal', 'AckPreemptionSignalRequest', 'AckPreemptionSignalResponse', False, False),
+        ('MarkAllocationResourcesDaemon', 'MarkAllocationResourcesDaemonRequest', 'MarkAllocationResourcesDaemonResponse', False, False),
         ('ReportCheckpoint', 'ReportCheckpointRequest', 'ReportCheckpointResponse', False, False),
         ('GetCheckpoint', 'GetCheckpointRequest', 'GetCheckpointResponse', False, False),
         ('GetCheckpoints', 'GetCheckpointsRequest', 'GetCheckpointsResponse', False, False),

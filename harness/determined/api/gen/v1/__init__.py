@@ -77,6 +77,8 @@ __all__ = (
     "LoginResponse",
     "LogoutRequest",
     "LogoutResponse",
+    "MarkAllocationResourcesDaemonRequest",
+    "MarkAllocationResourcesDaemonResponse",
     "MasterMessage",
     "MetricReport",
     "PatchUserRequest",
@@ -1338,6 +1340,38 @@ class LogoutResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "LogoutResponse", LogoutResponse)
+
+
+@dataclass(eq=False, repr=False)
+class MarkAllocationResourcesDaemonRequest(betterproto2.Message):
+    """
+    One container of the allocation says it only serves the others (an sshd for the chief's
+    horovodrun, say): once every other container has exited the master stops it, and how it
+    exits is not held against the task. Determined's route for it is
+    POST /api/v1/allocations/{allocation_id}/resources/{resources_id}/daemon.
+    """
+
+    allocation_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    resources_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The container's DET_RESOURCES_ID.
+    """
+
+
+default_message_pool.register_message(
+    "v1", "MarkAllocationResourcesDaemonRequest", MarkAllocationResourcesDaemonRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class MarkAllocationResourcesDaemonResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message(
+    "v1", "MarkAllocationResourcesDaemonResponse", MarkAllocationResourcesDaemonResponse
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -2721,6 +2755,24 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def mark_allocation_resources_daemon(
+        self,
+        message: "MarkAllocationResourcesDaemonRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "MarkAllocationResourcesDaemonResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/MarkAllocationResourcesDaemon",
+            message,
+            MarkAllocationResourcesDaemonResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def report_checkpoint(
         self,
         message: "ReportCheckpointRequest",
@@ -3039,6 +3091,12 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
     async def ack_allocation_preemption_signal(
         self, message: "AckPreemptionSignalRequest"
     ) -> "AckPreemptionSignalResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def mark_allocation_resources_daemon(
+        self, message: "MarkAllocationResourcesDaemonRequest"
+    ) -> "MarkAllocationResourcesDaemonResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
@@ -3401,6 +3459,15 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         response = await self.ack_allocation_preemption_signal(request)
         await stream.send_message(response)
 
+    async def __rpc_mark_allocation_resources_daemon(
+        self,
+        stream: "grpclib.server.Stream[MarkAllocationResourcesDaemonRequest, MarkAllocationResourcesDaemonResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.mark_allocation_resources_daemon(request)
+        await stream.send_message(response)
+
     async def __rpc_report_checkpoint(
         self, stream: "grpclib.server.Stream[ReportCheckpointRequest, ReportCheckpointResponse]"
     ) -> None:
@@ -3680,6 +3747,12 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 AckPreemptionSignalRequest,
                 AckPreemptionSignalResponse,
+            ),
+            "/v1.Determined/MarkAllocationResourcesDaemon": grpclib.const.Handler(
+                self.__rpc_mark_allocation_resources_daemon,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                MarkAllocationResourcesDaemonRequest,
+                MarkAllocationResourcesDaemonResponse,
             ),
             "/v1.Determined/ReportCheckpoint": grpclib.const.Handler(
                 self.__rpc_report_checkpoint,
