@@ -166,6 +166,15 @@ class Authenticator:
             " JOIN users u ON u.id = s.user_id WHERE s.token_digest = ?",
             (digest,),
         )
+        if row is None:
+            ended = await self._db.fetch_one(
+                "SELECT id FROM allocations WHERE token = ? AND state != 'RUNNING'", (token,)
+            )
+            if ended is not None:
+                raise errors.Unauthenticated(
+                    f"the task token of allocation {ended['id']}, which has ended: a task's "
+                    "token is good only while the task runs"
+                )
         if row is None or not row["active"]:
             raise errors.Unauthenticated(
                 "invalid or revoked session: log in again (det user login)"

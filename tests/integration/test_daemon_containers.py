@@ -8,6 +8,7 @@ minutes unless the master stops it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pathlib
@@ -16,6 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from determined.api.gen import v1
+from determined.common import client, errors
 from tests.cluster import Cluster, cluster_fixture, wait_until
 from tests.integration.test_core_api import Api, write_context
 
@@ -97,6 +100,19 @@ def experiment(cluster: Cluster, tmp_path: pathlib.Path, mode: str) -> tuple[int
     return cluster.create(cfg, ctx), sync
 
 
+def mark_directly(cluster: Cluster, daemon: dict[str, str]) -> None:
+    """MarkAllocationResourcesDaemon with the daemon's own token, from outside its task."""
+
+    async def go() -> None:
+        async with client.session(cluster.address, token=daemon["token"]) as s:
+            request = v1.MarkAllocationResourcesDaemonRequest(
+                allocation_id=daemon["allocation_id"], resources_id=daemon["resources_id"]
+            )
+            await s.call(s.stub.mark_allocation_resources_daemon(request))
+
+    asyncio.run(go())
+
+
 def gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -129,6 +145,15 @@ def test_a_trial_ends_when_its_only_working_container_ends(
     assert "NotFound" in unknown and "has no resources 'no-such-resources'" in unknown
     (other,) = api.logs(trial.id, search="marking another allocation")
     assert "PermissionDenied" in other and daemon["allocation_id"] in other
+
+    # Its task token ended with it: a late mark is refused, and says why.
+    with pytest.raises(errors.DetError) as late:
+        mark_directly(cluster, daemon)
+    assert isinstance(late.value, errors.Unauthenticated)
+    assert late.value.message == (
+        f"the task token of allocation {daemon['allocation_id']}, which has ended: a task's "
+        "token is good only while the task runs"
+    )
 
 
 def test_a_failed_chief_still_fails_the_trial(cluster: Cluster, tmp_path: pathlib.Path) -> None:
