@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 from collections import defaultdict
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpclib.server
@@ -73,6 +74,21 @@ def test_deepspeed_runs_two_tagged_workers_on_one_container(tmp_path: Path) -> N
     ]
 
 
+@contextlib.asynccontextmanager
+async def serving(servicer: v1.DeterminedBase) -> AsyncIterator[int]:
+    """A stand-in master serving ``servicer`` on a free local port, for the launchers' calls."""
+    server = grpclib.server.Server([servicer])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    await server.start("127.0.0.1", port)
+    try:
+        yield port
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
 class AllGatherMaster(v1.DeterminedBase):
     def __init__(self) -> None:
         self.calls: dict[tuple[str, str, int], dict[int, bytes]] = defaultdict(dict)
@@ -91,12 +107,7 @@ class AllGatherMaster(v1.DeterminedBase):
 async def test_deepspeed_spans_two_containers_without_ssh(tmp_path: Path) -> None:
     script = tmp_path / "all_reduce.py"
     script.write_text(ALL_REDUCE)
-    server = grpclib.server.Server([AllGatherMaster()])
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    await server.start("127.0.0.1", port)
-    try:
+    async with serving(AllGatherMaster()) as port:
         procs = [
             await asyncio.create_subprocess_exec(
                 *DEEPSPEED,
@@ -114,9 +125,6 @@ async def test_deepspeed_spans_two_containers_without_ssh(tmp_path: Path) -> Non
             for rank in (0, 1)
         ]
         results = await asyncio.wait_for(asyncio.gather(*(p.communicate() for p in procs)), 180)
-    finally:
-        server.close()
-        await server.wait_closed()
     for proc, (out, err) in zip(procs, results, strict=True):
         assert proc.returncode == 0, (out + err).decode()
     tagged = [
@@ -147,12 +155,45 @@ def test_horovod_chief_without_horovodrun_is_a_clear_error(tmp_path: Path) -> No
     assert "horovodrun is not installed: pip install horovod" in p.stderr
 
 
-def test_horovod_non_chief_waits_until_the_task_ends_it() -> None:
-    env = task_env(slots=1, addrs=["10.0.0.1", "10.0.0.2"], rank=1)
-    proc = subprocess.Popen([*HOROVOD, "--trial", "model_def:T"], env=env, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
-    assert b"waiting" in proc.stderr.readline()
-    time.sleep(0.3)
-    assert proc.poll() is None
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=10) == 0
+class DaemonMaster(v1.DeterminedBase):
+    def __init__(self) -> None:
+        self.marked: list[tuple[str, str]] = []
+
+    async def mark_allocation_resources_daemon(
+        self, message: v1.MarkAllocationResourcesDaemonRequest
+    ) -> v1.MarkAllocationResourcesDaemonResponse:
+        self.marked.append((message.allocation_id, message.resources_id))
+        return v1.MarkAllocationResourcesDaemonResponse()
+
+
+async def test_horovod_non_chief_marks_itself_a_daemon_and_waits_until_ended() -> None:
+    master = DaemonMaster()
+    async with serving(master) as port:
+        env = task_env(
+            slots=1,
+            addrs=["198.18.0.1", "198.18.0.2"],
+            rank=1,
+            DET_MASTER=f"127.0.0.1:{port}",
+            DET_RESOURCES_ID="9.1.1",
+        )
+        proc = await asyncio.create_subprocess_exec(
+            *HOROVOD, "--trial", "model_def:T", env=env, stderr=asyncio.subprocess.PIPE
+        )
+        assert proc.stderr is not None
+        line = await asyncio.wait_for(proc.stderr.readline(), 30)
+        assert b"waiting" in line
+        assert master.marked == [("9.1", "9.1.1")]
+        await asyncio.sleep(0.3)
+        assert proc.returncode is None
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+
+
+def test_horovod_non_chief_without_a_resources_id_is_a_clear_error() -> None:
+    env = task_env(slots=1, addrs=["198.18.0.1", "198.18.0.2"], rank=1)
+    p = subprocess.run(
+        [*HOROVOD, "--trial", "model_def:T"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert p.returncode == 1
+    assert "DET_RESOURCES_ID is not set" in p.stderr
+    assert "Traceback" not in p.stderr

@@ -4,8 +4,9 @@ On the chief container (rank 0) this runs
 ``horovodrun -np TOTAL -H addr1:slots1,addr2:slots2 [HVD_OVERRIDES] wrap_rank ... SCRIPT...``;
 horovodrun starts every worker itself, on the other containers over ssh, so those need an
 sshd that the chief can reach (the task image provides it: pydet starts none). The other
-containers start nothing: they wait until the task ends them and then exit 0, so the master
-must end the allocation once the chief container has exited.
+containers start nothing: they mark themselves daemons (``rpc.mark_resources_daemon``) and
+wait, and the master stops them once the chief container has exited; the chief's exit alone
+decides how the trial ends.
 
 Workers run under ``wrap_rank HOROVOD_RANK,OMPI_COMM_WORLD_RANK,PMI_RANK`` and see
 ``DET_CHIEF_IP`` and ``USE_HOROVOD``. HVD_OVERRIDES replace pydet's value for the same flag
@@ -22,7 +23,8 @@ import sys
 from collections.abc import Sequence
 
 import determined as det
-from determined.launch import _args, _rendezvous
+from determined.common import errors
+from determined.launch import _args, _rendezvous, rpc
 from determined.launch._supervisor import Worker, supervise
 
 PROG = "determined.launch.horovod"
@@ -70,6 +72,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG} runs inside a pydet task (DET_ALLOCATION_ID is not set)", file=sys.stderr)
         return 2
     if info.container_rank > 0:
+        try:
+            rpc.mark_resources_daemon(info)
+        except errors.DetError as e:
+            print(f"{PROG}: {e.message}", file=sys.stderr, flush=True)
+            return 1
         log.info("horovodrun on the chief container starts this container's workers; waiting")
         return wait_for_termination()
     if shutil.which("horovodrun") is None:
