@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from determined.launch import deepspeed
 from tests.cluster import EXAMPLES, Cluster, running, wait_until
 from tests.netns import Host, Network, Refused
 
@@ -174,6 +175,33 @@ def test_the_hand_written_launcher_of_the_seeds_runs_across_hosts(cluster: Clust
     core_api = EXAMPLES / "core_api"
     logs = completed_trial_logs(cluster, cluster.create(core_api / "4_distributed.yaml", core_api))
     assert "rank 0 finished with x=200" in logs and "rank 1 finished with x=200" in logs
+
+
+@pytest.mark.skipif(not deepspeed.installed(), reason="deepspeed is not installed")
+def test_a_two_host_deepspeed_trial_meets_across_hosts(
+    cluster: Cluster, hosts: tuple[Host, Host, Host]
+) -> None:
+    _, a, b = hosts
+    # The digits example as it is, for one epoch: one DeepSpeed node per host, each started
+    # by its own container's runner (--no_ssh), meeting at the chief's address.
+    digits = EXAMPLES / "digits"
+    exp_id = cluster.create(
+        digits / "deepspeed.yaml",
+        digits,
+        "--config",
+        "entrypoint=python3 -m determined.launch.deepspeed python3 deepspeed_train.py "
+        "--deepspeed --deepspeed_config ds_config.json --epochs 1",
+    )
+    logs = completed_trial_logs(cluster, exp_id)
+    for rank in (0, 1):
+        assert f"[rank={rank}] " in logs and f"DeepSpeed engine on cpu, rank {rank} of 2" in logs
+    # Both containers' runners were given the chief's address, one of the two hosts.
+    chief = set(re.findall(r"'--master_addr', '([\d.]+)'", logs))
+    assert len(chief) == 1 and chief <= {a.address, b.address}, logs
+    # One slot per host: node 0 ran on one host and node 1 on the other.
+    assert "'--node_rank', '0'" in logs and "'--node_rank', '1'" in logs, logs
+    (trial,) = cluster.trials(exp_id)
+    assert trial["restarts"] == 0
 
 
 def test_a_trial_resumes_on_the_other_host_from_its_checkpoint(
