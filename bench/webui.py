@@ -30,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
+from pydet.master.gateway import spa
 from tests.cluster import EXAMPLES, Cluster
 
 CHROMIUM = "/usr/bin/chromium"
@@ -163,7 +164,7 @@ def main() -> int:
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--screenshots", type=pathlib.Path, help="save each page's last run here")
     args = parser.parse_args()
-    if not (pathlib.Path(__file__).resolve().parent.parent / "webui/dist/index.html").is_file():
+    if not (spa.packaged_build() / "index.html").is_file():
         print("the WebUI is not built: run scripts/webui.sh build", file=sys.stderr)
         return 1
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import importlib.resources as resources
 import os
 import socket
 import subprocess
@@ -179,7 +180,8 @@ def cluster_up(args: argparse.Namespace) -> int:
         f"Logged in as {ADMIN}; the {ADMIN} password (for the WebUI and other machines) is in "
         f"{admin_password_file(data_dir)}"
     )
-    built = (Path(__file__).resolve().parent.parent / "webui/dist/index.html").is_file()
+    # Not through pydet.master.gateway, which would import the whole master into `det`.
+    built = resources.files("pydet.master").joinpath("gateway", "webui", "index.html").is_file()
     print(f"WebUI at http://localhost:{port}/" + ("" if built else " (run scripts/webui.sh build)"))
     print("Stop it with: det deploy local cluster-down")
     print(f"Cluster ready: 1 master, {args.agents} agents")

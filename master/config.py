@@ -23,6 +23,7 @@ _KEYS = {
     "log_level",
     "advertised_address",
     "security",
+    "webui_dir",
 }
 _SECURITY_KEYS = {
     "agent_token_file",
@@ -77,6 +78,8 @@ class MasterConfig:
     log_level: str = "info"
     advertised_address: str = ""
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    # A development build of the WebUI to serve instead of the one in the package.
+    webui_dir: pathlib.Path | None = None
 
     @property
     def db_path(self) -> pathlib.Path:
@@ -196,7 +199,7 @@ def load(args: argparse.Namespace) -> MasterConfig:
         unknown = sorted(set(raw) - _KEYS)
         if unknown:
             raise _fail(f"{unknown[0]}: unknown key (known: {', '.join(sorted(_KEYS))})")
-    for key in ("host", "port", "data_dir", "log_level", "agent_reconnect_timeout"):
+    for key in ("host", "port", "data_dir", "log_level", "agent_reconnect_timeout", "webui_dir"):
         value = getattr(args, key, None)
         if value is not None:
             raw[key] = value
@@ -228,7 +231,20 @@ def load(args: argparse.Namespace) -> MasterConfig:
         log_level=str(raw.get("log_level", "info")),
         advertised_address=str(raw.get("advertised_address", "")),
         security=_security(raw.get("security")),
+        webui_dir=_webui_dir(raw.get("webui_dir")),
     )
+
+
+def _webui_dir(value: Any) -> pathlib.Path | None:
+    if value is None:
+        return None
+    path = _path(value, "webui_dir")
+    if not path.is_dir():
+        raise _fail(
+            f"webui_dir: {path} is not a directory (a WebUI build, e.g. from "
+            "scripts/webui.sh watch DIR)"
+        )
+    return path
 
 
 def parser() -> argparse.ArgumentParser:
@@ -245,4 +261,11 @@ def parser() -> argparse.ArgumentParser:
         help="seconds to wait for a lost agent before restarting its trials (default 60)",
     )
     p.add_argument("--log-level", dest="log_level", help="debug, info, warning or error")
+    p.add_argument(
+        "--webui-dir",
+        dest="webui_dir",
+        metavar="DIR",
+        help="serve the WebUI from DIR, a development build (scripts/webui.sh watch DIR), "
+        "instead of the one installed with pydet",
+    )
     return p

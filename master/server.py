@@ -152,8 +152,14 @@ class Master:
             codec=wire.WireCodec(),
             config=KEEPALIVE,
         )
+        if self.cfg.webui_dir is not None:
+            log.info("serving the WebUI from %s (a development build)", self.cfg.webui_dir)
         app = gateway.build(
-            service, authenticator, lookup, session_lifetime=self.cfg.security.session_lifetime
+            service,
+            authenticator,
+            lookup,
+            session_lifetime=self.cfg.security.session_lifetime,
+            webui_dir=self.cfg.webui_dir,
         )
         security = self.cfg.security
         self._listener = Listener(

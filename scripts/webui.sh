@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The WebUI's tooling.
-#   scripts/webui.sh build     npm ci + type check + vite build into webui/dist (skipped when
-#                              nothing in webui/ changed since the last build)
+#   scripts/webui.sh build     npm ci + type check + vite build into master/gateway/webui, the
+#                              master's package data (skipped when nothing in webui/ changed
+#                              since the last build)
+#   scripts/webui.sh watch DIR a development build into DIR, rebuilt on every change, for
+#                              `det-master --webui-dir DIR`
 #   scripts/webui.sh test      the SPA's unit tests (vitest) and its strict type check
 #   scripts/webui.sh browser   Debian's Chromium and Playwright for Python, for tests/webui
 #                              (Playwright's own browser download is impossible here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+OUT=master/gateway/webui
 PYTHON=${PYTHON:-python3}
 if [ -x .venv/bin/python ]; then
   PYTHON=.venv/bin/python
@@ -21,7 +25,7 @@ need_npm() {
 }
 
 sources_hash() {
-  find webui -path webui/node_modules -prune -o -path webui/dist -prune -o -type f -print \
+  find webui -path webui/node_modules -prune -o -type f -print \
     | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1
 }
 
@@ -38,12 +42,24 @@ install_deps() {
 build() {
   local want
   want=$(sources_hash)
-  if [ -f webui/dist/index.html ] && [ "$(cat webui/dist/.pydet-built 2>/dev/null)" = "$want" ]; then
+  if [ -f $OUT/index.html ] && [ "$(cat $OUT/.pydet-built 2>/dev/null)" = "$want" ]; then
     return
   fi
   install_deps
   (cd webui && npm run --silent build)
-  echo "$want" > webui/dist/.pydet-built
+  echo "$want" > $OUT/.pydet-built
+}
+
+watch() {
+  if [ -z "${1:-}" ]; then
+    echo "usage: scripts/webui.sh watch DIR" >&2
+    exit 2
+  fi
+  local dir
+  dir=$(mkdir -p "$1" && cd "$1" && pwd)
+  install_deps
+  echo "webui.sh: building into $dir on every change; serve it with det-master --webui-dir $dir" >&2
+  (cd webui && npx vite build --watch --outDir "$dir" --emptyOutDir)
 }
 
 unit_tests() {
@@ -64,10 +80,11 @@ browser() {
 
 case "${1:-}" in
   build) build ;;
+  watch) watch "${2:-}" ;;
   test) unit_tests ;;
   browser) browser ;;
   *)
-    echo "usage: scripts/webui.sh build|test|browser" >&2
+    echo "usage: scripts/webui.sh build|watch DIR|test|browser" >&2
     exit 2
     ;;
 esac

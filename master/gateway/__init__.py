@@ -11,6 +11,7 @@ else: the shared hierarchy's HTTP status with its message, anything unexpected a
 from __future__ import annotations
 
 import logging
+import pathlib
 from collections.abc import Awaitable, Callable
 
 from starlette.applications import Starlette
@@ -71,6 +72,7 @@ def build(
     lookup: authz.Lookup,
     *,
     session_lifetime: float = 7 * 24 * 3600.0,
+    webui_dir: pathlib.Path | None = None,
 ) -> Starlette:
     async def health(request: Request) -> Response:
         info = service.master_info()
@@ -94,7 +96,7 @@ def build(
         *gateway_auth.routes(auth, session_lifetime),
     ]
     app = Starlette(
-        routes=[*_mapped_routes(api, auth), *gateway_spa.routes()],
+        routes=[*_mapped_routes(api, auth), *gateway_spa.routes(webui_dir)],
         exception_handlers={HTTPException: http_error},
     )
     app.state.lookup = lookup

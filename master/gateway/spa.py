@@ -1,34 +1,55 @@
-"""The built WebUI: files from ``webui/dist``, and ``index.html`` for every other path so
-that a client-side route (``/experiments/3``) survives a reload."""
+"""The WebUI: the built single-page app, and ``index.html`` for every other path so that a
+client-side route (``/experiments/3``) survives a reload.
+
+The build ships inside this package (``webui/``, written by ``scripts/webui.sh build`` and
+carried in the wheel as package data), found through the import system so that a checkout
+and an installed wheel serve the same files. ``det-master --webui-dir DIR`` serves a
+development build from DIR instead.
+"""
 
 from __future__ import annotations
 
+import importlib.resources
 import pathlib
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-WEBUI_DIST = pathlib.Path(__file__).resolve().parents[2] / "webui" / "dist"
-
 _NOT_BUILT = (
     "<!doctype html><title>pydet</title><h1>pydet master</h1>"
     "<p>The WebUI is not built (run <code>scripts/webui.sh build</code>); the JSON API is at "
     "<a href='/api/v1/experiments'>/api/v1/experiments</a>.</p>"
+)
+_NO_DEV_BUILD = (
+    "<!doctype html><title>pydet</title><h1>pydet master</h1>"
+    "<p>No <code>index.html</code> in the WebUI directory given with <code>--webui-dir</code> "
+    "yet (is <code>scripts/webui.sh watch DIR</code> building into it?); reload once it is "
+    "there.</p>"
 )
 
 # Vite puts a content hash in every asset's name: safe to cache for good.
 _IMMUTABLE = {"Cache-Control": "public, max-age=31536000, immutable"}
 
 
-def routes(dist: pathlib.Path = WEBUI_DIST) -> list[Route]:
-    root = dist.resolve()
+def packaged_build() -> pathlib.Path:
+    """The build that ships in this package (possibly not built yet, in a checkout)."""
+    root = importlib.resources.files("pydet.master.gateway").joinpath("webui")
+    # pip installs wheels as plain files (never zipped), so the package data is a directory.
+    if not isinstance(root, pathlib.Path):
+        raise RuntimeError(f"pydet's package data is not on a filesystem: {root}")
+    return root
+
+
+def routes(dev_build: pathlib.Path | None = None) -> list[Route]:
+    root = (dev_build or packaged_build()).resolve()
+    missing = _NO_DEV_BUILD if dev_build is not None else _NOT_BUILT
 
     def index() -> Response:
         page = root / "index.html"
         if page.is_file():
             return FileResponse(page, headers={"Cache-Control": "no-cache"})
-        return HTMLResponse(_NOT_BUILT)
+        return HTMLResponse(missing)
 
     async def serve(request: Request) -> Response:
         path = str(request.path_params.get("path", ""))

@@ -39,3 +39,17 @@ def test_resource_pools_are_read(tmp_path: pathlib.Path) -> None:
     assert [p.name for p in cfg.resource_pools] == ["gpu", "cpu"]
     assert cfg.resource_pools[0].scheduler == "fair_share"
     assert cfg.default_resource_pool == "cpu"
+
+
+def test_a_webui_dir_from_the_file_or_a_flag_is_served_instead(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "flag").mkdir()
+    assert load(tmp_path, "port: 9000\n").webui_dir is None
+    assert load(tmp_path, f"webui_dir: {tmp_path / 'dev'}\n").webui_dir == tmp_path / "dev"
+    cfg = load(tmp_path, f"webui_dir: {tmp_path / 'dev'}\n", "--webui-dir", str(tmp_path / "flag"))
+    assert cfg.webui_dir == tmp_path / "flag"
+
+
+def test_a_webui_dir_that_is_not_a_directory_is_refused(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(errors.InvalidArgument, match=r"webui_dir: .*/nowhere is not a directory"):
+        load(tmp_path, "", "--webui-dir", str(tmp_path / "nowhere"))

@@ -10,7 +10,8 @@ import pathlib
 import urllib.request
 from typing import Any
 
-from tests.cluster import ROOT, Cluster, wait_until
+from pydet.master.gateway import spa
+from tests.cluster import Cluster, wait_until
 
 CTX = pathlib.Path(__file__).resolve().parent / "ctx"
 CHROMIUM = "/usr/bin/chromium"
@@ -25,7 +26,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-DIST = ROOT / "webui" / "dist" / "index.html"
+# What the master serves: the build in its package (scripts/webui.sh build writes it).
+DIST = spa.packaged_build() / "index.html"
 
 
 def missing_browser_setup() -> str | None:

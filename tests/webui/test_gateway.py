@@ -267,11 +267,18 @@ async def test_unknown_api_paths_are_json_404_not_the_app(spa: Starlette) -> Non
     assert json.loads(body) == {"error": "no API route /api/v1/nope"}
 
 
-async def test_without_a_build_the_master_says_how_to_build(tmp_path: pathlib.Path) -> None:
-    app = Starlette(routes=gateway_spa.routes(tmp_path / "missing"))
+async def test_an_empty_development_build_says_what_to_run(tmp_path: pathlib.Path) -> None:
+    app = Starlette(routes=gateway_spa.routes(tmp_path))
     status, body = await call(app, "/experiments")
     assert status == 200
-    assert b"scripts/webui.sh build" in body
+    assert b"scripts/webui.sh watch DIR" in body
+    (tmp_path / "index.html").write_text("<!doctype html><title>dev</title>")
+    assert await call(app, "/experiments") == (200, b"<!doctype html><title>dev</title>")
+
+
+def test_the_build_is_found_in_the_package_not_the_checkout() -> None:
+    package = pathlib.Path(gateway.__file__).parent
+    assert gateway_spa.packaged_build() == package / "webui"
 
 
 # -- the metrics listing -------------------------------------------------------------------
