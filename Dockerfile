@@ -3,6 +3,10 @@
 #   scripts/docker/build-images.sh          builds pydet-base:trixie, then this as pydet-task:latest
 #   docker build --network host -t pydet-task:latest .     (with a base image of your own: --build-arg BASE=...)
 #
+# The context is a pydet source tree: this checkout (scripts/webui.sh build first: the master
+# serves the WebUI from its package), or the one pydet.cli.images assembles from an installed
+# pydet, which carries this file as package data (pydet/cli/image/).
+#
 # The default command runs a master; `det-agent ...` runs an agent; the docker runtime also
 # uses this image for tasks without environment.image (`python3 -m determined.exec.launch`).
 # Run everything with --network host: pydet never uses bridge networks. README.md, "Docker".
@@ -24,12 +28,8 @@ COPY pyproject.toml /tmp/pydet/pyproject.toml
 RUN python3 -c "import tomllib; print('\n'.join(tomllib.load(open('/tmp/pydet/pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/pydet/requirements.txt \
  && pip install --no-cache-dir -r /tmp/pydet/requirements.txt
 
-# Only what the package is made of: a plain `docker build .` must not copy .venv or node_modules.
-COPY pyproject.toml README.md /tmp/pydet/src/
-COPY master /tmp/pydet/src/master
-COPY agent /tmp/pydet/src/agent
-COPY cli /tmp/pydet/src/cli
-COPY harness /tmp/pydet/src/harness
+# Only what the package is made of (.dockerignore keeps .venv and node_modules out).
+COPY . /tmp/pydet/src/
 RUN pip install --no-cache-dir --no-deps /tmp/pydet/src \
  && rm -rf /tmp/pydet \
  && mkdir -p /run/determined/workdir /var/lib/pydet \

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import errno
 import importlib.resources as resources
 import os
@@ -25,15 +26,13 @@ from typing import NoReturn
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, auth, local_cluster
+from pydet.cli import Subparsers, auth, images, local_cluster
 from pydet.cli.local_cluster import ClusterState, Proc
 
 DEFAULT_DATA_DIR = "~/.local/share/pydet/local"
 ADMIN = "admin"
 READY_TIMEOUT = 30.0
-DEFAULT_TASK_IMAGE = "pydet-task:latest"
-# In a checkout (or an editable install); a wheel has no scripts.
-BUILD_IMAGES = Path(__file__).resolve().parent.parent / "scripts" / "docker" / "build-images.sh"
+DEFAULT_TASK_IMAGE = images.DEFAULT_TASK_IMAGE
 
 
 def _count(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
@@ -249,8 +248,8 @@ async def _wait_for_agents(
 def ensure_task_image(image: str) -> None:
     """Make sure the local Docker engine has ``image``, building the default one if not.
 
-    There is no registry to pull from, so a missing default image is built here with the
-    project's script; any other missing image is the user's to build.
+    There is no registry to pull from, so a missing default image is built here from the
+    pydet installed here (``pydet.cli.images``); any other missing image is the user's to build.
     """
     if asyncio.run(_image_present(image)):
         print(f"Tasks without environment.image run in Docker image {image}")
@@ -261,20 +260,15 @@ def ensure_task_image(image: str) -> None:
             f"it from; build it (docker build --network host -t {image} ...) or leave out "
             f"--default-image to use {DEFAULT_TASK_IMAGE}"
         )
-    if not BUILD_IMAGES.is_file():
-        raise errors.FailedPrecondition(
-            f"Docker image {image} is missing; build it from a pydet checkout with "
-            "scripts/docker/build-images.sh"
-        )
     print(
-        f"Docker image {image} is missing: building it with {BUILD_IMAGES} "
-        "(a first build takes a few minutes)",
+        f"Docker image {image} is missing: building it from pydet as installed in "
+        f"{images.installed_at()} (a first build takes a few minutes)",
         flush=True,
     )
-    env = dict(os.environ, PYDET_TASK_IMAGE=image)
-    code = subprocess.run([str(BUILD_IMAGES)], env=env, check=False).returncode
-    if code != 0:
-        raise errors.DetError(f"building {image} failed (exit code {code}); see the output above")
+    try:
+        images.build(dataclasses.replace(images.Settings.from_env(), task=image))
+    except subprocess.TimeoutExpired as e:
+        raise errors.DetError(f"building {image}: {e.cmd[0]} did not finish in time") from None
     print(f"Tasks without environment.image run in Docker image {image}")
 
 
