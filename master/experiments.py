@@ -92,6 +92,11 @@ class Experiments:
         """The config, parsed with the master's defaults; its resource pool is always set
         (an experiment's config is where its job settings are kept)."""
         cfg = expconf.parse_experiment_config(expconf.load_yaml(text), self._info.defaults)
+        if isinstance(cfg.searcher, expconf.UnsupportedSearcher):
+            raise errors.InvalidArgument(
+                f"searcher.name: pydet does not run the {cfg.searcher.name} searcher (Determined "
+                "no longer does either); use single, random, grid, adaptive_asha or async_halving"
+            )
         pool = cfg.resources.resource_pool or self._info.default_pool
         if pool not in self._info.pools:
             raise errors.InvalidArgument(
@@ -150,6 +155,14 @@ class Experiments:
         self._live.add(exp)
         await self._runner.apply(exp, search.initial_operations())
         log.info("created experiment %d", exp.id)
+        unused = expconf.unused_settings(cfg)
+        if unused:
+            log.info(
+                "experiment %d sets %s: accepted for compatibility with Determined, "
+                "not acted on by pydet",
+                exp.id,
+                ", ".join(unused),
+            )
         return exp.id
 
     # -- the task manager's callbacks (TaskOwner) --------------------------------------------------

@@ -34,6 +34,8 @@ def preview(config: expconf.ExperimentConfig) -> tuple[Entries, str]:
         return [(searcher.max_trials, length)], _unit(searcher.max_length)
     if isinstance(searcher, expconf.GridSearcher):
         return [(grid_size(config.hyperparameters), length)], _unit(searcher.max_length)
+    if isinstance(searcher, expconf.UnsupportedSearcher):
+        raise ValueError(f"no preview for the {searcher.name} searcher")
     if searcher.time_metric is not None:
         unit = searcher.time_metric if searcher.time_metric in _UNITS else ""
     else:

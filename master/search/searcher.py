@@ -59,4 +59,7 @@ def new_search(config: expconf.ExperimentConfig, seed: int) -> SearchMethod:
         return RandomSearch(config, seed)
     if isinstance(searcher, expconf.GridSearcher):
         return GridSearch(config, seed)
+    if isinstance(searcher, expconf.UnsupportedSearcher):
+        # Experiments.validate refuses these before a search is made.
+        raise ValueError(f"no search method for the {searcher.name} searcher")
     return AdaptiveASHASearch(config, seed)

@@ -42,6 +42,7 @@ from determined.common.expconf import (
     parse_experiment_config,
     unflatten_hparams,
 )
+from determined.common.expconf._profiling import OPTIMIZATIONS_DEFAULTS
 
 MINIMAL = """
 entrypoint: python3 train.py
@@ -369,8 +370,14 @@ optimizations: {aggregation_frequency: 2}
             "preemption_timeout": 0,
             "project": "p",
             "workspace": "w",
-            "profiling": {"enabled": True, "begin_on_batch": 3},
-            "optimizations": {"aggregation_frequency": 2},
+            "profiling": {
+                "enabled": True,
+                "begin_on_batch": 3,
+                "end_after_batch": None,
+                "sync_timings": True,
+            },
+            # What is left out takes Determined's defaults.
+            "optimizations": dict(OPTIMIZATIONS_DEFAULTS, aggregation_frequency=2),
         },
     ),
     (
@@ -548,8 +555,8 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
             "resources.max_slots: must be >= 1",
             "resources.weight: must be > 0",
             "resources.priority: must be between 1 and 99",
-            "resources.shm_size: expected a size in bytes or a string like '4G' or '512M', "
-            "got 'lots'",
+            "resources.shm_size: expected a size in bytes or a string like '4G', '512 MB' or "
+            "'1GiB', got 'lots'",
         ],
     ),
     (
@@ -569,8 +576,11 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
     ),
     (
         "unknown_searcher",
-        minimal_with(searcher={"name": "pbt", "population_size": 3}),
-        ["searcher.name: expected one of single, random, grid, adaptive_asha; got 'pbt'"],
+        minimal_with(searcher={"name": "bayesian", "population_size": 3}),
+        [
+            "searcher.name: expected one of single, random, grid, adaptive_asha, async_halving; "
+            "got 'bayesian'"
+        ],
     ),
     (
         "searcher_missing_metric_and_max_trials",
@@ -686,7 +696,7 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "negative_length",
         minimal_with(searcher={"name": "single", "max_length": {"epochs": -1}}),
-        ["searcher.max_length.epochs: must be >= 0"],
+        ["searcher.max_length.epochs: must be >= 1"],
     ),
     (
         "bad_checkpoint_storage_type",

@@ -12,6 +12,7 @@ from determined.common.expconf._config import (
     ExperimentConfig,
     Reproducibility,
     parse_experiment_config,
+    unused_settings,
 )
 from determined.common.expconf._environment import (
     DeviceType,
@@ -34,16 +35,19 @@ from determined.common.expconf._hyperparameters import (
     unflatten_hparams,
 )
 from determined.common.expconf._lengths import Length, Unit
+from determined.common.expconf._log_policies import LogPolicy, Signal
 from determined.common.expconf._merge import merge_defaults
 from determined.common.expconf._mounts import BindMount, Propagation
 from determined.common.expconf._resources import Device, ResourcesConfig
 from determined.common.expconf._searcher import (
     AdaptiveASHASearcher,
     AshaMode,
+    AsyncHalvingSearcher,
     GridSearcher,
     RandomSearcher,
     SearcherConfig,
     SingleSearcher,
+    UnsupportedSearcher,
 )
 from determined.common.expconf._storage import (
     AzureStorage,
@@ -58,6 +62,7 @@ from determined.common.expconf._yaml import load_yaml
 __all__ = [
     "AdaptiveASHASearcher",
     "AshaMode",
+    "AsyncHalvingSearcher",
     "AzureStorage",
     "BindMount",
     "CategoricalHP",
@@ -80,6 +85,7 @@ __all__ = [
     "InvalidConfig",
     "Length",
     "LogHP",
+    "LogPolicy",
     "Propagation",
     "ProxyPort",
     "RandomSearcher",
@@ -89,11 +95,14 @@ __all__ = [
     "S3Storage",
     "SearcherConfig",
     "SharedFSStorage",
+    "Signal",
     "SingleSearcher",
     "Unit",
+    "UnsupportedSearcher",
     "flatten_hparams",
     "load_yaml",
     "merge_defaults",
     "parse_experiment_config",
     "unflatten_hparams",
+    "unused_settings",
 ]

@@ -16,9 +16,17 @@ from determined.common.expconf._hyperparameters import (
     hyperparameters_to_dict,
     parse_hyperparameters,
 )
+from determined.common.expconf._kept import IGNORED_SECTIONS, default_kept, parse_kept
 from determined.common.expconf._lengths import Length, read_length
+from determined.common.expconf._log_policies import LogPolicy, parse_log_policies
 from determined.common.expconf._merge import merge_defaults
 from determined.common.expconf._mounts import BindMount, parse_bind_mounts
+from determined.common.expconf._profiling import (
+    OPTIMIZATIONS_DEFAULTS,
+    PROFILING_DEFAULTS,
+    parse_optimizations,
+    parse_profiling,
+)
 from determined.common.expconf._reader import Problems, Section, as_str, describe, index
 from determined.common.expconf._resources import ResourcesConfig, parse_resources
 from determined.common.expconf._searcher import (
@@ -77,8 +85,13 @@ class ExperimentConfig:
     preemption_timeout: int = 30
     project: str | None = None
     workspace: str | None = None
-    profiling: dict[str, Any] = field(default_factory=dict)
-    optimizations: dict[str, Any] = field(default_factory=dict)
+    profiling: dict[str, Any] = field(default_factory=lambda: dict(PROFILING_DEFAULTS))
+    optimizations: dict[str, Any] = field(default_factory=lambda: dict(OPTIMIZATIONS_DEFAULTS))
+    log_policies: tuple[LogPolicy, ...] = ()
+    tensorboard_storage: CheckpointStorageConfig | None = None
+    # slurm, pbs, security, data_layer, internal, integrations, retention_policy: checked and
+    # kept as written (see _kept.py); None where the config leaves one out.
+    kept: dict[str, Any] = field(default_factory=default_kept)
 
     @property
     def entrypoint_is_trial_class(self) -> bool:
@@ -117,11 +130,32 @@ class ExperimentConfig:
             "reproducibility": self.reproducibility.to_dict(),
             "perform_initial_validation": self.perform_initial_validation,
             "preemption_timeout": self.preemption_timeout,
-            "project": self.project,
-            "workspace": self.workspace,
+            # Determined writes "" for "the default"; it reads back as None.
+            "project": self.project or "",
+            "workspace": self.workspace or "",
             "profiling": copy.deepcopy(self.profiling),
             "optimizations": copy.deepcopy(self.optimizations),
+            "log_policies": [p.to_dict() for p in self.log_policies],
+            "tensorboard_storage": (
+                None if self.tensorboard_storage is None else self.tensorboard_storage.to_dict()
+            ),
+            **copy.deepcopy(self.kept),
         }
+
+
+def unused_settings(config: ExperimentConfig) -> list[str]:
+    """The sections a config sets that pydet accepts for Determined's sake but does not act on,
+    for the master to note when it creates the experiment."""
+    unused = [key for key in IGNORED_SECTIONS if config.kept.get(key) is not None]
+    if config.kept.get("data_layer") == default_kept()["data_layer"]:
+        unused.remove("data_layer")
+    if config.tensorboard_storage is not None:
+        unused.append("tensorboard_storage")
+    if config.log_policies:
+        unused.append("log_policies")
+    if config.environment.slurm or config.environment.pbs:
+        unused.append("environment.slurm/pbs")
+    return unused
 
 
 def parse_experiment_config(
@@ -161,10 +195,15 @@ def parse_experiment_config(
     seed = _seed(sec.child("reproducibility"))
     perform_initial_validation = sec.boolean("perform_initial_validation", False)
     preemption_timeout = sec.integer("preemption_timeout", 30, minimum=0)
-    project = sec.string("project", None, non_empty=True)
-    workspace = sec.string("workspace", None, non_empty=True)
-    profiling = sec.json_mapping("profiling")
-    optimizations = sec.json_mapping("optimizations")
+    project = sec.string("project", None) or None
+    workspace = sec.string("workspace", None) or None
+    profiling = parse_profiling(sec.child("profiling"))
+    optimizations = parse_optimizations(sec.child("optimizations"))
+    log_policies = parse_log_policies(problems, "log_policies", sec.raw("log_policies"))
+    tensorboard_storage = parse_checkpoint_storage(
+        problems, "tensorboard_storage", sec.raw("tensorboard_storage")
+    )
+    kept = parse_kept(sec)
     sec.finish()
     if problems or entrypoint is None or searcher is None:
         raise InvalidConfig(problems.errors or ["the config is invalid"])
@@ -194,6 +233,9 @@ def parse_experiment_config(
         workspace=workspace,
         profiling=profiling,
         optimizations=optimizations,
+        log_policies=log_policies,
+        tensorboard_storage=tensorboard_storage,
+        kept=kept,
     )
 
 

@@ -94,6 +94,9 @@ class EnvironmentConfig:
     ports: dict[str, int] = field(default_factory=dict)
     proxy_ports: tuple[ProxyPort, ...] = ()
     pod_spec: Any = None
+    # Determined's per-task Slurm and PBS options: kept for its configs, unused by pydet.
+    slurm: tuple[str, ...] = ()
+    pbs: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +109,8 @@ class EnvironmentConfig:
             "ports": dict(self.ports),
             "proxy_ports": [p.to_dict() for p in self.proxy_ports],
             "pod_spec": self.pod_spec,
+            "slurm": list(self.slurm),
+            "pbs": list(self.pbs),
         }
 
 
@@ -202,6 +207,25 @@ def _proxy_port(problems: Problems, path: str, value: Any) -> ProxyPort | None:
     )
 
 
+# The name of the container that runs the task in Determined's pod specs; the task's own
+# settings come from the experiment config, so a pod_spec may only add containers beside it.
+_TASK_CONTAINER = "determined-container"
+
+
+def _pod_spec(sec: Section) -> Any:
+    spec = sec.json("pod_spec")
+    containers = spec.get("spec", {}).get("containers") if isinstance(spec, dict) else None
+    if isinstance(containers, list):
+        for i, container in enumerate(containers):
+            if isinstance(container, dict) and container.get("name") == _TASK_CONTAINER:
+                sec.problems.add(
+                    f"{sec.at('pod_spec')}.spec.containers[{i}]",
+                    f"the {_TASK_CONTAINER} container is not configurable through pod_spec; "
+                    "set its image, resources and variables in the experiment config",
+                )
+    return spec
+
+
 def parse_environment(sec: Section) -> EnvironmentConfig:
     config = EnvironmentConfig(
         image=_image(sec),
@@ -212,7 +236,9 @@ def parse_environment(sec: Section) -> EnvironmentConfig:
         drop_capabilities=sec.strings("drop_capabilities"),
         ports=_ports(sec),
         proxy_ports=sec.list_of("proxy_ports", lambda p, v: _proxy_port(sec.problems, p, v)) or (),
-        pod_spec=sec.json("pod_spec"),
+        pod_spec=_pod_spec(sec),
+        slurm=sec.strings("slurm"),
+        pbs=sec.strings("pbs"),
     )
     sec.finish()
     return config

@@ -10,6 +10,7 @@ from typing import Any, TypeAlias
 from determined.common.expconf._reader import Problems, Section, as_json, describe, join
 
 HP_TYPES = ("const", "int", "double", "log", "categorical")
+RANGED_TYPES = ("int", "double", "log")
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,8 @@ def parse_hyperparameters(problems: Problems, path: str, value: Any) -> HParamTr
     """Reads a group of hyperparameters.
 
     A mapping with a ``type`` key declares one hyperparameter; any other mapping is a nested
-    group; anything else is a constant. A name given as ``null`` is treated as not given.
+    group; anything else (``null`` included) is a constant. A list is a constant too, but
+    declarations written inside it are checked as Determined checks them.
     """
     tree: HParamTree = {}
     if value is None:
@@ -129,8 +131,6 @@ def parse_hyperparameters(problems: Problems, path: str, value: Any) -> HParamTr
         if not isinstance(name, str):
             problems.add(path, f"names must be strings, got {describe(name)}")
             continue
-        if item is None:
-            continue
         item_path = join(path, name)
         if isinstance(item, Mapping) and "type" not in item:
             tree[name] = parse_hyperparameters(problems, item_path, item)
@@ -139,8 +139,23 @@ def parse_hyperparameters(problems: Problems, path: str, value: Any) -> HParamTr
             if hp is not None:
                 tree[name] = hp
         else:
+            if isinstance(item, list | tuple):
+                _check_listed(problems, item_path, item)
             tree[name] = ConstHP(as_json(problems, item_path, item))
     return tree
+
+
+def _check_listed(problems: Problems, path: str, value: Any) -> None:
+    """Reports mistakes in declarations inside a list (``[{type: categorical}]`` without
+    ``vals``, say), at their place in it."""
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _check_listed(problems, f"{path}[{i}]", item)
+    elif isinstance(value, Mapping) and "type" in value:
+        _parse_typed(problems, path, value)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_listed(problems, join(path, str(key)), item)
 
 
 def _parse_typed(problems: Problems, path: str, value: Mapping[str, Any]) -> Hyperparameter | None:

@@ -63,10 +63,12 @@ class Length:
 
 
 def parse_length(
-    problems: Problems, path: str, value: Any, *, allow_bare: bool = False
+    problems: Problems, path: str, value: Any, *, allow_bare: bool = False, positive: bool = False
 ) -> Length | None:
+    """``positive``: a length to train for, where zero would be a trial that never trains."""
+    least = 1 if positive else 0
     if allow_bare and isinstance(value, int) and not isinstance(value, bool):
-        count = as_int(problems, path, value, minimum=0)
+        count = as_int(problems, path, value, minimum=least)
         return None if count is None else Length(None, count)
     if not isinstance(value, Mapping):
         expected = "an integer or a length" if allow_bare else "a length"
@@ -78,11 +80,15 @@ def parse_length(
         problems.add(path, f"expected exactly one of {', '.join(UNITS)}; got {got}")
         return None
     unit: Unit = next(u for u in UNITS if u == keys[0])
-    count = as_int(problems, join(path, unit), value[unit], minimum=0)
+    count = as_int(problems, join(path, unit), value[unit], minimum=least)
     return None if count is None else Length(unit, count)
 
 
-def read_length(sec: Section, key: str, default: D, *, allow_bare: bool = False) -> Length | D:
+def read_length(
+    sec: Section, key: str, default: D, *, allow_bare: bool = False, positive: bool = False
+) -> Length | D:
     return sec.get(
-        key, default, lambda p, v: parse_length(sec.problems, p, v, allow_bare=allow_bare)
+        key,
+        default,
+        lambda p, v: parse_length(sec.problems, p, v, allow_bare=allow_bare, positive=positive),
     )

@@ -274,6 +274,11 @@ class Section:
         copied: dict[str, Any] = as_json(self.problems, self.at(key), value)
         return copied
 
+    def json_copy(self) -> dict[str, Any]:
+        """The whole mapping as JSON, every key counted as read."""
+        self._seen.update(self._raw)
+        return {key: as_json(self.problems, self.at(key), item) for key, item in self._raw.items()}
+
     def skip_rest(self) -> None:
         """Stops unknown-key reports where the keys' meaning hinges on a value already bad."""
         self._seen.update(self._raw)

@@ -9,8 +9,10 @@ from typing import Any
 from determined.common.expconf._mounts import as_abs_path
 from determined.common.expconf._reader import Problems, Section, as_int, as_str, describe
 
-# Docker's own size syntax: "4G", "512m", "1.5GiB", "1024b".
-_SIZE = re.compile(r"^[0-9]+(\.[0-9]+)?\s*([kKmMgGtT][iI]?)?[bB]?$")
+# A memory size as Determined reads one: a number, at most one space, then an optional unit
+# (b, or k/m/g/t/p optionally followed by b or ib): "4G", "512 mb", "1.5GiB", ".5g", "1024b".
+# "1 gi" (a binary prefix without its b) is not a size.
+_SIZE = re.compile(r"^(?:[0-9]*\.)?[0-9]+ ?(?:[kmgtpKMGTP](?:[iI]?[bB])?|[bB])?$")
 _DEVICE_MODE = re.compile(r"^[rwm]+$")
 
 
@@ -45,6 +47,7 @@ class ResourcesConfig:
     agent_label: str = ""
     is_single_node: bool = False
     native_parallel: bool = False
+    slots: int | None = None  # Determined accepts it and does nothing with it; so does pydet.
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +61,7 @@ class ResourcesConfig:
             "agent_label": self.agent_label,
             "is_single_node": self.is_single_node,
             "native_parallel": self.native_parallel,
+            "slots": self.slots,
         }
 
 
@@ -66,10 +70,12 @@ def _shm_size(problems: Problems, path: str, value: Any) -> int | str | None:
         return None
     if isinstance(value, int) and not isinstance(value, bool):
         return as_int(problems, path, value, minimum=0)
-    if isinstance(value, str) and _SIZE.match(value.strip()):
+    if isinstance(value, str) and _SIZE.match(value):
         return value
     problems.add(
-        path, f"expected a size in bytes or a string like '4G' or '512M', got {describe(value)}"
+        path,
+        "expected a size in bytes or a string like '4G', '512 MB' or '1GiB', "
+        f"got {describe(value)}",
     )
     return None
 
@@ -117,6 +123,7 @@ def parse_resources(sec: Section) -> ResourcesConfig:
         agent_label=sec.string("agent_label", ""),
         is_single_node=sec.boolean("is_single_node", False),
         native_parallel=sec.boolean("native_parallel", False),
+        slots=sec.integer("slots", None),
     )
     sec.finish()
     return config

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeAlias, TypedDict
 
 from determined.common.expconf._hyperparameters import (
+    RANGED_TYPES,
+    ConstHP,
     DoubleHP,
     HParamTree,
     IntHP,
@@ -13,9 +15,12 @@ from determined.common.expconf._hyperparameters import (
     flatten_hparams,
 )
 from determined.common.expconf._lengths import Length, read_length
-from determined.common.expconf._reader import Problems, Section, as_int, join
+from determined.common.expconf._reader import Problems, Section, as_int, index, join
 
-SEARCHER_NAMES = ("single", "random", "grid", "adaptive_asha")
+SEARCHER_NAMES = ("single", "random", "grid", "adaptive_asha", "async_halving")
+# Searchers Determined's schema still describes but whose masters no longer run (or pydet does
+# not): a config naming one is valid, and the master refuses to create the experiment.
+UNSUPPORTED_SEARCHERS = ("pbt", "sync_halving", "adaptive", "adaptive_simple", "custom")
 AshaMode = Literal["aggressive", "standard", "conservative"]
 ASHA_MODES: tuple[AshaMode, ...] = ("aggressive", "standard", "conservative")
 
@@ -123,13 +128,53 @@ class AdaptiveASHASearcher(_SearcherBase):
             "mode": self.mode,
             "divisor": self.divisor,
             "max_rungs": self.max_rungs,
-            "bracket_rungs": None if self.bracket_rungs is None else list(self.bracket_rungs),
+            "bracket_rungs": list(self.bracket_rungs or ()),
             "max_concurrent_trials": self.max_concurrent_trials,
             "stop_once": self.stop_once,
         }
 
 
-SearcherConfig: TypeAlias = SingleSearcher | RandomSearcher | GridSearcher | AdaptiveASHASearcher
+@dataclass(frozen=True, kw_only=True)
+class AsyncHalvingSearcher(AdaptiveASHASearcher):
+    """Asynchronous successive halving in one bracket of ``num_rungs`` rungs: adaptive_asha
+    without the brackets, run by the same search method."""
+
+    name: ClassVar[Literal["async_halving"]] = "async_halving"  # type: ignore[assignment]  # a kind of ASHA with its own name
+    num_rungs: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self._common_dict(self.name, self.metric),
+            "num_rungs": self.num_rungs,
+            "max_trials": self.max_trials,
+            "max_length": _length_dict(self.max_length),
+            "time_metric": self.time_metric,
+            "max_time": self.max_time,
+            "divisor": self.divisor,
+            "max_concurrent_trials": self.max_concurrent_trials,
+            "stop_once": self.stop_once,
+        }
+
+
+@dataclass(frozen=True)
+class UnsupportedSearcher:
+    """A searcher of ``UNSUPPORTED_SEARCHERS``, kept as written so that the master can name it
+    when it refuses the experiment."""
+
+    name: str
+    settings: dict[str, Any]
+    metric: str | None = None
+    smaller_is_better: bool = True
+    source_trial_id: int | None = None
+    source_checkpoint_uuid: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.settings, "name": self.name}
+
+
+SearcherConfig: TypeAlias = (
+    SingleSearcher | RandomSearcher | GridSearcher | AdaptiveASHASearcher | UnsupportedSearcher
+)
 
 
 class _Common(TypedDict):
@@ -143,6 +188,8 @@ def parse_searcher(problems: Problems, path: str, value: Any) -> SearcherConfig 
         problems.add(path, "required")
         return None
     sec = Section(problems, path, value)
+    if sec.raw("name") in UNSUPPORTED_SEARCHERS:
+        return _unsupported(sec)
     name = sec.required_choice("name", SEARCHER_NAMES)
     if name is None:
         # Which other keys are allowed depends on the name; reporting them would be noise.
@@ -156,12 +203,12 @@ def parse_searcher(problems: Problems, path: str, value: Any) -> SearcherConfig 
     )
     searcher: SearcherConfig | None = None
     if name == "single":
-        max_length = read_length(sec, "max_length", None, allow_bare=True)
+        max_length = read_length(sec, "max_length", None, allow_bare=True, positive=True)
         searcher = SingleSearcher(metric=metric, max_length=max_length, **common)
     elif name == "random":
         max_trials = sec.required_integer("max_trials", minimum=1)
         max_concurrent_trials = sec.integer("max_concurrent_trials", 16, minimum=0)
-        max_length = read_length(sec, "max_length", None, allow_bare=True)
+        max_length = read_length(sec, "max_length", None, allow_bare=True, positive=True)
         if metric is not None and max_trials is not None:
             searcher = RandomSearcher(
                 metric=metric,
@@ -172,7 +219,7 @@ def parse_searcher(problems: Problems, path: str, value: Any) -> SearcherConfig 
             )
     elif name == "grid":
         max_concurrent_trials = sec.integer("max_concurrent_trials", 16, minimum=0)
-        max_length = read_length(sec, "max_length", None, allow_bare=True)
+        max_length = read_length(sec, "max_length", None, allow_bare=True, positive=True)
         if metric is not None:
             searcher = GridSearcher(
                 metric=metric,
@@ -181,16 +228,33 @@ def parse_searcher(problems: Problems, path: str, value: Any) -> SearcherConfig 
                 **common,
             )
     else:
-        searcher = _adaptive_asha(sec, metric, common)
+        searcher = _adaptive_asha(sec, metric, common, halving=name == "async_halving")
     sec.finish()
     return searcher
 
 
+def _unsupported(sec: Section) -> UnsupportedSearcher:
+    """Checks the fields every searcher shares and keeps the rest as written."""
+    metric = sec.string("metric", None)
+    smaller_is_better = sec.boolean("smaller_is_better", True)
+    source_trial_id = sec.integer("source_trial_id", None, minimum=1)
+    source_checkpoint_uuid = sec.string("source_checkpoint_uuid", None, non_empty=True)
+    settings = sec.json_copy()
+    return UnsupportedSearcher(
+        name=str(settings.pop("name")),
+        settings=settings,
+        metric=metric,
+        smaller_is_better=smaller_is_better,
+        source_trial_id=source_trial_id,
+        source_checkpoint_uuid=source_checkpoint_uuid,
+    )
+
+
 def _adaptive_asha(
-    sec: Section, metric: str | None, common: _Common
+    sec: Section, metric: str | None, common: _Common, *, halving: bool
 ) -> AdaptiveASHASearcher | None:
     max_trials = sec.required_integer("max_trials", minimum=1)
-    max_length = read_length(sec, "max_length", None, allow_bare=True)
+    max_length = read_length(sec, "max_length", None, allow_bare=True, positive=True)
     time_metric = sec.string("time_metric", None, non_empty=True)
     max_time = sec.integer("max_time", None, minimum=1)
     by_length = sec.has("max_length")
@@ -207,6 +271,8 @@ def _adaptive_asha(
         sec.problems.add(sec.at("time_metric"), "required when max_time is set")
     elif by_time and not sec.has("max_time"):
         sec.problems.add(sec.at("max_time"), "required when time_metric is set")
+    if halving:
+        return _async_halving(sec, metric, max_trials, max_length, time_metric, max_time, common)
     mode = sec.choice("mode", "standard", ASHA_MODES)
     divisor = sec.number("divisor", 4.0, above=1)
     max_rungs = sec.integer("max_rungs", 5, minimum=1)
@@ -224,7 +290,38 @@ def _adaptive_asha(
         mode=mode,
         divisor=divisor,
         max_rungs=max_rungs,
-        bracket_rungs=bracket_rungs,
+        bracket_rungs=bracket_rungs or None,
+        max_concurrent_trials=max_concurrent_trials,
+        stop_once=stop_once,
+        **common,
+    )
+
+
+def _async_halving(
+    sec: Section,
+    metric: str | None,
+    max_trials: int | None,
+    max_length: Length | None,
+    time_metric: str | None,
+    max_time: int | None,
+    common: _Common,
+) -> AsyncHalvingSearcher | None:
+    num_rungs = sec.required_integer("num_rungs", minimum=1)
+    divisor = sec.number("divisor", 4.0, above=1)
+    max_concurrent_trials = sec.integer("max_concurrent_trials", 16, minimum=0)
+    stop_once = sec.boolean("stop_once", False)
+    if metric is None or max_trials is None or num_rungs is None:
+        return None
+    return AsyncHalvingSearcher(
+        metric=metric,
+        max_trials=max_trials,
+        max_length=max_length,
+        time_metric=time_metric,
+        max_time=max_time,
+        num_rungs=num_rungs,
+        divisor=divisor,
+        max_rungs=num_rungs,
+        bracket_rungs=(num_rungs,),
         max_concurrent_trials=max_concurrent_trials,
         stop_once=stop_once,
         **common,
@@ -232,10 +329,25 @@ def _adaptive_asha(
 
 
 def check_grid_counts(problems: Problems, path: str, tree: HParamTree) -> None:
-    """Grid search needs a finite number of points on every range."""
+    """Grid search needs a finite number of points on every range, also on ranges written
+    inside a list (which Determined checks too)."""
     for names, hp in flatten_hparams(tree).items():
+        hp_path = path
+        for name in names:
+            hp_path = join(hp_path, name)
         if isinstance(hp, IntHP | DoubleHP | LogHP) and hp.count is None:
-            hp_path = path
-            for name in names:
-                hp_path = join(hp_path, name)
             problems.add(join(hp_path, "count"), "required by the grid searcher")
+        elif isinstance(hp, ConstHP) and isinstance(hp.val, list):
+            _check_listed_counts(problems, hp_path, hp.val)
+
+
+def _check_listed_counts(problems: Problems, path: str, value: Any) -> None:
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_listed_counts(problems, index(path, i), item)
+    elif isinstance(value, dict) and "type" not in value:
+        for key, item in value.items():
+            _check_listed_counts(problems, join(path, key), item)
+    elif isinstance(value, dict) and value.get("type") in RANGED_TYPES:
+        if value.get("count") is None:
+            problems.add(join(path, "count"), "required by the grid searcher")

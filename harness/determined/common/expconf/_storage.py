@@ -35,14 +35,22 @@ class SharedFSStorage(_StorageBase):
     host_path: str
     storage_path: str | None = None
     propagation: Propagation = "rprivate"
+    # Determined's older fields, kept as written: where the mount appears in the container.
+    container_path: str | None = None
+    checkpoint_path: str | None = None
+    tensorboard_path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             **self._common_dict(self.type),
             "host_path": self.host_path,
             "storage_path": self.storage_path,
             "propagation": self.propagation,
         }
+        for key in ("container_path", "checkpoint_path", "tensorboard_path"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,7 +152,7 @@ def parse_checkpoint_storage(
             storage = DirectoryStorage(container_path=container_path, **common)
     elif kind == "s3":
         bucket = sec.required_string("bucket")
-        prefix = sec.string("prefix", None)
+        prefix = _prefix(sec)
         endpoint_url = sec.string("endpoint_url", None, non_empty=True)
         access_key = sec.string("access_key", None)
         secret_key = sec.string("secret_key", None)
@@ -159,7 +167,7 @@ def parse_checkpoint_storage(
             )
     elif kind == "gcs":
         bucket = sec.required_string("bucket")
-        prefix = sec.string("prefix", None)
+        prefix = _prefix(sec)
         if bucket is not None:
             storage = GCSStorage(bucket=bucket, prefix=prefix, **common)
     else:
@@ -168,19 +176,44 @@ def parse_checkpoint_storage(
     return storage
 
 
+def _prefix(sec: Section) -> str | None:
+    """An object-store prefix; ``..`` would let checkpoints land beside it, so it is refused."""
+    prefix = sec.string("prefix", None)
+    if prefix is not None and ".." in prefix.split("/"):
+        sec.problems.add(sec.at("prefix"), f"must not contain '..' as a path part, got {prefix!r}")
+        return None
+    return prefix
+
+
 def _shared_fs(sec: Section, common: _Common) -> SharedFSStorage | None:
     host_path = sec.need("host_path", lambda p, v: as_abs_path(sec.problems, p, v))
     storage_path = sec.string("storage_path", None, non_empty=True)
     propagation = sec.choice("propagation", "rprivate", PROPAGATIONS)
+    legacy = {
+        key: sec.get(key, None, lambda p, v: as_abs_path(sec.problems, p, v))
+        for key in ("container_path", "checkpoint_path", "tensorboard_path")
+    }
     if host_path is None:
         return None
-    if storage_path is not None and posixpath.isabs(storage_path):
-        inside = posixpath.relpath(posixpath.normpath(storage_path), posixpath.normpath(host_path))
+    if storage_path is not None:
+        # A relative storage_path is taken under host_path; either way it must stay inside.
+        target = posixpath.normpath(posixpath.join(host_path, storage_path))
+        inside = posixpath.relpath(target, posixpath.normpath(host_path))
         if inside == ".." or inside.startswith("../"):
-            sec.problems.add(sec.at("storage_path"), "must be inside host_path")
+            sec.problems.add(
+                sec.at("storage_path"),
+                f"must be a relative directory or a subdirectory of host_path ({host_path}), "
+                f"got {storage_path!r}",
+            )
             return None
     return SharedFSStorage(
-        host_path=host_path, storage_path=storage_path, propagation=propagation, **common
+        host_path=host_path,
+        storage_path=storage_path,
+        propagation=propagation,
+        container_path=legacy["container_path"],
+        checkpoint_path=legacy["checkpoint_path"],
+        tensorboard_path=legacy["tensorboard_path"],
+        **common,
     )
 
 
@@ -194,6 +227,12 @@ def _azure(sec: Section, common: _Common) -> AzureStorage | None:
         return None
     if not sec.has("connection_string") and not sec.has("account_url"):
         sec.problems.add(sec.path, "azure needs either connection_string or account_url")
+        return None
+    if sec.has("connection_string") and sec.has("credential"):
+        sec.problems.add(
+            sec.at("credential"),
+            "must not be set with connection_string (the connection string carries its own)",
+        )
         return None
     if container is None:
         return None
