@@ -490,9 +490,9 @@ def test_user_values_win_over_master_defaults() -> None:
     assert config.bind_mounts == (BindMount("/mine", "/datasets"),)
 
 
-def test_user_storage_of_another_type_replaces_the_master_default_whole() -> None:
+def test_user_storage_of_another_type_keeps_only_the_master_retention_counts() -> None:
     config = parse_yaml(MINIMAL + "checkpoint_storage: {type: s3, bucket: b}", MASTER_DEFAULTS)
-    assert config.checkpoint_storage == S3Storage(bucket="b")
+    assert config.checkpoint_storage == S3Storage(bucket="b", save_trial_best=2)
 
 
 def test_master_defaults_leave_the_callers_dicts_untouched() -> None:
