@@ -48,8 +48,8 @@ def parse_override(text: str) -> Override:
             "resources.slots_per_trial=2)"
         )
     try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError as e:
+        value = expconf.safe_load_yaml(raw)
+    except expconf.InvalidConfig as e:
         raise argparse.ArgumentTypeError(f"{text!r}: the value is not valid YAML: {e}") from None
     return Override(keys, value, text)
 

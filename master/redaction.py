@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from determined.common import expconf
+
 # Shown instead of a secret, as Determined shows the fields its configs never print.
 REDACTED = "********"
 # Where configs hold credentials (Determined's secret fields): a mapping's path, its keys.
@@ -76,8 +78,8 @@ def redacted_yaml(text: str) -> str:
     """The config a user wrote, without its secrets; their formatting and comments stay
     when each secret can be found, once, as written."""
     try:
-        cfg = yaml.safe_load(text)
-    except yaml.YAMLError:
+        cfg = expconf.safe_load_yaml(text)
+    except expconf.InvalidConfig:
         return text
     spots = list(_secret_spots(cfg))
     if not spots:
@@ -93,9 +95,9 @@ def redacted_yaml(text: str) -> str:
         out = out[:at] + (REDACTED if quoted else f'"{REDACTED}"') + out[at + len(written) :]
     else:
         try:
-            if not list(_secret_spots(yaml.safe_load(out))):
+            if not list(_secret_spots(expconf.safe_load_yaml(out))):
                 return out
-        except yaml.YAMLError:
+        except expconf.InvalidConfig:
             pass
     return str(yaml.safe_dump(redacted(cfg), sort_keys=False, default_flow_style=False))
 
@@ -104,8 +106,8 @@ def scrubbed(message: str, config_text: str) -> str:
     """An error message about a config with the config's secrets taken out: validation
     errors quote the values they refuse (a password written as a number, say)."""
     try:
-        cfg = yaml.safe_load(config_text)
-    except yaml.YAMLError:
+        cfg = expconf.safe_load_yaml(config_text)
+    except expconf.InvalidConfig:
         return message
     for node, key in _secret_spots(cfg):
         value = node[key]
@@ -125,9 +127,9 @@ def restore_secrets(text: str, parent_config: str) -> str:
     """A fork's config with each ``REDACTED`` secret (as the parent's config was shown)
     given back the parent's value; the text as it was when there is none to give back."""
     try:
-        cfg = yaml.safe_load(text)
+        cfg = expconf.safe_load_yaml(text)
         parent = json.loads(parent_config)
-    except (yaml.YAMLError, ValueError):
+    except (expconf.InvalidConfig, ValueError):
         return text
     restored = False
     for path, keys in _SECRETS:

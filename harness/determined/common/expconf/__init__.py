@@ -58,6 +58,7 @@ from determined.common.expconf._storage import (
     SharedFSStorage,
 )
 from determined.common.expconf._yaml import load_yaml
+from determined.common.expconf._yaml import safe_load as safe_load_yaml
 
 __all__ = [
     "AdaptiveASHASearcher",
@@ -103,6 +104,7 @@ __all__ = [
     "load_yaml",
     "merge_defaults",
     "parse_experiment_config",
+    "safe_load_yaml",
     "unflatten_hparams",
     "unused_settings",
 ]

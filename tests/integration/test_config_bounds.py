@@ -1,0 +1,51 @@
+"""A config or context built to be expensive is refused by the master itself, cheaply."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+import urllib.error
+
+import pytest
+
+from tests.cluster import Cluster
+
+MINIMAL = "entrypoint: python3 train.py\nsearcher: {name: single, metric: x}\n"
+
+
+def laughs(levels: int) -> str:
+    lines = ["data:", "  l0: &l0 [" + ", ".join(['"lol"'] * 9) + "]"]
+    for level in range(1, levels):
+        lines.append(f"  l{level}: &l{level} [" + ", ".join([f"*l{level - 1}"] * 9) + "]")
+    return MINIMAL + "\n".join(lines) + "\n"
+
+
+def rss_bytes(pid: int) -> int:
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.parametrize("validate_only", [True, False], ids=["preview", "create"])
+def test_the_master_refuses_a_billion_laughs_without_growing(
+    cluster: Cluster, validate_only: bool
+) -> None:
+    assert cluster.master is not None
+    before = rss_bytes(cluster.master.pid)
+    started = time.monotonic()
+    for _ in range(5):  # Determined's issue: each create grew the master by ~300 MB
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            cluster.urlopen(
+                cluster.request(
+                    "/api/v1/experiments",
+                    method="POST",
+                    body={"config": laughs(7), "validate_only": validate_only},
+                ),
+                timeout=30,
+            )
+        assert refused.value.code == 400
+        assert "once its aliases (*name)" in json.loads(refused.value.read())["error"]
+    assert time.monotonic() - started < 10
+    assert rss_bytes(cluster.master.pid) - before < 20 * 1024 * 1024
