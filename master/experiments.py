@@ -118,11 +118,12 @@ class Experiments:
             context = await queries.context(self._db, parent_id)
         source = await self._store.source_checkpoint(cfg)
         try:
-            files = {path for path, _ in ctx.context_files(context)}
+            # Unpacked size and entry count too: a small archive may unpack to gigabytes.
+            files = {path for path, _ in ctx.check_context(context)}
+        except ctx.InvalidContext:
+            raise
         except Exception as e:
             raise errors.InvalidArgument(f"the context is not a valid archive: {e}") from None
-        if len(context) > ctx.MAX_CONTEXT_BYTES:
-            raise errors.InvalidArgument("the context is over the 95 MiB limit")
         entrypoint.check(cfg.entrypoint, files)
         seed = cfg.reproducibility.experiment_seed
         if seed is None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import pathlib
+import subprocess
+import sys
 import time
 import urllib.error
 
@@ -49,3 +51,44 @@ def test_the_master_refuses_a_billion_laughs_without_growing(
         assert "once its aliases (*name)" in json.loads(refused.value.read())["error"]
     assert time.monotonic() - started < 10
     assert rss_bytes(cluster.master.pid) - before < 20 * 1024 * 1024
+
+
+# Sent over gRPC as the CLI would, but with a context the CLI would never pack: one member
+# whose header declares 3 GB of zeros.
+_SEND_CONTEXT = """
+import gzip, sys, tarfile
+from determined.api.gen import v1
+from determined.common import errors
+from pydet.cli import rpc
+
+info = tarfile.TarInfo("zeros.bin")
+info.size = 3 * 1024**3
+context = gzip.compress(info.tobuf(format=tarfile.GNU_FORMAT))
+request = v1.CreateExperimentRequest(
+    config="entrypoint: python3 zeros.py\\nsearcher: {name: single, metric: x}\\n",
+    context=context,
+)
+
+async def body(s):
+    return await s.call(s.stub.create_experiment(request))
+
+try:
+    rpc.run(None, body)
+except errors.DetError as e:
+    print(e.message)
+    sys.exit(1)
+"""
+
+
+def test_the_master_refuses_a_context_that_unpacks_past_the_cap(cluster: Cluster) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _SEND_CONTEXT],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "unpacks to more than the 95 MiB limit" in proc.stdout
+    assert "Traceback" not in proc.stderr
+    assert cluster.det("experiment", "list", "--json").stdout.strip() in ("[]", "")
