@@ -83,3 +83,32 @@ def test_malformed_yaml_says_where(cluster: Cluster, tmp_path: pathlib.Path) -> 
     assert proc.returncode == 1
     assert "line" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_searcher_determined_no_longer_runs_is_refused_by_name(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "entrypoint: python3 train.py\n"
+        "searcher: {name: sync_halving, metric: x, num_rungs: 3, budget: {batches: 9},"
+        " max_length: {batches: 3}}\n"
+    )
+    proc = cluster.det("experiment", "create", str(cfg), str(EXAMPLES / "minimal"), check=False)
+    assert proc.returncode == 1
+    assert "pydet does not run the sync_halving searcher" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_determined_sections_pydet_does_not_act_on_are_noted_at_create(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        (EXAMPLES / "minimal" / "const.yaml").read_text()
+        + "slurm: {sbatch_args: [--exclusive]}\nsecurity: {kerberos: {config_file: /k}}\n"
+    )
+    exp_id = cluster.create(cfg, EXAMPLES / "minimal", "--paused")
+    note = f"experiment {exp_id} sets slurm, security: accepted for compatibility with Determined"
+    assert note in (cluster.root / "master.log").read_text()
+    assert cluster.experiment(exp_id)["config"]["slurm"] == {"sbatch_args": ["--exclusive"]}
