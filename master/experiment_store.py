@@ -8,6 +8,7 @@ writes of one transition commit together."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,8 @@ from pydet.master.events import EventBus
 from pydet.master.experiment import Experiment, Trial
 from pydet.master.states import State
 from pydet.master.trial_lifecycle import TrialPhase
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -253,11 +256,16 @@ class ExperimentStore:
         )
         out = []
         for row in rows:
+            try:
+                config = expconf.parse_experiment_config(json.loads(row["config"]))
+            except expconf.InvalidConfig as e:
+                await self._end_unreadable(row["id"], e)
+                continue
             searcher_state = json.loads(row["searcher_state"] or "{}")
             out.append(
                 StoredExperiment(
                     id=row["id"],
-                    config=expconf.parse_experiment_config(json.loads(row["config"])),
+                    config=config,
                     state=State(row["state"]),
                     searcher_state=searcher_state.get("method", {}),
                     searcher_done=bool(searcher_state.get("done", False)),
@@ -268,6 +276,27 @@ class ExperimentStore:
                 )
             )
         return out
+
+    async def _end_unreadable(self, experiment_id: int, problem: expconf.InvalidConfig) -> None:
+        """An experiment whose stored config this version refuses (stored by an older one
+        that accepted it) ends as ERROR with its unfinished trials, instead of stopping the
+        master from starting; its running processes are then orphans and are killed."""
+        log.error(
+            "experiment %d: its stored config is no longer valid, so it ends as ERROR: %s",
+            experiment_id,
+            "; ".join(problem.errors),
+        )
+        now = time.time()
+        ended = ", ".join(f"'{p.value}'" for p in lifecycle.TERMINAL)
+        await self._db.execute(
+            "UPDATE experiments SET state = ?, end_time = ? WHERE id = ?",
+            (State.ERROR.value, now, experiment_id),
+        )
+        await self._db.execute(
+            f"UPDATE trials SET state = ?, phase = ?, end_time = ? WHERE experiment_id = ?"
+            f" AND phase NOT IN ({ended})",
+            (State.ERROR.value, TrialPhase.ERRORED.value, now, experiment_id),
+        )
 
     async def trials(self, experiment_id: int) -> list[Trial]:
         """Every trial of an experiment, oldest first."""

@@ -52,6 +52,14 @@ class Restore:
         """Move each loaded experiment's trials on, one transaction per experiment;
         ``allocations`` are those the task manager found still running."""
         running = {a.trial_id: a for a in allocations}
+        live_trials = {trial_id for exp in self._live for trial_id in exp.trials}
+        for alloc in allocations:
+            if alloc.trial_id is not None and alloc.trial_id not in live_trials:
+                # Its trial has ended meanwhile (its experiment could not be restored).
+                log.warning(
+                    "trial %d: killing allocation %s of no live trial", alloc.trial_id, alloc.id
+                )
+                self._tasks.kill(alloc, reason="orphaned", grace=3.0)
         for exp in self._live:
             async with self._db.atomic():
                 # Every trial is loaded before any moves: a move may end a trial, and the

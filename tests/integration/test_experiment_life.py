@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import pathlib
 import signal
+import sqlite3
 import textwrap
 import time
 
@@ -71,6 +74,50 @@ def test_failing_entrypoint_restarts_then_errors(cluster: Cluster, tmp_path: pat
     assert "used all 2 restarts" in logs
     proc = cluster.det("experiment", "wait", str(exp_id), check=False)
     assert proc.returncode != 0
+
+
+def test_a_stored_config_this_version_refuses_ends_its_experiment_not_the_master(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    """An experiment stored by an older version with a value that is refused now (here a
+    zero-length searcher) ends as ERROR at the next start, its process killed; the master
+    itself starts and serves."""
+    pid_file = tmp_path / "pid"
+    cfg, ctx = make_context(
+        tmp_path,
+        f"""
+        import os, pathlib, time
+        pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))
+        time.sleep(600)
+        """,
+        """
+        entrypoint: python3 train.py
+        searcher: {name: single, metric: x, max_length: 1}
+        max_restarts: 0
+        """,
+    )
+    exp_id = cluster.create(cfg, ctx)
+    wait_until(pid_file.exists, 60, "the trial to start")
+    pid = int(pid_file.read_text())
+    cluster.stop_master(signal.SIGKILL)
+    with sqlite3.connect(cluster.root / "master" / "pydet.db") as db:
+        (text,) = db.execute("SELECT config FROM experiments WHERE id = ?", (exp_id,)).fetchone()
+        stored = json.loads(text)
+        stored["searcher"]["max_length"] = {"batches": 0}
+        db.execute("UPDATE experiments SET config = ? WHERE id = ?", (json.dumps(stored), exp_id))
+    cluster.start_master()
+    assert cluster.wait_state(exp_id, "ERROR", "COMPLETED", timeout=60) == "ERROR"
+    assert [t["state"] for t in cluster.trials(exp_id)] == ["ERROR"]
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    wait_until(gone, 30, "the orphaned trial process to be killed")
+    assert "no longer valid" in (cluster.root / "master.log").read_text()
 
 
 def test_kill_stops_a_running_experiment_promptly(cluster: Cluster, tmp_path: pathlib.Path) -> None:
