@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         refused = group.subgroup(AgentRefused)
         if refused is None:
             raise
-        log.error("%s", refused.exceptions[0])
+        # One line: the log goes to stderr too, so this is not logged as well.
         print(f"det-agent: {refused.exceptions[0]}", file=sys.stderr)
         sys.exit(1)
     sys.exit(0)

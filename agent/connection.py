@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import ssl
 import time
 from collections.abc import Callable
@@ -270,8 +271,22 @@ class Connection:
             translated = client.translate(e, self._master)
             assert translated is not None
             return translated.message
+        dropped = (grpclib.exceptions.StreamTerminatedError, ConnectionResetError)
+        if isinstance(e, dropped) and not self._connected:
+            if not client.uses_tls(self._master, self._cert_file):
+                # A plain client's first bytes end a TLS master's handshake: it just hangs up.
+                return (
+                    f"the master at {self._master} hung up before welcoming this agent; "
+                    "if it serves TLS, give --master https://HOST:PORT and --master-cert-file"
+                )
         if isinstance(e, grpclib.exceptions.StreamTerminatedError):
             return f"the connection to the master at {self._master} broke ({e})"
+        if isinstance(e, socket.gaierror):
+            host = client.parse_address(self._master)[0]
+            return (
+                f"cannot resolve the master's name {host} ({e.strerror or e}): check --master "
+                "(or DET_MASTER)"
+            )
         if isinstance(e, OSError):
             return f"cannot reach the master at {self._master} ({e.strerror or e})"
         if isinstance(e, TimeoutError):

@@ -68,6 +68,8 @@ class Daemon:
             max_backoff=max_backoff,
         )
         self._hostname = socket.gethostname()
+        # Why the last hello could not find this host's address (said once, not per retry).
+        self._address_problem: str | None = None
         self._instance_id = uuid.uuid4().hex
         self._accepting = True
         self._stop = asyncio.Event()
@@ -162,7 +164,7 @@ class Daemon:
         return wire.hello(
             agent_id=self.config.agent_id,
             hostname=self._hostname,
-            address=self.config.address or address_towards(self.config.master),
+            address=self._address(),
             slots=self.slots,
             resource_pool=self.config.resource_pool,
             version=determined.__version__,
@@ -171,6 +173,25 @@ class Daemon:
             instance_id=self._instance_id,
             clock=time.time(),
         )
+
+    def _address(self) -> str:
+        if self.config.address:
+            return self.config.address
+        try:
+            address = address_towards(self.config.master)
+        except OSError as e:
+            problem = e.strerror or str(e)
+            # A master name that does not resolve is the connection's to say, once.
+            if problem != self._address_problem and not isinstance(e, socket.gaierror):
+                log.warning(
+                    "cannot find this host's address towards %s (%s); using 127.0.0.1",
+                    self.config.master,
+                    problem,
+                )
+            self._address_problem = problem
+            return "127.0.0.1"
+        self._address_problem = None
+        return address
 
     def _on_order(self, order: Order) -> None:
         self._orders.put_nowait(order)
@@ -207,13 +228,10 @@ class Daemon:
 def address_towards(master: str) -> str:
     """This host's address on its route to the master: the one its peers on that network
     reach it by. Connecting a UDP socket only picks the route and source; nothing is sent.
-    Asked when the agent greets the master, so the master's name has just resolved."""
-    try:
-        host, port = client.parse_address(master)
-        family, kind, proto, _, target = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
-        with socket.socket(family, kind, proto) as s:
-            s.connect(target)
-            return str(s.getsockname()[0])
-    except OSError as e:
-        log.warning("cannot find this host's address towards %s (%s); using 127.0.0.1", master, e)
-        return "127.0.0.1"
+    Asked when the agent greets the master, so the master's name has just resolved. Raises
+    ``OSError`` when the name does not resolve or there is no route."""
+    host, port = client.parse_address(master)
+    family, kind, proto, _, target = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+    with socket.socket(family, kind, proto) as s:
+        s.connect(target)
+        return str(s.getsockname()[0])
