@@ -2,14 +2,23 @@
 
 Each host gets an address in its own /24 of 198.18.0.0/15 (the range reserved for network
 tests); the bridge, in the root namespace, holds ``.254`` so that tests, the CLI and a
-browser reach every host from outside. Everything created is removed by ``close``.
+browser reach every host from outside. A host may also have a name: it is then its
+hostname (a UTS namespace of its own for every command) and every host resolves it, through
+the ``/etc/netns/<namespace>/hosts`` that ``ip netns exec`` puts over ``/etc/hosts``.
+Everything created is removed by ``close``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pathlib
+import shlex
 import subprocess
 from dataclasses import dataclass
+
+# Where ``ip netns exec NAME`` finds files to bind over their namesakes in /etc.
+NETNS_ETC = pathlib.Path("/etc/netns")
 
 
 class Refused(Exception):
@@ -27,10 +36,15 @@ class Host:
     name: str  # the namespace
     address: str
     link: str  # the root-namespace end of the host's cable
+    hostname: str | None = None  # its own hostname, which every host resolves
 
     def command(self, argv: list[str]) -> list[str]:
         """``argv`` run on this host."""
-        return ["ip", "netns", "exec", self.name, *argv]
+        prefix = ["ip", "netns", "exec", self.name]
+        if self.hostname is not None:
+            named = f'hostname {shlex.quote(self.hostname)} && exec "$@"'
+            prefix += ["unshare", "--uts", "sh", "-c", named, "sh"]
+        return [*prefix, *argv]
 
     def unplug(self) -> None:
         _ip("link", "set", self.link, "down")
@@ -56,9 +70,9 @@ class Network:
             self.close()
             raise
 
-    def add_host(self) -> Host:
+    def add_host(self, hostname: str | None = None) -> Host:
         n = len(self.hosts) + 1
-        host = Host(f"pydet{self._tag}h{n}", f"{self.subnet}.{n}", f"pd{self._tag}h{n}")
+        host = Host(f"pydet{self._tag}h{n}", f"{self.subnet}.{n}", f"pd{self._tag}h{n}", hostname)
         inner = f"pd{self._tag}i{n}"
         self.hosts.append(host)
         _ip("netns", "add", host.name)
@@ -71,15 +85,34 @@ class Network:
         _ip(*on_host, "link", "set", inner, "up")
         _ip(*on_host, "link", "set", "lo", "up")
         _ip(*on_host, "route", "add", "default", "via", self.gateway)
+        self._write_hosts_files()
         return host
+
+    def _write_hosts_files(self) -> None:
+        """Every host's /etc/hosts: loopback and the named hosts of this network."""
+        lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
+        for host in self.hosts:
+            if host.hostname is not None:
+                short = host.hostname.split(".", 1)[0]
+                lines.append(f"{host.address} {host.hostname} {short}")
+        for host in self.hosts:
+            etc = NETNS_ETC / host.name
+            etc.mkdir(parents=True, exist_ok=True)
+            (etc / "hosts").write_text("\n".join(lines) + "\n")
 
     def close(self) -> None:
         for host in self.hosts:
+            etc = NETNS_ETC / host.name
+            with contextlib.suppress(OSError):
+                (etc / "hosts").unlink(missing_ok=True)
+                etc.rmdir()
             for args in (("netns", "del", host.name), ("link", "del", host.link)):
                 try:
                     _ip(*args)
                 except Refused:
                     pass  # already gone with its namespace
+        with contextlib.suppress(OSError):
+            NETNS_ETC.rmdir()  # when no other network uses it
         self.hosts = []
         try:
             _ip("link", "del", self._bridge)

@@ -17,7 +17,7 @@ import pytest
 
 from determined.launch import deepspeed
 from tests.cluster import EXAMPLES, Cluster, running, wait_until
-from tests.netns import Host, Network, Refused
+from tests.netns import Host, Network
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -86,18 +86,6 @@ def config(*, slots: int, steps: int, step_seconds: float) -> str:
         max_restarts: 0
         """
     )
-
-
-@pytest.fixture
-def network() -> Iterator[Network]:
-    try:
-        net = Network()
-    except Refused as e:
-        pytest.skip(f"network namespaces are refused here: {e}")
-    try:
-        yield net
-    finally:
-        net.close()
 
 
 @pytest.fixture
