@@ -11,28 +11,37 @@ reads it:
 
 Blocks under the subsection "With the Docker image" are the Docker way. A block that says
 anything else, or a fence of another language, is an error: the tests would not know
-where to run it. The tests (tests/multihost/ and tests/docker/) run the blocks in order,
-with the substitutions an admin makes, which they list in one table each.
+where to run it. ``Runbook`` runs blocks as an admin would, with the only differences
+listed in ``PATHS`` (where README's paths are, per node or shared), ``COPIES`` (the copy
+README says to make by hand) and ``admin_environment``; tests/multihost/ and tests/docker/
+each add their own table.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from tests.cluster import ROOT
+from tests.cluster import ROOT, wait_until
+
+if TYPE_CHECKING:
+    from tests.netns import Host
 
 README = ROOT / "README.md"
 TITLE = "Deploying on many machines"
 DOCKER_SUBSECTION = "With the Docker image"
+CHECK_SUBSECTION = "Check"
 
 EVERY_NODE = "every node"
 HEAD = "the head node"
@@ -48,7 +57,12 @@ class Block:
     body: str  # without the first line
     service: bool = False  # one command that runs until stopped
     file: str | None = None  # a file to write with ``body``, rather than commands
-    docker: bool = False  # under "With the Docker image"
+    subsection: str = ""  # the ### heading it is under
+
+    @property
+    def docker(self) -> bool:
+        """Whether it is the Docker way (under "With the Docker image")."""
+        return self.subsection == DOCKER_SUBSECTION
 
     def commands(self) -> list[str]:
         """The logical command lines: continuations joined, comments dropped."""
@@ -64,12 +78,12 @@ def blocks(text: str | None = None) -> list[Block]:
     lines = (README.read_text() if text is None else text).splitlines()
     start = lines.index(f"## {TITLE}")
     found: list[Block] = []
-    docker = False
+    subsection = ""
     i = start + 1
     while i < len(lines) and not lines[i].startswith("## "):
         line = lines[i]
         if line.startswith("### "):
-            docker = line == f"### {DOCKER_SUBSECTION}"
+            subsection = line[4:]
         if not line.startswith("```"):
             i += 1
             continue
@@ -89,7 +103,9 @@ def blocks(text: str | None = None) -> list[Block]:
                 f"README.md line {fence}: a ```{lang} block whose first line is {first!r}: "
                 "the deployment tests do not know where to run it (see tests/deploy_readme.py)"
             )
-        found.append(Block(block.line, block.where, block.body, block.service, block.file, docker))
+        found.append(
+            Block(block.line, block.where, block.body, block.service, block.file, subsection)
+        )
     return found
 
 
@@ -149,11 +165,174 @@ def build_wheel(dest: pathlib.Path) -> pathlib.Path:
     return wheel
 
 
-def container_names(block: Block) -> list[str]:
-    """The ``--name`` of each ``docker run`` in ``block``: what to remove afterwards."""
-    names = []
+def container_names(block: Block) -> list[tuple[str, str]]:
+    """The ``--name`` of each ``docker run`` in ``block``, with the program it runs (one of
+    ``READY``): what to wait for, and what to remove afterwards."""
+    found = []
     for command in block.commands():
         argv = shlex.split(command)
         if argv[:2] == ["docker", "run"] and "--name" in argv:
-            names.append(argv[argv.index("--name") + 1])
-    return names
+            programs = [a for a in argv if a in READY]
+            assert len(programs) == 1, f"{block}: which of {', '.join(READY)} does it run?"
+            found.append((argv[argv.index("--name") + 1], programs[0]))
+    return found
+
+
+# README path -> whether every node has its own ("node") or all share one ("shared").
+PATHS = {
+    "/opt/pydet": "shared",  # installed once: the hosts share this machine's disk
+    "/mnt/shared": "shared",  # the checkpoint directory every node mounts
+    "/etc/pydet": "node",
+    "/var/lib/pydet": "node",
+}
+# What the admin copies by hand (scp) from the head node to each GPU node.
+COPIES = {"/var/lib/pydet/agent-token": "/etc/pydet/", "/etc/pydet/ca.pem": "/etc/pydet/"}
+# What a service says in its log once it is ready.
+READY = {"det-master": "listening on", "det-agent": "connected to the master"}
+READY_SECONDS = 60
+
+
+@dataclass
+class Runbook:
+    """The section's blocks, run in order as an admin would with a root shell on each node.
+
+    A node is a ``Host`` of tests/netns.py, or None for this machine. Paths are rooted in
+    ``tmp`` (``PATHS``); ``extra`` holds the test's other substitutions.
+    """
+
+    tmp: pathlib.Path
+    head: Host | None
+    gpus: tuple[Host | None, ...]
+    extra: dict[str, str] = field(default_factory=dict)
+    services: list[tuple[subprocess.Popen[bytes], pathlib.Path]] = field(default_factory=list)
+    containers: list[str] = field(default_factory=list)  # started by docker run --name
+    outputs: dict[int, str] = field(default_factory=dict)  # README line -> what it printed
+
+    @property
+    def workdir(self) -> pathlib.Path:
+        """The admin's current directory: the wheel, and a clone's examples."""
+        return self.tmp / "admin"
+
+    def prepare(self) -> None:
+        """What the admin has before the section starts: the wheel copied to the nodes, a
+        clone of the repository, the shared checkpoint directory mounted."""
+        build_wheel(self.workdir)
+        (self.workdir / "examples").symlink_to(ROOT / "examples")
+        (self.root(None, "shared") / "mnt" / "shared" / "checkpoints").mkdir(parents=True)
+
+    def root(self, node: Host | None, kind: str) -> pathlib.Path:
+        if kind == "shared":
+            return self.tmp / "shared-fs"
+        return self.tmp / (node.hostname or node.name if node is not None else "this-machine")
+
+    def table(self, node: Host | None) -> dict[str, str]:
+        """The substitutions for a block run on ``node``."""
+        paths = {path: f"{self.root(node, kind)}{path}" for path, kind in PATHS.items()}
+        return {**paths, **self.extra}
+
+    def run(self, block: Block, node: Host | None) -> str:
+        """Run ``block`` on ``node``; what it printed."""
+        text = substitute(block.body, self.table(node))
+        if block.file is not None:
+            path = pathlib.Path(substitute(block.file, self.table(node)))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return ""
+        if block.service:
+            self._start(block, node, text)
+            return ""
+        argv = ["bash", "-euo", "pipefail", "-c", text]
+        proc = subprocess.run(
+            argv if node is None else node.command(argv),
+            cwd=self.workdir,
+            env=self._env(node),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, (
+            f"{block} on {self._name(node)} exited {proc.returncode}:\n{text}\n"
+            f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}\n{self.logs()}"
+        )
+        for name, program in container_names(block):
+            self.containers.append(name)
+            self._wait_ready(block, program, functools.partial(_docker_logs, name))
+        self.outputs[block.line] = self.outputs.get(block.line, "") + proc.stdout
+        return proc.stdout
+
+    def copy_to_gpu_nodes(self) -> None:
+        """The files README says to copy by hand."""
+        for source, target_dir in COPIES.items():
+            for gpu in self.gpus:
+                src = self.root(self.head, "node") / source.lstrip("/")
+                dest = self.root(gpu, "node") / target_dir.lstrip("/")
+                dest.mkdir(parents=True, exist_ok=True)
+                if src != dest / src.name:
+                    shutil.copy2(src, dest)
+
+    def close(self) -> None:
+        """Stop every service and remove every container this runbook started."""
+        for proc, _ in reversed(self.services):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc, _ in self.services:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for name in self.containers:
+            subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
+        self.services.clear()
+        self.containers.clear()
+
+    def logs(self) -> str:
+        """The services' and containers' logs, for a failure's message."""
+        parts = [
+            f"==== {log.name}\n{log.read_text(errors='replace')[-4000:]}"
+            for _, log in self.services
+        ]
+        parts += [f"==== container {n}\n{_docker_logs(n)[-4000:]}" for n in self.containers]
+        return "\n".join(parts)
+
+    def _name(self, node: Host | None) -> str:
+        return node.hostname or node.name if node is not None else "this machine"
+
+    def _env(self, node: Host | None) -> dict[str, str]:
+        home = self.root(node, "node") / "root"
+        home.mkdir(parents=True, exist_ok=True)
+        return admin_environment(home)
+
+    def _start(self, block: Block, node: Host | None, text: str) -> None:
+        program = pathlib.Path(block.commands()[0].split()[0]).name
+        assert program in READY, f"{block}: the test does not know when {program} is ready"
+        log = self.tmp / f"{program}-{self._name(node).replace(' ', '-')}.log"
+        argv = ["bash", "-c", f"exec {text}"]
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                argv if node is None else node.command(argv),
+                cwd=self.workdir,
+                env=self._env(node),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.services.append((proc, log))
+
+        def text_so_far() -> str:
+            assert proc.poll() is None, f"{block} on {self._name(node)} exited:\n{self.logs()}"
+            return log.read_text(errors="replace")
+
+        self._wait_ready(block, program, text_so_far)
+
+    def _wait_ready(self, block: Block, program: str, log: Callable[[], str]) -> None:
+        try:
+            wait_until(lambda: READY[program] in log(), READY_SECONDS, f"{program} to be ready")
+        except AssertionError as e:
+            raise AssertionError(f"{block}: {e}\n{self.logs()}") from None
+
+
+def _docker_logs(name: str) -> str:
+    proc = subprocess.run(
+        ["docker", "logs", name], capture_output=True, text=True, timeout=60, check=False
+    )
+    return proc.stdout + proc.stderr

@@ -17,9 +17,9 @@ def test_every_block_of_the_section_says_where_it_runs() -> None:
     assert (HEAD, False, True) in plain  # the master's config file
     docker = [b for b in blocks if b.docker]
     assert {b.where for b in docker} == {HEAD, GPU}
-    assert [n for b in docker for n in deploy_readme.container_names(b)] == [
-        "pydet-master",
-        "pydet-agent",
+    assert [c for b in docker for c in deploy_readme.container_names(b)] == [
+        ("pydet-master", "det-master"),
+        ("pydet-agent", "det-agent"),
     ]
 
 
