@@ -148,7 +148,15 @@ _NOT_SOURCES = shutil.ignore_patterns(
 
 def build_wheel(dest: pathlib.Path) -> pathlib.Path:
     """This checkout as a wheel in ``dest`` (what `python -m build --wheel` makes), built
-    from a copy so that the checkout stays as it is."""
+    from a copy so that the checkout stays as it is, but for the WebUI's build that the
+    wheel carries (made when missing or stale, as README's "Install from a wheel" says)."""
+    webui = subprocess.run(
+        [str(ROOT / "scripts" / "webui.sh"), "build"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert webui.returncode == 0, webui.stdout[-2000:] + webui.stderr[-3000:]
     source = dest / "source"
     shutil.copytree(ROOT, source, symlinks=True, ignore=_NOT_SOURCES)
     argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
