@@ -69,7 +69,7 @@ def login(args: argparse.Namespace) -> int:
     address = client.master_address(args.master)
     username = args.username or auth.wanted_user(address) or auth.DEFAULT_USER
 
-    async def body(s: client.Session) -> v1.LoginResponse:
+    async def body(s: client.Session) -> str:
         return await auth.login(s, username, auth.read_password(username), active=True)
 
     rpc.run(args.master, body, authenticated=False)
