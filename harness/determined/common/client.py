@@ -98,9 +98,11 @@ def open_channel(
     *,
     cert_file: str | None = None,
     config: grpclib.config.Configuration | None = None,
+    noverify: bool = False,
 ) -> grpclib.client.Channel:
     """A channel to the master (bound to the running event loop); TLS as ``uses_tls`` says,
-    with ``cert_file`` defaulting to ``DET_MASTER_CERT_FILE``."""
+    with ``cert_file`` defaulting to ``DET_MASTER_CERT_FILE``; ``noverify`` accepts any
+    certificate (the SDK's ``login(noverify=True)``)."""
     # Imported here: grpclib's client (with h2 and asyncio) and betterproto2 are what tasks
     # do without (they use blocking_channel).
     import grpclib.client
@@ -110,6 +112,11 @@ def open_channel(
     host, port = parse_address(address)
     cert_file = master_cert_file(cert_file)
     tls = tls_context(cert_file) if uses_tls(address, cert_file) else None
+    if tls is not None and noverify:
+        import ssl
+
+        tls.check_hostname = False
+        tls.verify_mode = ssl.CERT_NONE
     return grpclib.client.Channel(host, port, ssl=tls, config=config, codec=wire.WireCodec())
 
 
@@ -212,8 +219,10 @@ class Session:
         *,
         token: str | None = None,
         cert_file: str | None = None,
+        noverify: bool = False,
     ) -> None:
         self.address = master_address(address)
+        self.noverify = noverify
         self.token = token
         # Calls the master has answered: a caller retrying after a refused session knows
         # whether anything may already have happened.
@@ -224,7 +233,9 @@ class Session:
     @property
     def stub(self) -> v1.DeterminedStub:
         if self._channel is None:
-            self._channel = open_channel(self.address, cert_file=self.cert_file)
+            self._channel = open_channel(
+                self.address, cert_file=self.cert_file, noverify=self.noverify
+            )
         from determined.api.gen import v1
 
         return v1.DeterminedStub(self._channel, metadata=metadata(self.token))
