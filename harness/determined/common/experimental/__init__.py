@@ -1,0 +1,2 @@
+"""The Python SDK's objects (``Determined``, ``Experiment``, ``Trial``, ``Checkpoint``);
+scripts import them from ``determined.experimental.client``."""

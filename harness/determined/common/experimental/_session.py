@@ -1,0 +1,184 @@
+"""The Python SDK's synchronous handle on one master.
+
+SDK objects are plain blocking Python, while the API client is asyncio (grpclib). Each
+``MasterSession`` runs its own event loop on a daemon thread and submits every call to it,
+so the SDK works the same from a script, a thread, or a notebook whose own loop is running,
+and all calls share one HTTP/2 connection.
+
+Credentials are the CLI's (``determined.common.credentials``): the user passed to
+``login()``, else ``DET_USER``, else whoever last ran ``det user login`` against this master;
+that user's cached session, else a login with the password passed or ``DET_PASS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from determined.common import client, credentials, errors
+
+if TYPE_CHECKING:
+    from determined.api.gen import v1
+
+T = TypeVar("T")
+
+HOW_TO_LOG_IN = (
+    "run det user login, pass user= and password= to client.login(), or set DET_USER and DET_PASS"
+)
+
+_END = object()
+
+
+class MasterSession:
+    """One master, one user, one connection; safe to use from several threads."""
+
+    def __init__(
+        self,
+        master: str | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        *,
+        cert_path: str | None = None,
+        noverify: bool = False,
+    ) -> None:
+        self.address = client.master_address(master)
+        self._user = user
+        self._password = password
+        self._session = client.Session(self.address, cert_file=cert_path, noverify=noverify)
+        self._from_cache = False
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def username(self) -> str | None:
+        """Who the calls run as, once known."""
+        return credentials.wanted_user(self.address, self._user)
+
+    def call(self, rpc: Callable[[v1.DeterminedStub], Awaitable[T]]) -> T:
+        """Make one unary call, logging in first if needed (and once more if the master
+        refuses an expired session while a password is at hand)."""
+        return self._run(self._call(rpc))
+
+    def stream(self, rpc: Callable[[v1.DeterminedStub], AsyncIterator[T]]) -> Iterator[T]:
+        """Iterate a server stream; each item is fetched when the caller asks for it, and
+        leaving the loop early closes the stream."""
+        responses = self._run(self._open_stream(rpc))
+        try:
+            while True:
+                item = self._run(_next(responses))
+                if item is _END:
+                    return
+                yield cast(T, item)
+        finally:
+            with contextlib.suppress(Exception):
+                self._run(responses.aclose())
+
+    def close(self) -> None:
+        """Close the connection and stop the loop thread; idempotent."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+
+        async def shut() -> None:
+            self._session.close()
+
+        asyncio.run_coroutine_threadsafe(shut(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()
+
+    # On the loop thread.
+
+    async def _call(self, rpc: Callable[[v1.DeterminedStub], Awaitable[T]]) -> T:
+        if self._session.token is None:
+            await self._authenticate()
+        try:
+            return await self._session.call(rpc(self._session.stub))
+        except errors.Unauthenticated:
+            # The master refuses before doing anything, so one retry cannot act twice.
+            if not await self._log_in_again():
+                raise errors.Unauthenticated(
+                    f"the session with {self.address} has expired or was revoked: " + HOW_TO_LOG_IN
+                ) from None
+            return await self._session.call(rpc(self._session.stub))
+
+    async def _open_stream(
+        self, rpc: Callable[[v1.DeterminedStub], AsyncIterator[T]]
+    ) -> AsyncGenerator[T, None]:
+        if self._session.token is None:
+            await self._authenticate()
+        return _translated(rpc(self._session.stub), self.address)
+
+    async def _authenticate(self) -> None:
+        username = credentials.wanted_user(self.address, self._user)
+        if username is None:
+            raise await credentials.why_not_logged_in(self._session, HOW_TO_LOG_IN)
+        if self._password is not None:
+            # An explicit password means a fresh session, as Determined's login() does.
+            await credentials.login(self._session, username, self._password)
+            return
+        token = credentials.cached_token(self.address, username)
+        if token is not None:
+            self._session.token = token
+            self._from_cache = True
+            return
+        password = os.environ.get("DET_PASS")
+        if password is None:
+            raise await credentials.why_not_logged_in(self._session, HOW_TO_LOG_IN)
+        await credentials.login(self._session, username, password)
+
+    async def _log_in_again(self) -> bool:
+        username = credentials.wanted_user(self.address, self._user)
+        password = self._password if self._password is not None else os.environ.get("DET_PASS")
+        if username is None:
+            return False
+        if self._from_cache:
+            with contextlib.suppress(OSError):
+                credentials.forget(self.address, username)
+            self._from_cache = False
+        if password is None:
+            return False
+        await credentials.login(self._session, username, password)
+        return True
+
+    # Bridging.
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._running_loop()).result()
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name=f"det-sdk {self.address}", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+
+async def _next(responses: AsyncGenerator[T, None]) -> T | object:
+    try:
+        return await anext(responses)
+    except StopAsyncIteration:
+        return _END
+
+
+async def _translated(responses: AsyncIterator[T], address: str) -> AsyncGenerator[T, None]:
+    """A server stream raising the shared errors instead of grpclib's."""
+    try:
+        async for response in responses:
+            yield response
+    except Exception as e:
+        translated = client.translate(e, address)
+        if translated is None:
+            raise
+        raise translated from None
