@@ -305,3 +305,40 @@ def test_a_master_that_is_not_running_is_named() -> None:
             d.get_experiment(1)
     finally:
         d.close()
+
+
+GENERIC_METRICS = """
+import determined as det
+from determined.common import util as det_util
+
+groups = [det_util._LEGACY_TRAINING, det_util._LEGACY_VALIDATION, "group_b", "inf%er en/ce"]
+with det.core.init() as core:
+    for step in range(1, 9):
+        group = groups[(step - 1) % len(groups)]
+        metrics = {f"z{group}/me.t r%i]\\\\c_{i}": step * (i + 1) for i in range(2)}
+        core.train.report_metrics(group=group, steps_completed=step, metrics=metrics)
+"""
+
+
+def test_generic_metric_groups_as_determineds_fixture_reports_them(
+    det: client.Determined, tmp_path: pathlib.Path
+) -> None:
+    (tmp_path / "generic.py").write_text(GENERIC_METRICS)
+    config = {
+        "name": "generic-metrics",
+        "entrypoint": "python3 generic.py",
+        "searcher": {"name": "single", "metric": "x", "max_length": 1},
+        "max_restarts": 0,
+    }
+    exp = det.create_experiment(config, str(tmp_path))
+    assert exp.wait(interval=0.3, timeout=120) == client.ExperimentState.COMPLETED
+    trial = exp.list_trials()[0]
+    for offset, group in enumerate(["training", "validation", "group_b", "inf%er en/ce"]):
+        reports = list(trial.iter_metrics(group))
+        assert [m.steps_completed for m in reports] == [offset + 1, offset + 5], group
+        last = reports[-1].metrics
+        assert last == {
+            f"z{group}/me.t r%i]\\c_0": offset + 5,
+            f"z{group}/me.t r%i]\\c_1": 2 * (offset + 5),
+        }
+    assert "inf%er en/ce" in trial.summary_metrics
