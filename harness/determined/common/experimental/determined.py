@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import tempfile
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -80,11 +81,14 @@ class Determined:
         if template is not None:
             raise errors.InvalidArgument("config templates are not supported by pydet")
         text = _config_text(config)
-        context = b""
-        if model_dir is not None:
-            context = pack_context(model_dir, includes=list(includes or []))
-        elif includes:
+        if model_dir is None and includes:
             raise errors.InvalidArgument("includes need a model_dir to add them to")
+        if model_dir is None:
+            # No code to upload (the entrypoint is in the image): an empty context.
+            with tempfile.TemporaryDirectory() as empty:
+                context = pack_context(empty)
+        else:
+            context = pack_context(model_dir, includes=list(includes or []))
         request = v1.CreateExperimentRequest(
             config=text, context=context, paused=not activate, parent_id=parent_id or 0
         )
