@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 import logging
 import math
+import pathlib
+import tempfile
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -158,6 +160,16 @@ class TrainContext:
     def get_experiment_best_validation(self) -> float | None:
         """The best ``searcher.metric`` validated so far in the experiment, or None."""
         return self._client.get_best_validation(self._experiment_id)
+
+    def get_tensorboard_path(self) -> pathlib.Path:
+        """A directory (created if needed) for this worker's TensorBoard files, e.g. for
+        ``torch.profiler.tensorboard_trace_handler``. pydet keeps metrics in the master and
+        does not upload these files; they stay on the machine that wrote them."""
+        trial = getattr(self, "_trial_id", None)
+        name = f"tensorboard-{trial if trial is not None else 'local'}-rank{self._dist.rank}"
+        path = pathlib.Path(tempfile.gettempdir()) / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     def set_status(self, status: str) -> None:
         """Describe what the trial is doing right now (logged)."""
