@@ -210,6 +210,9 @@ def test_a_bad_config_is_refused_before_anything_is_created(
         det.create_experiment({"entrypoint": "true", "searcher": {"name": "nope"}}, str(tmp_path))
     with pytest.raises(errors.InvalidArgument, match="does not exist"):
         det.create_experiment(CONFIG, str(tmp_path / "absent"))
+    # Without a model_dir nothing is uploaded, so a script the entrypoint names is missing.
+    with pytest.raises(errors.InvalidArgument, match=r"train\.py"):
+        det.create_experiment(CONFIG)
 
 
 def _script(cluster: Cluster, code: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -307,6 +310,24 @@ def test_a_master_that_is_not_running_is_named() -> None:
         d.close()
 
 
+def _run_script(
+    det: client.Determined, model_dir: pathlib.Path, name: str, script: str
+) -> client.Trial:
+    """Run ``script`` as a one-trial experiment; its trial, once it has completed."""
+    (model_dir / name).write_text(script)
+    config = {
+        "name": name,
+        "entrypoint": f"python3 {name}",
+        "searcher": {"name": "single", "metric": "x", "max_length": 1},
+        "max_restarts": 0,
+    }
+    exp = det.create_experiment(config, str(model_dir))
+    state = exp.wait(interval=0.3, timeout=120)
+    trial = exp.list_trials()[0]
+    assert state == client.ExperimentState.COMPLETED, "".join(trial.logs())
+    return trial
+
+
 GENERIC_METRICS = """
 import determined as det
 from determined.common import util as det_util
@@ -323,16 +344,7 @@ with det.core.init() as core:
 def test_generic_metric_groups_as_determineds_fixture_reports_them(
     det: client.Determined, tmp_path: pathlib.Path
 ) -> None:
-    (tmp_path / "generic.py").write_text(GENERIC_METRICS)
-    config = {
-        "name": "generic-metrics",
-        "entrypoint": "python3 generic.py",
-        "searcher": {"name": "single", "metric": "x", "max_length": 1},
-        "max_restarts": 0,
-    }
-    exp = det.create_experiment(config, str(tmp_path))
-    assert exp.wait(interval=0.3, timeout=120) == client.ExperimentState.COMPLETED
-    trial = exp.list_trials()[0]
+    trial = _run_script(det, tmp_path, "generic.py", GENERIC_METRICS)
     for offset, group in enumerate(["training", "validation", "group_b", "inf%er en/ce"]):
         reports = list(trial.iter_metrics(group))
         assert [m.steps_completed for m in reports] == [offset + 1, offset + 5], group
@@ -342,3 +354,43 @@ def test_generic_metric_groups_as_determineds_fixture_reports_them(
             f"z{group}/me.t r%i]\\c_1": 2 * (offset + 5),
         }
     assert "inf%er en/ce" in trial.summary_metrics
+
+
+PROFILER_SYNC = """
+import torch
+
+from determined.experimental import core_v2
+
+core_v2.init(defaults=core_v2.DefaultConfig(name="ignored-in-a-trial"))
+trace_dir = core_v2.train.get_tensorboard_path()
+before = len(list(trace_dir.iterdir()))
+with torch.profiler.profile(
+    activities=[torch.profiler.ProfilerActivity.CPU],
+    on_trace_ready=torch.profiler.tensorboard_trace_handler(str(trace_dir)),
+):
+    state = torch.rand(20, 20)
+    for _ in range(50):
+        state = torch.matmul(state, torch.rand(20, 20))
+        state = state / torch.linalg.norm(state)
+print("new traces:", len(list(trace_dir.iterdir())) - before, flush=True)
+core_v2.train.report_training_metrics(steps_completed=1, metrics={"norm": 1.0})
+core_v2.close()
+assert core_v2.train is None
+"""
+
+
+def test_core_v2_in_a_trial_reports_through_module_objects(
+    det: client.Determined, tmp_path: pathlib.Path
+) -> None:
+    # Not profile.py: that would shadow the standard library's profile module.
+    trial = _run_script(det, tmp_path, "profiler_sync.py", PROFILER_SYNC)
+    assert [m.metrics for m in trial.iter_metrics("training")] == [{"norm": 1.0}]
+    assert "new traces: 1\n" in list(trial.logs())
+
+
+def test_core_v2_outside_a_trial_says_unmanaged_runs_are_not_taken() -> None:
+    from determined.experimental import core_v2
+
+    with pytest.raises(errors.FailedPrecondition, match="unmanaged"):
+        core_v2.init(config=core_v2.Config(name="outside"))
+    assert core_v2.train is None
