@@ -13,6 +13,7 @@ import pathlib
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -20,6 +21,7 @@ import pytest
 from determined.common import errors
 from determined.experimental import client
 from tests.cluster import Cluster, cluster_fixture, free_port, wait_until
+from tests.s3server import ACCESS_KEY, SECRET_KEY, S3Server
 
 TRAIN = """
 import pathlib
@@ -184,10 +186,25 @@ def test_pause_activate_and_kill(det: client.Determined) -> None:
     with pytest.raises(ValueError, match="paused"):
         exp.wait(interval=0.2)
     exp.activate()
-    wait_until(lambda: any("resumed at step" in line for line in trial.logs()), 60, "the resume")
+    # Followed logs arrive while the trial runs; should the resume never come, the guard
+    # kills the experiment, which ends the stream.
+    guard = threading.Timer(60, exp.kill)
+    guard.start()
+    try:
+        for line in trial.logs(follow=True):
+            if line.startswith("resumed at step"):
+                break
+        else:
+            raise AssertionError("the log stream ended without the resume")
+    finally:
+        guard.cancel()
     exp.kill()
     assert exp.wait(interval=0.2, timeout=60) == client.ExperimentState.CANCELED
     assert trial.wait(interval=0.2, timeout=30) == client.TrialState.CANCELED
+    # Following an ended trial gives its whole log, then ends.
+    followed = list(trial.logs(follow=True))
+    assert followed == list(trial.logs())
+    assert any(line.startswith("preempted at step") for line in followed)
 
 
 def test_unknown_ids_are_named_in_the_error(det: client.Determined) -> None:
@@ -394,3 +411,32 @@ def test_core_v2_outside_a_trial_says_unmanaged_runs_are_not_taken() -> None:
     with pytest.raises(errors.FailedPrecondition, match="unmanaged"):
         core_v2.init(config=core_v2.Config(name="outside"))
     assert core_v2.train is None
+
+
+def test_a_checkpoint_in_s3_downloads_with_this_machines_credentials(
+    det: client.Determined,
+    s3: S3Server,
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bucket = s3.bucket()
+    config = {
+        **CONFIG,
+        "name": "sdk-s3",
+        "hyperparameters": {"scale": 5},
+        "searcher": {**CONFIG["searcher"], "name": "single", "max_length": 2},
+        "checkpoint_storage": s3.storage(bucket, prefix="sdk"),
+    }
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "train.py").write_text(TRAIN)
+    exp = det.create_experiment(config, str(model_dir))
+    assert exp.wait(interval=0.3, timeout=120) == client.ExperimentState.COMPLETED
+    best = exp.top_checkpoint()
+    # The master does not show the bucket's secret key: the SDK reads with this machine's
+    # own credentials, as a user's script would.
+    assert best.storage["type"] == "s3" and best.storage.get("secret_key") != SECRET_KEY
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    path = best.download(tmp_path / "from-s3")
+    assert pathlib.Path(path, "weights").read_text() == "5:2"
