@@ -128,6 +128,12 @@ def test_logs_are_the_trials_output(grid: client.Experiment) -> None:
     assert any("hello from scale 1" in line for line in lines)
     assert all(line.endswith("\n") for line in lines)
     assert list(trial.logs(tail=1)) == lines[-1:]
+    assert any("hello from scale 1" in line for line in trial.iter_logs(stdtypes=["stdout"]))
+    assert not any("hello" in line for line in trial.iter_logs(stdtypes=["stderr"]))
+    assert list(trial.iter_logs(timestamp_after=2**40)) == []
+    assert list(trial.iter_logs(timestamp_before="2000-01-01T00:00:00Z")) == []
+    with pytest.raises(errors.InvalidArgument, match="RFC 3339"):
+        list(trial.iter_logs(timestamp_after="yesterday"))
 
 
 def test_top_checkpoint_is_the_best_validation_and_downloads(

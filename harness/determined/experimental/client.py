@@ -41,6 +41,7 @@ from determined.common.experimental.experiment import (
     ExperimentState,
 )
 from determined.common.experimental.trial import (
+    LogLevel,
     OrderBy,
     Trial,
     TrialMetrics,
@@ -61,6 +62,7 @@ __all__ = [
     "Experiment",
     "ExperimentReference",
     "ExperimentState",
+    "LogLevel",
     "OrderBy",
     "Session",
     "Trial",

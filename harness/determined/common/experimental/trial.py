@@ -66,6 +66,53 @@ class TrialMetrics:
     batch_metrics: list[dict[str, Any]] | None = None
 
 
+class LogLevel(enum.Enum):
+    """Log levels for ``Trial.iter_logs(min_level=...)``."""
+
+    TRACE = 1
+    DEBUG = 2
+    INFO = 3
+    WARNING = 4
+    ERROR = 5
+    CRITICAL = 6
+
+
+@dataclasses.dataclass(frozen=True)
+class _LogFilter:
+    """What ``iter_logs`` keeps beyond what the master filters."""
+
+    containers: set[str] | None
+    stdtypes: set[str] | None
+    sources: set[str] | None
+    before: float | None
+    after: float | None
+
+    def __call__(self, log: v1.TaskLog) -> bool:
+        source = "master" if log.stdtype == "master" else "agent"
+        return (
+            (self.containers is None or log.container_id in self.containers)
+            and (self.stdtypes is None or log.stdtype in self.stdtypes)
+            and (self.sources is None or source in self.sources)
+            and (self.before is None or log.timestamp < self.before)
+            and (self.after is None or log.timestamp > self.after)
+        )
+
+
+def _epoch(value: str | int | None, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise errors.InvalidArgument(f"{what} is RFC 3339 text or epoch seconds, not {value!r}")
+    if isinstance(value, int):
+        return float(value)
+    try:
+        from determined.common import util
+
+        return util.parse_protobuf_timestamp(value).timestamp()
+    except ValueError:
+        raise errors.InvalidArgument(f"{what}: {value!r} is not an RFC 3339 time") from None
+
+
 # The keys Determined's summary_metrics uses for the two legacy groups.
 _SUMMARY_KEYS = {"training": "avg_metrics", "validation": "validation_metrics"}
 
@@ -171,35 +218,59 @@ class Trial:
     stream_training_metrics = iter_training_metrics
     stream_validation_metrics = iter_validation_metrics
 
-    def logs(
+    def iter_logs(
         self,
         follow: bool = False,
         *,
         head: int | None = None,
         tail: int | None = None,
+        container_ids: Iterable[str] | None = None,
         rank_ids: Iterable[int] | None = None,
-        min_level: str | None = None,
+        stdtypes: Iterable[str] | None = None,
+        min_level: LogLevel | str | None = None,
+        timestamp_before: str | int | None = None,
+        timestamp_after: str | int | None = None,
+        sources: Iterable[str] | None = None,
         search_text: str | None = None,
     ) -> Iterator[str]:
-        """The trial's log lines (each ending in a newline); with ``follow``, new lines as
-        they come until the trial ends."""
+        """The trial's log lines, each ending in a newline and prefixed ``[rank=N] `` where it
+        came from a ranked worker; with ``follow``, new lines as they come until the trial
+        ends. ``head``/``tail`` keep the first/last N lines; the other arguments keep lines
+        from those containers, ranks, streams (``stdout``, ``stderr``), sources (``master``
+        or ``agent``), levels at or above ``min_level``, times (RFC 3339 text or epoch
+        seconds) and containing ``search_text``."""
         from determined.api.gen import v1
 
         if follow and (head is not None or tail is not None):
-            raise errors.InvalidArgument("logs(follow=True) cannot take head or tail")
+            raise errors.InvalidArgument("iter_logs(follow=True) cannot take head or tail")
+        for name, n in (("head", head), ("tail", tail)):
+            if n is not None and n < 0:
+                raise errors.InvalidArgument(f"{name} must be non-negative, not {n}")
+        level = min_level.name if isinstance(min_level, LogLevel) else (min_level or "")
         request = v1.TrialLogsRequest(
             trial_id=self.id,
             follow=follow,
             head=head or 0,
             tail=tail or 0,
             rank_ids=list(rank_ids or []),
-            min_level=(min_level or "").upper(),
+            min_level=level.upper(),
             search=search_text or "",
+        )
+        keep = _LogFilter(
+            containers=set(container_ids) if container_ids is not None else None,
+            stdtypes=set(stdtypes) if stdtypes is not None else None,
+            sources=set(sources) if sources is not None else None,
+            before=_epoch(timestamp_before, "timestamp_before"),
+            after=_epoch(timestamp_after, "timestamp_after"),
         )
         for response in self._session.stream(lambda stub: stub.trial_logs(request)):
             for log in response.logs:
-                rank = "" if log.rank is None else f"[rank={log.rank}] "
-                yield rank + log.message.rstrip("\r\n") + "\n"
+                if keep(log):
+                    rank = "" if log.rank is None else f"[rank={log.rank}] "
+                    yield rank + log.message.rstrip("\r\n") + "\n"
+
+    # Determined's older name, still what most scripts call.
+    logs = iter_logs
 
     def list_checkpoints(
         self,
