@@ -285,3 +285,25 @@ def test_tasks_of_a_tls_master_are_told_https(pki: Pki) -> None:
     advertised = config.MasterConfig(advertised_address="master:8443", security=tls)
     assert advertised.address_for_tasks() == "https://master:8443"
     assert config.MasterConfig(port=8080).address_for_tasks() == "127.0.0.1:8080"
+
+
+def test_the_sdk_verifies_the_master_with_cert_path_or_not_at_all_with_noverify(
+    tls_cluster: Cluster, pki: Pki, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from determined.common import errors
+    from determined.experimental import client
+
+    monkeypatch.delenv("DET_MASTER_CERT_FILE", raising=False)
+    url, password = tls_cluster.url, tls_cluster.admin_password
+
+    def experiments(**tls: Any) -> list[client.Experiment]:
+        d = client.Determined(master=url, user="admin", password=password, **tls)
+        try:
+            return d.list_experiments()
+        finally:
+            d.close()
+
+    assert isinstance(experiments(cert_path=str(pki.ca)), list)
+    assert isinstance(experiments(noverify=True), list)
+    with pytest.raises(errors.FailedPrecondition, match="cannot verify the master"):
+        experiments(cert_path=str(pki.other_ca))
