@@ -151,7 +151,12 @@ class MasterSession:
     # Bridging.
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._running_loop()).result()
+        loop = self._running_loop()
+        if threading.current_thread() is self._thread:
+            coro.close()
+            # Waiting here for the loop this thread runs would wait forever.
+            raise RuntimeError("the SDK's blocking calls cannot be made from its own loop thread")
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
