@@ -238,6 +238,30 @@ def test_a_bad_config_is_refused_before_anything_is_created(
         det.create_experiment(CONFIG)
 
 
+def test_config_from_a_yaml_file_or_yaml_text(
+    det: client.Determined, tmp_path: pathlib.Path
+) -> None:
+    text = textwrap.dedent(
+        """\
+        name: from-yaml
+        entrypoint: python3 train.py
+        searcher: {name: single, metric: x, max_length: 1}
+        """
+    )
+    path = tmp_path / "const.yaml"
+    path.write_text(text)
+    (tmp_path / "train.py").write_text("print('never run')\n")
+    made = [
+        det.create_experiment(path, str(tmp_path), activate=False),
+        det.create_experiment(str(path), str(tmp_path), activate=False),
+        det.create_experiment(text, str(tmp_path), activate=False),
+    ]
+    for exp in made:
+        assert (exp.name, exp.state) == ("from-yaml", client.ExperimentState.PAUSED)
+        exp.kill()
+        assert exp.wait(interval=0.2, timeout=60) == client.ExperimentState.CANCELED
+
+
 def _script(cluster: Cluster, code: str, **env: str) -> subprocess.CompletedProcess[str]:
     """Run ``code`` as a user's script would be run, with the cluster's environment minus
     the DET_USER/DET_PASS login (each test adds what it means to give)."""
