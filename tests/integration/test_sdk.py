@@ -317,6 +317,8 @@ def test_a_det_user_login_session_is_used_without_a_password(
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "COMPLETED"
+    # The SDK's connection and loop thread go quietly at exit.
+    assert out.stderr == ""
 
 
 def test_login_with_a_password_and_environment_credentials(

@@ -13,9 +13,11 @@ that user's cached session, else a login with the password passed or ``DET_PASS`
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import threading
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -53,6 +55,7 @@ class MasterSession:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._close_at_exit: Callable[[], None] = lambda: None
 
     @property
     def username(self) -> str | None:
@@ -85,6 +88,7 @@ class MasterSession:
             self._loop = self._thread = None
         if loop is None or thread is None:
             return
+        atexit.unregister(self._close_at_exit)
 
         async def shut() -> None:
             self._session.close()
@@ -167,6 +171,17 @@ class MasterSession:
                 )
                 thread.start()
                 self._loop, self._thread = loop, thread
+                # Close the connection before the interpreter goes (grpclib warns about
+                # an unclosed one), without keeping a forgotten session alive until then.
+                ref = weakref.ref(self)
+
+                def close_at_exit() -> None:
+                    session = ref()
+                    if session is not None:
+                        session.close()
+
+                self._close_at_exit = close_at_exit
+                atexit.register(close_at_exit)
             return self._loop
 
 
