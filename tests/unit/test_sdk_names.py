@@ -33,3 +33,17 @@ def test_preserve_random_state_leaves_random_as_it_was() -> None:
     random.seed(7)
     first = draw()
     assert random.random() == first
+
+
+def test_the_sdk_classes_are_importable_from_determined_experimental() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, determined.experimental\n"
+        "assert 'determined.experimental.client' not in sys.modules\n"
+        "from determined.experimental import Determined, client\n"
+        "assert Determined is client.Determined\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
