@@ -265,3 +265,12 @@ class DeterminedServicer(v1.DeterminedBase):
     ) -> v1.DeleteCheckpointsResponse:
         await self.s.checkpoints.delete_checkpoints(message.uuids)
         return v1.DeleteCheckpointsResponse()
+
+    async def post_checkpoint_metadata(
+        self, message: v1.PostCheckpointMetadataRequest
+    ) -> v1.PostCheckpointMetadataResponse:
+        c = message.checkpoint
+        if c is None or not c.uuid:
+            raise errors.InvalidArgument("checkpoint.uuid is required")
+        await self.s.checkpoints.set_metadata(c.uuid, c.metadata)
+        return v1.PostCheckpointMetadataResponse(checkpoint=await self.s.get_checkpoint(c.uuid))

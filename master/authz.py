@@ -307,6 +307,19 @@ async def delete_checkpoints(caller: Caller, message: Any, lookup: Lookup) -> No
             await _owns(caller, exp, lookup, "delete checkpoints of")
 
 
+async def post_checkpoint_metadata(caller: Caller, message: Any, lookup: Lookup) -> None:
+    """The owner of the checkpoint's experiment (or an admin); tasks have no need to."""
+    _user(caller)
+    uuid = message.checkpoint.uuid if message.checkpoint is not None else ""
+    if uuid:  # else the servicer refuses it as an invalid argument
+        await _owns(
+            caller,
+            await lookup.checkpoint_experiment(uuid),
+            lookup,
+            "change the checkpoint metadata of",
+        )
+
+
 async def agent(caller: Caller, message: Any, lookup: Lookup) -> None:
     if not isinstance(caller, AgentCaller):
         raise errors.PermissionDenied("only an agent with the cluster's agent token may connect")
@@ -361,6 +374,7 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/GetCheckpoint": get_checkpoint,
     "/v1.Determined/GetCheckpoints": get_checkpoints,
     "/v1.Determined/DeleteCheckpoints": delete_checkpoints,
+    "/v1.Determined/PostCheckpointMetadata": post_checkpoint_metadata,
     "/v1.Agents/Connect": agent,
 }
 

@@ -93,6 +93,23 @@ class Checkpoints:
                 "UPDATE trials SET latest_checkpoint = ? WHERE id = ?", (c.uuid, c.trial_id)
             )
 
+    async def set_metadata(self, uuid: str, metadata: str) -> None:
+        """Replace the user metadata of a checkpoint that has not been deleted."""
+        try:
+            value = json.loads(metadata or "{}")
+        except ValueError:
+            raise errors.InvalidArgument("checkpoint.metadata is not JSON") from None
+        if not isinstance(value, dict):
+            raise errors.InvalidArgument("checkpoint.metadata must be a JSON object")
+        row = await self._db.fetch_one("SELECT state FROM checkpoints WHERE uuid = ?", (uuid,))
+        if row is None:
+            raise errors.NotFound(f"checkpoint {uuid} not found")
+        if row["state"] == "DELETED":
+            raise errors.FailedPrecondition(f"checkpoint {uuid} was deleted")
+        await self._db.execute(
+            "UPDATE checkpoints SET metadata = ? WHERE uuid = ?", (json.dumps(value), uuid)
+        )
+
     async def delete_checkpoints(self, uuids: Sequence[str]) -> None:
         """Mark the checkpoints DELETED, in one transaction (the caller's, when retention
         runs as part of a trial's end), and remove their files once it has committed: a

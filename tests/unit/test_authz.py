@@ -217,6 +217,20 @@ async def test_only_the_owner_or_an_admin_may_delete_checkpoints(lookup: authz.L
     await refused("DeleteCheckpoints", AGENT, v1.DeleteCheckpointsRequest(), lookup)
 
 
+async def test_only_the_owner_or_an_admin_may_change_checkpoint_metadata(
+    lookup: authz.Lookup,
+) -> None:
+    def post(uuid: str) -> v1.PostCheckpointMetadataRequest:
+        return v1.PostCheckpointMetadataRequest(checkpoint=v1.Checkpoint(uuid=uuid, metadata="{}"))
+
+    await check("PostCheckpointMetadata", ALICE, post("ck-11"), lookup)
+    await check("PostCheckpointMetadata", ROOT, post("ck-21"), lookup)
+    text = await refused("PostCheckpointMetadata", BOB, post("ck-11"), lookup)
+    assert "change the checkpoint metadata of" in text
+    await refused("PostCheckpointMetadata", TASK, post("ck-11"), lookup)
+    await refused("PostCheckpointMetadata", AGENT, post("ck-11"), lookup)
+
+
 # -- admins -----------------------------------------------------------------------------------
 
 

@@ -381,6 +381,12 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
     ),
     'DeleteCheckpointsResponse': (
     ),
+    'PostCheckpointMetadataRequest': (
+        ('checkpoint', 1, 'message', 'Checkpoint', False, True, ''),
+    ),
+    'PostCheckpointMetadataResponse': (
+        ('checkpoint', 1, 'message', 'Checkpoint', False, True, ''),
+    ),
     'Trial': (
         ('id', 1, 'int32', None, False, False, ''),
         ('experiment_id', 2, 'int32', None, False, False, ''),
@@ -577,6 +583,7 @@ SERVICES: dict[str, tuple[tuple[str, str, str, bool, bool], ...]] = {
         ('GetCheckpoint', 'GetCheckpointRequest', 'GetCheckpointResponse', False, False),
         ('GetCheckpoints', 'GetCheckpointsRequest', 'GetCheckpointsResponse', False, False),
         ('DeleteCheckpoints', 'DeleteCheckpointsRequest', 'DeleteCheckpointsResponse', False, False),
+        ('PostCheckpointMetadata', 'PostCheckpointMetadataRequest', 'PostCheckpointMetadataResponse', False, False),
     ),
     'Agents': (
         ('Connect', 'AgentMessage', 'MasterMessage', True, True),

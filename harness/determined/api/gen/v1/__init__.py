@@ -83,6 +83,8 @@ __all__ = (
     "MetricReport",
     "PatchUserRequest",
     "PatchUserResponse",
+    "PostCheckpointMetadataRequest",
+    "PostCheckpointMetadataResponse",
     "PostUserRequest",
     "PostUserResponse",
     "PreemptionSignalRequest",
@@ -1446,6 +1448,35 @@ class PatchUserResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "PatchUserResponse", PatchUserResponse)
+
+
+@dataclass(eq=False, repr=False)
+class PostCheckpointMetadataRequest(betterproto2.Message):
+    """
+    Replace a checkpoint's user metadata (the SDK's Checkpoint.add_metadata and
+    remove_metadata); only checkpoint.uuid and checkpoint.metadata are read.
+    """
+
+    checkpoint: "Checkpoint | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message(
+    "v1", "PostCheckpointMetadataRequest", PostCheckpointMetadataRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class PostCheckpointMetadataResponse(betterproto2.Message):
+    checkpoint: "Checkpoint | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message(
+    "v1", "PostCheckpointMetadataResponse", PostCheckpointMetadataResponse
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -2845,6 +2876,24 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def post_checkpoint_metadata(
+        self,
+        message: "PostCheckpointMetadataRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "PostCheckpointMetadataResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/PostCheckpointMetadata",
+            message,
+            PostCheckpointMetadataResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
 
 class AgentsBase(betterproto2_grpclib.ServiceBase):
     async def connect(
@@ -3117,6 +3166,12 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
     async def delete_checkpoints(
         self, message: "DeleteCheckpointsRequest"
     ) -> "DeleteCheckpointsResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def post_checkpoint_metadata(
+        self, message: "PostCheckpointMetadataRequest"
+    ) -> "PostCheckpointMetadataResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
@@ -3500,6 +3555,15 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         response = await self.delete_checkpoints(request)
         await stream.send_message(response)
 
+    async def __rpc_post_checkpoint_metadata(
+        self,
+        stream: "grpclib.server.Stream[PostCheckpointMetadataRequest, PostCheckpointMetadataResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.post_checkpoint_metadata(request)
+        await stream.send_message(response)
+
     def __mapping__(self) -> "dict[str, grpclib.const.Handler]":
         return {
             "/v1.Determined/GetMaster": grpclib.const.Handler(
@@ -3777,5 +3841,11 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 DeleteCheckpointsRequest,
                 DeleteCheckpointsResponse,
+            ),
+            "/v1.Determined/PostCheckpointMetadata": grpclib.const.Handler(
+                self.__rpc_post_checkpoint_metadata,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                PostCheckpointMetadataRequest,
+                PostCheckpointMetadataResponse,
             ),
         }
