@@ -172,6 +172,20 @@ def test_list_checkpoints_sorts_by_metric_or_field(
     assert same.get_metadata() == ranked[0].metadata
 
 
+def test_checkpoint_metadata_is_added_and_removed_on_the_master(
+    det: client.Determined, grid: client.Experiment
+) -> None:
+    ckpt = grid.list_checkpoints(max_results=1)[0]
+    ckpt.add_metadata({"note": "best so far", "tags": ["a"]})
+    assert det.get_checkpoint(ckpt.uuid).metadata["note"] == "best so far"
+    assert ckpt.metadata["steps_completed"] == 4
+    ckpt.remove_metadata(["note"])
+    assert "note" not in det.get_checkpoint(ckpt.uuid).get_metadata()
+    assert ckpt.metadata["tags"] == ["a"]
+    with pytest.raises(errors.NotFound, match="no-such-uuid"):
+        client.Checkpoint(det._session, "no-such-uuid").add_metadata({"x": 1})
+
+
 PREEMPTIBLE = pathlib.Path(__file__).parent / "contexts" / "preemptible"
 
 

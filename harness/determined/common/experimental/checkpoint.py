@@ -141,6 +141,29 @@ class Checkpoint:
         self.reload()
         return dict(self.metadata)
 
+    def add_metadata(self, metadata: dict[str, Any]) -> None:
+        """Merge ``metadata`` into the checkpoint's user metadata, key by key (nested dicts
+        are replaced whole), on the master and in ``self.metadata``."""
+        if not isinstance(metadata, dict):
+            raise errors.InvalidArgument(f"metadata is a dict, not {type(metadata).__name__}")
+        self.reload()
+        self._post_metadata({**self.metadata, **metadata})
+
+    def remove_metadata(self, keys: list[str]) -> None:
+        """Remove these top-level keys from the checkpoint's user metadata."""
+        self.reload()
+        self._post_metadata({k: v for k, v in self.metadata.items() if k not in set(keys)})
+
+    def _post_metadata(self, metadata: dict[str, Any]) -> None:
+        from determined.api.gen import v1
+
+        request = v1.PostCheckpointMetadataRequest(
+            checkpoint=v1.Checkpoint(uuid=self.uuid, metadata=json.dumps(metadata))
+        )
+        resp = self._session.call(lambda stub: stub.post_checkpoint_metadata(request))
+        if resp.checkpoint is not None:
+            self._hydrate(resp.checkpoint)
+
     def download(
         self, path: str | os.PathLike[str] | None = None, mode: DownloadMode = DownloadMode.AUTO
     ) -> str:
