@@ -367,8 +367,9 @@ def test_a_master_that_is_not_running_is_named() -> None:
     address = f"127.0.0.1:{free_port()}"
     d = client.Determined(master=address, user="admin", password="x")
     try:
-        with pytest.raises(errors.Unavailable, match=f"cannot reach the master at {address}"):
+        with pytest.raises(errors.Unavailable, match=f"cannot reach the master at {address}") as e:
             d.get_experiment(1)
+        assert "Pass master= to client.login() or set DET_MASTER" in str(e.value)
     finally:
         d.close()
 

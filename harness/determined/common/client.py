@@ -150,8 +150,15 @@ def metadata(token: str | None) -> dict[str, str]:
     return {TOKEN_METADATA_KEY: token} if token else {}
 
 
-def translate(exc: BaseException, address: str) -> errors.DetError | None:
-    """The shared error for a failed call, or None if ``exc`` is not an RPC failure."""
+# How a user of the CLI picks another master; the SDK says it its own way.
+CHOOSE_MASTER = "Set DET_MASTER or pass -m/--master to choose another address"
+
+
+def translate(
+    exc: BaseException, address: str, *, choose_master: str = CHOOSE_MASTER
+) -> errors.DetError | None:
+    """The shared error for a failed call, or None if ``exc`` is not an RPC failure;
+    ``choose_master`` ends the message for a master that cannot be reached."""
     if isinstance(exc, grpclib.exceptions.GRPCError):
         cls = errors.BY_GRPC_STATUS.get(exc.status.name, errors.DetError)
         if exc.status.name == "UNAVAILABLE":
@@ -183,7 +190,7 @@ def translate(exc: BaseException, address: str) -> errors.DetError | None:
             hint = f" (for a master that serves TLS: https://HOST:PORT and {CERT_FILE_ENV})"
         return errors.Unavailable(
             f"cannot reach the master at {address} ({exc.__class__.__name__}: {exc}); "
-            "is it running? Set DET_MASTER or pass -m/--master to choose another address" + hint
+            f"is it running? {choose_master}" + hint
         )
     return None
 
@@ -199,12 +206,12 @@ def is_tls_failure(exc: BaseException) -> bool:
     )
 
 
-async def call(awaitable: Awaitable[T], address: str) -> T:
+async def call(awaitable: Awaitable[T], address: str, *, choose_master: str = CHOOSE_MASTER) -> T:
     """Await one RPC, raising the shared error hierarchy instead of transport errors."""
     try:
         return await awaitable
     except Exception as e:
-        translated = translate(e, address)
+        translated = translate(e, address, choose_master=choose_master)
         if translated is None:
             raise
         raise translated from None
@@ -220,9 +227,11 @@ class Session:
         token: str | None = None,
         cert_file: str | None = None,
         noverify: bool = False,
+        choose_master: str = CHOOSE_MASTER,
     ) -> None:
         self.address = master_address(address)
         self.noverify = noverify
+        self.choose_master = choose_master
         self.token = token
         # Calls the master has answered: a caller retrying after a refused session knows
         # whether anything may already have happened.
@@ -241,7 +250,7 @@ class Session:
         return v1.DeterminedStub(self._channel, metadata=metadata(self.token))
 
     async def call(self, awaitable: Awaitable[T]) -> T:
-        result = await call(awaitable, self.address)
+        result = await call(awaitable, self.address, choose_master=self.choose_master)
         self.answered += 1
         return result
 

@@ -32,6 +32,8 @@ HOW_TO_LOG_IN = (
     "run det user login, pass user= and password= to client.login(), or set DET_USER and DET_PASS"
 )
 
+CHOOSE_MASTER = "Pass master= to client.login() or set DET_MASTER to choose another address"
+
 _END = object()
 
 
@@ -50,7 +52,9 @@ class MasterSession:
         self.address = client.master_address(master)
         self._user = user
         self._password = password
-        self._session = client.Session(self.address, cert_file=cert_path, noverify=noverify)
+        self._session = client.Session(
+            self.address, cert_file=cert_path, noverify=noverify, choose_master=CHOOSE_MASTER
+        )
         self._from_cache = False
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -198,7 +202,7 @@ async def _translated(responses: AsyncIterator[T], address: str) -> AsyncGenerat
         async for response in responses:
             yield response
     except Exception as e:
-        translated = client.translate(e, address)
+        translated = client.translate(e, address, choose_master=CHOOSE_MASTER)
         if translated is None:
             raise
         raise translated from None
