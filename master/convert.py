@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from determined.api.gen import v1
-from pydet.master import queries
+from pydet.master import queries, shown_state
 from pydet.master.redaction import redacted_json
+from pydet.master.trial_lifecycle import TrialPhase
 
 
 def experiment(row: queries.ExperimentRow) -> v1.Experiment:
@@ -16,7 +17,7 @@ def experiment(row: queries.ExperimentRow) -> v1.Experiment:
         name=row.name or f"Experiment {row.id}",
         description=row.description,
         labels=row.labels,
-        state=row.state.to_proto(),
+        state=shown_state.experiment(row.state, (TrialPhase(p) for p in row.trial_phases)),
         start_time=row.start_time,
         end_time=row.end_time,
         username=row.username,
@@ -39,7 +40,7 @@ def trial(row: queries.TrialRow) -> v1.Trial:
     return v1.Trial(
         id=row.id,
         experiment_id=row.experiment_id,
-        state=row.state.to_proto(),
+        state=shown_state.trial(TrialPhase(row.phase)),
         hparams=row.hparams,
         seed=row.seed,
         restarts=row.restarts,

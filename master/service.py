@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from determined.api.gen import v1
 from determined.common import errors
-from pydet.master import convert, queries, redaction
+from pydet.master import convert, queries, redaction, shown_state
 from pydet.master.agents import AgentTable
 from pydet.master.checkpoints import Checkpoints
 from pydet.master.db import Database
@@ -23,7 +23,7 @@ from pydet.master.jobs import Jobs
 from pydet.master.logs import LogStore
 from pydet.master.reports import Reports
 from pydet.master.search import preview
-from pydet.master.states import State, parse
+from pydet.master.states import State
 from pydet.master.task_list import TaskList
 
 T = TypeVar("T")
@@ -110,7 +110,7 @@ class Service:
         rows, total = await queries.experiments(
             self.db,
             queries.ExperimentFilter(
-                states=[parse(s.name) for s in req.states],
+                states=sorted({shown_state.stored(s) for s in req.states}, key=str),
                 archived=req.archived,
                 name=req.name,
                 order_by=req.order_by,

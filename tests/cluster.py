@@ -26,6 +26,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 
+# What the API shows for an experiment or trial that is stored ACTIVE (Determined's states,
+# from what its allocations are doing).
+ACTIVE_STATES = ("QUEUED", "PULLING", "STARTING", "RUNNING")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

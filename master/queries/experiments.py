@@ -42,6 +42,8 @@ class ExperimentRow:
     num_trials: int
     # The best searcher metric over its trials' validations, if any was reported.
     best_validation: float | None
+    # What its trials are doing (their phases, each once), from which its shown state follows.
+    trial_phases: tuple[str, ...] = ()
 
     @property
     def config_dict(self) -> dict[str, Any]:
@@ -92,7 +94,9 @@ class ExperimentFilter:
 _EXPERIMENTS = (
     "SELECT e.*, (SELECT COUNT(*) FROM trials t WHERE t.experiment_id = e.id) AS n,"
     " (SELECT MIN(best_validation) FROM trials t WHERE t.experiment_id = e.id) AS lo,"
-    " (SELECT MAX(best_validation) FROM trials t WHERE t.experiment_id = e.id) AS hi"
+    " (SELECT MAX(best_validation) FROM trials t WHERE t.experiment_id = e.id) AS hi,"
+    " (SELECT GROUP_CONCAT(DISTINCT phase) FROM trials t WHERE t.experiment_id = e.id)"
+    " AS phases"
     " FROM experiments e"
 )
 
@@ -116,6 +120,7 @@ def _experiment(row: Row) -> ExperimentRow:
         job_id=row["job_id"],
         num_trials=row["n"],
         best_validation=row["lo"] if smaller else row["hi"],
+        trial_phases=tuple((row["phases"] or "").split(",")) if row["phases"] else (),
     )
 
 

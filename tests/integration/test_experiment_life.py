@@ -136,6 +136,11 @@ def test_kill_stops_a_running_experiment_promptly(cluster: Cluster, tmp_path: pa
     exp_id = cluster.create(cfg, ctx)
     trial_id = wait_until(lambda: cluster.trials(exp_id), 30, "a trial")[0]["id"]
     wait_until(lambda: "started" in cluster.logs(trial_id), 60, "the trial to start")
+    # Shown as Determined shows it (what its e2e tests wait for); ACTIVE is never shown.
+    assert cluster.wait_state(exp_id, "RUNNING", timeout=10) == "RUNNING"
+    assert [t["state"] for t in cluster.trials(exp_id)] == ["RUNNING"]
+    listed = cluster.det("experiment", "list").stdout
+    assert "RUNNING" in listed and "ACTIVE" not in listed
     began = time.monotonic()
     cluster.det("experiment", "kill", str(exp_id))
     assert cluster.wait_state(exp_id, "CANCELED", timeout=30) == "CANCELED"
@@ -218,3 +223,4 @@ def test_local_test_mode_runs_without_a_deployed_cluster(tmp_path: pathlib.Path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "step 5/5" in proc.stdout
     assert "finished with state COMPLETED" in proc.stdout
+

@@ -115,7 +115,7 @@ def running_trial(cluster: Cluster, exp_id: int, *, min_steps: int = 1) -> int:
         trials = api(cluster, f"/api/v1/experiments/{exp_id}/trials")["trials"]
         for t in trials:
             metrics = api(cluster, f"/api/v1/trials/{t['id']}/metrics?group=training")
-            if t["state"] == "STATE_ACTIVE" and len(metrics) >= min_steps:
+            if t["state"] == "STATE_RUNNING" and len(metrics) >= min_steps:
                 return int(t["id"])
         return None
 

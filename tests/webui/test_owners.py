@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster import Cluster, wait_until
+from tests.cluster import ACTIVE_STATES, Cluster, wait_until
 from tests.webui.helpers import CTX, api, config, screenshot, sign_in
 
 pytestmark = pytest.mark.webui
@@ -59,7 +59,7 @@ def experiments(
     admins = cluster.create(config(tmp, "admins-experiment"), CTX)
     bobs = create_as_bob(cluster, tmp, "bobs-experiment")
     for exp_id in (admins, bobs):
-        cluster.wait_state(exp_id, "ACTIVE")
+        cluster.wait_state(exp_id, "RUNNING")
     yield admins, bobs
     for exp_id in (admins, bobs):
         cluster.det("experiment", "kill", str(exp_id))
@@ -113,7 +113,7 @@ def test_only_the_owner_or_an_admin_may_steer_an_experiment(
         error.inner_text()
     )
     screenshot(page, "owners-refused")
-    assert cluster.state(admins) == "ACTIVE"
+    assert cluster.state(admins) in ACTIVE_STATES
 
     page.locator(f"tr[data-key='{bobs}'] button.action-pause").click()
     wait_until(lambda: cluster.state(bobs) == "PAUSED", 30, "bob's experiment to pause", 0.5)

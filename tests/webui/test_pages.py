@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster import Cluster, wait_until
+from tests.cluster import ACTIVE_STATES, Cluster, wait_until
 from tests.webui.helpers import api, create, running_trial, screenshot
 
 pytestmark = pytest.mark.webui
@@ -37,7 +37,7 @@ def test_experiments_page_lists_the_running_experiment(
     row = page.locator(f"tr[data-key='{exp_id}']")
     row.wait_for()
     assert "webui-running" in row.inner_text()
-    assert row.locator(".badge").get_attribute("data-state") == "ACTIVE"
+    assert row.locator(".badge").get_attribute("data-state") in ACTIVE_STATES
     assert row.locator("button.action-pause").is_visible()
     screenshot(page, "experiments")
 
@@ -128,7 +128,7 @@ def test_pause_from_the_ui_pauses_the_experiment(
     page.locator(".page-head button.action-activate").wait_for()
     screenshot(page, "paused")
     page.locator(".page-head button.action-activate").click()
-    wait_until(lambda: cluster.state(exp_id) == "ACTIVE", 30, "the experiment to resume", 0.5)
+    wait_until(lambda: cluster.state(exp_id) in ACTIVE_STATES, 30, "the experiment to resume", 0.5)
     cluster.det("experiment", "kill", str(exp_id))
 
 

@@ -41,6 +41,12 @@ export type State = (typeof STATES)[number];
 
 export const TERMINAL_STATES: readonly State[] = ["COMPLETED", "CANCELED", "ERROR", "DELETED"];
 
+/** The states the master shows for a running experiment or trial (stored as ACTIVE): what its
+ * allocations are doing, as Determined reports it. */
+export const ACTIVE_STATES: readonly State[] = ["ACTIVE", "QUEUED", "PULLING", "STARTING", "RUNNING"];
+
+export const isActive = (s: State): boolean => ACTIVE_STATES.includes(s);
+
 /** "STATE_ACTIVE" (the API) or "ACTIVE" (live events) to "ACTIVE". */
 export const state: Decoder<State> = (value) => {
   const name = str(value).replace(/^STATE_/, "");

@@ -1,7 +1,7 @@
 // Which experiment actions make sense in which state, and running one with feedback.
 
 import { api, errorMessage, type ExperimentAction } from "../api/client";
-import type { Experiment } from "../api/types";
+import { type Experiment, isActive } from "../api/types";
 import { h } from "../ui/dom";
 
 const STOPPED = new Set(["COMPLETED", "CANCELED", "ERROR", "DELETED"]);
@@ -9,7 +9,7 @@ const STOPPED = new Set(["COMPLETED", "CANCELED", "ERROR", "DELETED"]);
 export function allowedActions(e: Pick<Experiment, "state" | "archived">): ExperimentAction[] {
   if (STOPPED.has(e.state)) return [e.archived ? "unarchive" : "archive"];
   const out: ExperimentAction[] = [];
-  if (e.state === "ACTIVE") out.push("pause");
+  if (isActive(e.state)) out.push("pause");
   if (e.state === "PAUSED") out.push("activate");
   if (!e.state.startsWith("STOPPING_")) out.push("cancel");
   if (e.state !== "STOPPING_KILLED") out.push("kill");

@@ -3,7 +3,7 @@
 
 import { api, errorMessage } from "../api/client";
 import { openStream } from "../api/stream";
-import type { Checkpoint, ExperimentDetail, MetricReport, Trial } from "../api/types";
+import { type Checkpoint, type ExperimentDetail, isActive, type MetricReport, type Trial } from "../api/types";
 import { Chart } from "../charts/chart";
 import { align, downsample, flattenHparams, hparamScatter, metricSeries } from "../charts/shape";
 import type { Page } from "../router";
@@ -133,7 +133,7 @@ export const experimentPage: Page = (root, params, ctx) => {
                 "span",
                 { class: "actions" },
                 t.latest_checkpoint_uuid ? link(`/trials/${t.id}/continue`, "Continue") : null,
-                t.state === "ACTIVE" || t.state === "PAUSED"
+                isActive(t.state) || t.state === "PAUSED"
                   ? button("Kill", () => {
                       if (window.confirm(`Kill trial ${t.id}?`)) {
                         api.killTrial(t.id).then(refreshTrials, (err: unknown) => actionNotice.error(`Could not kill trial ${t.id}: ${errorMessage(err)}`));

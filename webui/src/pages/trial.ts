@@ -3,7 +3,7 @@
 
 import { api, errorMessage } from "../api/client";
 import { openStream } from "../api/stream";
-import type { Checkpoint, MetricReport, Trial } from "../api/types";
+import { type Checkpoint, isActive, type MetricReport, type Trial } from "../api/types";
 import { flattenHparams, metricNames, toCsv } from "../charts/shape";
 import type { Page } from "../router";
 import { button, h, link, replace } from "../ui/dom";
@@ -70,7 +70,7 @@ export const trialPage: Page = (root, params, ctx) => {
   let all: MetricReport[] | null = null;
 
   const renderHead = (t: Trial) => {
-    const active = t.state === "ACTIVE" || t.state === "PAUSED";
+    const active = isActive(t.state) || t.state === "PAUSED";
     replace(
       head,
       h("h1", {}, `Trial ${t.id} `, h("span", { class: "muted" }, "of "), link(`/experiments/${t.experiment_id}`, `experiment ${t.experiment_id}`)),
