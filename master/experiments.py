@@ -232,16 +232,12 @@ class Experiments:
             acknowledged=alloc.preemption_acked,
             restarts_left=trial.restarts < exp.config.max_restarts,
         )
-        # A trial being killed or stopped by the searcher is not restarted: its failure
-        # does not count.
-        counted = event in lifecycle.COUNTED_FAILURES and trial.phase not in (
-            P.KILLING,
-            P.EARLY_STOPPING,
-        )
-        if counted:
+        # Only a failure after which the trial runs again is a restart (the last one, or one
+        # while it was killed or stopped by the searcher, is not).
+        if lifecycle.is_restart(trial.phase, event):
             trial.restarts += 1
         ops = await self._moves.fire(exp, trial, event)
-        if counted and failure is not None:
+        if event in lifecycle.COUNTED_FAILURES and failure is not None:
             code = failure.exit_code
             if trial.phase is P.ERRORED:
                 text = (

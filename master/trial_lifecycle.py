@@ -404,8 +404,19 @@ def exit_event(
     return E.AGENT_LOST if lost else E.FAILED
 
 
-# Failures that count against max_restarts (unless the trial was being killed or stopped).
+# Failures that may be retried, if the trial still has work and restarts left.
 COUNTED_FAILURES = frozenset({E.FAILED, E.AGENT_LOST, E.OUT_OF_RESTARTS})
+
+
+def is_restart(phase: TrialPhase, event: TrialEvent) -> bool:
+    """Whether ``event`` in ``phase`` is a failure after which the trial runs again: what
+    the trial's ``restarts`` counts, as Determined counts it. A trial that always fails with
+    ``max_restarts: 2`` runs three times and shows 2 restarts; the last failure, a failure
+    while being killed or stopped, or one after its work was done, is not a restart."""
+    if event not in COUNTED_FAILURES:
+        return False
+    after = TRANSITIONS.get((phase, event))
+    return after is not None and not after.terminal and not after.has_process
 
 
 def experiment_event(state: State) -> TrialEvent | None:

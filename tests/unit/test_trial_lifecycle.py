@@ -348,3 +348,15 @@ def test_only_trials_with_work_left_are_given_a_length() -> None:
     # A trial that reported its length keeps that fact through a pause.
     assert next_phase(next_phase(P.REPORTED, E.EXITED), E.PAUSED) not in lifecycle.TRAINING
     assert next_phase(P.PAUSED_AWAITING_VERDICT, E.ACTIVATED) not in lifecycle.TRAINING
+
+
+def test_a_failure_is_a_restart_only_when_the_trial_runs_again() -> None:
+    assert lifecycle.is_restart(P.RUNNING, E.FAILED)
+    assert lifecycle.is_restart(P.STARTING, E.AGENT_LOST)
+    # The last failure ends the trial: Determined shows max_restarts, not one more.
+    assert not lifecycle.is_restart(P.RUNNING, E.OUT_OF_RESTARTS)
+    # Killed or stopped by the searcher: it does not run again.
+    assert not lifecycle.is_restart(P.KILLING, E.FAILED)
+    assert not lifecycle.is_restart(P.EARLY_STOPPING, E.FAILED)
+    # Not a failure at all.
+    assert not lifecycle.is_restart(P.RUNNING, E.EXITED_PREEMPTED)
