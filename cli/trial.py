@@ -101,6 +101,7 @@ def describe(args: argparse.Namespace) -> int:
         "Restarts",
         "Best Validation",
         "Latest Checkpoint",
+        "Warm Start Checkpoint",
         "Start",
         "End",
     )
@@ -113,6 +114,7 @@ def describe(args: argparse.Namespace) -> int:
         trial.restarts,
         render.optional_number(trial.best_validation_metric),
         trial.latest_checkpoint_uuid or "",
+        trial.warm_start_checkpoint_uuid or "",
         render.local_time(trial.start_time),
         render.local_time(trial.end_time),
     ]

@@ -158,7 +158,7 @@ class ExperimentStore:
         """A new trial of ``exp``, starting from the experiment's source checkpoint."""
         trial_id = await self._db.execute(
             "INSERT INTO trials (experiment_id, request_id, state, phase, hparams, seed,"
-            " start_time, latest_checkpoint) VALUES (?,?,?,?,?,?,?,?)",
+            " start_time, latest_checkpoint, warm_start_checkpoint) VALUES (?,?,?,?,?,?,?,?,?)",
             (
                 exp.id,
                 request_id,
@@ -167,6 +167,7 @@ class ExperimentStore:
                 json.dumps(hparams),
                 seed,
                 time.time(),
+                exp.source_checkpoint,
                 exp.source_checkpoint,
             ),
         )

@@ -214,4 +214,8 @@ MIGRATIONS: list[Migration] = [
     """,
     # 6: one report per trial, run, group and step.
     _one_report_per_step,
+    # 7: the checkpoint a warm-started trial began from.
+    """
+    ALTER TABLE trials ADD COLUMN warm_start_checkpoint TEXT;
+    """,
 ]

@@ -70,6 +70,8 @@ class TrialRow:
     searcher_length: int
     progress: float
     early_exit: str
+    # The checkpoint it started from, if it was warm-started.
+    warm_start_checkpoint: str | None = None
 
     @property
     def task_id(self) -> str:
@@ -143,6 +145,7 @@ def _trial(row: Row) -> TrialRow:
         searcher_length=row["searcher_length"],
         progress=row["progress"],
         early_exit=row["early_exit"],
+        warm_start_checkpoint=row["warm_start_checkpoint"],
     )
 
 

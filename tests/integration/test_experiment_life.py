@@ -223,3 +223,45 @@ def test_local_test_mode_runs_without_a_deployed_cluster(tmp_path: pathlib.Path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "step 5/5" in proc.stdout
     assert "finished with state COMPLETED" in proc.stdout
+
+
+def test_a_warm_started_trial_shows_its_checkpoint(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    script = """
+        import determined as det
+        from determined import core
+
+        info = det.get_cluster_info()
+        with core.init() as ctx:
+            print("starting from", info.latest_checkpoint, flush=True)
+            with ctx.checkpoint.store_path({"steps_completed": 1}) as (path, uuid):
+                (path / "w").write_text("1")
+        """
+    cfg, ctx = make_context(
+        tmp_path,
+        script,
+        """
+        entrypoint: python3 train.py
+        searcher: {name: single, metric: x, max_length: 1}
+        """,
+    )
+    first = cluster.create(cfg, ctx)
+    assert cluster.wait_state(first, "COMPLETED", "ERROR") == "COMPLETED"
+    (source,) = cluster.trials(first)
+    assert source["warm_start_checkpoint_uuid"] is None
+    uuid = source["latest_checkpoint_uuid"]
+    assert uuid
+
+    warm = tmp_path / "warm.yaml"
+    warm.write_text(
+        "entrypoint: python3 train.py\n"
+        f"searcher: {{name: single, metric: x, max_length: 1, source_trial_id: {source['id']}}}\n"
+    )
+    second = cluster.create(warm, ctx)
+    assert cluster.wait_state(second, "COMPLETED", "ERROR") == "COMPLETED"
+    (trial,) = cluster.trials(second)
+    assert trial["warm_start_checkpoint_uuid"] == uuid
+    assert f"starting from {uuid}" in cluster.logs(trial["id"])
+    described = cluster.det("trial", "describe", str(trial["id"])).stdout
+    assert "Warm Start Checkpoint" in described and uuid in described

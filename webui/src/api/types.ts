@@ -172,6 +172,8 @@ export interface Trial {
   progress: number;
   early_exit: string;
   phase: TrialPhase;
+  /** The checkpoint it started from (searcher.source_trial_id / source_checkpoint_uuid). */
+  warm_start_checkpoint_uuid: string | null;
 }
 
 export const trial: Decoder<Trial> = object<Trial>({
@@ -193,6 +195,7 @@ export const trial: Decoder<Trial> = object<Trial>({
   progress: num,
   early_exit: str,
   phase: trialPhase,
+  warm_start_checkpoint_uuid: optional(nullable(str), null),
 });
 export const trialList: Decoder<Trial[]> = map(object({ trials: array(trial) }), (r) => r.trials);
 export const trialOne: Decoder<Trial> = map(object({ trial }), (r) => r.trial);

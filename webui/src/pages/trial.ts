@@ -97,6 +97,7 @@ export const trialPage: Page = (root, params, ctx) => {
       ...item("Duration", duration(t.start_time, t.end_time)),
       ...item("Seed", String(t.seed)),
       ...(t.early_exit ? item("Early exit", t.early_exit) : []),
+      ...(t.warm_start_checkpoint_uuid ? item("Warm start checkpoint", t.warm_start_checkpoint_uuid) : []),
       ...Object.entries(hp).flatMap(([k, v]) => item(k, value(v))),
     );
   };

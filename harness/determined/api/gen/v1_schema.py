@@ -406,6 +406,7 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('progress', 16, 'double', None, False, False, ''),
         ('early_exit', 17, 'string', None, False, False, ''),
         ('phase', 18, 'enum', None, False, False, ''),
+        ('warm_start_checkpoint_uuid', 19, 'string', None, False, True, ''),
     ),
     'GetExperimentTrialsRequest': (
         ('experiment_id', 1, 'int32', None, False, False, ''),

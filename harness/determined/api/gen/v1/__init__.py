@@ -1892,6 +1892,13 @@ class Trial(betterproto2.Message):
         18, betterproto2.TYPE_ENUM, default_factory=lambda: TrialPhase(0)
     )
 
+    warm_start_checkpoint_uuid: "str | None" = betterproto2.field(
+        19, betterproto2.TYPE_STRING, optional=True
+    )
+    """
+    The checkpoint it started from (searcher.source_trial_id / source_checkpoint_uuid).
+    """
+
 
 default_message_pool.register_message("v1", "Trial", Trial)
 
