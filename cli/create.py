@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import tempfile
 
 from determined.api.gen import v1
 from determined.common import client, errors
@@ -24,7 +25,12 @@ TERMINAL_STATES = frozenset(
 def add_create_parser(verbs: Subparsers) -> None:
     p = verbs.add_parser("create", help="create an experiment from a config and a directory")
     p.add_argument("config_file", metavar="CONFIG", help="experiment config (YAML)")
-    p.add_argument("context_dir", metavar="CONTEXT", help="directory with the code to upload")
+    p.add_argument(
+        "context_dir",
+        metavar="CONTEXT",
+        nargs="?",
+        help="directory with the code to upload (none: the entrypoint is in the image)",
+    )
     p.add_argument(
         "-f",
         "--follow-first-trial",
@@ -53,7 +59,7 @@ def create(args: argparse.Namespace) -> int:
     if args.local and args.paused:
         args.parser.error("--local cannot be used with --paused")
     text = config.load(args.config_file, args.config_overrides)
-    context = pack_context(args.context_dir, includes=args.include)
+    context = _context(args.context_dir, args.include)
     if args.local:
         run_text = testmode.shorten(text) if args.test_mode else text
         with testmode.LocalCluster(testmode.slots_needed(run_text)) as local:
@@ -66,6 +72,15 @@ def create(args: argparse.Namespace) -> int:
             return code
         print("Test mode passed; creating the experiment", flush=True)
     return _submit(args.master, text, context, paused=args.paused, follow=args.follow_first_trial)
+
+
+def _context(context_dir: str | None, includes: list[str]) -> bytes:
+    """The packed context; without a directory (code that lives in the image, as Determined
+    allows) an empty one with only the ``--include`` paths."""
+    if context_dir is not None:
+        return pack_context(context_dir, includes=includes)
+    with tempfile.TemporaryDirectory(prefix="det-context-") as empty:
+        return pack_context(empty, includes=includes)
 
 
 def _submit(master: str | None, text: str, context: bytes, *, paused: bool, follow: bool) -> int:

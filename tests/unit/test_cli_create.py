@@ -185,3 +185,23 @@ def test_test_mode_failing_means_the_real_experiment_is_not_created(
     assert main([*argv, str(project / "ctx"), "-t"]) == 1
     err = capsys.readouterr().err
     assert "cannot reach the master" in err
+
+
+def test_create_without_a_context_directory_uploads_only_the_includes(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from determined.common.context import context_files
+    from pydet.cli import create
+
+    sent: list[bytes] = []
+
+    def submit(master: str | None, text: str, context: bytes, **kwargs: Any) -> int:
+        sent.append(context)
+        return 0
+
+    monkeypatch.setattr(create, "_submit", submit)
+    assert main(["e", "create", str(project / "const.yaml")]) == 0
+    included = ["e", "create", str(project / "const.yaml"), "-i", str(project / "ctx" / "train.py")]
+    assert main(included) == 0
+    assert [name for name, _ in context_files(sent[0])] == []
+    assert [name for name, _ in context_files(sent[1])] == ["train.py"]
