@@ -104,11 +104,7 @@ def describe(args: argparse.Namespace) -> int:
     e = rpc.present(resp.experiment, "experiment")
     best = best_trial(trials, smaller_is_better=e.smaller_is_better)
     if args.json:
-        out: dict[str, Any] = render.message_dict(e)
-        out["config"] = json.loads(resp.config) if resp.config else None
-        out["trials"] = [render.message_dict(t) for t in trials]
-        out["best_trial"] = None if best is None else render.message_dict(best)
-        print(render.to_json(out))
+        print(render.to_json([describe_json(resp, trials, best)]))
         return 0
     headers = (*render.EXPERIMENT_HEADERS, "Searcher", "Best Metric", "Archived", "Description")
     row = render.experiment_row(e)
@@ -121,6 +117,22 @@ def describe(args: argparse.Namespace) -> int:
         print()
         print(best_trial_text(best, e.searcher_metric))
     return 0
+
+
+def describe_json(
+    resp: v1.GetExperimentResponse, trials: list[v1.Trial], best: v1.Trial | None
+) -> dict[str, Any]:
+    """One experiment as `det e describe --json` prints it: Determined's shape, a list of
+    ``{"experiment": {...}, ...}`` (the experiment with its filled config), plus its
+    trials and the best of them."""
+    experiment: dict[str, Any] = render.message_dict(rpc.present(resp.experiment, "experiment"))
+    experiment["config"] = json.loads(resp.config) if resp.config else None
+    return {
+        "experiment": experiment,
+        "job_summary": None,
+        "trials": [render.message_dict(t) for t in trials],
+        "best_trial": None if best is None else render.message_dict(best),
+    }
 
 
 def best_trial(trials: list[v1.Trial], *, smaller_is_better: bool) -> v1.Trial | None:

@@ -277,7 +277,9 @@ class Cluster:
         raise AssertionError(f"no experiment id in: {out}")
 
     def experiment(self, exp_id: int) -> dict[str, Any]:
-        return dict(json.loads(self.det("experiment", "describe", str(exp_id), "--json").stdout))
+        """The experiment as `det e describe --json` shows it (with its filled config)."""
+        (entry,) = json.loads(self.det("experiment", "describe", str(exp_id), "--json").stdout)
+        return dict(entry["experiment"])
 
     def get(self, path: str) -> Any:
         """GET a JSON document from the master's HTTP API (cheap enough to poll)."""

@@ -178,7 +178,7 @@ def test_adaptive_asha_promotes_the_best_which_continue_from_their_checkpoint(
         steps = training_steps(cluster, t["id"])
         assert steps == [batches(e, t["hparams"]) for e in range(1, 7)]
     # describe names the winner.
-    described = cluster.experiment(exp_id)
+    (described,) = json.loads(cluster.det("experiment", "describe", str(exp_id), "--json").stdout)
     best = described["best_trial"]
     assert best["id"] == min(trials, key=lambda t: t["best_validation_metric"])["id"]
     text = cluster.det("experiment", "describe", str(exp_id)).stdout

@@ -255,3 +255,17 @@ def test_master_going_away_mid_stream_keeps_printed_lines_and_exits_1(
     assert out == "[1970-01-01T00:00:00.000000Z] first\n"
     assert err.startswith("Error: the master at in-memory:1 is unavailable")
     assert master.calls == ["logs 5 follow=True"]
+
+
+def test_describe_json_is_a_list_of_experiment_entries_as_in_determined(
+    master: FakeMaster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    master.experiments[3] = v1.Experiment(id=3, name="exp", state=v1.State.RUNNING)
+    master.polls_before_trial = 0
+    master.trials = [v1.Trial(id=8, experiment_id=3, state=v1.State.RUNNING)]
+    assert main(["e", "describe", "3", "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)
+    assert entry["experiment"]["id"] == 3
+    assert entry["experiment"]["state"] == "RUNNING"
+    assert entry["experiment"]["config"]["searcher"]["metric"] == "loss"
+    assert [t["id"] for t in entry["trials"]] == [8]
