@@ -15,7 +15,18 @@ from collections.abc import Sequence
 
 from determined import __version__
 from determined.common import client, errors
-from pydet.cli import agent, auth, deploy, experiment, job, master, search, trial, user
+from pydet.cli import (
+    agent,
+    auth,
+    checkpoint,
+    deploy,
+    experiment,
+    job,
+    master,
+    search,
+    trial,
+    user,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"det (pydet) {__version__}")
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND", required=True)
-    for module in (experiment, trial, job, agent, master, deploy, search, user):
+    for module in (experiment, trial, checkpoint, job, agent, master, deploy, search, user):
         module.add_parser(nouns)
     return parser
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import sys
 from typing import Any
 
@@ -11,7 +12,7 @@ import yaml
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, create, render, rpc, trial
+from pydet.cli import Subparsers, checkpoint, create, render, rpc, trial
 
 # verb -> (stub method, past tense for the confirmation line)
 _ACTIONS = {
@@ -39,8 +40,13 @@ def add_parser(nouns: Subparsers) -> None:
     _with_id(verbs, "config", "print an experiment's filled config").set_defaults(func=show_config)
     p = _with_id(verbs, "list-trials", "list its trials", aliases=["lt"], json_flag=True)
     p.set_defaults(func=list_trials)
-    p = _with_id(verbs, "list-checkpoints", "list its checkpoints", aliases=["lc"], json_flag=True)
-    p.set_defaults(func=list_checkpoints)
+    p = _with_id(verbs, "list-checkpoints", "list its checkpoints", aliases=["lc"])
+    checkpoint.add_list_flags(p)
+    p.set_defaults(func=checkpoint.list_checkpoints)
+    p = _with_id(verbs, "download", "download its best checkpoints")
+    p.add_argument("--top-n", type=int, default=1, metavar="N", help="the N best (default 1)")
+    checkpoint.add_download_flags(p)
+    p.set_defaults(func=download)
 
     p = _with_id(verbs, "wait", "wait for an experiment to end; exit 0 only if it completed")
     p.add_argument("--interval", type=float, default=2.0, metavar="S", help="poll every S seconds")
@@ -185,16 +191,25 @@ def list_trials(args: argparse.Namespace) -> int:
     return 0
 
 
-def list_checkpoints(args: argparse.Namespace) -> int:
-    async def body(s: client.Session) -> list[v1.Checkpoint]:
-        request = v1.GetCheckpointsRequest(experiment_id=args.experiment_id)
-        return list((await s.call(s.stub.get_checkpoints(request))).checkpoints)
+def download(args: argparse.Namespace) -> int:
+    """The experiment's ``--top-n`` best checkpoints by the searcher metric, each into
+    ``OUTPUT_DIR/UUID`` (default ``checkpoints/UUID``), as Determined does."""
+    if args.top_n < 1:
+        raise errors.InvalidArgument(f"--top-n must be at least 1; got {args.top_n}")
 
-    checkpoints = rpc.run(args.master, body)
-    if args.json:
-        print(render.to_json([render.message_dict(c) for c in checkpoints]))
-    else:
-        print(render.table(render.CHECKPOINT_HEADERS, map(render.checkpoint_row, checkpoints)))
+    async def body(s: client.Session) -> tuple[v1.Experiment, list[v1.Checkpoint]]:
+        return await checkpoint.experiment_checkpoints(s, args.experiment_id)
+
+    exp, found = rpc.run(args.master, body)
+    best = checkpoint.ranked(found, smaller_is_better=exp.smaller_is_better)[: args.top_n]
+    if not best:
+        raise errors.NotFound(
+            f"experiment {args.experiment_id} has no checkpoint with a searcher metric "
+            f"({exp.searcher_metric or 'none configured'}) to download"
+        )
+    root = pathlib.Path(args.output_dir or "checkpoints")
+    for c in best:
+        checkpoint.fetch_files(c, str(root / c.uuid), quiet=args.quiet, mode=args.mode)
     return 0
 
 

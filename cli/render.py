@@ -7,8 +7,10 @@ states are plain names ("COMPLETED"), JSON-in-a-string fields are decoded into o
 
 from __future__ import annotations
 
+import csv as _csv
 import datetime
 import enum
+import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -31,6 +33,15 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     # disable_numparse: ids and hyperparameters are shown as sent, not re-formatted as floats.
     text = tabulate(list(rows), headers=list(headers), tablefmt="presto", disable_numparse=True)
     return str(text)
+
+
+def csv(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """The same rows as CSV (`--csv`), a header line first."""
+    out = io.StringIO()
+    writer = _csv.writer(out, lineterminator="\n")
+    writer.writerow(headers)
+    writer.writerows([["" if v is None else v for v in row] for row in rows])
+    return out.getvalue()
 
 
 def to_json(value: Any) -> str:

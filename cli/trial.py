@@ -9,8 +9,8 @@ import argparse
 import sys
 
 from determined.api.gen import v1
-from determined.common import client
-from pydet.cli import Subparsers, render, rpc
+from determined.common import client, errors
+from pydet.cli import Subparsers, checkpoint, render, rpc
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -28,6 +28,15 @@ def add_parser(nouns: Subparsers) -> None:
     p.add_argument("trial_id", type=int, metavar="TRIAL_ID")
     add_log_flags(p)
     p.set_defaults(func=logs)
+
+    p = verbs.add_parser("download", help="download one of a trial's checkpoints")
+    p.add_argument("trial_id", type=int, metavar="TRIAL_ID")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--best", action="store_true", help="the best by the searcher metric")
+    which.add_argument("--latest", action="store_true", help="the most recent")
+    which.add_argument("--uuid", metavar="UUID", help="this one")
+    checkpoint.add_download_flags(p)
+    p.set_defaults(func=download)
 
     p = verbs.add_parser("kill", help="kill a trial")
     p.add_argument("trial_id", type=int, metavar="TRIAL_ID")
@@ -130,6 +139,33 @@ def logs(args: argparse.Namespace) -> int:
         await print_logs(s, logs_request(args.trial_id, args))
 
     rpc.run(args.master, body)
+    return 0
+
+
+def download(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> v1.Checkpoint:
+        if args.uuid:
+            return await checkpoint.get(s, args.uuid)
+        t = rpc.present(
+            (await s.call(s.stub.get_trial(v1.GetTrialRequest(trial_id=args.trial_id)))).trial,
+            "trial",
+        )
+        exp, found = await checkpoint.experiment_checkpoints(s, t.experiment_id, trial_id=t.id)
+        if args.best:
+            chosen = checkpoint.ranked(found, smaller_is_better=exp.smaller_is_better)
+        else:
+            chosen = sorted(found, key=lambda c: (c.steps_completed, c.report_time), reverse=True)
+        if not chosen:
+            what = "with a searcher metric" if args.best else "left"
+            raise errors.NotFound(f"trial {args.trial_id} has no checkpoint {what}")
+        return chosen[0]
+
+    c = rpc.run(args.master, body)
+    if c.trial_id != args.trial_id:
+        raise errors.InvalidArgument(
+            f"checkpoint {c.uuid} is of trial {c.trial_id}, not {args.trial_id}"
+        )
+    checkpoint.fetch_files(c, args.output_dir, quiet=args.quiet, mode=args.mode)
     return 0
 
 

@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from pydet.cli import create, deploy, experiment, trial
+from pydet.cli import checkpoint, create, deploy, experiment, trial
 from pydet.cli.__main__ import build_parser, main
 
 
@@ -23,8 +23,17 @@ def parse(*argv: str) -> argparse.Namespace:
         (["e", "config", "1"], experiment.show_config),
         (["e", "list-trials", "1"], experiment.list_trials),
         (["e", "lt", "1", "--json"], experiment.list_trials),
-        (["e", "list-checkpoints", "1"], experiment.list_checkpoints),
-        (["e", "lc", "1"], experiment.list_checkpoints),
+        (["e", "list-checkpoints", "1"], checkpoint.list_checkpoints),
+        (["e", "lc", "1", "--best", "2", "--csv"], checkpoint.list_checkpoints),
+        (["e", "create", "c.yaml"], create.create),
+        (["e", "download", "1", "--top-n", "2", "-o", "out"], experiment.download),
+        (["checkpoint", "list", "1"], checkpoint.list_checkpoints),
+        (["c", "describe", "u-1"], checkpoint.describe),
+        (["c", "download", "u-1", "-o", "out", "-q"], checkpoint.download),
+        (["c", "rm", "u-1,u-2", "--yes"], checkpoint.delete),
+        (["c", "delete", "u-1"], checkpoint.delete),
+        (["t", "download", "3", "--best"], trial.download),
+        (["t", "download", "3", "--uuid", "u-1", "-o", "out"], trial.download),
         (["e", "wait", "1", "--interval", "0.5"], experiment.wait),
         (["e", "kill", "1"], experiment.action),
         (["e", "pause", "1"], experiment.action),
@@ -97,7 +106,9 @@ def test_deploy_defaults() -> None:
         ["e"],
         ["e", "describe"],
         ["e", "describe", "one"],
-        ["e", "create", "only-config.yaml"],
+        ["t", "download", "1"],
+        ["t", "download", "1", "--best", "--latest"],
+        ["c", "download", "u-1", "--mode", "carrier-pigeon"],
         ["e", "create", "c.yaml", ".", "--config", "no-equals-sign"],
         ["e", "create", "c.yaml", ".", "--config", "a..b=1"],
         ["e", "frobnicate", "1"],

@@ -1,0 +1,197 @@
+"""`det checkpoint|c`: list, describe, download and delete checkpoints.
+
+Downloading reads the files from the checkpoint storage the master recorded
+(``determined.common.checkpoint_files``); `det trial download` and `det experiment download`
+pick a checkpoint and come here for the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from determined.api.gen import v1
+from determined.common import checkpoint_files, client, errors
+from pydet.cli import Subparsers, render, rpc
+
+
+def add_parser(nouns: Subparsers) -> None:
+    ckpt = nouns.add_parser("checkpoint", aliases=["c"], help="manage checkpoints")
+    verbs = ckpt.add_subparsers(dest="verb", metavar="COMMAND", required=True)
+
+    p = verbs.add_parser("list", aliases=["ls"], help="list an experiment's checkpoints")
+    p.add_argument("experiment_id", type=int, metavar="EXPERIMENT_ID")
+    add_list_flags(p)
+    p.set_defaults(func=list_checkpoints)
+
+    p = verbs.add_parser("describe", help="describe a checkpoint")
+    p.add_argument("uuid", metavar="UUID")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=describe)
+
+    p = verbs.add_parser("download", help="download a checkpoint from its storage")
+    p.add_argument("uuid", metavar="UUID")
+    add_download_flags(p)
+    p.set_defaults(func=download)
+
+    p = verbs.add_parser("delete", aliases=["rm"], help="delete checkpoints and their files")
+    p.add_argument("uuids", metavar="UUIDS", help="comma-separated checkpoint UUIDs")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.set_defaults(func=delete)
+
+
+def add_list_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--best", type=int, metavar="N", help="only the N best by the searcher metric")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--csv", action="store_true", help="print CSV")
+    fmt.add_argument("--json", action="store_true", help="print JSON")
+
+
+def add_download_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output-dir", metavar="DIR", help="where to put the files")
+    p.add_argument("-q", "--quiet", action="store_true", help="only print the checkpoint's path")
+    p.add_argument(
+        "--mode",
+        choices=("auto", "direct", "master"),
+        default="auto",
+        help="auto and direct read the checkpoint storage; master is not offered by pydet",
+    )
+
+
+async def experiment_checkpoints(
+    s: client.Session, experiment_id: int, *, trial_id: int = 0
+) -> tuple[v1.Experiment, list[v1.Checkpoint]]:
+    """The experiment and its (or one trial's) checkpoints that still have files."""
+    exp = await s.call(s.stub.get_experiment(v1.GetExperimentRequest(experiment_id=experiment_id)))
+    request = v1.GetCheckpointsRequest(experiment_id=experiment_id, trial_id=trial_id)
+    found = (await s.call(s.stub.get_checkpoints(request))).checkpoints
+    live = [c for c in found if c.state != "DELETED"]
+    return rpc.present(exp.experiment, "experiment"), live
+
+
+def ranked(checkpoints: Sequence[v1.Checkpoint], *, smaller_is_better: bool) -> list[v1.Checkpoint]:
+    """Those with a searcher metric, best first (the earliest on a tie)."""
+    sign = 1.0 if smaller_is_better else -1.0
+    scored = [c for c in checkpoints if c.searcher_metric is not None]
+    return sorted(scored, key=lambda c: (sign * (c.searcher_metric or 0.0), c.report_time))
+
+
+def list_checkpoints(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> tuple[v1.Experiment, list[v1.Checkpoint]]:
+        return await experiment_checkpoints(s, args.experiment_id)
+
+    exp, checkpoints = rpc.run(args.master, body)
+    if args.best is not None:
+        checkpoints = ranked(checkpoints, smaller_is_better=exp.smaller_is_better)[: args.best]
+    print_checkpoints(checkpoints, as_json=args.json, as_csv=args.csv)
+    return 0
+
+
+def print_checkpoints(checkpoints: list[v1.Checkpoint], *, as_json: bool, as_csv: bool) -> None:
+    if as_json:
+        print(render.to_json([render.message_dict(c) for c in checkpoints]))
+    elif as_csv:
+        sys.stdout.write(
+            render.csv(render.CHECKPOINT_HEADERS, map(render.checkpoint_row, checkpoints))
+        )
+    else:
+        print(render.table(render.CHECKPOINT_HEADERS, map(render.checkpoint_row, checkpoints)))
+
+
+async def get(s: client.Session, uuid: str) -> v1.Checkpoint:
+    resp = await s.call(s.stub.get_checkpoint(v1.GetCheckpointRequest(uuid=uuid)))
+    return rpc.present(resp.checkpoint, "checkpoint")
+
+
+DESCRIBE_HEADERS = (
+    "Experiment ID",
+    "Trial ID",
+    "Steps Completed",
+    "Report Time",
+    "Checkpoint UUID",
+    "Validation Metric",
+    "Metadata",
+)
+
+
+def describe_row(c: v1.Checkpoint) -> list[Any]:
+    return [
+        c.experiment_id,
+        c.trial_id,
+        c.steps_completed,
+        render.local_time(c.report_time),
+        c.uuid,
+        render.optional_number(c.searcher_metric),
+        json.dumps(_metadata(c), indent=4, sort_keys=True),
+    ]
+
+
+def _metadata(c: v1.Checkpoint) -> dict[str, Any]:
+    value = json.loads(c.metadata) if c.metadata else {}
+    return value if isinstance(value, dict) else {}
+
+
+def describe(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> v1.Checkpoint:
+        return await get(s, args.uuid)
+
+    c = rpc.run(args.master, body)
+    if args.json:
+        print(render.to_json(render.message_dict(c)))
+    else:
+        print(render.table(DESCRIBE_HEADERS, [describe_row(c)]))
+    return 0
+
+
+def fetch_files(c: v1.Checkpoint, output_dir: str | None, *, quiet: bool, mode: str) -> None:
+    """Download ``c`` and say where it went (only the path with ``quiet``)."""
+    if mode == "master":
+        raise errors.InvalidArgument(
+            "--mode master is not offered by pydet: the master does not serve checkpoint "
+            "files; use --mode direct or auto"
+        )
+    if c.state == "DELETED":
+        raise errors.FailedPrecondition(f"checkpoint {c.uuid} was deleted")
+    path = checkpoint_files.download(c.uuid, c.storage, output_dir, metadata=_metadata(c))
+    if quiet:
+        print(path)
+        return
+    print("Local checkpoint path:")
+    print(path, "\n")
+    print(render.table(DESCRIBE_HEADERS, [describe_row(c)]))
+
+
+def download(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> v1.Checkpoint:
+        return await get(s, args.uuid)
+
+    fetch_files(rpc.run(args.master, body), args.output_dir, quiet=args.quiet, mode=args.mode)
+    return 0
+
+
+def delete(args: argparse.Namespace) -> int:
+    uuids = [u.strip() for u in args.uuids.split(",") if u.strip()]
+    if not uuids:
+        raise errors.InvalidArgument("no checkpoint UUID given")
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise errors.InvalidArgument(
+                f"deleting {len(uuids)} checkpoint(s) needs confirmation; pass --yes to confirm"
+            )
+        answer = input(
+            "Deleting checkpoints deletes all their files in the checkpoint storage. "
+            "Proceed? [y/N] "
+        )
+        if answer.strip().lower() not in ("y", "yes"):
+            print("Aborting deletion of checkpoints.")
+            return 1
+
+    async def body(s: client.Session) -> None:
+        await s.call(s.stub.delete_checkpoints(v1.DeleteCheckpointsRequest(uuids=uuids)))
+
+    rpc.run(args.master, body)
+    print(f"Deleted checkpoints {','.join(uuids)}")
+    return 0
