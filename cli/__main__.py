@@ -24,6 +24,7 @@ from pydet.cli import (
     job,
     master,
     search,
+    task,
     trial,
     user,
 )
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"det (pydet) {__version__}")
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND", required=True)
-    for module in (experiment, trial, checkpoint, job, agent, master, deploy, search, user):
+    for module in (experiment, trial, checkpoint, task, job, agent, master, deploy, search, user):
         module.add_parser(nouns)
     return parser
 

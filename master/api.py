@@ -161,6 +161,9 @@ class DeterminedServicer(v1.DeterminedBase):
     async def get_jobs(self, message: v1.GetJobsRequest) -> v1.GetJobsResponse:
         return v1.GetJobsResponse(jobs=self.s.get_jobs(message.resource_pool))
 
+    async def get_tasks(self, message: v1.GetTasksRequest) -> v1.GetTasksResponse:
+        return v1.GetTasksResponse(allocation_id_to_summary=self.s.get_tasks())
+
     async def update_job_queue(
         self, message: v1.UpdateJobQueueRequest
     ) -> v1.UpdateJobQueueResponse:

@@ -357,6 +357,7 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/DisableAgent": admin,
     "/v1.Determined/GetResourcePools": user,
     "/v1.Determined/GetJobs": user,
+    "/v1.Determined/GetTasks": user,
     "/v1.Determined/UpdateJobQueue": update_jobs,
     "/v1.Determined/SetExperimentResources": owner_of_experiment("change the resources of"),
     "/v1.Determined/PreviewSearch": user,

@@ -80,6 +80,10 @@ class Jobs:
             out[job.job_id] = (exp, job, acquired, needed)
         return out
 
+    def scheduler_of(self, pool: str) -> str:
+        """The scheduler of a pool ("priority" or "fair_share"); "" for one not configured."""
+        return {p.name: p.scheduler for p in self._cfg.resource_pools}.get(pool, "")
+
     def queue(self, pool: str) -> list[v1.Job]:
         pool = self._check_pool(pool)
         queued = self._queued()

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from determined.api.gen import v1
 from determined.common import errors
-from pydet.master import convert, queries, redaction, shown_state
+from pydet.master import convert, queries, redaction, shown_state, task_summaries
 from pydet.master.agents import AgentTable
 from pydet.master.checkpoints import Checkpoints
 from pydet.master.db import Database
@@ -236,6 +236,9 @@ class Service:
 
     def get_jobs(self, pool: str) -> list[v1.Job]:
         return self.jobs.queue(pool)
+
+    def get_tasks(self) -> dict[str, v1.AllocationSummary]:
+        return task_summaries.summaries(self.tasks, self.jobs.scheduler_of)
 
     async def update_job_queue(self, updates: list[v1.JobUpdate]) -> None:
         async with self.lock:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from determined.api.gen import v1
@@ -71,6 +71,8 @@ class TaskRequest:
     slots: int
     job: Job
     single_node: bool = False
+    # When it was asked for (`det task list`'s registered time).
+    requested: float = field(default_factory=time.time)
 
 
 class TaskList:

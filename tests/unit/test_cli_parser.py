@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from pydet.cli import checkpoint, create, deploy, experiment, trial
+from pydet.cli import checkpoint, create, deploy, experiment, master, task, trial
 from pydet.cli.__main__ import build_parser, main
 
 
@@ -33,6 +33,10 @@ def parse(*argv: str) -> argparse.Namespace:
         (["c", "rm", "u-1,u-2", "--yes"], checkpoint.delete),
         (["c", "delete", "u-1"], checkpoint.delete),
         (["t", "download", "3", "--best"], trial.download),
+        (["task"], task.list_tasks),
+        (["task", "list", "--csv"], task.list_tasks),
+        (["task", "logs", "3.7", "--tail", "5"], task.logs),
+        (["version"], master.version),
         (["t", "download", "3", "--uuid", "u-1", "-o", "out"], trial.download),
         (["e", "wait", "1", "--interval", "0.5"], experiment.wait),
         (["e", "kill", "1"], experiment.action),

@@ -387,6 +387,27 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
     'PostCheckpointMetadataResponse': (
         ('checkpoint', 1, 'message', 'Checkpoint', False, True, ''),
     ),
+    'ResourcesSummary': (
+        ('resources_id', 1, 'string', None, False, False, ''),
+        ('agent_id', 2, 'string', None, False, False, ''),
+        ('slot_ids', 3, 'string', None, True, False, ''),
+    ),
+    'AllocationSummary': (
+        ('task_id', 1, 'string', None, False, False, ''),
+        ('allocation_id', 2, 'string', None, False, False, ''),
+        ('name', 3, 'string', None, False, False, ''),
+        ('registered_time', 4, 'double', None, False, False, ''),
+        ('resource_pool', 5, 'string', None, False, False, ''),
+        ('slots_needed', 6, 'int32', None, False, False, ''),
+        ('resources', 7, 'message', 'ResourcesSummary', True, True, ''),
+        ('scheduler_type', 8, 'string', None, False, False, ''),
+        ('priority', 9, 'int32', None, False, False, ''),
+    ),
+    'GetTasksRequest': (
+    ),
+    'GetTasksResponse': (
+        ('allocation_id_to_summary', 1, 'map', ('string', 'message', 'AllocationSummary'), False, False, ''),
+    ),
     'Trial': (
         ('id', 1, 'int32', None, False, False, ''),
         ('experiment_id', 2, 'int32', None, False, False, ''),
@@ -567,6 +588,7 @@ SERVICES: dict[str, tuple[tuple[str, str, str, bool, bool], ...]] = {
         ('DisableAgent', 'AgentActionRequest', 'AgentActionResponse', False, False),
         ('GetResourcePools', 'GetResourcePoolsRequest', 'GetResourcePoolsResponse', False, False),
         ('GetJobs', 'GetJobsRequest', 'GetJobsResponse', False, False),
+        ('GetTasks', 'GetTasksRequest', 'GetTasksResponse', False, False),
         ('UpdateJobQueue', 'UpdateJobQueueRequest', 'UpdateJobQueueResponse', False, False),
         ('SetExperimentResources', 'SetExperimentResourcesRequest', 'SetExperimentResourcesResponse', False, False),
         ('PreviewSearch', 'PreviewSearchRequest', 'PreviewSearchResponse', False, False),

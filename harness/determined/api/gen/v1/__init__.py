@@ -15,6 +15,7 @@ __all__ = (
     "AgentsStub",
     "AllGatherRequest",
     "AllGatherResponse",
+    "AllocationSummary",
     "BindMount",
     "Checkpoint",
     "CompleteSearcherOperationRequest",
@@ -61,6 +62,8 @@ __all__ = (
     "GetMeResponse",
     "GetResourcePoolsRequest",
     "GetResourcePoolsResponse",
+    "GetTasksRequest",
+    "GetTasksResponse",
     "GetTrialMetricsRequest",
     "GetTrialMetricsResponse",
     "GetTrialRequest",
@@ -100,6 +103,7 @@ __all__ = (
     "ReportTrialProgressRequest",
     "ReportTrialProgressResponse",
     "ResourcePool",
+    "ResourcesSummary",
     "RunningContainer",
     "SearchPreviewEntry",
     "SearcherOperation",
@@ -536,6 +540,37 @@ class AllGatherResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "AllGatherResponse", AllGatherResponse)
+
+
+@dataclass(eq=False, repr=False)
+class AllocationSummary(betterproto2.Message):
+    """
+    A task's allocation as `det task list` shows it (Determined's AllocationSummary); a task
+    still waiting for slots has no allocation_id and no resources.
+    """
+
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    allocation_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    name: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    registered_time: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+
+    resource_pool: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+
+    slots_needed: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+
+    resources: "list[ResourcesSummary]" = betterproto2.field(
+        7, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
+    scheduler_type: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+
+    priority: "int" = betterproto2.field(9, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message("v1", "AllocationSummary", AllocationSummary)
 
 
 @dataclass(eq=False, repr=False)
@@ -1142,6 +1177,30 @@ default_message_pool.register_message("v1", "GetResourcePoolsResponse", GetResou
 
 
 @dataclass(eq=False, repr=False)
+class GetTasksRequest(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message("v1", "GetTasksRequest", GetTasksRequest)
+
+
+@dataclass(eq=False, repr=False)
+class GetTasksResponse(betterproto2.Message):
+    """
+    By allocation id (by task id for a task still waiting for slots).
+    """
+
+    allocation_id_to_summary: "dict[str, AllocationSummary]" = betterproto2.field(
+        1,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_MESSAGE),
+    )
+
+
+default_message_pool.register_message("v1", "GetTasksResponse", GetTasksResponse)
+
+
+@dataclass(eq=False, repr=False)
 class GetTrialMetricsRequest(betterproto2.Message):
     trial_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
 
@@ -1663,6 +1722,22 @@ class ResourcePool(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "ResourcePool", ResourcePool)
+
+
+@dataclass(eq=False, repr=False)
+class ResourcesSummary(betterproto2.Message):
+    """
+    One container of an allocation: where it runs.
+    """
+
+    resources_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    agent_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    slot_ids: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
+
+
+default_message_pool.register_message("v1", "ResourcesSummary", ResourcesSummary)
 
 
 @dataclass(eq=False, repr=False)
@@ -2574,6 +2649,27 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def get_tasks(
+        self,
+        message: "GetTasksRequest | None" = None,
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetTasksResponse":
+
+        if message is None:
+            message = GetTasksRequest()
+
+        return await self._unary_unary(
+            "/v1.Determined/GetTasks",
+            message,
+            GetTasksResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def update_job_queue(
         self,
         message: "UpdateJobQueueRequest",
@@ -3081,6 +3177,10 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def get_tasks(self, message: "GetTasksRequest") -> "GetTasksResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def update_job_queue(self, message: "UpdateJobQueueRequest") -> "UpdateJobQueueResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
@@ -3419,6 +3519,14 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         response = await self.get_jobs(request)
         await stream.send_message(response)
 
+    async def __rpc_get_tasks(
+        self, stream: "grpclib.server.Stream[GetTasksRequest, GetTasksResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.get_tasks(request)
+        await stream.send_message(response)
+
     async def __rpc_update_job_queue(
         self, stream: "grpclib.server.Stream[UpdateJobQueueRequest, UpdateJobQueueResponse]"
     ) -> None:
@@ -3746,6 +3854,12 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 GetJobsRequest,
                 GetJobsResponse,
+            ),
+            "/v1.Determined/GetTasks": grpclib.const.Handler(
+                self.__rpc_get_tasks,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                GetTasksRequest,
+                GetTasksResponse,
             ),
             "/v1.Determined/UpdateJobQueue": grpclib.const.Handler(
                 self.__rpc_update_job_queue,

@@ -1,0 +1,56 @@
+"""The tasks the cluster holds, as `det task list` shows them: Determined's allocation
+summaries, one per live allocation and one per task still waiting for slots."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from determined.api.gen import v1
+from pydet.master.allocation import Allocation
+from pydet.master.task_list import TaskList, TaskRequest
+
+
+def task_name(task_id: str) -> str:
+    """A trial's task ("3.7") as Determined names it: "Trial 7 (Experiment 3)"."""
+    exp, _, trial = task_id.partition(".")
+    return f"Trial {trial} (Experiment {exp})" if trial else f"Task {task_id}"
+
+
+def _running(alloc: Allocation, scheduler: str) -> v1.AllocationSummary:
+    containers = sorted(alloc.containers.values(), key=lambda c: c.rank)
+    return v1.AllocationSummary(
+        task_id=alloc.task_id,
+        allocation_id=alloc.id,
+        name=task_name(alloc.task_id),
+        registered_time=alloc.start_time,
+        resource_pool=alloc.job.resource_pool,
+        slots_needed=sum(len(c.slot_ids) for c in containers),
+        resources=[
+            v1.ResourcesSummary(resources_id=c.id, agent_id=c.agent_id, slot_ids=list(c.slot_ids))
+            for c in containers
+        ],
+        scheduler_type=scheduler,
+        priority=alloc.job.priority,
+    )
+
+
+def _waiting(req: TaskRequest, scheduler: str) -> v1.AllocationSummary:
+    return v1.AllocationSummary(
+        task_id=req.task_id,
+        name=task_name(req.task_id),
+        registered_time=req.requested,
+        resource_pool=req.job.resource_pool,
+        slots_needed=req.slots,
+        scheduler_type=scheduler,
+        priority=req.job.priority,
+    )
+
+
+def summaries(
+    tasks: TaskList, scheduler_of: Callable[[str], str]
+) -> dict[str, v1.AllocationSummary]:
+    """Every live allocation by its id, then every waiting task by its task id."""
+    out = {a.id: _running(a, scheduler_of(a.job.resource_pool)) for a in tasks.allocations.values()}
+    for req in tasks.pending.values():
+        out.setdefault(req.task_id, _waiting(req, scheduler_of(req.job.resource_pool)))
+    return out
