@@ -7,14 +7,14 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import client
-from pydet.cli import Subparsers, render, rpc
+from pydet.cli import Subparsers, listing, render, rpc
 
 
 def add_parser(nouns: Subparsers) -> None:
     agent = nouns.add_parser("agent", aliases=["a"], help="list agents")
     verbs = agent.add_subparsers(dest="verb", metavar="COMMAND", required=True)
     p = verbs.add_parser("list", aliases=["ls"], help="list agents and their slot usage")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    listing.add_format_flags(p)
     p.set_defaults(func=list_agents)
     p = verbs.add_parser("enable", help="let the scheduler use an agent again")
     p.add_argument("agent_id", metavar="AGENT_ID")
@@ -29,7 +29,7 @@ def add_parser(nouns: Subparsers) -> None:
     slot = nouns.add_parser("slot", aliases=["s"], help="list slots")
     verbs = slot.add_subparsers(dest="verb", metavar="COMMAND", required=True)
     p = verbs.add_parser("list", aliases=["ls"], help="list every agent's slots")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    listing.add_format_flags(p)
     p.set_defaults(func=list_slots)
 
 
@@ -65,10 +65,9 @@ def slot_rows(a: v1.Agent) -> list[list[Any]]:
 
 def list_agents(args: argparse.Namespace) -> int:
     agents = _agents(args.master)
-    if args.json:
-        print(render.to_json([render.message_dict(a) for a in agents]))
-    else:
-        print(render.table(AGENT_HEADERS, map(agent_row, agents)))
+    as_json = [render.message_dict(a) for a in agents]
+    listing.show(args, AGENT_HEADERS, [agent_row(a) for a in agents], as_json)
+    if not (args.json or args.csv):
         for a in agents:
             for problem in a.problems:
                 print(f"agent {a.id}: {problem}")
@@ -77,11 +76,8 @@ def list_agents(args: argparse.Namespace) -> int:
 
 def list_slots(args: argparse.Namespace) -> int:
     agents = _agents(args.master)
-    if args.json:
-        slots = [{"agent_id": a.id, **render.message_dict(s)} for a in agents for s in a.slots]
-        print(render.to_json(slots))
-    else:
-        print(render.table(SLOT_HEADERS, [row for a in agents for row in slot_rows(a)]))
+    slots = [{"agent_id": a.id, **render.message_dict(s)} for a in agents for s in a.slots]
+    listing.show(args, SLOT_HEADERS, [row for a in agents for row in slot_rows(a)], slots)
     return 0
 
 

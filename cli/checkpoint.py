@@ -15,7 +15,7 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import checkpoint_files, client, errors
-from pydet.cli import Subparsers, render, rpc
+from pydet.cli import Subparsers, listing, render, rpc
 
 
 def add_parser(nouns: Subparsers) -> None:
@@ -45,9 +45,7 @@ def add_parser(nouns: Subparsers) -> None:
 
 def add_list_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--best", type=int, metavar="N", help="only the N best by the searcher metric")
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--csv", action="store_true", help="print CSV")
-    fmt.add_argument("--json", action="store_true", help="print JSON")
+    listing.add_format_flags(p)
 
 
 def add_download_flags(p: argparse.ArgumentParser) -> None:
@@ -86,19 +84,10 @@ def list_checkpoints(args: argparse.Namespace) -> int:
     exp, checkpoints = rpc.run(args.master, body)
     if args.best is not None:
         checkpoints = ranked(checkpoints, smaller_is_better=exp.smaller_is_better)[: args.best]
-    print_checkpoints(checkpoints, as_json=args.json, as_csv=args.csv)
+    rows = [render.checkpoint_row(c) for c in checkpoints]
+    as_json = [render.message_dict(c) for c in checkpoints]
+    listing.show(args, render.CHECKPOINT_HEADERS, rows, as_json)
     return 0
-
-
-def print_checkpoints(checkpoints: list[v1.Checkpoint], *, as_json: bool, as_csv: bool) -> None:
-    if as_json:
-        print(render.to_json([render.message_dict(c) for c in checkpoints]))
-    elif as_csv:
-        sys.stdout.write(
-            render.csv(render.CHECKPOINT_HEADERS, map(render.checkpoint_row, checkpoints))
-        )
-    else:
-        print(render.table(render.CHECKPOINT_HEADERS, map(render.checkpoint_row, checkpoints)))
 
 
 async def get(s: client.Session, uuid: str) -> v1.Checkpoint:

@@ -12,7 +12,7 @@ import yaml
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, checkpoint, create, render, rpc, trial
+from pydet.cli import Subparsers, checkpoint, create, listing, render, rpc, trial
 
 # verb -> (stub method, past tense for the confirmation line)
 _ACTIONS = {
@@ -31,14 +31,17 @@ def add_parser(nouns: Subparsers) -> None:
     create.add_create_parser(verbs)
 
     p = verbs.add_parser("list", aliases=["ls"], help="list experiments")
-    p.add_argument("--all", action="store_true", help="include archived experiments")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("-a", "--all", action="store_true", help="include archived experiments")
+    listing.add_format_flags(p)
+    listing.add_pagination(p)
     p.set_defaults(func=list_experiments)
 
     p = _with_id(verbs, "describe", "show an experiment and its trials", json_flag=True)
     p.set_defaults(func=describe)
     _with_id(verbs, "config", "print an experiment's filled config").set_defaults(func=show_config)
-    p = _with_id(verbs, "list-trials", "list its trials", aliases=["lt"], json_flag=True)
+    p = _with_id(verbs, "list-trials", "list its trials", aliases=["lt"])
+    listing.add_format_flags(p)
+    listing.add_pagination(p)
     p.set_defaults(func=list_trials)
     p = _with_id(verbs, "list-checkpoints", "list its checkpoints", aliases=["lc"])
     checkpoint.add_list_flags(p)
@@ -87,11 +90,10 @@ def list_experiments(args: argparse.Namespace) -> int:
     async def body(s: client.Session) -> list[v1.Experiment]:
         return list((await s.call(s.stub.get_experiments(request))).experiments)
 
-    experiments = rpc.run(args.master, body)
-    if args.json:
-        print(render.to_json([render.message_dict(e) for e in experiments]))
-    else:
-        print(render.table(render.EXPERIMENT_HEADERS, map(render.experiment_row, experiments)))
+    experiments = listing.page(rpc.run(args.master, body), args)
+    rows = [render.experiment_row(e) for e in experiments]
+    as_json = [render.message_dict(e) for e in experiments]
+    listing.show(args, render.EXPERIMENT_HEADERS, rows, as_json)
     return 0
 
 
@@ -183,11 +185,9 @@ def list_trials(args: argparse.Namespace) -> int:
     async def body(s: client.Session) -> list[v1.Trial]:
         return await _trials(s, args.experiment_id)
 
-    trials = rpc.run(args.master, body)
-    if args.json:
-        print(render.to_json([render.message_dict(t) for t in trials]))
-    else:
-        print(render.table(render.TRIAL_HEADERS, map(render.trial_row, trials)))
+    trials = listing.page(rpc.run(args.master, body), args)
+    rows = [render.trial_row(t) for t in trials]
+    listing.show(args, render.TRIAL_HEADERS, rows, [render.message_dict(t) for t in trials])
     return 0
 
 

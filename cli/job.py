@@ -7,7 +7,7 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, render, rpc
+from pydet.cli import Subparsers, listing, render, rpc
 
 HEADERS = (
     "#",
@@ -36,7 +36,8 @@ def add_parser(nouns: Subparsers) -> None:
     verbs = job.add_subparsers(dest="verb", metavar="COMMAND", required=True)
     p = verbs.add_parser("list", aliases=["ls"], help="list the queue in scheduling order")
     p.add_argument("--resource-pool", default="", metavar="POOL", help="default: the default pool")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    listing.add_format_flags(p)
+    listing.add_pagination(p, limit=100)
     p.set_defaults(func=list_jobs)
 
     p = verbs.add_parser("update", help="change one job's place, priority, weight or pool")
@@ -94,10 +95,10 @@ def list_jobs(args: argparse.Namespace) -> int:
         return list((await s.call(s.stub.get_jobs(req))).jobs)
 
     jobs = rpc.run(args.master, body)
-    if args.json:
-        print(render.to_json([render.message_dict(j) for j in jobs]))
-    else:
-        print(render.table(HEADERS, [job_row(i, j) for i, j in enumerate(jobs)]))
+    # The queue position stays each job's own when a page starts further down.
+    shown = listing.page(list(enumerate(jobs)), args)
+    as_json = [render.message_dict(j) for _, j in shown]
+    listing.show(args, HEADERS, [job_row(i, j) for i, j in shown], as_json)
     return 0
 
 

@@ -4,13 +4,11 @@ a task's logs. A pydet task is a trial's: its id is ``EXPERIMENT.TRIAL``."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, render, rpc, trial
+from pydet.cli import Subparsers, listing, render, rpc, trial
 
 HEADERS = (
     "Task ID",
@@ -30,9 +28,7 @@ def add_parser(nouns: Subparsers) -> None:
     task.set_defaults(func=list_tasks, csv=False, json=False)
 
     p = verbs.add_parser("list", aliases=["ls"], help="list the cluster's tasks")
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--csv", action="store_true", help="print CSV")
-    fmt.add_argument("--json", action="store_true", help="print JSON")
+    listing.add_format_flags(p)
     p.set_defaults(func=list_tasks)
 
     p = verbs.add_parser("logs", help="print a task's logs")
@@ -67,14 +63,8 @@ def list_tasks(args: argparse.Namespace) -> int:
         return dict(resp.allocation_id_to_summary)
 
     tasks = rpc.run(args.master, body)
-    if args.json:
-        print(json.dumps({k: render.message_dict(v) for k, v in tasks.items()}, indent=4))
-        return 0
     rows = [row(t) for t in sorted(tasks.values(), key=lambda t: t.registered_time)]
-    if args.csv:
-        sys.stdout.write(render.csv(HEADERS, rows))
-    else:
-        print(render.table(HEADERS, rows))
+    listing.show(args, HEADERS, rows, {k: render.message_dict(v) for k, v in tasks.items()})
     return 0
 
 

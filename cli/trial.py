@@ -10,7 +10,7 @@ import sys
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, checkpoint, render, rpc
+from pydet.cli import Subparsers, checkpoint, listing, render, rpc
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -21,7 +21,8 @@ def add_parser(nouns: Subparsers) -> None:
 
     p = verbs.add_parser("describe", help="show a trial and its metrics")
     p.add_argument("trial_id", type=int, metavar="TRIAL_ID")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    listing.add_format_flags(p)
+    listing.add_pagination(p, limit=1000)
     p.set_defaults(func=describe)
 
     p = verbs.add_parser("logs", help="print a trial's logs")
@@ -96,6 +97,7 @@ def describe(args: argparse.Namespace) -> int:
         return rpc.present(trial.trial, "trial"), list(metrics.reports)
 
     trial, reports = rpc.run(args.master, body)
+    reports = listing.page(reports, args)
     if args.json:
         out = render.message_dict(trial)
         out["metrics"] = [render.message_dict(r) for r in reports]
@@ -127,6 +129,9 @@ def describe(args: argparse.Namespace) -> int:
         render.local_time(trial.start_time),
         render.local_time(trial.end_time),
     ]
+    if args.csv:
+        sys.stdout.write(render.csv(headers, [row]))
+        return 0
     print(render.table(headers, [row]))
     if reports:
         print("\nMetrics:")

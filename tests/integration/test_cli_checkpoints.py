@@ -105,6 +105,23 @@ def test_experiment_download_puts_the_top_n_under_their_uuids(
         assert (tmp_path / uuid_at(cluster, experiment, step) / "w").read_text() == str(step)
 
 
+def test_list_commands_print_csv_and_pages(cluster: Cluster, experiment: int) -> None:
+    csv = cluster.det("experiment", "list", "-a", "--csv").stdout.splitlines()
+    assert csv[0].startswith("ID,") and any(line.startswith(f"{experiment},") for line in csv)
+    cluster.det("experiment", "archive", str(experiment))
+    assert str(experiment) not in cluster.det("experiment", "list", "--csv").stdout
+    assert f"{experiment}," in cluster.det("experiment", "list", "--all", "--csv").stdout
+    cluster.det("experiment", "unarchive", str(experiment))
+    one = json.loads(cluster.det("e", "list", "--json", "--pages", "1", "--limit", "1").stdout)
+    assert len(one) == 1
+    (trial,) = cluster.trials(experiment)
+    described = cluster.det("trial", "describe", str(trial["id"]), "--csv").stdout.splitlines()
+    assert described[0].startswith("Trial ID,Experiment ID,State") and len(described) == 2
+    agents = cluster.det("agent", "list", "--csv").stdout.splitlines()
+    assert len(agents) == 2 and agents[1].startswith("agent-0,")
+    assert len(cluster.det("slot", "list", "--csv").stdout.splitlines()) == 2
+
+
 def test_unknown_and_deleted_checkpoints_are_clear_errors(
     cluster: Cluster, experiment: int, tmp_path: pathlib.Path
 ) -> None:
