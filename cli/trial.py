@@ -6,6 +6,7 @@ The log streaming here is shared with `det experiment logs` and `create --follow
 from __future__ import annotations
 
 import argparse
+import datetime
 import sys
 
 from determined.api.gen import v1
@@ -66,6 +67,40 @@ def add_log_flags(p: argparse.ArgumentParser) -> None:
         help=f"only lines at this level or above ({', '.join(LOG_LEVELS)})",
     )
     p.add_argument("--search", metavar="TEXT", help="only lines containing TEXT")
+    for flag, dest, what in (
+        ("--allocation-id", "allocation_ids", "allocation"),
+        ("--agent-id", "agent_ids", "agent"),
+        ("--container-id", "container_ids", "container"),
+        ("--stdtype", "stdtypes", "output stream (stdout, stderr)"),
+    ):
+        p.add_argument(
+            flag,
+            dest=dest,
+            action="append",
+            default=[],
+            metavar="ID" if flag != "--stdtype" else "STREAM",
+            help=f"only lines of this {what} (repeatable)",
+        )
+    for flag, when in (("--timestamp-before", "before"), ("--timestamp-after", "after")):
+        p.add_argument(
+            flag,
+            type=rfc3339,
+            metavar="TIME",
+            help=f"only lines written {when} TIME (RFC 3339, e.g. 2021-10-26T23:17:12Z)",
+        )
+
+
+def rfc3339(text: str) -> float:
+    """An RFC 3339 time (``2021-10-26T23:17:12Z``, or with an offset) as epoch seconds."""
+    try:
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an RFC 3339 time such as 2021-10-26T23:17:12Z"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return when.timestamp()
 
 
 def logs_request(trial_id: int, args: argparse.Namespace) -> v1.TrialLogsRequest:
@@ -77,6 +112,12 @@ def logs_request(trial_id: int, args: argparse.Namespace) -> v1.TrialLogsRequest
         rank_ids=list(args.rank_ids),
         min_level=args.level or "",
         search=args.search or "",
+        allocation_ids=list(args.allocation_ids),
+        agent_ids=list(args.agent_ids),
+        container_ids=list(args.container_ids),
+        stdtypes=list(args.stdtypes),
+        timestamp_before=args.timestamp_before,
+        timestamp_after=args.timestamp_after,
     )
 
 

@@ -4,6 +4,7 @@ served with head/tail/filters and follow."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -100,13 +101,10 @@ class LogStore:
         while True:
             waiter = self._waiter(trial_id)
             done = await is_done()
-            batch_filter = LogFilter(
+            batch_filter = dataclasses.replace(
+                f,
                 head=f.head - sent if f.head else 0,
                 tail=f.tail if first else 0,
-                rank_ids=f.rank_ids,
-                levels=f.levels,
-                min_level=f.min_level,
-                search=f.search,
                 after_id=after,
             )
             rows = await queries.task_logs(self._db, trial_id, batch_filter, limit=5000)

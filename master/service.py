@@ -181,6 +181,12 @@ class Service:
             min_level=req.min_level,
             search=req.search,
             after_id=req.after_id,
+            allocation_ids=tuple(req.allocation_ids),
+            agent_ids=tuple(req.agent_ids),
+            container_ids=tuple(req.container_ids),
+            stdtypes=tuple(req.stdtypes),
+            timestamp_before=req.timestamp_before,
+            timestamp_after=req.timestamp_after,
         )
 
         async def done() -> bool:

@@ -20,6 +20,12 @@ class LogFilter:
     search: str = ""
     # Only lines after this one (by id): where a follower left off.
     after_id: int = 0
+    allocation_ids: tuple[str, ...] = ()
+    agent_ids: tuple[str, ...] = ()
+    container_ids: tuple[str, ...] = ()
+    stdtypes: tuple[str, ...] = ()
+    timestamp_before: float | None = None
+    timestamp_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,21 @@ async def task_logs(db: Database, trial_id: int, f: LogFilter, *, limit: int = 0
     if f.search:
         where.append("instr(message, ?) > 0")
         params.append(f.search)
+    for column, values in (
+        ("allocation_id", f.allocation_ids),
+        ("agent_id", f.agent_ids),
+        ("container_id", f.container_ids),
+        ("stdtype", f.stdtypes),
+    ):
+        if values:
+            where.append(f"{column} IN ({','.join('?' * len(values))})")
+            params.extend(values)
+    if f.timestamp_before is not None:
+        where.append("timestamp < ?")
+        params.append(f.timestamp_before)
+    if f.timestamp_after is not None:
+        where.append("timestamp > ?")
+        params.append(f.timestamp_after)
     sql = f"SELECT * FROM task_logs WHERE {' AND '.join(where)}"
     if f.tail and not f.after_id:
         rows = await db.fetch_all(f"{sql} ORDER BY id DESC LIMIT ?", [*params, f.tail])

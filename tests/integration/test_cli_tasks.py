@@ -40,6 +40,13 @@ def test_a_running_trial_is_a_task_with_its_agent_and_logs(
     wait_until(
         lambda: "task says hi" in cluster.det("task", "logs", task_id).stdout, 30, "the log line"
     )
+    tid = str(trial["id"])
+    assert "task says hi" in cluster.det("trial", "logs", tid, "--stdtype", "stdout").stdout
+    assert "task says hi" not in cluster.det("trial", "logs", tid, "--stdtype", "stderr").stdout
+    assert "task says hi" in cluster.det("t", "logs", tid, "--agent-id", "agent-0").stdout
+    assert "task says hi" not in cluster.det("t", "logs", tid, "--agent-id", "agent-9").stdout
+    early = cluster.det("t", "logs", tid, "--timestamp-before", "2000-01-01T00:00:00Z").stdout
+    assert "task says hi" not in early
     proc = cluster.det("task", "logs", f"{exp_id + 1}.{trial['id']}", check=False)
     assert proc.returncode == 1 and "not found" in proc.stderr
     cluster.det("experiment", "kill", str(exp_id))

@@ -97,6 +97,25 @@ def test_trial_log_filters_become_the_request() -> None:
     assert (req.min_level, req.search) == ("WARNING", "loss")
 
 
+def test_determineds_other_log_filters_become_the_request() -> None:
+    args = parse(
+        "task", "logs", "3.9", "--agent-id", "a0", "--container-id", "c1", "--stdtype", "stderr",
+        "--allocation-id", "3.9.1", "--timestamp-before", "2021-10-26T23:17:12Z",
+        "--timestamp-after", "2021-10-26T23:17:12+01:00",
+    )  # fmt: skip
+    req = trial.logs_request(9, args)
+    assert (list(req.agent_ids), list(req.container_ids)) == (["a0"], ["c1"])
+    assert (list(req.stdtypes), list(req.allocation_ids)) == (["stderr"], ["3.9.1"])
+    assert req.timestamp_before == 1635290232.0
+    assert req.timestamp_after == 1635290232.0 - 3600
+
+
+def test_a_time_that_is_not_rfc3339_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse("t", "logs", "9", "--timestamp-before", "yesterday")
+    assert "RFC 3339" in capsys.readouterr().err
+
+
 def test_deploy_defaults() -> None:
     args = parse("deploy", "local", "cluster-up")
     assert (args.master_port, args.agents, args.slots, args.runtime) == (8080, 1, None, "process")

@@ -308,6 +308,12 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('levels', 7, 'string', None, True, False, ''),
         ('search', 8, 'string', None, False, False, ''),
         ('after_id', 9, 'int64', None, False, False, ''),
+        ('allocation_ids', 10, 'string', None, True, False, ''),
+        ('agent_ids', 11, 'string', None, True, False, ''),
+        ('container_ids', 12, 'string', None, True, False, ''),
+        ('stdtypes', 13, 'string', None, True, False, ''),
+        ('timestamp_before', 14, 'double', None, False, True, ''),
+        ('timestamp_after', 15, 'double', None, False, True, ''),
     ),
     'TrialLogsResponse': (
         ('logs', 1, 'message', 'TaskLog', True, True, ''),

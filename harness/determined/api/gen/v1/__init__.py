@@ -2016,6 +2016,28 @@ class TrialLogsRequest(betterproto2.Message):
     Only lines with an id above this (to resume a stream).
     """
 
+    allocation_ids: "list[str]" = betterproto2.field(10, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Only lines of these allocations, agents, containers, streams ("stdout", "stderr").
+    """
+
+    agent_ids: "list[str]" = betterproto2.field(11, betterproto2.TYPE_STRING, repeated=True)
+
+    container_ids: "list[str]" = betterproto2.field(12, betterproto2.TYPE_STRING, repeated=True)
+
+    stdtypes: "list[str]" = betterproto2.field(13, betterproto2.TYPE_STRING, repeated=True)
+
+    timestamp_before: "float | None" = betterproto2.field(
+        14, betterproto2.TYPE_DOUBLE, optional=True
+    )
+    """
+    Only lines written before / after these times (seconds since the epoch).
+    """
+
+    timestamp_after: "float | None" = betterproto2.field(
+        15, betterproto2.TYPE_DOUBLE, optional=True
+    )
+
 
 default_message_pool.register_message("v1", "TrialLogsRequest", TrialLogsRequest)
 
