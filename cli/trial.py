@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import sys
+from typing import Any
 
 from determined.api.gen import v1
 from determined.common import client, errors
@@ -22,6 +24,10 @@ def add_parser(nouns: Subparsers) -> None:
 
     p = verbs.add_parser("describe", help="show a trial and its metrics")
     p.add_argument("trial_id", type=int, metavar="TRIAL_ID")
+    p.add_argument(
+        "--metrics-summary", action="store_true", help="also print a summary of each metric"
+    )
+    p.add_argument("--metrics", action="store_true", help="include batch metrics")
     listing.add_format_flags(p)
     listing.add_pagination(p, limit=1000)
     p.set_defaults(func=describe)
@@ -29,6 +35,7 @@ def add_parser(nouns: Subparsers) -> None:
     p = verbs.add_parser("logs", help="print a trial's logs")
     p.add_argument("trial_id", type=int, metavar="TRIAL_ID")
     add_log_flags(p)
+    p.add_argument("--json", action="store_true", help="print each line as a JSON object")
     p.set_defaults(func=logs)
 
     p = verbs.add_parser("download", help="download one of a trial's checkpoints")
@@ -37,8 +44,19 @@ def add_parser(nouns: Subparsers) -> None:
     which.add_argument("--best", action="store_true", help="the best by the searcher metric")
     which.add_argument("--latest", action="store_true", help="the most recent")
     which.add_argument("--uuid", metavar="UUID", help="this one")
+    p.add_argument(
+        "--sort-by",
+        metavar="METRIC",
+        help="with --best: the validation metric to rank by (default: the searcher metric)",
+    )
+    p.add_argument(
+        "--smaller-is-better",
+        type=_boolean,
+        metavar="true|false",
+        help="with --sort-by: whether smaller values of METRIC are better",
+    )
     checkpoint.add_download_flags(p)
-    p.set_defaults(func=download)
+    p.set_defaults(func=download, parser=p)
 
     p = verbs.add_parser("kill", help="kill a trial")
     p.add_argument("trial_id", type=int, metavar="TRIAL_ID")
@@ -121,11 +139,15 @@ def logs_request(trial_id: int, args: argparse.Namespace) -> v1.TrialLogsRequest
     )
 
 
-async def print_logs(session: client.Session, request: v1.TrialLogsRequest) -> None:
-    """Print log lines as they arrive; flushed so that piping to `grep` or `tee` is live."""
+async def print_logs(
+    session: client.Session, request: v1.TrialLogsRequest, *, as_json: bool = False
+) -> None:
+    """Print log lines as they arrive (one JSON object a line with ``as_json``); flushed so
+    that piping to `grep` or `tee` is live."""
     async for response in rpc.stream(session, session.stub.trial_logs(request)):
         for log in response.logs:
-            sys.stdout.write(render.log_line(log) + "\n")
+            line = json.dumps(render.message_dict(log)) if as_json else render.log_line(log)
+            sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
 
@@ -139,10 +161,13 @@ def describe(args: argparse.Namespace) -> int:
 
     trial, reports = rpc.run(args.master, body)
     reports = listing.page(reports, args)
+    if not args.metrics:
+        for r in reports:
+            r.batch_metrics = ""
     if args.json:
-        out = render.message_dict(trial)
-        out["metrics"] = [render.message_dict(r) for r in reports]
-        print(render.to_json(out))
+        # Determined's shape: the GetTrial answer, with the trial's reports beside it.
+        workloads = [render.message_dict(r) for r in reports]
+        print(render.to_json({"trial": render.message_dict(trial), "workloads": workloads}))
         return 0
     headers = (
         "Trial ID",
@@ -176,19 +201,84 @@ def describe(args: argparse.Namespace) -> int:
     print(render.table(headers, [row]))
     if reports:
         print("\nMetrics:")
-        print(render.table(render.METRIC_HEADERS, map(render.metric_row, reports)))
+        metric_headers = list(render.METRIC_HEADERS)
+        rows = [render.metric_row(r) for r in reports]
+        if args.metrics:
+            metric_headers.append("Batch Metrics")
+            for r, out in zip(reports, rows, strict=True):
+                out.append(render.compact_json(r.batch_metrics))
+        print(render.table(metric_headers, rows))
+    if args.metrics_summary:
+        print("\nSummary Metrics:")
+        print(render.to_json(summary_metrics(reports)))
     return 0
+
+
+# The summary's key of a metric group, as Determined names them.
+_SUMMARY_KEYS = {"training": "avg_metrics", "validation": "validation_metrics"}
+
+
+def summary_metrics(reports: list[v1.MetricReport]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Each group's numeric metrics summed up as Determined's summary metrics do: count,
+    sum, min, max, mean and the last value, in report order."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in reports:
+        group = out.setdefault(_SUMMARY_KEYS.get(r.group, r.group), {})
+        values = json.loads(r.metrics) if r.metrics else {}
+        for name, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            s = group.setdefault(
+                name, {"count": 0, "sum": 0.0, "min": value, "max": value, "type": "number"}
+            )
+            s["count"] += 1
+            s["sum"] += value
+            s["min"], s["max"] = min(s["min"], value), max(s["max"], value)
+            s["last"] = value
+            s["mean"] = s["sum"] / s["count"]
+    return out
 
 
 def logs(args: argparse.Namespace) -> int:
     async def body(s: client.Session) -> None:
-        await print_logs(s, logs_request(args.trial_id, args))
+        await print_logs(s, logs_request(args.trial_id, args), as_json=args.json)
 
     rpc.run(args.master, body)
     return 0
 
 
+def _boolean(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
+
+
+def ranked_by(
+    checkpoints: list[v1.Checkpoint],
+    validations: list[v1.MetricReport],
+    metric: str,
+    *,
+    smaller_is_better: bool,
+) -> list[v1.Checkpoint]:
+    """The checkpoints with a validation of ``metric`` at their step, best first."""
+    at_step: dict[int, float] = {}
+    for r in validations:
+        value = (json.loads(r.metrics) if r.metrics else {}).get(metric)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            at_step[r.steps_completed] = float(value)
+    scored = [c for c in checkpoints if c.steps_completed in at_step]
+    sign = 1.0 if smaller_is_better else -1.0
+    return sorted(scored, key=lambda c: (sign * at_step[c.steps_completed], c.report_time))
+
+
 def download(args: argparse.Namespace) -> int:
+    if (args.sort_by is None) != (args.smaller_is_better is None):
+        args.parser.error("--sort-by and --smaller-is-better must be set together")
+    if args.sort_by is not None and not args.best:
+        args.parser.error("--sort-by and --smaller-is-better can only be used with --best")
+
     async def body(s: client.Session) -> v1.Checkpoint:
         if args.uuid:
             return await checkpoint.get(s, args.uuid)
@@ -197,12 +287,19 @@ def download(args: argparse.Namespace) -> int:
             "trial",
         )
         exp, found = await checkpoint.experiment_checkpoints(s, t.experiment_id, trial_id=t.id)
-        if args.best:
+        if args.best and args.sort_by:
+            request = v1.GetTrialMetricsRequest(trial_id=t.id, group="validation")
+            validations = list((await s.call(s.stub.get_trial_metrics(request))).reports)
+            chosen = ranked_by(
+                found, validations, args.sort_by, smaller_is_better=args.smaller_is_better
+            )
+        elif args.best:
             chosen = checkpoint.ranked(found, smaller_is_better=exp.smaller_is_better)
         else:
             chosen = sorted(found, key=lambda c: (c.steps_completed, c.report_time), reverse=True)
         if not chosen:
-            what = "with a searcher metric" if args.best else "left"
+            what = f"with a validation of {args.sort_by or 'the searcher metric'}"
+            what = what if args.best else "left"
             raise errors.NotFound(f"trial {args.trial_id} has no checkpoint {what}")
         return chosen[0]
 

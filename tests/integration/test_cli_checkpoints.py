@@ -95,6 +95,23 @@ def test_trial_download_best_and_latest(
     cluster.det("trial", "download", tid, "--latest", "-o", str(tmp_path / "latest"))
     assert (tmp_path / "best" / "w").read_text() == "1"
     assert (tmp_path / "latest" / "w").read_text() == "2"
+    # Ranked by x with larger better, the second checkpoint wins.
+    out = tmp_path / "by-x"
+    cluster.det("t", "download", tid, "--best", "--sort-by", "x", "--smaller-is-better", "false",
+                "-o", str(out))  # fmt: skip
+    assert (out / "w").read_text() == "2"
+
+
+def test_trial_describe_json_and_metrics_summary(cluster: Cluster, experiment: int) -> None:
+    (trial,) = cluster.trials(experiment)
+    out = json.loads(cluster.det("trial", "describe", str(trial["id"]), "--json").stdout)
+    assert out["trial"]["id"] == trial["id"]
+    assert [w["steps_completed"] for w in out["workloads"] if w["group"] == "validation"] == [1, 2]
+    text = cluster.det("trial", "describe", str(trial["id"]), "--metrics-summary").stdout
+    summary = json.loads(text.split("Summary Metrics:")[1])
+    assert summary["validation_metrics"]["x"]["min"] == 1.0
+    logs = cluster.det("trial", "logs", str(trial["id"]), "--json").stdout.splitlines()
+    assert logs and all(json.loads(line)["trial_id"] == trial["id"] for line in logs)
 
 
 def test_experiment_download_puts_the_top_n_under_their_uuids(

@@ -189,9 +189,10 @@ def test_core_api_stage1_metrics_reach_the_master(
     assert api.metrics(trial.id, "validation") == [(100, {"x": 100})]
     # The CLI shows the same reports.
     described = json.loads(cluster.det("trial", "describe", str(trial.id), "--json").stdout)
-    assert described["state"] == "COMPLETED"
-    assert described["best_validation_metric"] == 100
-    assert [m["steps_completed"] for m in described["metrics"] if m["group"] == "training"] == list(
+    assert described["trial"]["state"] == "COMPLETED"
+    assert described["trial"]["best_validation_metric"] == 100
+    reports = described["workloads"]
+    assert [m["steps_completed"] for m in reports if m["group"] == "training"] == list(
         range(10, 101, 10)
     )
 

@@ -74,13 +74,13 @@ def validations(cluster: Cluster, trial_id: int) -> list[tuple[int, dict[str, An
     """(steps_completed, metrics) of each validation report of a trial, oldest first."""
     out = json.loads(cluster.det("trial", "describe", str(trial_id), "--json").stdout)
     return [
-        (r["steps_completed"], r["metrics"]) for r in out["metrics"] if r["group"] == "validation"
+        (r["steps_completed"], r["metrics"]) for r in out["workloads"] if r["group"] == "validation"
     ]
 
 
 def training_steps(cluster: Cluster, trial_id: int) -> list[int]:
     out = json.loads(cluster.det("trial", "describe", str(trial_id), "--json").stdout)
-    return [r["steps_completed"] for r in out["metrics"] if r["group"] == "training"]
+    return [r["steps_completed"] for r in out["workloads"] if r["group"] == "training"]
 
 
 def make_context(tmp_path: pathlib.Path, name: str, script: str, config: str) -> pathlib.Path:

@@ -112,7 +112,7 @@ def test_experiment_completes_with_the_task_talking_tls(
     assert tls_cluster.wait_state(exp_id, "COMPLETED", "ERROR", "CANCELED") == "COMPLETED"
     (trial,) = tls_cluster.trials(exp_id)
     described = json.loads(tls_cluster.det("trial", "describe", str(trial["id"]), "--json").stdout)
-    groups = sorted(m["group"] for m in described["metrics"])
+    groups = sorted(m["group"] for m in described["workloads"])
     assert groups == ["training", "validation"]
     logs = tls_cluster.logs(trial["id"])
     assert f"master {tls_cluster.url} cert {tls_cluster.ca_file}" in logs
