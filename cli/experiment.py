@@ -31,7 +31,12 @@ def add_parser(nouns: Subparsers) -> None:
     create.add_create_parser(verbs)
 
     p = verbs.add_parser("list", aliases=["ls"], help="list experiments")
-    p.add_argument("-a", "--all", action="store_true", help="include archived experiments")
+    p.add_argument(
+        "-a",
+        "--all",
+        action="store_true",
+        help="show all experiments (including archived and other users')",
+    )
     listing.add_format_flags(p)
     listing.add_pagination(p)
     p.set_defaults(func=list_experiments)
@@ -85,15 +90,21 @@ def _with_id(
 
 
 def list_experiments(args: argparse.Namespace) -> int:
-    request = v1.GetExperimentsRequest(archived=None if args.all else False, order_by="id")
+    """As Determined: your own unarchived experiments; with -a/--all everybody's, archived
+    ones too (and an Archived column)."""
 
     async def body(s: client.Session) -> list[v1.Experiment]:
+        request = v1.GetExperimentsRequest(order_by="id")
+        if not args.all:
+            me = rpc.present((await s.call(s.stub.get_me(v1.GetMeRequest()))).user, "user")
+            request = v1.GetExperimentsRequest(order_by="id", archived=False, users=[me.username])
         return list((await s.call(s.stub.get_experiments(request))).experiments)
 
     experiments = listing.page(rpc.run(args.master, body), args)
-    rows = [render.experiment_row(e) for e in experiments]
+    headers = [*render.EXPERIMENT_HEADERS, *(["Archived"] if args.all else [])]
+    rows = [render.experiment_row(e) + ([e.archived] if args.all else []) for e in experiments]
     as_json = [render.message_dict(e) for e in experiments]
-    listing.show(args, render.EXPERIMENT_HEADERS, rows, as_json)
+    listing.show(args, headers, rows, as_json)
     return 0
 
 

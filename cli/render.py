@@ -128,28 +128,31 @@ def _plain(value: Any, key: str = "") -> Any:
 
 # Column sets shared by several commands.
 
+# Determined's `det experiment list` columns.
 EXPERIMENT_HEADERS = (
     "ID",
+    "Owner",
     "Name",
+    "Parent ID",
     "State",
     "Progress",
-    "Start Time",
-    "End Time",
+    "Started",
+    "Ended",
     "Resource Pool",
-    "Owner",
 )
 
 
 def experiment_row(e: v1.Experiment) -> list[Any]:
     return [
         e.id,
+        e.username,
         e.name,
+        e.parent_id or "",
         state_name(e.state),
         percent(e.progress),
         local_time(e.start_time),
         local_time(e.end_time),
         e.resource_pool,
-        e.username,
     ]
 
 

@@ -117,6 +117,7 @@ class Service:
                 descending=req.descending,
                 limit=req.limit,
                 offset=req.offset,
+                users=tuple(req.users),
             ),
         )
         return v1.GetExperimentsResponse(

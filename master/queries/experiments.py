@@ -89,6 +89,8 @@ class ExperimentFilter:
     descending: bool = False
     limit: int = 0
     offset: int = 0
+    # Owners' usernames; empty for everybody's.
+    users: Sequence[str] = ()
 
 
 # Each experiment with its trials' count and the best of their validations (whether the
@@ -183,6 +185,9 @@ async def experiments(db: Database, f: ExperimentFilter) -> tuple[list[Experimen
     if f.name:
         where.append("instr(lower(name), lower(?)) > 0")
         params.append(f.name)
+    if f.users:
+        where.append(f"username IN ({','.join('?' * len(f.users))})")
+        params.extend(f.users)
     column = ORDER_COLUMNS.get(f.order_by or "id")
     if column is None:
         raise errors.InvalidArgument(

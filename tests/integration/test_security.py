@@ -542,8 +542,10 @@ def test_only_the_owner_or_an_admin_may_steer_an_experiment(
     assert described["username"] == "alice"
     job_id = described["job_id"]
 
-    # The owner shows in the lists.
-    row = next(r for r in cluster.det("experiment", "list").stdout.splitlines() if "waiter" in r)
+    # The owner shows in the lists; as in Determined, `det e list` alone lists one's own.
+    assert "waiter" not in cluster.det("experiment", "list").stdout
+    all_rows = cluster.det("experiment", "list", "-a").stdout.splitlines()
+    row = next(r for r in all_rows if "waiter" in r)
     assert "alice" in row
     jobs = as_user(cluster, "bob", "bob-password", "job", "list")
     assert jobs.returncode == 0, jobs

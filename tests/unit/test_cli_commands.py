@@ -50,6 +50,9 @@ class FakeMaster(v1.DeterminedBase):
         self.experiments[e.id] = e
         return v1.CreateExperimentResponse(experiment=e, warnings=["resource pool is busy"])
 
+    async def get_me(self, message: v1.GetMeRequest) -> v1.GetMeResponse:
+        return v1.GetMeResponse(user=v1.User(id=1, username="ann"))
+
     async def get_experiments(self, message: v1.GetExperimentsRequest) -> v1.GetExperimentsResponse:
         self.last_list = message
         return v1.GetExperimentsResponse(experiments=list(self.experiments.values()))
@@ -196,19 +199,21 @@ def test_unknown_experiment_is_one_line_and_exit_1(
     assert (out, err) == ("", "Error: experiment 99 not found\n")
 
 
-def test_list_hides_archived_unless_all_and_json_has_plain_states(
+def test_list_shows_your_unarchived_experiments_unless_all_and_json_has_plain_states(
     master: FakeMaster, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    master.experiments[1] = v1.Experiment(id=1, name="a", state=v1.State.PAUSED)
+    master.experiments[1] = v1.Experiment(id=1, name="a", state=v1.State.PAUSED, username="ann")
     assert main(["e", "ls", "--json"]) == 0
     assert master.last_list is not None and master.last_list.archived is False
+    assert list(master.last_list.users) == ["ann"]
     listed = json.loads(capsys.readouterr().out)
     assert [(e["id"], e["state"]) for e in listed] == [(1, "PAUSED")]
-    assert main(["e", "list", "--all"]) == 0
-    assert master.last_list.archived is None
+    assert main(["e", "list", "-a"]) == 0
+    assert master.last_list.archived is None and list(master.last_list.users) == []
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split("|")[0].strip() == "ID"
-    assert [c.strip() for c in table[2].split("|")][:3] == ["1", "a", "PAUSED"]
+    assert [c.strip() for c in table[0].split("|")][:3] == ["ID", "Owner", "Name"]
+    assert [c.strip() for c in table[0].split("|")][-1] == "Archived"
+    assert [c.strip() for c in table[2].split("|")][:5] == ["1", "ann", "a", "", "PAUSED"]
 
 
 def test_config_prints_the_filled_config_as_yaml(

@@ -35,13 +35,14 @@ def test_experiment_table_has_determineds_columns_and_look() -> None:
     cells = [c.strip() for c in lines[2].split("|")]
     assert cells == [
         "7",
+        "alice",
         "mnist",
+        "",
         "COMPLETED",
         "50.0%",
         "2024-05-06 07:08:09",
         "2024-05-06 07:09:10",
         "default",
-        "alice",
     ]
 
 

@@ -31,6 +31,16 @@ async def test_the_list_filters_by_state_name_and_archived_and_pages_in_order(
     assert [e.id for e in found] == [3, 2] and total == 4
 
 
+async def test_the_list_filters_by_owner(store: Database) -> None:
+    await rows.experiment(store, 1, username="alice")
+    await rows.experiment(store, 2, username="bob")
+    await rows.experiment(store, 3, username="carol")
+    found, total = await queries.experiments(store, queries.ExperimentFilter(users=["bob"]))
+    assert [e.id for e in found] == [2] and total == 1
+    everyone = queries.ExperimentFilter(users=["alice", "carol"])
+    assert [e.id for e in (await queries.experiments(store, everyone))[0]] == [1, 3]
+
+
 async def test_an_unknown_order_is_refused_with_the_columns_it_may_name(store: Database) -> None:
     with pytest.raises(errors.InvalidArgument, match="start_time"):
         await queries.experiments(store, queries.ExperimentFilter(order_by="password"))

@@ -184,6 +184,7 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('name', 5, 'string', None, False, False, ''),
         ('order_by', 6, 'string', None, False, False, ''),
         ('descending', 7, 'bool', None, False, False, ''),
+        ('users', 8, 'string', None, True, False, ''),
     ),
     'GetExperimentsResponse': (
         ('experiments', 1, 'message', 'Experiment', True, True, ''),

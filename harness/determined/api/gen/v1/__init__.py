@@ -1069,6 +1069,11 @@ class GetExperimentsRequest(betterproto2.Message):
 
     descending: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
 
+    users: "list[str]" = betterproto2.field(8, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Only experiments of these owners (usernames); empty for everybody's.
+    """
+
 
 default_message_pool.register_message("v1", "GetExperimentsRequest", GetExperimentsRequest)
 
