@@ -41,7 +41,11 @@ def add_parser(nouns: Subparsers) -> None:
     listing.add_pagination(p)
     p.set_defaults(func=list_experiments)
 
-    p = _with_id(verbs, "describe", "show an experiment and its trials", json_flag=True)
+    p = verbs.add_parser("describe", help="show experiments and their trials")
+    p.add_argument(
+        "experiment_ids", type=_id_list, metavar="EXPERIMENT_IDS", help="comma-separated ids"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=describe)
     _with_id(verbs, "config", "print an experiment's filled config").set_defaults(func=show_config)
     p = _with_id(verbs, "list-trials", "list its trials", aliases=["lt"])
@@ -113,18 +117,47 @@ async def _trials(s: client.Session, exp_id: int) -> list[v1.Trial]:
     return list((await s.call(s.stub.get_experiment_trials(request))).trials)
 
 
-def describe(args: argparse.Namespace) -> int:
-    async def body(s: client.Session) -> tuple[v1.GetExperimentResponse, list[v1.Trial]]:
-        request = v1.GetExperimentRequest(experiment_id=args.experiment_id)
-        exp = await s.call(s.stub.get_experiment(request))
-        return exp, await _trials(s, args.experiment_id)
+def _id_list(text: str) -> list[int]:
+    """``"3,5"`` as ids, as Determined's `det e describe` takes them."""
+    try:
+        ids = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated experiment ids such as 3,5; got {text!r}"
+        ) from None
+    if not ids:
+        raise argparse.ArgumentTypeError("no experiment id given")
+    return ids
 
-    resp, trials = rpc.run(args.master, body)
-    e = rpc.present(resp.experiment, "experiment")
-    best = best_trial(trials, smaller_is_better=e.smaller_is_better)
+
+Described = tuple[v1.GetExperimentResponse, list[v1.Trial]]
+
+
+def describe(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> list[Described]:
+        out = []
+        for exp_id in args.experiment_ids:
+            request = v1.GetExperimentRequest(experiment_id=exp_id)
+            out.append((await s.call(s.stub.get_experiment(request)), await _trials(s, exp_id)))
+        return out
+
+    described = rpc.run(args.master, body)
+    entries = []
+    for i, (resp, trials) in enumerate(described):
+        e = rpc.present(resp.experiment, "experiment")
+        best = best_trial(trials, smaller_is_better=e.smaller_is_better)
+        if args.json:
+            entries.append(describe_json(resp, trials, best))
+            continue
+        if i:
+            print()
+        print_described(e, trials, best)
     if args.json:
-        print(render.to_json([describe_json(resp, trials, best)]))
-        return 0
+        print(render.to_json(entries))
+    return 0
+
+
+def print_described(e: v1.Experiment, trials: list[v1.Trial], best: v1.Trial | None) -> None:
     headers = (*render.EXPERIMENT_HEADERS, "Searcher", "Best Metric", "Archived", "Description")
     row = render.experiment_row(e)
     row += [e.searcher_name, render.optional_number(e.best_searcher_metric), e.archived]
@@ -135,7 +168,6 @@ def describe(args: argparse.Namespace) -> int:
     if best is not None:
         print()
         print(best_trial_text(best, e.searcher_metric))
-    return 0
 
 
 def describe_json(

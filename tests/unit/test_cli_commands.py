@@ -274,3 +274,22 @@ def test_describe_json_is_a_list_of_experiment_entries_as_in_determined(
     assert entry["experiment"]["state"] == "RUNNING"
     assert entry["experiment"]["config"]["searcher"]["metric"] == "loss"
     assert [t["id"] for t in entry["trials"]] == [8]
+
+
+def test_describe_takes_comma_separated_ids(
+    master: FakeMaster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    master.experiments[3] = v1.Experiment(id=3, name="three", state=v1.State.COMPLETED)
+    master.experiments[4] = v1.Experiment(id=4, name="four", state=v1.State.QUEUED)
+    master.polls_before_trial = 0
+    assert main(["e", "describe", "3,4", "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    assert [(e["experiment"]["id"], e["experiment"]["state"]) for e in entries] == [
+        (3, "COMPLETED"),
+        (4, "QUEUED"),
+    ]
+    assert main(["e", "describe", "3,4"]) == 0
+    out = capsys.readouterr().out
+    assert "three" in out and "four" in out
+    assert main(["e", "describe", "3,99"]) == 1
+    assert "experiment 99 not found" in capsys.readouterr().err
