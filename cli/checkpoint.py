@@ -62,12 +62,16 @@ def add_download_flags(p: argparse.ArgumentParser) -> None:
 async def experiment_checkpoints(
     s: client.Session, experiment_id: int, *, trial_id: int = 0
 ) -> tuple[v1.Experiment, list[v1.Checkpoint]]:
-    """The experiment and its (or one trial's) checkpoints that still have files."""
+    """The experiment and its (or one trial's) checkpoints, deleted ones included."""
     exp = await s.call(s.stub.get_experiment(v1.GetExperimentRequest(experiment_id=experiment_id)))
     request = v1.GetCheckpointsRequest(experiment_id=experiment_id, trial_id=trial_id)
     found = (await s.call(s.stub.get_checkpoints(request))).checkpoints
-    live = [c for c in found if c.state != "DELETED"]
-    return rpc.present(exp.experiment, "experiment"), live
+    return rpc.present(exp.experiment, "experiment"), list(found)
+
+
+def downloadable(checkpoints: Sequence[v1.Checkpoint]) -> list[v1.Checkpoint]:
+    """Those whose files have not been deleted."""
+    return [c for c in checkpoints if c.state != "DELETED"]
 
 
 def ranked(checkpoints: Sequence[v1.Checkpoint], *, smaller_is_better: bool) -> list[v1.Checkpoint]:

@@ -244,7 +244,8 @@ def download(args: argparse.Namespace) -> int:
         return await checkpoint.experiment_checkpoints(s, args.experiment_id)
 
     exp, found = rpc.run(args.master, body)
-    best = checkpoint.ranked(found, smaller_is_better=exp.smaller_is_better)[: args.top_n]
+    live = checkpoint.downloadable(found)
+    best = checkpoint.ranked(live, smaller_is_better=exp.smaller_is_better)[: args.top_n]
     if not best:
         raise errors.NotFound(
             f"experiment {args.experiment_id} has no checkpoint with a searcher metric "

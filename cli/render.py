@@ -183,15 +183,16 @@ def trial_row(t: v1.Trial) -> list[Any]:
     ]
 
 
+# Determined's `det checkpoint list` / `det e list-checkpoints` columns (its "# of Batches"
+# is the steps completed; Resources lists the files).
 CHECKPOINT_HEADERS = (
     "Trial ID",
-    "Steps",
+    "# of Batches",
     "State",
     "Validation Metric",
     "UUID",
     "Resources",
     "Size",
-    "Report Time",
 )
 
 
@@ -202,9 +203,8 @@ def checkpoint_row(c: v1.Checkpoint) -> list[Any]:
         c.state,
         optional_number(c.searcher_metric),
         c.uuid,
-        len(c.resources),
+        "\n".join(sorted(c.resources)),
         human_bytes(c.size),
-        local_time(c.report_time),
     ]
 
 

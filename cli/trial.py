@@ -286,7 +286,8 @@ def download(args: argparse.Namespace) -> int:
             (await s.call(s.stub.get_trial(v1.GetTrialRequest(trial_id=args.trial_id)))).trial,
             "trial",
         )
-        exp, found = await checkpoint.experiment_checkpoints(s, t.experiment_id, trial_id=t.id)
+        exp, every = await checkpoint.experiment_checkpoints(s, t.experiment_id, trial_id=t.id)
+        found = checkpoint.downloadable(every)
         if args.best and args.sort_by:
             request = v1.GetTrialMetricsRequest(trial_id=t.id, group="validation")
             validations = list((await s.call(s.stub.get_trial_metrics(request))).reports)

@@ -3,6 +3,8 @@ against a real master and agent, on an experiment created without a context dire
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import pathlib
 from collections.abc import Iterator
@@ -65,9 +67,13 @@ def test_checkpoint_list_in_table_csv_and_best(cluster: Cluster, experiment: int
     first, second = uuid_at(cluster, experiment, 1), uuid_at(cluster, experiment, 2)
     table = cluster.det("checkpoint", "list", str(experiment)).stdout
     assert first in table and second in table and "Validation Metric" in table
-    csv = cluster.det("checkpoint", "list", str(experiment), "--csv").stdout.splitlines()
-    assert csv[0].startswith("Trial ID,Steps,State,Validation Metric,UUID")
-    assert len(csv) == 3
+    text = cluster.det("checkpoint", "list", str(experiment), "--csv").stdout
+    header, *rows = list(csv.reader(io.StringIO(text)))
+    assert header == [
+        "Trial ID", "# of Batches", "State", "Validation Metric", "UUID", "Resources", "Size"
+    ]  # fmt: skip
+    assert [r[4] for r in rows] == [first, second]
+    assert rows[0][5].splitlines() == ["metadata.json", "w"]
     best = cluster.det("e", "lc", str(experiment), "--best", "1", "--json").stdout
     assert [c["uuid"] for c in json.loads(best)] == [first]
 
@@ -123,8 +129,9 @@ def test_experiment_download_puts_the_top_n_under_their_uuids(
 
 
 def test_list_commands_print_csv_and_pages(cluster: Cluster, experiment: int) -> None:
-    csv = cluster.det("experiment", "list", "-a", "--csv").stdout.splitlines()
-    assert csv[0].startswith("ID,") and any(line.startswith(f"{experiment},") for line in csv)
+    lines = cluster.det("experiment", "list", "-a", "--csv").stdout.splitlines()
+    assert lines[0].startswith("ID,Owner,Name,Parent ID,State")
+    assert any(line.startswith(f"{experiment},") for line in lines)
     cluster.det("experiment", "archive", str(experiment))
     assert str(experiment) not in cluster.det("experiment", "list", "--csv").stdout
     assert f"{experiment}," in cluster.det("experiment", "list", "--all", "--csv").stdout

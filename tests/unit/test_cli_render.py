@@ -128,9 +128,8 @@ def test_checkpoint_row_shows_size_and_metric() -> None:
         "COMPLETED",
         "0.125",
         "abc",
-        1,
+        "model.pt",
         "3.0 MiB",
-        START_TEXT,
     ]
 
 
