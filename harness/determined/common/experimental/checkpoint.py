@@ -174,7 +174,7 @@ class Checkpoint:
             errors.FailedPrecondition: the checkpoint was deleted, or its storage cannot be
                 read from this machine.
         """
-        from determined.core import _storage
+        from determined.common import checkpoint_files
 
         if DownloadMode(mode) is DownloadMode.MASTER:
             raise errors.InvalidArgument(
@@ -184,24 +184,8 @@ class Checkpoint:
         self.reload()
         if self.state is CheckpointState.DELETED:
             raise errors.FailedPrecondition(f"checkpoint {self.uuid} was deleted")
-        if not self.storage:
-            raise errors.FailedPrecondition(
-                f"checkpoint {self.uuid} has no recorded checkpoint storage to download from"
-            )
-        dst = pathlib.Path(path) if path is not None else pathlib.Path("checkpoints", self.uuid)
-        try:
-            storage = _storage.from_config(self.storage, what="the checkpoint's storage")
-        except (ValueError, TypeError, NotImplementedError) as e:
-            raise errors.FailedPrecondition(f"checkpoint {self.uuid}: {e}") from None
-        if not storage.exists(self.uuid):
-            raise errors.FailedPrecondition(
-                f"checkpoint {self.uuid} is not in {storage.where} as seen from this "
-                "machine; is the checkpoint storage reachable here?"
-            )
-        dst.mkdir(parents=True, exist_ok=True)
-        storage.fetch(self.uuid, dst)
-        self.write_metadata_file(dst / "metadata.json")
-        return str(dst)
+        # Shared with `det checkpoint download`: the same files, metadata.json and errors.
+        return str(checkpoint_files.download(self.uuid, self.storage, path, metadata=self.metadata))
 
     def write_metadata_file(self, path: str | os.PathLike[str]) -> None:
         """Write the checkpoint's metadata as JSON to ``path``."""
