@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from determined.api.gen import v1
+from determined.common import errors
 from pydet.master.states import State, parse
 from pydet.master.trial_lifecycle import TrialPhase
 
@@ -67,4 +68,10 @@ def stored(state: v1.State) -> State:
     shown ACTIVE states selects the ACTIVE ones."""
     if state in PROGRESS:
         return State.ACTIVE
-    return parse(state.name)
+    try:
+        return parse(state.name)
+    except ValueError:
+        raise errors.InvalidArgument(
+            f"no experiment is ever in state {state.name}; ask for one of "
+            f"{', '.join(s.name for s in (*PROGRESS, *State))}"
+        ) from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from determined.api.gen import v1
+from determined.common import errors
 from pydet.master import shown_state
 from pydet.master.states import State
 from pydet.master.trial_lifecycle import TrialPhase as P
@@ -52,3 +53,8 @@ def test_asking_for_a_running_state_selects_the_active_experiments() -> None:
     assert shown_state.stored(v1.State.RUNNING) is State.ACTIVE
     assert shown_state.stored(v1.State.QUEUED) is State.ACTIVE
     assert shown_state.stored(v1.State.PAUSED) is State.PAUSED
+
+
+def test_asking_for_a_state_no_experiment_is_in_is_a_clear_error() -> None:
+    with pytest.raises(errors.InvalidArgument, match="no experiment is ever in state DELETED"):
+        shown_state.stored(v1.State.DELETED)
