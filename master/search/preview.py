@@ -2,8 +2,9 @@
 
 The answer is a list of ``(number of trials, length)``: how many trials train to each length,
 shortest first, in ``unit`` ("batches", "records", "epochs", or "" for a bare number). Single,
-random and grid searches are counted directly. Adaptive ASHA is simulated: its own search
-method is driven with random metrics from the experiment seed (0 when none is set), one trial
+random, grid and optuna searches are counted directly (an optuna pruner stops some trials
+earlier, depending on their results). Adaptive ASHA is simulated: its own search method is
+driven with random metrics from the experiment seed (0 when none is set), one trial
 operation at a time, as Determined's preview does; the counts per length follow from the
 promotion rule and barely depend on the metrics.
 """
@@ -34,6 +35,9 @@ def preview(config: expconf.ExperimentConfig) -> tuple[Entries, str]:
         return [(searcher.max_trials, length)], _unit(searcher.max_length)
     if isinstance(searcher, expconf.GridSearcher):
         return [(grid_size(config.hyperparameters), length)], _unit(searcher.max_length)
+    if isinstance(searcher, expconf.OptunaSearcher):
+        # At most: a pruner stops some trials earlier, depending on their results.
+        return [(searcher.max_trials, length)], _unit(searcher.max_length)
     if isinstance(searcher, expconf.UnsupportedSearcher):
         raise ValueError(f"no preview for the {searcher.name} searcher")
     if searcher.time_metric is not None:

@@ -578,8 +578,8 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
         "unknown_searcher",
         minimal_with(searcher={"name": "bayesian", "population_size": 3}),
         [
-            "searcher.name: expected one of single, random, grid, adaptive_asha, async_halving; "
-            "got 'bayesian'"
+            "searcher.name: expected one of single, random, grid, adaptive_asha, async_halving, "
+            "optuna; got 'bayesian'"
         ],
     ),
     (

@@ -38,6 +38,7 @@ from determined.common.expconf._lengths import Length, Unit
 from determined.common.expconf._log_policies import LogPolicy, Signal
 from determined.common.expconf._merge import merge_defaults
 from determined.common.expconf._mounts import BindMount, Propagation
+from determined.common.expconf._optuna import Objective, OptunaSearcher, Pruner
 from determined.common.expconf._resources import Device, ResourcesConfig
 from determined.common.expconf._searcher import (
     AdaptiveASHASearcher,
@@ -87,8 +88,11 @@ __all__ = [
     "Length",
     "LogHP",
     "LogPolicy",
+    "Objective",
+    "OptunaSearcher",
     "Propagation",
     "ProxyPort",
+    "Pruner",
     "RandomSearcher",
     "RegistryAuth",
     "Reproducibility",

@@ -21,6 +21,7 @@ from determined.common.expconf._lengths import Length, read_length
 from determined.common.expconf._log_policies import LogPolicy, parse_log_policies
 from determined.common.expconf._merge import merge_defaults
 from determined.common.expconf._mounts import BindMount, parse_bind_mounts
+from determined.common.expconf._optuna import OptunaSearcher, check_optuna_space
 from determined.common.expconf._profiling import (
     OPTIMIZATIONS_DEFAULTS,
     PROFILING_DEFAULTS,
@@ -178,6 +179,8 @@ def parse_experiment_config(
     searcher = parse_searcher(problems, "searcher", sec.raw("searcher"))
     if isinstance(searcher, GridSearcher):
         check_grid_counts(problems, "hyperparameters", hyperparameters)
+    elif isinstance(searcher, OptunaSearcher):
+        check_optuna_space(problems, "hyperparameters", hyperparameters, searcher.sampler)
     resources = parse_resources(sec.child("resources"))
     max_restarts = sec.integer("max_restarts", 5, minimum=0)
     storage = parse_checkpoint_storage(

@@ -15,9 +15,10 @@ from determined.common.expconf._hyperparameters import (
     flatten_hparams,
 )
 from determined.common.expconf._lengths import Length, read_length
+from determined.common.expconf._optuna import OptunaSearcher, parse_optuna
 from determined.common.expconf._reader import Problems, Section, as_int, index, join
 
-SEARCHER_NAMES = ("single", "random", "grid", "adaptive_asha", "async_halving")
+SEARCHER_NAMES = ("single", "random", "grid", "adaptive_asha", "async_halving", "optuna")
 # Searchers Determined's schema still describes but whose masters no longer run (or pydet does
 # not): a config naming one is valid, and the master refuses to create the experiment.
 UNSUPPORTED_SEARCHERS = ("pbt", "sync_halving", "adaptive", "adaptive_simple", "custom")
@@ -173,7 +174,12 @@ class UnsupportedSearcher:
 
 
 SearcherConfig: TypeAlias = (
-    SingleSearcher | RandomSearcher | GridSearcher | AdaptiveASHASearcher | UnsupportedSearcher
+    SingleSearcher
+    | RandomSearcher
+    | GridSearcher
+    | AdaptiveASHASearcher
+    | OptunaSearcher
+    | UnsupportedSearcher
 )
 
 
@@ -195,6 +201,15 @@ def parse_searcher(problems: Problems, path: str, value: Any) -> SearcherConfig 
         # Which other keys are allowed depends on the name; reporting them would be noise.
         sec.skip_rest()
         return None
+    if name == "optuna":
+        optuna = parse_optuna(
+            sec,
+            smaller_is_better=sec.boolean("smaller_is_better", True),
+            source_trial_id=sec.integer("source_trial_id", None, minimum=1),
+            source_checkpoint_uuid=sec.string("source_checkpoint_uuid", None, non_empty=True),
+        )
+        sec.finish()
+        return optuna
     metric = sec.string("metric", None) if name == "single" else sec.required_string("metric")
     common = _Common(
         smaller_is_better=sec.boolean("smaller_is_better", True),
