@@ -95,7 +95,8 @@ class Experiments:
         if isinstance(cfg.searcher, expconf.UnsupportedSearcher):
             raise errors.InvalidArgument(
                 f"searcher.name: pydet does not run the {cfg.searcher.name} searcher (Determined "
-                "no longer does either); use single, random, grid, adaptive_asha or async_halving"
+                "no longer does either); use single, random, grid, adaptive_asha, async_halving "
+                "or optuna"
             )
         pool = cfg.resources.resource_pool or self._info.default_pool
         if pool not in self._info.pools:
@@ -299,8 +300,10 @@ class Experiments:
             return
         exp, trial = found
         ops = exp.search.on_validation_reported(trial.request_id, metrics, steps_completed)
-        if ops:
-            await self._runner.apply(exp, ops)
+        # Saved even without operations: a report changes what the searcher knows (an
+        # Optuna pruner's intermediate values, stop-driven ASHA's rungs), and a restarted
+        # master must continue from it.
+        await self._runner.apply(exp, ops)
 
     @_transition
     async def early_exit(self, trial_id: int, reason: str) -> None:

@@ -5,7 +5,8 @@ restarted master continues a search exactly where it was.
 This module is what the master imports: the operations, the :class:`SearchMethod` contract
 (see :mod:`master.search.base` for the events and what each operation asks of the master) and
 :func:`new_search`. Each method lives in its own module: ``search_simple`` (single, random),
-``search_grid``, ``search_asha`` (one ASHA bracket) and ``search_adaptive`` (adaptive ASHA).
+``search_grid``, ``search_asha`` (one ASHA bracket), ``search_adaptive`` (adaptive ASHA) and
+``optuna_study`` (model-based search through Optuna).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pydet.master.search.base import (
     searcher_value,
 )
 from pydet.master.search.grid import GridSearch, grid_points, grid_values
+from pydet.master.search.optuna_study import OptunaSearch
 from pydet.master.search.simple import RandomSearch, SingleSearch
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "Create",
     "GridSearch",
     "Operation",
+    "OptunaSearch",
     "RandomSearch",
     "SearchMethod",
     "Shutdown",
@@ -59,6 +62,8 @@ def new_search(config: expconf.ExperimentConfig, seed: int) -> SearchMethod:
         return RandomSearch(config, seed)
     if isinstance(searcher, expconf.GridSearcher):
         return GridSearch(config, seed)
+    if isinstance(searcher, expconf.OptunaSearcher):
+        return OptunaSearch(config, seed)
     if isinstance(searcher, expconf.UnsupportedSearcher):
         # Experiments.validate refuses these before a search is made.
         raise ValueError(f"no search method for the {searcher.name} searcher")
