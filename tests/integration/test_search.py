@@ -540,6 +540,25 @@ def cluster_trials_from_db(cluster: Cluster, exp_id: int) -> list[tuple[str, str
         db.close()
 
 
+def kill_master_mid_search(
+    cluster: Cluster, exp_id: int, *, done: int, total: int, timeout: float = 120
+) -> list[tuple[str, str]]:
+    """Once ``done`` trials have completed and fewer than ``total`` exist, kill the master
+    (SIGKILL) while trials run and start it again; the trials stored before the restart."""
+
+    def some_done_some_not() -> bool:
+        states = [t["state"] for t in cluster.trials(exp_id)]
+        return states.count("COMPLETED") >= done and len(states) < total
+
+    wait_until(some_done_some_not, timeout, "the search to be under way", interval=0.3)
+    cluster.stop_master(signal.SIGKILL)
+    before = cluster_trials_from_db(cluster, exp_id)
+    assert any(state == "ACTIVE" for _, state in before), "no trial ran when the master died"
+    time.sleep(1.0)
+    cluster.start_master()
+    return before
+
+
 @pytest.mark.slow
 def test_master_killed_mid_search_continues_the_same_search(
     cluster: Cluster, tmp_path: pathlib.Path
@@ -571,17 +590,7 @@ def test_master_killed_mid_search_continues_the_same_search(
         """,
     )
     exp_id = cluster.create(cfg, cfg.parent / "restart")
-
-    def some_done_some_not() -> bool:
-        states = [t["state"] for t in cluster.trials(exp_id)]
-        return states.count("COMPLETED") >= 3 and len(states) < 10
-
-    wait_until(some_done_some_not, 120, "the search to be under way", interval=0.3)
-    cluster.stop_master(signal.SIGKILL)
-    running = [t for t in cluster_trials_from_db(cluster, exp_id) if t[1] == "ACTIVE"]
-    assert running, "no trial was running when the master was killed"
-    time.sleep(1.0)
-    cluster.start_master()
+    kill_master_mid_search(cluster, exp_id, done=3, total=10)
     state = cluster.wait_state(exp_id, *TERMINAL, timeout=180)
     trials = cluster.trials(exp_id)
     assert state == "COMPLETED", trials
