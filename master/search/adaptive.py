@@ -89,21 +89,25 @@ class AdaptiveASHASearch(SearchMethod):
             kind = "stop_once" if searcher.stop_once else "promote"
             max_length = searcher.max_length.value
         self.kind = kind
+        self.max_length = max_length
         rungs = bracket_layout(searcher, max_length)
         trials = bracket_trials(searcher.max_trials, searcher.divisor, rungs)
         limits = bracket_concurrency(searcher.max_concurrent_trials, searcher.divisor, trials)
         self.brackets = [
-            Bracket(
-                kind=kind,
-                num_rungs=r,
-                max_length=max_length,
-                divisor=searcher.divisor,
-                max_trials=n,
-                max_concurrent=limit,
-            )
+            self._new_bracket(r, n, limit)
             for r, n, limit in zip(rungs, trials, limits, strict=True)
         ]
         self.owner: dict[str, int] = {}
+
+    def _new_bracket(self, num_rungs: int, max_trials: int, limit: int) -> Bracket:
+        return Bracket(
+            kind=self.kind,
+            num_rungs=num_rungs,
+            max_length=self.max_length,
+            divisor=self.searcher.divisor,
+            max_trials=max_trials,
+            max_concurrent=limit,
+        )
 
     def _bracket(self, request_id: str) -> Bracket | None:
         index = self.owner.get(request_id)
@@ -166,6 +170,18 @@ class AdaptiveASHASearch(SearchMethod):
     def target_trials(self) -> int:
         return sum(b.max_trials for b in self.brackets)
 
+    def _grow(self, max_trials: int) -> list[Operation]:
+        """The brackets keep their rungs and results; the new budget is split over them as
+        it would have been from the start, and they fill up with new trials."""
+        rungs = [len(b.rungs) for b in self.brackets]
+        trials = bracket_trials(max_trials, self.searcher.divisor, rungs)
+        limits = bracket_concurrency(
+            self.searcher.max_concurrent_trials, self.searcher.divisor, trials
+        )
+        for bracket, n, limit in zip(self.brackets, trials, limits, strict=True):
+            bracket.grow(max(n, bracket.max_trials), limit)
+        return self._fill()
+
     def progress(self) -> float:
         """Training recorded in the rungs over the training the brackets plan; below 1 until
         the search has shut down (stop-driven brackets can run over the plan)."""
@@ -180,6 +196,8 @@ class AdaptiveASHASearch(SearchMethod):
         return {
             **super().state_dict(),
             "owner": dict(self.owner),
+            # Kept because a grown search's layout is not the one its max_trials would give.
+            "layout": [[len(b.rungs), b.max_trials, b.limit] for b in self.brackets],
             "brackets": [b.state_dict() for b in self.brackets],
         }
 
@@ -188,6 +206,8 @@ class AdaptiveASHASearch(SearchMethod):
             return
         super().load_state_dict(state)
         self.owner = {str(k): int(v) for k, v in state["owner"].items()}
+        if "layout" in state:
+            self.brackets = [self._new_bracket(*map(int, row)) for row in state["layout"]]
         for bracket, saved in zip(self.brackets, state["brackets"], strict=True):
             bracket.load_state_dict(saved)
 

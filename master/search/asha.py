@@ -131,6 +131,13 @@ class Bracket:
     def wants_trial(self) -> bool:
         return self.valid_trials() < self.max_trials and len(self.busy) < self.limit
 
+    def grow(self, max_trials: int, max_concurrent: int) -> None:
+        """A larger budget: more trials enter the bottom rung and compete with the results
+        there. Trials closed out before wait for nothing: if one earns a promotion now, it
+        counts as the next rung's worst result (its process has ended)."""
+        self.max_trials = max_trials
+        self.limit = max(1, min(max_concurrent, max_trials))
+
     def add(self, request_id: str) -> None:
         self.rung_of[request_id] = 0
         self.busy.add(request_id)
@@ -220,8 +227,9 @@ class Bracket:
             for winner in self._promotions(k, rid, value):
                 self.rung_of[winner] = k + 1
                 self.outstanding[k + 1] += 1
-                if winner in self.gone:
-                    # It cannot train any more: it takes the next rung's worst result at once.
+                if winner in self.gone or winner in self.closed:
+                    # It cannot train any more (it failed, or it was closed out before the
+                    # search grew): it takes the next rung's worst result at once.
                     queue.append((winner, WORST))
                 else:
                     self.busy.add(winner)

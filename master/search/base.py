@@ -214,6 +214,21 @@ class SearchMethod(abc.ABC):
         self.finished.add(request_id)
         return self._with_shutdown(self._trial_ended(request_id))
 
+    def grow(self, max_trials: int) -> list[Operation]:
+        """Raises the search's budget to ``max_trials`` trials (``det experiment continue
+        --max-trials``) and goes on from its state: the trials it now wants are created, none
+        is repeated, and a search that had shut down is open again."""
+        if max_trials <= self.target_trials():
+            raise ValueError(
+                f"max_trials {max_trials} must be more than the search's {self.target_trials()}"
+            )
+        ops = self._grow(max_trials)
+        self.done = False
+        return self._with_shutdown(ops)
+
+    def _grow(self, max_trials: int) -> list[Operation]:
+        raise ValueError(f"a {self.config.searcher.name} search has no max_trials to raise")
+
     @abc.abstractmethod
     def target_trials(self) -> int:
         """How many trials the search means to run (not counting replaced invalid ones)."""

@@ -36,7 +36,7 @@ from optuna.trial import TrialState
 
 from determined.common import expconf
 from pydet.master.search.base import Operation, Stop, rid_sorted
-from pydet.master.search.simple import OneShotSearch
+from pydet.master.search.simple import BudgetedSearch
 
 log = logging.getLogger(__name__)
 
@@ -133,12 +133,10 @@ def new_pruner(pruner: expconf.Pruner | None) -> optuna.pruners.BasePruner:
     )
 
 
-class OptunaSearch(OneShotSearch):
+class OptunaSearch(BudgetedSearch):
     """``max_trials`` trials asked of an Optuna study, ``max_concurrent_trials`` at a time
     (0: no limit), each trained once to ``max_length`` unless the pruner stops it; a trial
     whose hyperparameters the user code rejected is replaced."""
-
-    replaces_invalid = True
 
     def __init__(self, config: expconf.ExperimentConfig, seed: int) -> None:
         super().__init__(config, seed)
@@ -198,12 +196,6 @@ class OptunaSearch(OneShotSearch):
             self._record(["tell", rid, state, values])
 
     # -- trials --------------------------------------------------------------------------------
-
-    def _limit(self) -> int:
-        return self.searcher.max_concurrent_trials or self.searcher.max_trials
-
-    def target_trials(self) -> int:
-        return self.searcher.max_trials
 
     def _hparams(self, index: int) -> dict[str, Any]:
         rid = f"r{self.created + 1}"  # the id the trial is about to get

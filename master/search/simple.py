@@ -124,19 +124,31 @@ class SingleSearch(OneShotSearch):
         return 1
 
 
-class RandomSearch(OneShotSearch):
-    """``max_trials`` independently sampled trials, ``max_concurrent_trials`` at a time
-    (0: no limit)."""
+class BudgetedSearch(OneShotSearch):
+    """``max_trials`` trials, ``max_concurrent_trials`` at a time (0: no limit); a trial whose
+    hyperparameters the user code rejected is replaced. The budget can grow."""
 
     replaces_invalid = True
 
     def __init__(self, config: expconf.ExperimentConfig, seed: int) -> None:
         super().__init__(config, seed)
-        assert isinstance(config.searcher, expconf.RandomSearcher)
-        self.searcher = config.searcher
+        searcher = config.searcher
+        assert isinstance(searcher, expconf.RandomSearcher | expconf.OptunaSearcher)
+        self.max_trials = searcher.max_trials
+        self.max_concurrent = searcher.max_concurrent_trials
 
     def _limit(self) -> int:
-        return self.searcher.max_concurrent_trials or self.searcher.max_trials
+        return self.max_concurrent or self.max_trials
 
     def target_trials(self) -> int:
-        return self.searcher.max_trials
+        return self.max_trials
+
+    def _grow(self, max_trials: int) -> list[Operation]:
+        # Whatever chooses the hyperparameters keeps its state: random continues its
+        # sequence, a model keeps its history.
+        self.max_trials = max_trials
+        return self._fill()
+
+
+class RandomSearch(BudgetedSearch):
+    """Trials with independently sampled hyperparameters."""

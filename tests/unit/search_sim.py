@@ -216,6 +216,17 @@ class Simulator:
             raise SimulationError("the search did not finish")
         return self
 
+    def grow(self, max_trials: int, max_steps: int = 100_000) -> Simulator:
+        """``det experiment continue --max-trials``: the budget is raised after the search
+        ended (or while it runs), and the search runs to its new end."""
+        self.shutdown = False
+        self.call("grow", max_trials)
+        self._drain()
+        for _ in range(max_steps):
+            if not self.step():
+                return self
+        raise SimulationError("the grown search did not finish")
+
     # -- results --------------------------------------------------------------------------------
 
     def final_lengths(self) -> dict[str, int]:
