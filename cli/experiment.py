@@ -67,6 +67,16 @@ def add_parser(nouns: Subparsers) -> None:
     for verb in _ACTIONS:
         _with_id(verbs, verb, f"{verb} an experiment").set_defaults(func=action)
 
+    p = _with_id(verbs, "continue", "raise a search's max_trials; it goes on from where it is")
+    p.add_argument(
+        "--max-trials",
+        type=int,
+        required=True,
+        metavar="N",
+        help="the search's new budget (more than now); a completed search is reactivated",
+    )
+    p.set_defaults(func=continue_experiment)
+
     p = _with_id(verbs, "delete", "delete an experiment with its checkpoints and logs")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.set_defaults(func=delete)
@@ -273,6 +283,21 @@ def action(args: argparse.Namespace) -> int:
 
     rpc.run(args.master, body)
     print(f"{done} experiment {args.experiment_id}")
+    return 0
+
+
+def continue_experiment(args: argparse.Namespace) -> int:
+    if args.max_trials < 1:
+        raise errors.InvalidArgument(f"--max-trials: expected at least 1, got {args.max_trials}")
+    # Determined's request: an override config merged over the experiment's.
+    override = yaml.safe_dump({"searcher": {"max_trials": args.max_trials}})
+    request = v1.ContinueExperimentRequest(id=args.experiment_id, override_config=override)
+
+    async def body(s: client.Session) -> None:
+        await s.call(s.stub.continue_experiment(request))
+
+    rpc.run(args.master, body)
+    print(f"Continued experiment {args.experiment_id} with max_trials {args.max_trials}")
     return 0
 
 

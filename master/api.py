@@ -126,6 +126,11 @@ class DeterminedServicer(v1.DeterminedBase):
     ) -> v1.ExperimentActionResponse:
         return await self.s.experiment_action("delete", message.experiment_id)
 
+    async def continue_experiment(
+        self, message: v1.ContinueExperimentRequest
+    ) -> v1.ContinueExperimentResponse:
+        return await self.s.continue_experiment(message.id, message.override_config)
+
     async def get_trial(self, message: v1.GetTrialRequest) -> v1.GetTrialResponse:
         return v1.GetTrialResponse(trial=await self.s.get_trial(message.trial_id))
 

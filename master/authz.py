@@ -166,6 +166,11 @@ async def create_experiment(caller: Caller, message: Any, lookup: Lookup) -> Non
         await _owns(caller, int(message.parent_id), lookup, "fork")
 
 
+async def continue_experiment(caller: Caller, message: Any, lookup: Lookup) -> None:
+    # Determined names the experiment ``id`` in this request.
+    await _owns(caller, int(message.id), lookup, "continue")
+
+
 async def kill_trial(caller: Caller, message: Any, lookup: Lookup) -> None:
     _user(caller)
     exp = await lookup.trial_experiment(int(message.trial_id))
@@ -348,6 +353,7 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/ArchiveExperiment": owner_of_experiment("archive"),
     "/v1.Determined/UnarchiveExperiment": owner_of_experiment("unarchive"),
     "/v1.Determined/DeleteExperiment": owner_of_experiment("delete"),
+    "/v1.Determined/ContinueExperiment": continue_experiment,
     "/v1.Determined/GetTrial": user,
     "/v1.Determined/KillTrial": kill_trial,
     "/v1.Determined/TrialLogs": user,

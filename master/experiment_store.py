@@ -258,25 +258,23 @@ class ExperimentStore:
         out = []
         for row in rows:
             try:
-                config = expconf.parse_experiment_config(json.loads(row["config"]))
+                out.append(_stored(row))
             except expconf.InvalidConfig as e:
                 await self._end_unreadable(row["id"], e)
-                continue
-            searcher_state = json.loads(row["searcher_state"] or "{}")
-            out.append(
-                StoredExperiment(
-                    id=row["id"],
-                    config=config,
-                    state=State(row["state"]),
-                    searcher_state=searcher_state.get("method", {}),
-                    searcher_done=bool(searcher_state.get("done", False)),
-                    job_id=row["job_id"],
-                    username=row["username"],
-                    start_time=row["start_time"],
-                    queue_order=row["queue_order"] or 0.0,
-                )
-            )
         return out
+
+    async def ended_experiment(self, experiment_id: int) -> StoredExperiment:
+        """An experiment as stored, to bring it back to life (``det experiment continue``)."""
+        row = await self._db.fetch_one("SELECT * FROM experiments WHERE id = ?", (experiment_id,))
+        if row is None:
+            raise errors.NotFound(f"experiment {experiment_id} not found")
+        try:
+            return _stored(row)
+        except expconf.InvalidConfig as e:
+            raise errors.FailedPrecondition(
+                f"experiment {experiment_id}'s stored config is no longer valid: "
+                + "; ".join(e.errors)
+            ) from None
 
     async def _end_unreadable(self, experiment_id: int, problem: expconf.InvalidConfig) -> None:
         """An experiment whose stored config this version refuses (stored by an older one
@@ -322,3 +320,19 @@ class ExperimentStore:
             )
             for t in rows
         ]
+
+
+def _stored(row: Any) -> StoredExperiment:
+    config = expconf.parse_experiment_config(json.loads(row["config"]))
+    searcher_state = json.loads(row["searcher_state"] or "{}")
+    return StoredExperiment(
+        id=row["id"],
+        config=config,
+        state=State(row["state"]),
+        searcher_state=searcher_state.get("method", {}),
+        searcher_done=bool(searcher_state.get("done", False)),
+        job_id=row["job_id"],
+        username=row["username"],
+        start_time=row["start_time"],
+        queue_order=row["queue_order"] or 0.0,
+    )

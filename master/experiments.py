@@ -388,6 +388,51 @@ class Experiments:
             if trial.phase in (P.PAUSED, P.PAUSED_AWAITING_VERDICT):
                 await self._moves.fire(exp, trial, E.ACTIVATED)
 
+    @_transition
+    async def grow(self, experiment_id: int, max_trials: int) -> None:
+        """``det experiment continue --max-trials``: a larger budget for a random, adaptive
+        ASHA or optuna search, which goes on from its saved state. A running (or paused)
+        experiment keeps its state; a completed one is brought back and activated."""
+        exp = self._live.get(experiment_id)
+        revived = exp is None
+        if exp is None:
+            stored = await self._store.ended_experiment(experiment_id)
+            if stored.state != State.COMPLETED:
+                raise errors.FailedPrecondition(
+                    f"experiment {experiment_id} ended {stored.state.value}; only a completed "
+                    "or running search can continue"
+                )
+            exp = await self._restore.experiment(stored)
+        elif exp.state.stopping:
+            raise errors.FailedPrecondition(f"experiment {experiment_id} is stopping")
+        current = exp.config.searcher
+        if not isinstance(
+            current, expconf.RandomSearcher | expconf.AdaptiveASHASearcher | expconf.OptunaSearcher
+        ):
+            raise errors.InvalidArgument(
+                f"searcher.max_trials: a {current.name} search has no max_trials to raise; "
+                "random, adaptive_asha, async_halving and optuna searches can grow"
+            )
+        if max_trials <= current.max_trials:
+            raise errors.InvalidArgument(
+                f"searcher.max_trials: {max_trials} must be more than the experiment's "
+                f"{current.max_trials}"
+            )
+        try:
+            ops = exp.search.grow(max_trials)
+        except ValueError as e:
+            raise errors.InvalidArgument(f"searcher.max_trials: {e}") from None
+        exp.config = dataclasses.replace(
+            exp.config, searcher=dataclasses.replace(current, max_trials=max_trials)
+        )
+        exp.searcher_done = False
+        await self._store.save_job(exp)  # the config, with the new budget
+        if revived:
+            self._live.add(exp)
+            await self._runner.set_state(exp, State.ACTIVE)
+        await self._runner.apply(exp, ops)
+        log.info("experiment %d: its search grows to %d trials", exp.id, max_trials)
+
     async def set_archived(self, experiment_id: int, archived: bool) -> None:
         await queries.ensure_experiment(self._db, experiment_id)
         if archived and self._live.get(experiment_id) is not None:
@@ -405,3 +450,28 @@ class Experiments:
                 f"experiment {experiment_id} is still running; kill it before deleting it"
             )
         return await self._store.delete(experiment_id)
+
+
+def max_trials_override(text: str) -> int:
+    """The new budget in ContinueExperiment's override config (YAML): pydet continues a
+    search with a larger ``searcher.max_trials`` and changes nothing else."""
+    try:
+        raw = expconf.load_yaml(text)
+    except expconf.InvalidConfig as e:
+        raise errors.InvalidArgument("override config: " + "; ".join(e.errors)) from None
+    searcher_raw = raw.get("searcher")
+    if (
+        set(raw) != {"searcher"}
+        or not isinstance(searcher_raw, dict)
+        or set(searcher_raw) != {"max_trials"}
+    ):
+        raise errors.InvalidArgument(
+            "override config: pydet continues an experiment with a new searcher.max_trials "
+            "and nothing else (det experiment continue ID --max-trials N)"
+        )
+    value = searcher_raw["max_trials"]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise errors.InvalidArgument(
+            f"searcher.max_trials: expected an integer >= 1, got {value!r}"
+        )
+    return value

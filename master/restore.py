@@ -46,7 +46,7 @@ class Restore:
         """Every live experiment with its trials, from the store into the registry; nothing
         moves yet (the task manager restores its allocations with their jobs in between)."""
         for stored in await self._store.live_experiments():
-            self._live.add(await self._experiment(stored))
+            self._live.add(await self.experiment(stored))
 
     async def run(self, allocations: list[Allocation]) -> None:
         """Move each loaded experiment's trials on, one transaction per experiment;
@@ -70,7 +70,8 @@ class Restore:
                 await self._runner.finish_if_done(exp)
         log.info("restored %d live experiments", len(self._live))
 
-    async def _experiment(self, stored: StoredExperiment) -> Experiment:
+    async def experiment(self, stored: StoredExperiment) -> Experiment:
+        """A stored experiment in memory, its searcher where it was and its trials loaded."""
         cfg = stored.config
         search = searcher.new_search(cfg, cfg.reproducibility.experiment_seed or 0)
         search.load_state_dict(stored.searcher_state)

@@ -18,7 +18,7 @@ from pydet.master.checkpoints import Checkpoints
 from pydet.master.db import Database
 from pydet.master.events import EventBus
 from pydet.master.experiment import LiveExperiments, MasterInfo
-from pydet.master.experiments import Experiments
+from pydet.master.experiments import Experiments, max_trials_override
 from pydet.master.jobs import Jobs
 from pydet.master.logs import LogStore
 from pydet.master.reports import Reports
@@ -160,6 +160,16 @@ class Service:
             else:
                 raise errors.InvalidArgument(f"unknown experiment action {action!r}")
         return v1.ExperimentActionResponse(
+            experiment=(await self.get_experiment(experiment_id)).experiment
+        )
+
+    async def continue_experiment(
+        self, experiment_id: int, override_config: str
+    ) -> v1.ContinueExperimentResponse:
+        max_trials = max_trials_override(override_config)
+        async with self.lock:
+            await self.experiments.grow(experiment_id, max_trials)
+        return v1.ContinueExperimentResponse(
             experiment=(await self.get_experiment(experiment_id)).experiment
         )
 

@@ -159,6 +159,19 @@ async def test_only_the_owner_or_an_admin_may_steer_an_experiment(
         await check(rpc, ROOT, v1.ExperimentActionRequest(experiment_id=99), lookup)
 
 
+async def test_only_the_owner_or_an_admin_may_continue_an_experiment(
+    lookup: authz.Lookup,
+) -> None:
+    # Determined's ContinueExperimentRequest names the experiment ``id``.
+    message = v1.ContinueExperimentRequest(id=1, override_config="searcher: {max_trials: 9}")
+    await check("ContinueExperiment", ALICE, message, lookup)
+    await check("ContinueExperiment", ROOT, message, lookup)
+    assert "(alice)" in await refused("ContinueExperiment", BOB, message, lookup)
+    await refused("ContinueExperiment", TASK, message, lookup)
+    with pytest.raises(errors.NotFound, match="experiment 99 not found"):
+        await check("ContinueExperiment", ROOT, v1.ContinueExperimentRequest(id=99), lookup)
+
+
 async def test_only_the_owner_or_an_admin_may_kill_a_trial(lookup: authz.Lookup) -> None:
     await check("KillTrial", ALICE, v1.KillTrialRequest(trial_id=11), lookup)
     await check("KillTrial", ROOT, v1.KillTrialRequest(trial_id=21), lookup)

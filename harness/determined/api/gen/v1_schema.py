@@ -204,6 +204,13 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
     'ExperimentActionResponse': (
         ('experiment', 1, 'message', 'Experiment', False, True, ''),
     ),
+    'ContinueExperimentRequest': (
+        ('id', 1, 'int32', None, False, False, ''),
+        ('override_config', 2, 'string', None, False, False, ''),
+    ),
+    'ContinueExperimentResponse': (
+        ('experiment', 1, 'message', 'Experiment', False, True, ''),
+    ),
     'GetExperimentContextRequest': (
         ('experiment_id', 1, 'int32', None, False, False, ''),
     ),
@@ -586,6 +593,7 @@ SERVICES: dict[str, tuple[tuple[str, str, str, bool, bool], ...]] = {
         ('ArchiveExperiment', 'ExperimentActionRequest', 'ExperimentActionResponse', False, False),
         ('UnarchiveExperiment', 'ExperimentActionRequest', 'ExperimentActionResponse', False, False),
         ('DeleteExperiment', 'ExperimentActionRequest', 'ExperimentActionResponse', False, False),
+        ('ContinueExperiment', 'ContinueExperimentRequest', 'ContinueExperimentResponse', False, False),
         ('GetTrial', 'GetTrialRequest', 'GetTrialResponse', False, False),
         ('KillTrial', 'KillTrialRequest', 'KillTrialResponse', False, False),
         ('TrialLogs', 'TrialLogsRequest', 'TrialLogsResponse', False, True),

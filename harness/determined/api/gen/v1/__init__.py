@@ -24,6 +24,8 @@ __all__ = (
     "ContainerLogs",
     "ContainerSpec",
     "ContainerStarted",
+    "ContinueExperimentRequest",
+    "ContinueExperimentResponse",
     "CreateExperimentRequest",
     "CreateExperimentResponse",
     "DeleteCheckpointsRequest",
@@ -742,6 +744,34 @@ class ContainerStarted(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "ContainerStarted", ContainerStarted)
+
+
+@dataclass(eq=False, repr=False)
+class ContinueExperimentRequest(betterproto2.Message):
+    """
+    Determined's ContinueExperiment. override_config is YAML merged over the experiment's
+    config; pydet accepts searcher.max_trials there: a larger budget for a random, adaptive
+    ASHA or optuna search, which goes on from its saved state (reactivated if it completed).
+    """
+
+    id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    override_config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "ContinueExperimentRequest", ContinueExperimentRequest)
+
+
+@dataclass(eq=False, repr=False)
+class ContinueExperimentResponse(betterproto2.Message):
+    experiment: "Experiment | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message(
+    "v1", "ContinueExperimentResponse", ContinueExperimentResponse
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -2507,6 +2537,24 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def continue_experiment(
+        self,
+        message: "ContinueExperimentRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ContinueExperimentResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/ContinueExperiment",
+            message,
+            ContinueExperimentResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def get_trial(
         self,
         message: "GetTrialRequest",
@@ -3163,6 +3211,12 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def continue_experiment(
+        self, message: "ContinueExperimentRequest"
+    ) -> "ContinueExperimentResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def get_trial(self, message: "GetTrialRequest") -> "GetTrialResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
@@ -3469,6 +3523,14 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         request = await stream.recv_message()
         assert request is not None
         response = await self.delete_experiment(request)
+        await stream.send_message(response)
+
+    async def __rpc_continue_experiment(
+        self, stream: "grpclib.server.Stream[ContinueExperimentRequest, ContinueExperimentResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.continue_experiment(request)
         await stream.send_message(response)
 
     async def __rpc_get_trial(
@@ -3827,6 +3889,12 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 ExperimentActionRequest,
                 ExperimentActionResponse,
+            ),
+            "/v1.Determined/ContinueExperiment": grpclib.const.Handler(
+                self.__rpc_continue_experiment,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                ContinueExperimentRequest,
+                ContinueExperimentResponse,
             ),
             "/v1.Determined/GetTrial": grpclib.const.Handler(
                 self.__rpc_get_trial,
