@@ -45,6 +45,12 @@ def preview_search(args: argparse.Namespace) -> int:
     sys.stdout.write(_indented_yaml(searcher))
     print()
     print(f"This search will create a total of {resp.total_trials} trial(s).")
+    if resp.max_concurrent_trials:
+        print(f"At most {resp.max_concurrent_trials} trial(s) run at a time.")
+    pruner = searcher.get("pruner") if isinstance(searcher, dict) else None
+    if isinstance(pruner, dict):
+        # Which trials the pruner stops depends on their results: lengths are the most.
+        print(f"Its {pruner.get('type')} pruner may stop trials before their training length.")
     print(render.table(preview_headers(resp.unit), preview_rows(resp)))
     return 0
 

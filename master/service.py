@@ -247,6 +247,7 @@ class Service:
             entries=[v1.SearchPreviewEntry(num_trials=n, length=length) for n, length in entries],
             unit=unit,
             total_trials=sum(n for n, _ in entries),
+            max_concurrent_trials=preview.concurrency(cfg),
         )
 
     # -- the job queue, pools and agent control --------------------------------------------

@@ -47,6 +47,14 @@ def preview(config: expconf.ExperimentConfig) -> tuple[Entries, str]:
     return simulate(config), unit
 
 
+def concurrency(config: expconf.ExperimentConfig) -> int:
+    """How many trials run at once at most; 0 when the searcher sets no limit."""
+    searcher = config.searcher
+    if isinstance(searcher, expconf.SingleSearcher):
+        return 1
+    return int(getattr(searcher, "max_concurrent_trials", 0) or 0)
+
+
 def _unit(length: expconf.Length | None) -> str:
     return "" if length is None or length.unit is None else length.unit
 

@@ -221,7 +221,12 @@ def test_preview_search_shows_the_plan_without_running_it(cluster: Cluster) -> N
     lengths = {int(length): int(n) for n, length in rows[1:]}
     assert set(lengths) == {2, 6} and sum(lengths.values()) == 6
     grid = json.loads(cluster.det("preview-search", str(DIGITS / "5_grid.yaml"), "--json").stdout)
-    assert grid == {"entries": [{"num_trials": 4, "length": 2}], "unit": "", "total_trials": 4}
+    assert grid == {
+        "entries": [{"num_trials": 4, "length": 2}],
+        "unit": "",
+        "total_trials": 4,
+        "max_concurrent_trials": 4,
+    }
     timed = cluster.det("preview-search", str(SEARCH / "adaptive_time.yaml")).stdout
     assert "Training Length (batches)" in timed
     overridden = cluster.det(

@@ -92,3 +92,25 @@ def test_optuna_search_prunes_trials_and_survives_a_master_restart(
     # The median pruner stops the trials doing worse than the finished ones' median.
     best_finished = min(t["hparams"]["x"] for t in finished)
     assert all(t["hparams"]["x"] > best_finished for t in pruned)
+
+
+def test_preview_search_counts_an_optuna_search(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    cfg = make_context(tmp_path, "preview", SCRIPT, CONFIG)
+    out = cluster.det("preview-search", str(cfg)).stdout
+    assert "name: optuna" in out
+    assert "This search will create a total of 10 trial(s)." in out
+    assert "At most 2 trial(s) run at a time." in out
+    assert "Its median pruner may stop trials before their training length." in out
+    rows = [line.split("|") for line in out.splitlines() if line.count("|") == 1]
+    assert [[int(c) for c in row] for row in rows[1:]] == [[10, 12]]
+    bad = cluster.det(
+        "preview-search",
+        str(cfg),
+        "--config",
+        "searcher.sampler=cmaes",
+        "--config",
+        "hyperparameters.x={type: categorical, vals: [1, 2]}",
+        check=False,
+    )
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert "hyperparameters.x: the cmaes sampler (searcher.sampler) cannot" in bad.stderr

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from pydet.master.search.preview import preview
+from pydet.master.search.preview import concurrency, preview
 from tests.unit.search_sim import config
 
 HPS = {
@@ -113,3 +113,11 @@ def test_preview_depends_on_the_experiment_seed_only() -> None:
     a = config(base, reproducibility={"experiment_seed": 3})
     b = config(base, reproducibility={"experiment_seed": 3})
     assert preview(a) == preview(b)
+
+
+def test_optuna_is_max_trials_to_max_length_at_its_concurrency() -> None:
+    settings = {"name": "optuna", "metric": "m", "max_trials": 9, "max_concurrent_trials": 3}
+    cfg = config({**settings, "max_length": {"batches": 40}}, HPS)
+    assert preview(cfg) == ([(9, 40)], "batches")
+    assert concurrency(cfg) == 3
+    assert concurrency(config({"name": "single", "metric": "m"})) == 1

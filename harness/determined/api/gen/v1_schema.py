@@ -292,6 +292,7 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('entries', 1, 'message', 'SearchPreviewEntry', True, True, ''),
         ('unit', 2, 'string', None, False, False, ''),
         ('total_trials', 3, 'int32', None, False, False, ''),
+        ('max_concurrent_trials', 4, 'int32', None, False, False, ''),
     ),
     'TaskLog': (
         ('id', 1, 'int64', None, False, False, ''),

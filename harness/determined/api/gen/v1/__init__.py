@@ -1635,6 +1635,11 @@ class PreviewSearchResponse(betterproto2.Message):
 
     total_trials: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
 
+    max_concurrent_trials: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    """
+    How many trials run at once at most (searcher.max_concurrent_trials); 0: no limit.
+    """
+
 
 default_message_pool.register_message("v1", "PreviewSearchResponse", PreviewSearchResponse)
 
