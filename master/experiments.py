@@ -7,6 +7,7 @@ how a restarted master picks everything up in ``restore``."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import logging
 import random
 import time
@@ -97,6 +98,16 @@ class Experiments:
                 f"searcher.name: pydet does not run the {cfg.searcher.name} searcher (Determined "
                 "no longer does either); use single, random, grid, adaptive_asha, async_halving "
                 "or optuna"
+            )
+        searcher_cfg = cfg.searcher
+        if (
+            isinstance(searcher_cfg, expconf.OptunaSearcher)
+            and searcher_cfg.sampler == "gp"
+            and importlib.util.find_spec("torch") is None
+        ):
+            raise errors.InvalidArgument(
+                "searcher.sampler: Optuna's gp sampler needs torch, which the master's Python "
+                "lacks (pip install torch), or choose tpe"
             )
         pool = cfg.resources.resource_pool or self._info.default_pool
         if pool not in self._info.pools:

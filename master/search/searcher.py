@@ -27,7 +27,6 @@ from pydet.master.search.base import (
     searcher_value,
 )
 from pydet.master.search.grid import GridSearch, grid_points, grid_values
-from pydet.master.search.optuna_study import OptunaSearch
 from pydet.master.search.simple import RandomSearch, SingleSearch
 
 __all__ = [
@@ -37,7 +36,6 @@ __all__ = [
     "Create",
     "GridSearch",
     "Operation",
-    "OptunaSearch",
     "RandomSearch",
     "SearchMethod",
     "Shutdown",
@@ -63,6 +61,9 @@ def new_search(config: expconf.ExperimentConfig, seed: int) -> SearchMethod:
     if isinstance(searcher, expconf.GridSearcher):
         return GridSearch(config, seed)
     if isinstance(searcher, expconf.OptunaSearcher):
+        # Imported here: Optuna takes half a second to import, and only its searches need it.
+        from pydet.master.search.optuna_study import OptunaSearch
+
         return OptunaSearch(config, seed)
     if isinstance(searcher, expconf.UnsupportedSearcher):
         # Experiments.validate refuses these before a search is made.
