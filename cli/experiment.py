@@ -12,7 +12,7 @@ import yaml
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, checkpoint, create, listing, render, rpc, trial
+from pydet.cli import Subparsers, checkpoint, create, listing, pareto, render, rpc, trial
 
 # verb -> (stub method, past tense for the confirmation line)
 _ACTIONS = {
@@ -161,13 +161,17 @@ def describe(args: argparse.Namespace) -> int:
             continue
         if i:
             print()
-        print_described(e, trials, best)
+        print_described(e, trials, best, json.loads(resp.config) if resp.config else {})
     if args.json:
         print(render.to_json(entries))
     return 0
 
 
-def print_described(e: v1.Experiment, trials: list[v1.Trial], best: v1.Trial | None) -> None:
+def print_described(
+    e: v1.Experiment, trials: list[v1.Trial], best: v1.Trial | None, config: dict[str, Any]
+) -> None:
+    goals = pareto.objectives(config)
+    front = pareto.front(trials, goals) if goals else []
     headers = (*render.EXPERIMENT_HEADERS, "Searcher", "Best Metric", "Archived", "Description")
     row = render.experiment_row(e)
     row += [e.searcher_name, render.optional_number(e.best_searcher_metric), e.archived]
@@ -175,7 +179,10 @@ def print_described(e: v1.Experiment, trials: list[v1.Trial], best: v1.Trial | N
     print(render.table(headers, [row]))
     print("\nTrials:")
     print(render.table(render.TRIAL_HEADERS, map(render.trial_row, trials)))
-    if best is not None:
+    if front:
+        print()
+        print(pareto.front_text(front, goals))
+    elif best is not None:
         print()
         print(best_trial_text(best, e.searcher_metric))
 
@@ -187,13 +194,19 @@ def describe_json(
     ``{"experiment": {...}, ...}`` (the experiment with its filled config), plus its
     trials and the best of them."""
     experiment: dict[str, Any] = render.message_dict(rpc.present(resp.experiment, "experiment"))
-    experiment["config"] = json.loads(resp.config) if resp.config else None
-    return {
+    config = json.loads(resp.config) if resp.config else None
+    experiment["config"] = config
+    out: dict[str, Any] = {
         "experiment": experiment,
         "job_summary": None,
         "trials": [render.message_dict(t) for t in trials],
         "best_trial": None if best is None else render.message_dict(best),
     }
+    goals = pareto.objectives(config or {})
+    if goals:
+        # A multi-objective search has no single best trial: its Pareto front, as trial ids.
+        out["pareto_front"] = [t.id for t, _ in pareto.front(trials, goals)]
+    return out
 
 
 def best_trial(trials: list[v1.Trial], *, smaller_is_better: bool) -> v1.Trial | None:

@@ -4,6 +4,7 @@ study (no trial repeated, none lost)."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 from collections.abc import Iterator
 
@@ -114,3 +115,57 @@ def test_preview_search_counts_an_optuna_search(cluster: Cluster, tmp_path: path
     )
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
     assert "hyperparameters.x: the cmaes sampler (searcher.sampler) cannot" in bad.stderr
+
+
+PARETO_SCRIPT = """
+    import determined as det
+
+    hp = det.get_cluster_info().trial.hparams
+    with det.core.init() as core_context:
+        for op in core_context.searcher.operations():
+            metrics = {"loss": hp["x"], "speed": hp["x"] * hp["y"]}
+            core_context.train.report_validation_metrics(op.length, metrics)
+            op.report_completed(hp["x"])
+"""
+PARETO_CONFIG = """
+    entrypoint: python3 train.py
+    hyperparameters:
+      x: {type: double, minval: 0, maxval: 1}
+      y: {type: double, minval: 0.2, maxval: 1}
+    searcher:
+      name: optuna
+      sampler: nsga2
+      metrics: [{name: loss}, {name: speed, smaller_is_better: false}]
+      max_trials: 8
+      max_length: 1
+      max_concurrent_trials: 4
+    reproducibility: {experiment_seed: 9}
+"""
+
+
+def test_a_multi_objective_search_shows_its_pareto_front(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    cfg = make_context(tmp_path, "pareto", PARETO_SCRIPT, PARETO_CONFIG)
+    exp_id = cluster.create(cfg, cfg.parent / "pareto")
+    assert cluster.wait_state(exp_id, *TERMINAL, timeout=120) == "COMPLETED"
+    (described,) = json.loads(cluster.det("experiment", "describe", str(exp_id), "--json").stdout)
+    points = {
+        t["id"]: (t["hparams"]["x"], t["hparams"]["x"] * t["hparams"]["y"])
+        for t in described["trials"]
+    }
+    assert len(points) == 8
+    # Lower loss and higher speed are better: x trades one for the other, y only costs speed.
+    expected = [
+        tid
+        for tid, (loss, speed) in points.items()
+        if not any(
+            lo <= loss and sp >= speed and (lo, sp) != (loss, speed) for lo, sp in points.values()
+        )
+    ]
+    assert described["pareto_front"] == sorted(expected)
+    assert 0 < len(expected) < 8
+    text = cluster.det("experiment", "describe", str(exp_id)).stdout
+    assert "Pareto front (loss lower, speed higher is better):" in text
+    for tid in expected:
+        assert f"  trial {tid}: loss " in text
