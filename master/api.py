@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 from determined.api.gen import v1
 from determined.common import errors
+from pydet.master import queries, webhooks
 from pydet.master.auth import Authenticator
 from pydet.master.callers import UserCaller
 from pydet.master.guard import current_caller, current_peer
@@ -282,3 +283,35 @@ class DeterminedServicer(v1.DeterminedBase):
             raise errors.InvalidArgument("checkpoint.uuid is required")
         await self.s.checkpoints.set_metadata(c.uuid, c.metadata)
         return v1.PostCheckpointMetadataResponse(checkpoint=await self.s.get_checkpoint(c.uuid))
+
+    # -- webhooks ----------------------------------------------------------------------------
+
+    async def post_webhook(self, message: v1.PostWebhookRequest) -> v1.PostWebhookResponse:
+        if message.webhook is None:
+            raise errors.InvalidArgument("webhook is required")
+        created = await self.s.webhooks.store.create(message.webhook)
+        return v1.PostWebhookResponse(webhook=created.to_proto())
+
+    async def get_webhooks(self, message: v1.GetWebhooksRequest) -> v1.GetWebhooksResponse:
+        return v1.GetWebhooksResponse(
+            webhooks=[w.to_proto() for w in await self.s.webhooks.store.all()]
+        )
+
+    async def delete_webhook(self, message: v1.DeleteWebhookRequest) -> v1.DeleteWebhookResponse:
+        await self.s.webhooks.store.delete(message.id)
+        return v1.DeleteWebhookResponse()
+
+    async def post_webhook_event_data(
+        self, message: v1.PostWebhookEventDataRequest
+    ) -> v1.PostWebhookEventDataResponse:
+        fields = webhooks.alert_fields(message.data)
+        experiment_id = await queries.trial_experiment(self.s.db, message.trial_id)
+        if experiment_id is None:
+            raise errors.NotFound(f"trial {message.trial_id} not found")
+        if message.experiment_id and message.experiment_id != experiment_id:
+            raise errors.InvalidArgument(
+                f"trial {message.trial_id} belongs to experiment {experiment_id},"
+                f" not {message.experiment_id}"
+            )
+        await self.s.webhooks.alert(experiment_id, message.trial_id, fields)
+        return v1.PostWebhookEventDataResponse()

@@ -10,6 +10,8 @@ request message, before the call reaches the domain. The rules:
 - Users and agents are managed by admins; a user may change their own password.
 - A task acts only on its own allocation and trial, reads only its own experiment (and the
   checkpoint it started from), and can create, steer or read nothing else.
+- Webhooks are managed (created, listed, deleted) by admins, as in Determined; a task posts
+  alerts (core_context.alert) for its own trial only.
 - The agent token is good for the agents' stream only.
 
 An RPC missing from the table is refused for everybody, so a new RPC cannot be added
@@ -382,6 +384,10 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/GetCheckpoints": get_checkpoints,
     "/v1.Determined/DeleteCheckpoints": delete_checkpoints,
     "/v1.Determined/PostCheckpointMetadata": post_checkpoint_metadata,
+    "/v1.Determined/PostWebhook": admin,
+    "/v1.Determined/GetWebhooks": admin,
+    "/v1.Determined/DeleteWebhook": admin,
+    "/v1.Determined/PostWebhookEventData": task_of_trial(),
     "/v1.Agents/Connect": agent,
 }
 

@@ -218,4 +218,21 @@ MIGRATIONS: list[Migration] = [
     """
     ALTER TABLE trials ADD COLUMN warm_start_checkpoint TEXT;
     """,
+    # 8: webhooks and their triggers (master/webhook_store.py).
+    """
+    CREATE TABLE webhooks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL UNIQUE,
+        url TEXT NOT NULL,
+        webhook_type TEXT NOT NULL,
+        mode TEXT NOT NULL
+    );
+    CREATE TABLE webhook_triggers (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        webhook_id INTEGER NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
+        trigger_type TEXT NOT NULL,
+        condition TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX webhook_triggers_webhook ON webhook_triggers (webhook_id);
+    """,
 ]

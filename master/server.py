@@ -31,6 +31,9 @@ from pydet.master.service import Service
 from pydet.master.task_list import TaskList
 from pydet.master.task_tokens import LiveTaskTokens
 from pydet.master.tasks import TaskManager
+from pydet.master.webhook_sender import Sender
+from pydet.master.webhook_store import WebhookStore
+from pydet.master.webhooks import Webhooks
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +120,7 @@ class Master:
         )
         hub = AgentHub(agents, tasks, cluster_id=cluster_id, version=VERSION)
         reports = Reports(self.db, live, events)
+        hooks = Webhooks(self.db, WebhookStore(self.db), events, Sender())
         service = Service(
             db=self.db,
             lock=lock,
@@ -131,6 +135,7 @@ class Master:
             version=VERSION,
             events=events,
             jobs=Jobs(self.cfg, self.db, store, live, agents, task_list),
+            webhooks=hooks,
         )
         authenticator = auth.Authenticator(
             self.db,
@@ -186,8 +191,10 @@ class Master:
         try:
             async with asyncio.TaskGroup() as tg:
                 scheduling = tg.create_task(tasks.run())
+                delivering = tg.create_task(hooks.run())
                 await self._stopping.wait()
                 scheduling.cancel()
+                delivering.cancel()
         finally:
             await self._listener.close()
             log.info("master stopped")

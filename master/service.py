@@ -25,6 +25,7 @@ from pydet.master.reports import Reports
 from pydet.master.search import preview
 from pydet.master.states import State
 from pydet.master.task_list import TaskList
+from pydet.master.webhooks import Webhooks
 
 T = TypeVar("T")
 
@@ -52,7 +53,9 @@ class Service:
         version: str,
         events: EventBus,
         jobs: Jobs,
+        webhooks: Webhooks,
     ) -> None:
+        self.webhooks = webhooks
         self.events = events
         self.jobs = jobs
         self.db = db

@@ -74,6 +74,7 @@ TASK_RPCS = {
     "GetCheckpoint",
     "GetCheckpoints",
     "DeleteCheckpoints",
+    "PostWebhookEventData",
 }
 
 
@@ -242,6 +243,26 @@ async def test_only_the_owner_or_an_admin_may_change_checkpoint_metadata(
     assert "change the checkpoint metadata of" in text
     await refused("PostCheckpointMetadata", TASK, post("ck-11"), lookup)
     await refused("PostCheckpointMetadata", AGENT, post("ck-11"), lookup)
+
+
+async def test_only_admins_manage_webhooks_and_a_task_alerts_for_its_own_trial(
+    lookup: authz.Lookup,
+) -> None:
+    for rpc, message in (
+        ("PostWebhook", v1.PostWebhookRequest()),
+        ("GetWebhooks", v1.GetWebhooksRequest()),
+        ("DeleteWebhook", v1.DeleteWebhookRequest(id=1)),
+    ):
+        await check(rpc, ROOT, message, lookup)
+        assert "only an admin" in await refused(rpc, ALICE, message, lookup)
+        await refused(rpc, TASK, message, lookup)
+    await check("PostWebhookEventData", TASK, v1.PostWebhookEventDataRequest(trial_id=11), lookup)
+    text = await refused(
+        "PostWebhookEventData", TASK, v1.PostWebhookEventDataRequest(trial_id=21), lookup
+    )
+    assert "this task is trial 11, not trial 21" in text
+    await check("PostWebhookEventData", ALICE, v1.PostWebhookEventDataRequest(trial_id=11), lookup)
+    await refused("PostWebhookEventData", BOB, v1.PostWebhookEventDataRequest(trial_id=11), lookup)
 
 
 # -- admins -----------------------------------------------------------------------------------

@@ -570,6 +570,48 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
     'PatchUserResponse': (
         ('user', 1, 'message', 'User', False, True, ''),
     ),
+    'Trigger': (
+        ('id', 1, 'int32', None, False, False, ''),
+        ('trigger_type', 2, 'enum', None, False, False, ''),
+        ('condition', 3, 'string', None, False, False, ''),
+        ('webhook_id', 4, 'int32', None, False, False, ''),
+    ),
+    'Webhook': (
+        ('id', 1, 'int32', None, False, False, ''),
+        ('url', 2, 'string', None, False, False, ''),
+        ('triggers', 3, 'message', 'Trigger', True, True, ''),
+        ('webhook_type', 4, 'enum', None, False, False, ''),
+        ('name', 5, 'string', None, False, False, ''),
+        ('mode', 6, 'enum', None, False, False, ''),
+    ),
+    'PostWebhookRequest': (
+        ('webhook', 1, 'message', 'Webhook', False, True, ''),
+    ),
+    'PostWebhookResponse': (
+        ('webhook', 1, 'message', 'Webhook', False, True, ''),
+    ),
+    'GetWebhooksRequest': (
+    ),
+    'GetWebhooksResponse': (
+        ('webhooks', 1, 'message', 'Webhook', True, True, ''),
+    ),
+    'DeleteWebhookRequest': (
+        ('id', 1, 'int32', None, False, False, ''),
+    ),
+    'DeleteWebhookResponse': (
+    ),
+    'CustomWebhookEventData': (
+        ('title', 1, 'string', None, False, False, ''),
+        ('description', 2, 'string', None, False, False, ''),
+        ('level', 3, 'string', None, False, False, ''),
+    ),
+    'PostWebhookEventDataRequest': (
+        ('data', 1, 'message', 'CustomWebhookEventData', False, True, ''),
+        ('experiment_id', 2, 'int32', None, False, False, ''),
+        ('trial_id', 3, 'int32', None, False, False, ''),
+    ),
+    'PostWebhookEventDataResponse': (
+    ),
 }
 
 SERVICES: dict[str, tuple[tuple[str, str, str, bool, bool], ...]] = {
@@ -623,6 +665,10 @@ SERVICES: dict[str, tuple[tuple[str, str, str, bool, bool], ...]] = {
         ('GetCheckpoints', 'GetCheckpointsRequest', 'GetCheckpointsResponse', False, False),
         ('DeleteCheckpoints', 'DeleteCheckpointsRequest', 'DeleteCheckpointsResponse', False, False),
         ('PostCheckpointMetadata', 'PostCheckpointMetadataRequest', 'PostCheckpointMetadataResponse', False, False),
+        ('PostWebhook', 'PostWebhookRequest', 'PostWebhookResponse', False, False),
+        ('GetWebhooks', 'GetWebhooksRequest', 'GetWebhooksResponse', False, False),
+        ('DeleteWebhook', 'DeleteWebhookRequest', 'DeleteWebhookResponse', False, False),
+        ('PostWebhookEventData', 'PostWebhookEventDataRequest', 'PostWebhookEventDataResponse', False, False),
     ),
     'Agents': (
         ('Connect', 'AgentMessage', 'MasterMessage', True, True),
