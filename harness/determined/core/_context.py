@@ -115,6 +115,20 @@ class Context:
                 if self._client is not None:
                     self._client.close()
 
+    def alert(self, title: str = "", description: str = "", level: str = "INFO") -> None:
+        """Send an alert to the CUSTOM webhooks this experiment names in its config's
+        ``integrations.webhooks`` (``webhook_id`` or ``webhook_name``).
+
+        ``level`` is one of INFO, WARN, DEBUG or ERROR. Off the cluster, or in a task that
+        is not a trial, the alert is only logged. The master queues the delivery; this call
+        does not wait for the receivers.
+        """
+        trial = self.info.trial if self.info is not None else None
+        if self._client is None or trial is None:
+            log.info("alert (not on a cluster, not sent): [%s] %s: %s", level, title, description)
+            return
+        self._client.post_alert(trial.trial_id, title=title, description=description, level=level)
+
     def _close_at_exit(self) -> None:
         try:
             self.close()

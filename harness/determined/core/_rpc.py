@@ -212,6 +212,13 @@ class MasterClient:
         request = v1.DeleteCheckpointsRequest(uuids=uuids)
         self._run("delete checkpoints", lambda: self.session.stub.delete_checkpoints(request))
 
+    def post_alert(self, trial_id: int, *, title: str, description: str, level: str) -> None:
+        request = v1.PostWebhookEventDataRequest(
+            trial_id=trial_id,
+            data=v1.CustomWebhookEventData(title=title, description=description, level=level),
+        )
+        self._run("send an alert", lambda: self.session.stub.post_webhook_event_data(request))
+
     def _run(self, what: str, rpc: Any) -> Any:
         return self.session.run(self.session.call(what, rpc))
 
