@@ -173,9 +173,10 @@ def decide_fair_share(
         request = requests[i]
         if request.slots >= misfit[request.single_node]:
             return
-        plan = fit(request.slots, single_node=request.single_node)
+        plan = fit(request.slots, single_node=request.single_node, exclude=request.excluded_agents)
         if plan is None:
-            misfit[request.single_node] = request.slots
+            if not request.excluded_agents:  # its misfit says nothing about the others
+                misfit[request.single_node] = request.slots
             return
         take(plan)
         got[j] += request.slots

@@ -74,13 +74,18 @@ class Capacity:
             self._buckets.append({})
         return self._buckets[count]
 
-    def fits(self, slots: int, *, single_node: bool) -> bool:
+    def fits(self, slots: int, *, single_node: bool, exclude: frozenset[str] = frozenset()) -> bool:
+        if exclude:
+            return self.fit(slots, single_node=single_node, exclude=exclude) is not None
         if single_node or slots == 0:
             return any(self._buckets[k] for k in range(slots, len(self._buckets)))
         return self.total_free >= slots
 
-    def fit(self, slots: int, *, single_node: bool) -> Containers | None:
-        """Where ``slots`` would go now, or None; gang semantics: every slot or none."""
+    def fit(
+        self, slots: int, *, single_node: bool, exclude: frozenset[str] = frozenset()
+    ) -> Containers | None:
+        """Where ``slots`` would go now, or None; gang semantics: every slot or none.
+        ``exclude``: agents it may not use (looked past one by one; such sets are small)."""
         if slots > self.total_free:
             return None
         buckets = self._buckets
@@ -88,9 +93,9 @@ class Capacity:
             range(slots, len(buckets)) if self._pack else range(len(buckets) - 1, slots - 1, -1)
         )
         for k in counts:
-            if buckets[k]:
-                agent_id = next(iter(buckets[k]))
-                return ((agent_id, tuple(self._free[agent_id][:slots])),)
+            for agent_id in buckets[k]:
+                if agent_id not in exclude:
+                    return ((agent_id, tuple(self._free[agent_id][:slots])),)
         if single_node:
             return None
         # Span agents, emptiest first, so the task uses as few containers as possible.
@@ -98,12 +103,14 @@ class Capacity:
         needed = slots
         for k in range(len(buckets) - 1, 0, -1):
             for agent_id in buckets[k]:
+                if agent_id in exclude:
+                    continue
                 take = min(needed, k)
                 chosen.append((agent_id, tuple(self._free[agent_id][:take])))
                 needed -= take
                 if needed == 0:
                     return tuple(chosen)
-        return None  # pragma: no cover - total_free guarantees the loop returns
+        return None  # excluded agents held the rest
 
     def take(self, containers: Containers) -> None:
         """Mark the slots of a placement (or a reservation) as used."""

@@ -80,10 +80,12 @@ def decide_priority(
             if request.max_slots is not None and held[job] + slots > request.max_slots:
                 continue  # capped by its own job: neither blocks others nor preempts
             if not may_start:
-                if not fits(slots, single_node=request.single_node):
+                if not fits(
+                    slots, single_node=request.single_node, exclude=request.excluded_agents
+                ):
                     unplaced.append(request)
                 continue
-            plan = fit(slots, single_node=request.single_node)
+            plan = fit(slots, single_node=request.single_node, exclude=request.excluded_agents)
             if plan is None:
                 unplaced.append(request)
                 continue
@@ -99,6 +101,8 @@ def decide_priority(
             job = request.job_id or request.id
             if request.max_slots is not None and held[job] + request.slots > request.max_slots:
                 continue  # an earlier request of its job took what the cap allows
+            if request.excluded_agents:
+                continue  # it waits: victims' slots may be on the agents it avoids
             if planning is None:
                 planning = capacity.copy()
                 for alloc in running:

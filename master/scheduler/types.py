@@ -111,6 +111,9 @@ class Request:
     max_slots: int | None = None
     # All slots on one agent; otherwise it may span agents when no single one fits.
     single_node: bool = False
+    # Agents it must not be placed on (a log policy's exclude_node matched there). Such a
+    # request waits rather than preempt others: victims would free slots it may not use.
+    excluded_agents: frozenset[str] = frozenset()
 
     @property
     def job(self) -> str:

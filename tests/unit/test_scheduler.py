@@ -250,3 +250,31 @@ def test_pool_policy_comes_from_the_pool_config() -> None:
 def test_pool_policy_rejects_an_unknown_fitting_policy() -> None:
     with pytest.raises(errors.InvalidArgument, match="fitting_policy 'tight'"):
         PoolPolicy.of(PoolConfig("gpu", fitting_policy="tight"))
+
+
+def test_a_request_is_never_placed_on_an_agent_it_excludes() -> None:
+    avoid = frozenset({"a1"})
+    (p,) = first_pass(agents(4, 1), [Request("one", 1, excluded_agents=avoid)])
+    assert p == Placement("one", (("a0", ("0",)),))  # not the fuller a1 that packing prefers
+    (p,) = first_pass(agents(2, 2, 2), [Request("big", 4, excluded_agents=avoid)])
+    assert sorted(agent for agent, _ in p.containers) == ["a0", "a2"]
+    assert first_pass(agents(1), [Request("one", 1, excluded_agents=frozenset({"a0"}))]) == []
+
+
+def test_a_request_that_excludes_agents_waits_instead_of_preempting() -> None:
+    pool = Pool(1, 1)
+    pool.run("low", {"a0": 1}, priority=50)
+    pool.run("low2", {"a1": 1}, priority=50)
+    urgent = Request("urgent", 1, priority=1, excluded_agents=frozenset({"a1"}))
+    decision = pool.decide([urgent], preemption=True)
+    assert decision.placements == () and decision.preemptions == ()
+
+
+def test_fair_share_places_an_excluding_request_elsewhere_and_others_still_fit() -> None:
+    pending = [
+        Request("avoid", 2, job_id="j1", excluded_agents=frozenset({"a0"})),
+        Request("other", 1, job_id="j2"),
+    ]
+    decision = Pool(2, 2).decide(pending, scheduler="fair_share")
+    where = {p.request_id: [a for a, _ in p.containers] for p in decision.placements}
+    assert where == {"avoid": ["a1"], "other": ["a0"]}
