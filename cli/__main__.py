@@ -50,7 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"det (pydet) {__version__}")
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND", required=True)
-    for module in (experiment, trial, checkpoint, task, job, agent, master, deploy, search, user, webhook):
+    for module in (
+        experiment,
+        trial,
+        checkpoint,
+        task,
+        job,
+        agent,
+        master,
+        deploy,
+        search,
+        user,
+        webhook,
+    ):
         module.add_parser(nouns)
     return parser
 

@@ -164,6 +164,7 @@ TRIAL_HEADERS = (
     "Steps",
     "Restarts",
     "Best Validation",
+    "Log Signal",
     "Start",
     "End",
 )
@@ -178,6 +179,7 @@ def trial_row(t: v1.Trial) -> list[Any]:
         t.steps_completed,
         t.restarts,
         optional_number(t.best_validation_metric),
+        t.log_signal or "",
         local_time(t.start_time),
         local_time(t.end_time),
     ]

@@ -179,6 +179,7 @@ def describe(args: argparse.Namespace) -> int:
         "Best Validation",
         "Latest Checkpoint",
         "Warm Start Checkpoint",
+        "Log Signal",
         "Start",
         "End",
     )
@@ -192,6 +193,7 @@ def describe(args: argparse.Namespace) -> int:
         render.optional_number(trial.best_validation_metric),
         trial.latest_checkpoint_uuid or "",
         trial.warm_start_checkpoint_uuid or "",
+        trial.log_signal or "",
         render.local_time(trial.start_time),
         render.local_time(trial.end_time),
     ]

@@ -57,6 +57,7 @@ def trial(row: queries.TrialRow) -> v1.Trial:
         early_exit=row.early_exit,
         phase=v1.TrialPhase[row.phase],
         warm_start_checkpoint_uuid=row.warm_start_checkpoint,
+        log_signal=row.log_signal,
     )
 
 

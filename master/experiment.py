@@ -34,6 +34,10 @@ class Trial:
     completed_length: int = 0
     # Why its code said it exits early ("invalid_hp", "errored", "user_canceled"), or "".
     early_exit: str = ""
+    # The label a matching log policy gave it (Determined's log_signal), or None.
+    log_signal: str | None = None
+    # Agents it is not placed on again (log policies with exclude_node matched there).
+    excluded_agents: frozenset[str] = frozenset()
 
     @property
     def state(self) -> State:

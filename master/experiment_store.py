@@ -187,7 +187,8 @@ class ExperimentStore:
         await self._db.execute(
             "UPDATE trials SET state = ?, phase = ?, restarts = ?, run_id = ?,"
             " steps_completed = ?, latest_checkpoint = ?, searcher_length = ?,"
-            " completed_length = ?, early_exit = ?, end_time = COALESCE(?, end_time) WHERE id = ?",
+            " completed_length = ?, early_exit = ?, excluded_agents = ?,"
+            " end_time = COALESCE(?, end_time) WHERE id = ?",
             (
                 t.state.value,
                 t.phase.value,
@@ -198,9 +199,16 @@ class ExperimentStore:
                 t.searcher_length,
                 t.completed_length,
                 t.early_exit,
+                json.dumps(sorted(t.excluded_agents)),
                 time.time() if ended else None,
                 t.id,
             ),
+        )
+        self._published(t)
+
+    async def save_log_signal(self, t: Trial) -> None:
+        await self._db.execute(
+            "UPDATE trials SET log_signal = ? WHERE id = ?", (t.log_signal, t.id)
         )
         self._published(t)
 
@@ -317,6 +325,8 @@ class ExperimentStore:
                 searcher_length=t["searcher_length"],
                 completed_length=t["completed_length"],
                 early_exit=t["early_exit"],
+                log_signal=t["log_signal"],
+                excluded_agents=frozenset(json.loads(t["excluded_agents"])),
             )
             for t in rows
         ]

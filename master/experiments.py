@@ -18,7 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from determined.api.gen import v1
 from determined.common import context as ctx
 from determined.common import entrypoint, errors, expconf
-from pydet.master import queries, task_spec
+from pydet.master import log_policies, queries, task_spec
 from pydet.master import trial_lifecycle as lifecycle
 from pydet.master.allocation import Allocation
 from pydet.master.db import Database
@@ -115,6 +115,7 @@ class Experiments:
                 f"resources.resource_pool: no resource pool named {pool!r}; "
                 f"the pools are {', '.join(self._info.pools)}"
             )
+        log_policies.compile_policies(cfg.log_policies)  # their bounds, and RE2 accepts them
         if pool != cfg.resources.resource_pool:
             cfg = dataclasses.replace(
                 cfg, resources=dataclasses.replace(cfg.resources, resource_pool=pool)
@@ -236,13 +237,17 @@ class Experiments:
             log.warning("trial %d: allocation %s of no run has exited", trial.id, alloc.id)
             return
         failure = alloc.first_failure()
+        # Log policies that matched this run: its restart avoids those agents, and after
+        # cancel_retries a failure is final.
+        trial.excluded_agents |= alloc.log_excluded_agents
         event = lifecycle.exit_event(
             early_exit=trial.early_exit,
             failed=failure is not None,
             lost=alloc.lost,
             preempted=alloc.preempt.is_set(),
             acknowledged=alloc.preemption_acked,
-            restarts_left=trial.restarts < exp.config.max_restarts,
+            restarts_left=trial.restarts < exp.config.max_restarts
+            and not alloc.log_cancels_retries,
         )
         # Only a failure after which the trial runs again is a restart (the last one, or one
         # while it was killed or stopped by the searcher, is not).
@@ -251,7 +256,12 @@ class Experiments:
         ops = await self._moves.fire(exp, trial, event)
         if event in lifecycle.COUNTED_FAILURES and failure is not None:
             code = failure.exit_code
-            if trial.phase is P.ERRORED:
+            if trial.phase is P.ERRORED and alloc.log_cancels_retries:
+                text = (
+                    f"trial {trial.id} failed (exit code {code}) after its logs matched a log"
+                    " policy with cancel_retries; it is not restarted and ends in ERROR"
+                )
+            elif trial.phase is P.ERRORED:
                 text = (
                     f"trial {trial.id} failed (exit code {code}) and used all "
                     f"{exp.config.max_restarts} restarts; it ends in ERROR"

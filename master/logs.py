@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ from pydet.master import queries
 from pydet.master.db import Database
 from pydet.master.events import EventBus
 from pydet.master.queries import LogFilter, LogRow
+
+log = logging.getLogger(__name__)
 
 _RANK = re.compile(r"^\[rank=(\d+)\] ")
 _LEVEL = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)[:\s]")
@@ -50,6 +53,11 @@ class LogStore:
         self._bus = events
         # Followers wait on the trial's event; it is replaced after each notification.
         self._events: dict[int, asyncio.Event] = {}
+        self._watchers: list[Callable[[Sequence[LogLine]], Awaitable[None]]] = []
+
+    def watch(self, watcher: Callable[[Sequence[LogLine]], Awaitable[None]]) -> None:
+        """Show every stored batch to ``watcher`` (the log policies), after it is stored."""
+        self._watchers.append(watcher)
 
     async def append(self, lines: Sequence[LogLine]) -> None:
         rows = []
@@ -76,6 +84,12 @@ class LogStore:
             " rank, level, stdtype, timestamp, message) VALUES (?,?,?,?,?,?,?,?,?,?)",
             rows,
         )
+        for watcher in self._watchers:
+            try:
+                await watcher(lines)
+            except Exception:
+                # The lines are stored; a watcher's bug must not stop the logs.
+                log.exception("a log watcher failed")
         for trial_id in {line.trial_id for line in lines}:
             if trial_id is not None:
                 self.notify(trial_id)

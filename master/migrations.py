@@ -235,4 +235,9 @@ MIGRATIONS: list[Migration] = [
     );
     CREATE INDEX webhook_triggers_webhook ON webhook_triggers (webhook_id);
     """,
+    # 9: what the experiment's log policies did to a trial (master/log_policies.py).
+    """
+    ALTER TABLE trials ADD COLUMN log_signal TEXT;
+    ALTER TABLE trials ADD COLUMN excluded_agents TEXT NOT NULL DEFAULT '[]';
+    """,
 ]

@@ -25,6 +25,7 @@ from pydet.master.experiments import Experiments
 from pydet.master.guard import Guarded
 from pydet.master.jobs import Jobs
 from pydet.master.listener import Limits, Listener, bind, raise_fd_limit, server_tls_context
+from pydet.master.log_policies import LogPolicyWatch
 from pydet.master.logs import LogStore
 from pydet.master.reports import Reports
 from pydet.master.service import Service
@@ -108,6 +109,7 @@ class Master:
         store = ExperimentStore(self.db, events)
         live = LiveExperiments()
         experiments = Experiments(self.db, store, live, task_list, checkpoints, info)
+        logs.watch(LogPolicyWatch(live, task_list, store).observe)
         tasks = TaskManager(
             self.db,
             agents,

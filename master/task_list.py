@@ -73,6 +73,7 @@ class TaskRequest:
     single_node: bool = False
     # When it was asked for (`det task list`'s registered time).
     requested: float = field(default_factory=time.time)
+    excluded_agents: frozenset[str] = frozenset()
 
 
 class TaskList:

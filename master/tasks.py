@@ -117,6 +117,7 @@ class TaskManager:
                     order=r.job.order,
                     max_slots=r.job.max_slots,
                     single_node=r.single_node,
+                    excluded_agents=r.excluded_agents,
                 )
                 for r in pending
             ]

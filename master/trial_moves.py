@@ -100,6 +100,7 @@ class TrialMoves:
                 slots=res.slots_per_trial,
                 job=exp,
                 single_node=bool(res.is_single_node),
+                excluded_agents=trial.excluded_agents,
             )
         )
 

@@ -72,6 +72,7 @@ class TrialRow:
     early_exit: str
     # The checkpoint it started from, if it was warm-started.
     warm_start_checkpoint: str | None = None
+    log_signal: str | None = None
 
     @property
     def task_id(self) -> str:
@@ -148,6 +149,7 @@ def _trial(row: Row) -> TrialRow:
         progress=row["progress"],
         early_exit=row["early_exit"],
         warm_start_checkpoint=row["warm_start_checkpoint"],
+        log_signal=row["log_signal"],
     )
 
 

@@ -65,6 +65,7 @@ def test_running_trial_row_leaves_end_and_best_validation_blank() -> None:
         400,
         1,
         "",
+        "",  # no log signal
         START_TEXT,
         "",
     ]

@@ -474,3 +474,12 @@ def test_the_master_notes_the_sections_pydet_does_not_act_on() -> None:
     config = parse_experiment_config({**MINIMAL, **load_yaml(text)})
     assert unused_settings(config) == ["slurm", "retention_policy"]
     assert unused_settings(parse_experiment_config(MINIMAL)) == []
+    acted_on = (
+        "log_policies: [{pattern: OOM, actions: [cancel_retries]}]\n"
+        "integrations: {webhooks: {webhook_name: [team]}}\n"
+    )
+    assert unused_settings(parse_experiment_config({**MINIMAL, **load_yaml(acted_on)})) == []
+    pachyderm = "integrations: {pachyderm: {dataset: {repo: r}}}\n"
+    assert unused_settings(parse_experiment_config({**MINIMAL, **load_yaml(pachyderm)})) == [
+        "integrations"
+    ]

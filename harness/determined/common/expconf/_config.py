@@ -150,10 +150,11 @@ def unused_settings(config: ExperimentConfig) -> list[str]:
     unused = [key for key in IGNORED_SECTIONS if config.kept.get(key) is not None]
     if config.kept.get("data_layer") == default_kept()["data_layer"]:
         unused.remove("data_layer")
+    integrations = config.kept.get("integrations")
+    if isinstance(integrations, dict) and set(integrations) <= {"webhooks"}:
+        unused.remove("integrations")  # webhooks act (master/webhooks.py)
     if config.tensorboard_storage is not None:
         unused.append("tensorboard_storage")
-    if config.log_policies:
-        unused.append("log_policies")
     if config.environment.slurm or config.environment.pbs:
         unused.append("environment.slurm/pbs")
     return unused

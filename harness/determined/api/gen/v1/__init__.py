@@ -2220,6 +2220,11 @@ class Trial(betterproto2.Message):
     The checkpoint it started from (searcher.source_trial_id / source_checkpoint_uuid).
     """
 
+    log_signal: "str | None" = betterproto2.field(20, betterproto2.TYPE_STRING, optional=True)
+    """
+    The label a matching log policy gave it (Determined's log_signal).
+    """
+
 
 default_message_pool.register_message("v1", "Trial", Trial)
 

@@ -1,0 +1,140 @@
+"""Log policies that act: each line a trial's processes write is matched against its
+experiment's ``log_policies``, and a match
+
+- ``{signal: NAME}`` (or a policy's ``name``): labels the trial (Determined's
+  ``log_signal``), shown by ``det trial describe`` / ``det experiment list-trials``;
+- ``cancel_retries``: a failure of the run whose lines matched is final (no restart);
+- ``exclude_node``: the trial's restarts are not placed on the agent where it matched.
+
+Patterns are users' input run by the master on every line, so they are compiled with RE2,
+whose matching time is linear in the line (Python's ``re`` can take exponential time on a
+pattern like ``(a+)+$``, freezing the master). Each experiment's patterns are compiled
+once; their number and length are bounded when the experiment is created, and only the
+first ``MAX_LINE`` characters of a line, from the task's own processes, are looked at.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
+
+from determined.common import errors, expconf
+from pydet.master.experiment import LiveExperiments
+from pydet.master.experiment_store import ExperimentStore
+from pydet.master.logs import LogLine
+from pydet.master.task_list import TaskList
+
+log = logging.getLogger(__name__)
+
+MAX_POLICIES = 64
+MAX_PATTERN = 1024
+MAX_LINE = 16 * 1024
+_CACHED_EXPERIMENTS = 10_000
+
+
+def _options() -> Any:
+    options = re2.Options()
+    options.log_errors = False  # errors are reported to the user, not to the master's stderr
+    return options
+
+
+_OPTIONS = _options()
+
+
+@dataclass(frozen=True)
+class Compiled:
+    regex: Any  # re2._Regexp
+    label: str | None
+    cancels_retries: bool
+    excludes_node: bool
+
+
+def compile_policies(policies: Sequence[expconf.LogPolicy]) -> tuple[Compiled, ...]:
+    """The policies that can act, compiled; InvalidArgument names the field at fault."""
+    if len(policies) > MAX_POLICIES:
+        raise errors.InvalidArgument(
+            f"log_policies: {len(policies)} policies; at most {MAX_POLICIES} are allowed"
+        )
+    compiled = []
+    for i, p in enumerate(policies):
+        if p.pattern is None:
+            continue  # a name alone (a master default being overridden) matches nothing
+        where = f"log_policies[{i}].pattern"
+        if len(p.pattern) > MAX_PATTERN:
+            raise errors.InvalidArgument(f"{where}: longer than {MAX_PATTERN} characters")
+        try:
+            regex = re2.compile(p.pattern, options=_OPTIONS)
+        except re2.error as e:
+            reason = e.args[0].decode() if e.args and isinstance(e.args[0], bytes) else str(e)
+            raise errors.InvalidArgument(
+                f"{where}: {p.pattern!r} is not a pattern RE2 accepts ({reason}); "
+                "backreferences and lookaround are not supported"
+            ) from None
+        signals = [a.signal for a in p.actions if isinstance(a, expconf.Signal)]
+        compiled.append(
+            Compiled(
+                regex=regex,
+                label=signals[0] if signals else p.name,
+                cancels_retries=p.cancels_retries,
+                excludes_node=p.excludes_node,
+            )
+        )
+    return tuple(compiled)
+
+
+class LogPolicyWatch:
+    """Applies an experiment's log policies to its trials' lines as they arrive."""
+
+    def __init__(self, live: LiveExperiments, tasks: TaskList, store: ExperimentStore) -> None:
+        self._live = live
+        self._tasks = tasks
+        self._store = store
+        self._compiled: dict[int, tuple[Compiled, ...]] = {}
+
+    def _policies(
+        self, experiment_id: int, config: expconf.ExperimentConfig
+    ) -> tuple[Compiled, ...]:
+        found = self._compiled.get(experiment_id)
+        if found is None:
+            if len(self._compiled) >= _CACHED_EXPERIMENTS:
+                self._compiled.clear()
+            try:
+                found = compile_policies(config.log_policies)
+            except errors.InvalidArgument as e:
+                # Stored before the checks existed: its policies are not applied.
+                log.warning("experiment %d: log policies not applied: %s", experiment_id, e)
+                found = ()
+            self._compiled[experiment_id] = found
+        return found
+
+    async def observe(self, lines: Sequence[LogLine]) -> None:
+        for line in lines:
+            if line.trial_id is None or not line.container_id:
+                continue  # only the task's own processes, not the master's notes
+            found = self._live.trial(line.trial_id)
+            if found is None:
+                continue
+            exp, trial = found
+            policies = self._policies(exp.id, exp.config)
+            if not policies:
+                continue
+            alloc = self._tasks.allocations.get(line.allocation_id)
+            text = line.text[:MAX_LINE]
+            for p in policies:
+                if p.regex.search(text) is None:
+                    continue
+                if p.label is not None and trial.log_signal != p.label:
+                    trial.log_signal = p.label
+                    await self._store.save_log_signal(trial)
+                if alloc is None:
+                    continue
+                if p.cancels_retries and not alloc.log_cancels_retries:
+                    alloc.log_cancels_retries = True
+                    log.info("trial %d: a log policy cancels its retries", trial.id)
+                if p.excludes_node and line.agent_id not in alloc.log_excluded_agents:
+                    alloc.log_excluded_agents.add(line.agent_id)
+                    log.info("trial %d: a log policy excludes agent %s", trial.id, line.agent_id)

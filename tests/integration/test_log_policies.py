@@ -1,0 +1,113 @@
+"""Log policies act on a real cluster of two agents: a matching line labels the trial,
+cancels its retries, or keeps its restart off the agent where it matched."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+
+from tests.cluster import Cluster, cluster_fixture
+from tests.integration.test_experiment_life import make_context
+
+SCRIPT = """
+import os, sys
+run = int(os.environ["DET_TRIAL_RUN_ID"])
+print("run", run, "on", os.environ["DET_AGENT_ID"], flush=True)
+if run == 1:
+    print(sys.argv[1], flush=True)
+    raise SystemExit(1)
+"""
+
+
+@pytest.fixture
+def two_agents(tmp_path: pathlib.Path) -> Iterator[Cluster]:
+    yield from cluster_fixture(tmp_path, agents=2)
+
+
+def _run(c: Cluster, tmp_path: pathlib.Path, line: str, policies: str, restarts: int = 2) -> int:
+    cfg, ctx = make_context(
+        tmp_path,
+        SCRIPT,
+        f"""
+        entrypoint: ["python3", "train.py", {json.dumps(line)}]
+        searcher: {{name: single, metric: x, max_length: 1}}
+        max_restarts: {restarts}
+        log_policies:
+        {policies}
+        """,
+    )
+    return c.create(cfg, ctx)
+
+
+def test_a_matching_line_labels_the_trial_with_its_signal(
+    two_agents: Cluster, tmp_path: pathlib.Path
+) -> None:
+    exp_id = _run(
+        two_agents,
+        tmp_path,
+        "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB",
+        "  - {name: OOM, pattern: 'CUDA out of memory', actions: [{signal: gpu_oom}]}",
+    )
+    assert two_agents.wait_state(exp_id, "COMPLETED", "ERROR") == "COMPLETED"
+    (trial,) = two_agents.trials(exp_id)
+    assert trial["log_signal"] == "gpu_oom"
+    assert "gpu_oom" in two_agents.det("experiment", "list-trials", str(exp_id)).stdout
+    described = two_agents.det("trial", "describe", str(trial["id"])).stdout
+    assert "Log Signal" in described and "gpu_oom" in described
+
+
+def test_cancel_retries_makes_a_matching_failure_final(
+    two_agents: Cluster, tmp_path: pathlib.Path
+) -> None:
+    exp_id = _run(
+        two_agents,
+        tmp_path,
+        "fatal: corrupt shard 17",
+        "  - {pattern: 'corrupt shard [0-9]+', actions: [cancel_retries]}",
+    )
+    assert two_agents.wait_state(exp_id, "COMPLETED", "ERROR") == "ERROR"
+    (trial,) = two_agents.trials(exp_id)
+    logs = two_agents.logs(trial["id"])
+    assert "run 1" in logs and "run 2" not in logs
+    assert "matched a log policy with cancel_retries" in logs
+    assert trial["log_signal"] is None
+
+
+def test_exclude_node_restarts_the_trial_on_another_agent(
+    two_agents: Cluster, tmp_path: pathlib.Path
+) -> None:
+    exp_id = _run(
+        two_agents,
+        tmp_path,
+        "NCCL error: unhandled system error on this node",
+        "  - {name: bad node, pattern: '^NCCL error', actions: [exclude_node]}",
+    )
+    assert two_agents.wait_state(exp_id, "COMPLETED", "ERROR") == "COMPLETED"
+    (trial,) = two_agents.trials(exp_id)
+    runs = [
+        line.split() for line in two_agents.logs(trial["id"]).splitlines() if " on agent-" in line
+    ]
+    agents = [words[-1] for words in runs if "run" in words]
+    assert len(agents) == 2 and agents[0] != agents[1], runs
+    assert trial["log_signal"] == "bad node"
+
+
+def test_a_pattern_re2_cannot_run_is_refused_with_its_field(
+    two_agents: Cluster, tmp_path: pathlib.Path
+) -> None:
+    cfg, ctx = make_context(
+        tmp_path,
+        "print('hi')",
+        """
+        entrypoint: python3 train.py
+        searcher: {name: single, metric: x, max_length: 1}
+        log_policies: [{pattern: 'loss=nan(?= at step)', actions: [cancel_retries]}]
+        """,
+    )
+    out = two_agents.det("experiment", "create", str(cfg), str(ctx), check=False)
+    assert out.returncode == 1, out
+    assert "log_policies[0].pattern" in out.stderr and "RE2" in out.stderr
+    assert "Traceback" not in out.stderr
