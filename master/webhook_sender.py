@@ -2,8 +2,10 @@
 
 Events wait in one bounded queue; a few workers POST them, each with a time limit, and
 retry a failed delivery (no answer, or a status other than 2xx) a few times with growing
-pauses. Nothing the master does waits for a receiver. When receivers are so slow or dead
-that the queue is full, new events are dropped and the log says so: memory stays bounded.
+pauses. Nothing the master does waits for a receiver. At most ``PER_HOST`` deliveries to one
+host run at once, so a receiver that never answers holds two workers, not all of them.
+When receivers are so slow or dead that the queue is full, new events are dropped and the
+log says so: memory stays bounded.
 
 HTTP/1.1 is written over asyncio streams (TLS for https://): the master has no HTTP client
 library among its dependencies, and streams keep every delivery on the event loop, where
@@ -23,7 +25,9 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 QUEUE_LIMIT = 1000
-WORKERS = 4
+WORKERS = 8
+PER_HOST = 2
+_RECHECK = 0.05  # seconds a worker waits after putting back an event for a busy host
 ATTEMPTS = 4
 FIRST_BACKOFF = 0.5  # seconds; doubled after each failed attempt
 ATTEMPT_TIMEOUT = 10.0
@@ -85,10 +89,13 @@ class Sender:
         queue_limit: int = QUEUE_LIMIT,
         attempts: int = ATTEMPTS,
         first_backoff: float = FIRST_BACKOFF,
+        attempt_timeout: float = ATTEMPT_TIMEOUT,
     ) -> None:
         self._queue: asyncio.Queue[Delivery] = asyncio.Queue(queue_limit)
         self._attempts = attempts
         self._first_backoff = first_backoff
+        self._attempt_timeout = attempt_timeout
+        self._busy: dict[str, int] = {}
         self._dropped = 0
         self.delivered = 0
         self.failed = 0
@@ -118,9 +125,20 @@ class Sender:
     async def _work(self) -> None:
         while True:
             delivery = await self._queue.get()
+            host = urllib.parse.urlsplit(delivery.url).netloc
+            if self._busy.get(host, 0) >= PER_HOST:
+                # Back of the line (there is room: it was just taken out); others go first.
+                self._queue.put_nowait(delivery)
+                self._queue.task_done()
+                await asyncio.sleep(_RECHECK)
+                continue
+            self._busy[host] = self._busy.get(host, 0) + 1
             try:
                 await self._deliver(delivery)
             finally:
+                self._busy[host] -= 1
+                if not self._busy[host]:
+                    del self._busy[host]
                 self._queue.task_done()
 
     async def _deliver(self, d: Delivery) -> None:
@@ -129,7 +147,7 @@ class Sender:
         problem = ""
         for attempt in range(1, self._attempts + 1):
             try:
-                status = await post(d.url, payload)
+                status = await post(d.url, payload, timeout=self._attempt_timeout)
             except (OSError, TimeoutError, ssl.SSLError, DeliveryFailed, ValueError) as e:
                 problem = str(e) or type(e).__name__
             else:
