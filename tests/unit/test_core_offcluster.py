@@ -225,3 +225,9 @@ def test_init_refuses_wrong_argument_types() -> None:
         core.init(preempt_mode="sometimes")  # type: ignore[arg-type]
     with pytest.raises(NotImplementedError, match="not supported by pydet yet"):
         core.init(checkpoint_storage="gs://bucket/prefix")
+
+
+def test_an_alert_off_cluster_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="determined.core"), det.core.init() as core_context:
+        core_context.alert(title="loss diverged", description="loss=nan", level="WARN")
+    assert "[WARN] loss diverged: loss=nan" in caplog.text
