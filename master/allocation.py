@@ -93,10 +93,6 @@ class Allocation:
     siblings_kill_at: float | None = None
     # The master has ordered its daemon containers stopped: every other container exited.
     daemons_stopped: bool = False
-    # A log policy with cancel_retries matched a line of this run: its failure is final.
-    log_cancels_retries: bool = False
-    # Agents where a log policy with exclude_node matched a line of this run.
-    log_excluded_agents: set[str] = field(default_factory=set)
     _gathers: dict[tuple[str, int], _Gather] = field(default_factory=dict)
     # Recently finished rounds, so a rank that retries after a lost response gets the answer:
     # the result, and the request id each rank sent.

@@ -38,6 +38,13 @@ class Trial:
     log_signal: str | None = None
     # Agents it is not placed on again (log policies with exclude_node matched there).
     excluded_agents: frozenset[str] = frozenset()
+    # The run whose lines matched a log policy with cancel_retries (0: none): its failure
+    # is final.
+    cancel_retries_run: int = 0
+
+    @property
+    def retries_canceled(self) -> bool:
+        return self.cancel_retries_run == self.run_id != 0
 
     @property
     def state(self) -> State:

@@ -206,9 +206,12 @@ class ExperimentStore:
         )
         self._published(t)
 
-    async def save_log_signal(self, t: Trial) -> None:
+    async def save_log_policy_effects(self, t: Trial) -> None:
+        """What log policies did to the trial: its label, excluded agents, canceled retries."""
         await self._db.execute(
-            "UPDATE trials SET log_signal = ? WHERE id = ?", (t.log_signal, t.id)
+            "UPDATE trials SET log_signal = ?, excluded_agents = ?, cancel_retries_run = ?"
+            " WHERE id = ?",
+            (t.log_signal, json.dumps(sorted(t.excluded_agents)), t.cancel_retries_run, t.id),
         )
         self._published(t)
 
@@ -327,6 +330,7 @@ class ExperimentStore:
                 early_exit=t["early_exit"],
                 log_signal=t["log_signal"],
                 excluded_agents=frozenset(json.loads(t["excluded_agents"])),
+                cancel_retries_run=t["cancel_retries_run"],
             )
             for t in rows
         ]

@@ -237,17 +237,14 @@ class Experiments:
             log.warning("trial %d: allocation %s of no run has exited", trial.id, alloc.id)
             return
         failure = alloc.first_failure()
-        # Log policies that matched this run: its restart avoids those agents, and after
-        # cancel_retries a failure is final.
-        trial.excluded_agents |= alloc.log_excluded_agents
         event = lifecycle.exit_event(
             early_exit=trial.early_exit,
             failed=failure is not None,
             lost=alloc.lost,
             preempted=alloc.preempt.is_set(),
             acknowledged=alloc.preemption_acked,
-            restarts_left=trial.restarts < exp.config.max_restarts
-            and not alloc.log_cancels_retries,
+            # After a log policy with cancel_retries matched this run, its failure is final.
+            restarts_left=trial.restarts < exp.config.max_restarts and not trial.retries_canceled,
         )
         # Only a failure after which the trial runs again is a restart (the last one, or one
         # while it was killed or stopped by the searcher, is not).
@@ -256,7 +253,7 @@ class Experiments:
         ops = await self._moves.fire(exp, trial, event)
         if event in lifecycle.COUNTED_FAILURES and failure is not None:
             code = failure.exit_code
-            if trial.phase is P.ERRORED and alloc.log_cancels_retries:
+            if trial.phase is P.ERRORED and trial.retries_canceled:
                 text = (
                     f"trial {trial.id} failed (exit code {code}) after its logs matched a log"
                     " policy with cancel_retries; it is not restarted and ends in ERROR"

@@ -122,19 +122,25 @@ class LogPolicyWatch:
             policies = self._policies(exp.id, exp.config)
             if not policies:
                 continue
-            alloc = self._tasks.allocations.get(line.allocation_id)
+            # Lines of an earlier run, arriving late, label the trial but steer nothing.
+            current = self._tasks.allocation_of(trial.task_id)
+            this_run = current is not None and current.id == line.allocation_id
             text = line.text[:MAX_LINE]
             for p in policies:
                 if p.regex.search(text) is None:
                     continue
+                changed = False
                 if p.label is not None and trial.log_signal != p.label:
                     trial.log_signal = p.label
-                    await self._store.save_log_signal(trial)
-                if alloc is None:
-                    continue
-                if p.cancels_retries and not alloc.log_cancels_retries:
-                    alloc.log_cancels_retries = True
+                    changed = True
+                if this_run and p.cancels_retries and not trial.retries_canceled:
+                    trial.cancel_retries_run = trial.run_id
                     log.info("trial %d: a log policy cancels its retries", trial.id)
-                if p.excludes_node and line.agent_id not in alloc.log_excluded_agents:
-                    alloc.log_excluded_agents.add(line.agent_id)
+                    changed = True
+                if this_run and p.excludes_node and line.agent_id not in trial.excluded_agents:
+                    trial.excluded_agents |= {line.agent_id}
                     log.info("trial %d: a log policy excludes agent %s", trial.id, line.agent_id)
+                    changed = True
+                if changed:
+                    # Stored at once: a master restarted before the run ends still knows.
+                    await self._store.save_log_policy_effects(trial)

@@ -239,5 +239,6 @@ MIGRATIONS: list[Migration] = [
     """
     ALTER TABLE trials ADD COLUMN log_signal TEXT;
     ALTER TABLE trials ADD COLUMN excluded_agents TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE trials ADD COLUMN cancel_retries_run INTEGER NOT NULL DEFAULT 0;
     """,
 ]

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import pathlib
+import signal
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.cluster import Cluster, cluster_fixture
+from tests.cluster import Cluster, cluster_fixture, wait_until
 from tests.integration.test_experiment_life import make_context
 
 SCRIPT = """
@@ -111,3 +113,38 @@ def test_a_pattern_re2_cannot_run_is_refused_with_its_field(
     assert out.returncode == 1, out
     assert "log_policies[0].pattern" in out.stderr and "RE2" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_canceled_retries_survive_a_master_restart_during_the_run(
+    two_agents: Cluster, tmp_path: pathlib.Path
+) -> None:
+    go = tmp_path / "go"
+    cfg, ctx = make_context(
+        tmp_path,
+        f"""
+        import os, pathlib, time
+        print("run", os.environ["DET_TRIAL_RUN_ID"], flush=True)
+        print("fatal: corrupt shard 3", flush=True)
+        for _ in range(600):
+            if pathlib.Path({str(go)!r}).exists():
+                break
+            time.sleep(0.1)
+        raise SystemExit(1)
+        """,
+        """
+        entrypoint: python3 train.py
+        searcher: {name: single, metric: x, max_length: 1}
+        max_restarts: 2
+        log_policies: [{pattern: 'corrupt shard', actions: [cancel_retries]}]
+        """,
+    )
+    exp_id = two_agents.create(cfg, ctx)
+    trial_id = wait_until(lambda: two_agents.trials(exp_id), 30, "a trial")[0]["id"]
+    wait_until(lambda: "corrupt shard" in two_agents.logs(trial_id), 60, "the matching line")
+    two_agents.stop_master(signal.SIGKILL)
+    time.sleep(1.0)
+    two_agents.start_master()
+    go.touch()
+    assert two_agents.wait_state(exp_id, "COMPLETED", "ERROR", timeout=90) == "ERROR"
+    logs = two_agents.logs(trial_id)
+    assert "run 1" in logs and "run 2" not in logs
