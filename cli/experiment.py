@@ -162,6 +162,9 @@ def describe(args: argparse.Namespace) -> int:
         if i:
             print()
         print_described(e, trials, best, json.loads(resp.config) if resp.config else {})
+        if resp.imported_trials:
+            print()
+            print(imported_text(resp.imported_trials))
     if args.json:
         print(render.to_json(entries))
     return 0
@@ -201,12 +204,33 @@ def describe_json(
         "job_summary": None,
         "trials": [render.message_dict(t) for t in trials],
         "best_trial": None if best is None else render.message_dict(best),
+        # Trials of searcher.source_experiment_id that seeded the search; never run here.
+        "imported_trials": [render.message_dict(i) for i in resp.imported_trials],
     }
     goals = pareto.objectives(config or {})
     if goals:
         # A multi-objective search has no single best trial: its Pareto front, as trial ids.
         out["pareto_front"] = [t.id for t, _ in pareto.front(trials, goals)]
     return out
+
+
+def imported_text(imported: list[v1.ImportedTrial]) -> str:
+    """The warm start's trials: where each came from, its result, and whether the search
+    used it."""
+    sources = sorted({i.source_experiment_id for i in imported})
+    title = f"Imported trials (from experiment {', '.join(map(str, sources))}; not run here):"
+    headers = ("Source Trial", "Steps", "Best Metric", "Hyperparameters", "Note")
+    rows = [
+        [
+            i.source_trial_id,
+            i.steps_completed,
+            render.optional_number(i.best_validation_metric),
+            ", ".join(f"{k}={v}" for k, v in _flat(json.loads(i.hparams or "{}"))),
+            i.note or "used",
+        ]
+        for i in imported
+    ]
+    return f"{title}\n{render.table(headers, rows)}"
 
 
 def best_trial(trials: list[v1.Trial], *, smaller_is_better: bool) -> v1.Trial | None:

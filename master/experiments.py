@@ -18,7 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from determined.api.gen import v1
 from determined.common import context as ctx
 from determined.common import entrypoint, errors, expconf
-from pydet.master import log_policies, queries, task_spec
+from pydet.master import log_policies, queries, task_spec, warm_start
 from pydet.master import trial_lifecycle as lifecycle
 from pydet.master.allocation import Allocation
 from pydet.master.db import Database
@@ -130,6 +130,7 @@ class Experiments:
         if not context and parent_id:
             context = await queries.context(self._db, parent_id)
         source = await self._store.source_checkpoint(cfg)
+        imported = await warm_start.source_trials(self._db, cfg)
         try:
             # Unpacked size and entry count too: a small archive may unpack to gigabytes.
             files = {path for path, _ in ctx.check_context(context)}
@@ -143,6 +144,7 @@ class Experiments:
             seed = random.SystemRandom().randrange(2**31)
             cfg = cfg.with_seed(seed)
         search = searcher.new_search(cfg, seed)
+        skipped = search.import_trials(imported)
         state = State.PAUSED if paused else State.ACTIVE
         job_id = uuid.uuid4().hex[:8]
         start_time = time.time()
@@ -166,6 +168,14 @@ class Experiments:
             start_time=start_time,
             source_checkpoint=source,
         )
+        if imported:
+            await warm_start.save_imports(
+                self._db,
+                experiment_id,
+                imported,
+                skipped,
+                smaller_is_better=cfg.searcher.smaller_is_better,
+            )
         self._live.add(exp)
         await self._runner.apply(exp, search.initial_operations())
         log.info("created experiment %d", exp.id)

@@ -241,4 +241,18 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE trials ADD COLUMN excluded_agents TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE trials ADD COLUMN cancel_retries_run INTEGER NOT NULL DEFAULT 0;
     """,
+    # 10: a warm-started search's imported trials (master/warm_start.py).
+    """
+    CREATE TABLE imported_trials (
+        experiment_id INTEGER NOT NULL REFERENCES experiments (id) ON DELETE CASCADE,
+        source_experiment_id INTEGER NOT NULL,
+        source_trial_id INTEGER NOT NULL,
+        hparams TEXT NOT NULL,
+        latest_validation TEXT NOT NULL,
+        best_validation REAL,
+        steps_completed INTEGER NOT NULL,
+        note TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (experiment_id, source_trial_id)
+    );
+    """,
 ]

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from determined.api.gen import v1
 from determined.common import errors
-from pydet.master import convert, queries, redaction, shown_state, task_summaries
+from pydet.master import convert, queries, redaction, shown_state, task_summaries, warm_start
 from pydet.master.agents import AgentTable
 from pydet.master.checkpoints import Checkpoints
 from pydet.master.db import Database
@@ -133,6 +133,18 @@ class Service:
             experiment=convert.experiment(row),
             config=redaction.redacted_json(row.config),
             original_config=redaction.redacted_yaml(row.original_config),
+            imported_trials=[
+                v1.ImportedTrial(
+                    source_experiment_id=i.source_experiment_id,
+                    source_trial_id=i.source_trial_id,
+                    hparams=i.hparams,
+                    latest_validation=i.latest_validation,
+                    best_validation_metric=i.best_validation,
+                    steps_completed=i.steps_completed,
+                    note=i.note,
+                )
+                for i in await warm_start.imports(self.db, experiment_id)
+            ],
         )
 
     async def get_experiment_trials(self, experiment_id: int) -> list[v1.Trial]:

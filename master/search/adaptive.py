@@ -23,7 +23,7 @@ from typing import Any
 
 from determined.common import expconf
 from pydet.master.search.asha import Bracket, Kind
-from pydet.master.search.base import Operation, SearchMethod, signed
+from pydet.master.search.base import ImportedTrial, Operation, SearchMethod, signed
 
 
 def rungs_fitting(n: int, divisor: float) -> int:
@@ -125,6 +125,18 @@ class AdaptiveASHASearch(SearchMethod):
 
     def _exhausted(self) -> bool:
         return all(b.valid_trials() >= b.max_trials for b in self.brackets)
+
+    def import_trials(self, trials: list[ImportedTrial]) -> dict[int, str]:
+        """Every bracket ranks the old trials in its rungs (see :mod:`asha`)."""
+        skipped: dict[int, str] = {}
+        for old in trials:
+            placed = [
+                bracket.seed(f"x{old.trial_id}", old.history, self.searcher.smaller_is_better)
+                for bracket in self.brackets
+            ]
+            if not any(placed):
+                skipped[old.trial_id] = f"skipped: no {self.metric} reported at a rung's length"
+        return skipped
 
     def initial_operations(self) -> list[Operation]:
         return self._with_shutdown(self._fill())

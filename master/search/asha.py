@@ -17,6 +17,14 @@ a result, chosen by the config:
   each validation report places the trial in the rungs its ``time_metric`` has reached, once
   per rung, and the trial is stopped if it is not among the best ``max(1, floor(n / divisor))``.
 
+A warm start (``searcher.source_experiment_id``) seeds the rungs with the old experiment's
+finished trials: each one enters every rung it trained to, with its searcher metric at the
+latest validation not past that rung's length (never a value it reached by training longer
+than the rung asks of a new trial, so an old trial is never favoured). Imported results raise
+the bar: a new trial is promoted or kept only if it ranks in the top share of old and new
+results together. They are never promoted themselves (they have no process here; they hold
+their place in the rung as already promoted), and they do not count towards ``max_trials``.
+
 A trial that errors or is canceled counts as the worst result of the rung it was working
 towards; a trial whose hyperparameters were invalid is removed from every rung and a new trial
 takes its place.
@@ -28,7 +36,7 @@ import bisect
 import math
 from typing import Any, Literal
 
-from pydet.master.search.base import Close, Operation, Stop, ValidateAfter, rid_sorted
+from pydet.master.search.base import Close, Operation, Stop, ValidateAfter, rid_sorted, signed
 
 Kind = Literal["promote", "stop_once", "by_time"]
 KINDS: tuple[Kind, ...] = ("promote", "stop_once", "by_time")
@@ -120,6 +128,7 @@ class Bracket:
         self.gone: set[str] = set()  # errored or canceled: their results stay in the rungs
         self.closed: set[str] = set()  # no more ops will be issued for these
         self.invalid: set[str] = set()
+        self.imported: set[str] = set()  # warm-start results, ids "x<source trial id>"
 
     @property
     def top(self) -> int:
@@ -137,6 +146,26 @@ class Bracket:
         counts as the next rung's worst result (its process has ended)."""
         self.max_trials = max_trials
         self.limit = max(1, min(max_concurrent, max_trials))
+
+    def seed(self, key: str, history: list[list[float]], smaller_is_better: bool) -> bool:
+        """An old trial's results (``[length, metric]`` in length order) placed in the rungs
+        it reached; False if it reached none."""
+        placed = False
+        reached = max((length for length, _ in history), default=0.0)
+        for rung, length in zip(self.rungs, self.lengths, strict=True):
+            before = [value for at, value in history if at <= length]
+            if reached < length or not before:
+                continue
+            index = rung.insert(key, signed(before[-1], smaller_is_better), after_ties=True)
+            rung.promoted[index] = True
+            placed = True
+        if placed:
+            self.imported.add(key)
+        return placed
+
+    def _own(self, rung: Rung) -> int:
+        """Results of this search's own trials in ``rung``."""
+        return sum(1 for rid in rung.ids if rid not in self.imported)
 
     def add(self, request_id: str) -> None:
         self.rung_of[request_id] = 0
@@ -234,7 +263,7 @@ class Bracket:
                 else:
                     self.busy.add(winner)
                     ops.append(ValidateAfter(winner, self.lengths[k + 1]))
-        if len(self.rungs[0]) >= self.max_trials:
+        if self._own(self.rungs[0]) >= self.max_trials:
             ops += self._close_out()
         return ops
 
@@ -317,8 +346,9 @@ class Bracket:
         sizes = rung_sizes(self.max_trials, self.divisor, len(self.rungs))
         done = expected = 0
         for k, (rung, step, planned) in enumerate(zip(self.rungs, steps, sizes, strict=True)):
-            reached = len(rung) + (0 if self.kind == "by_time" else self.outstanding[k])
-            done += len(rung) * step
+            own = self._own(rung)
+            reached = own + (0 if self.kind == "by_time" else self.outstanding[k])
+            done += own * step
             expected += max(planned, reached) * step
         return float(done), float(max(expected, 1))
 
@@ -331,6 +361,7 @@ class Bracket:
             "gone": rid_sorted(self.gone),
             "closed": rid_sorted(self.closed),
             "invalid": rid_sorted(self.invalid),
+            "imported": rid_sorted(self.imported),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -341,3 +372,4 @@ class Bracket:
         self.gone = set(state["gone"])
         self.closed = set(state["closed"])
         self.invalid = set(state["invalid"])
+        self.imported = set(state.get("imported", []))

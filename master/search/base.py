@@ -19,6 +19,11 @@ Events (methods of :class:`SearchMethod`, each returning a list of operations):
 - ``on_trial_closed(request_id)``: the trial ended normally (after ``Close`` or ``Stop``).
 
 Exactly one of the last two arrives for each trial, once.
+
+A warm-started search (``searcher.source_experiment_id``) is told about the old experiment's
+finished trials once, before ``initial_operations()``: ``import_trials(trials)``. They are
+results, not trials of this search: no request id, no operation is ever issued for them, and
+they are part of the state, so a replayed search knows them exactly as the live one did.
 """
 
 from __future__ import annotations
@@ -79,6 +84,44 @@ class Shutdown:
 
 
 Operation = Create | ValidateAfter | Close | Stop | Shutdown
+
+
+@dataclass(frozen=True)
+class ImportedTrial:
+    """A finished trial of the experiment a search warm-starts from.
+
+    ``metrics`` is its latest validation report (what a search that ran it would have been
+    told last); ``history`` its searcher metric at each validation, ``[steps, value]`` in step
+    order (what ASHA's rungs compare).
+    """
+
+    experiment_id: int
+    trial_id: int
+    hparams: dict[str, Any]
+    metrics: dict[str, float]
+    history: list[list[float]]
+    length: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "experiment_id": self.experiment_id,
+            "trial_id": self.trial_id,
+            "hparams": self.hparams,
+            "metrics": self.metrics,
+            "history": self.history,
+            "length": self.length,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ImportedTrial:
+        return cls(
+            experiment_id=int(d["experiment_id"]),
+            trial_id=int(d["trial_id"]),
+            hparams=dict(d["hparams"]),
+            metrics={str(k): float(v) for k, v in d["metrics"].items()},
+            history=[[float(s), float(v)] for s, v in d["history"]],
+            length=int(d["length"]),
+        )
 
 
 def sample_hparams(tree: expconf.HParamTree, rng: random.Random) -> dict[str, Any]:
@@ -182,6 +225,16 @@ class SearchMethod(abc.ABC):
         return self._trial_ended(request_id)
 
     # -- events --------------------------------------------------------------------------------
+
+    def import_trials(self, trials: list[ImportedTrial]) -> dict[int, str]:
+        """Seeds the search with an old experiment's finished trials (before
+        ``initial_operations``). Returns, by source trial id, why a trial was not used.
+
+        Random and grid search draw or enumerate their points without looking at results, so
+        the old trials change none of their decisions; they run their own full budget, and the
+        imported trials are shown beside theirs. Model-based and early-stopping searches
+        override this."""
+        return {}
 
     @abc.abstractmethod
     def initial_operations(self) -> list[Operation]: ...

@@ -35,7 +35,7 @@ from optuna.distributions import (
 from optuna.trial import TrialState
 
 from determined.common import expconf
-from pydet.master.search.base import Operation, Stop, rid_sorted
+from pydet.master.search.base import ImportedTrial, Operation, Stop, rid_sorted
 from pydet.master.search.simple import BudgetedSearch
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,43 @@ class SearchSpace:
                 value = self.categories[name][int(value)]
             values[self.paths[name]] = value
         return expconf.unflatten_hparams(values)
+
+    def params(self, hparams: dict[str, Any]) -> dict[str, Any]:
+        """Nested hyperparameters (an old trial's) as an Optuna trial's parameters; raises
+        ValueError, naming the hyperparameter, for values this space cannot hold."""
+        flat = _flatten(hparams)
+        params: dict[str, Any] = {}
+        for name, path in self.paths.items():
+            if path not in flat:
+                raise ValueError(f"it has no value for {name}")
+            value = flat[path]
+            if name in self.categories:
+                matches = [i for i, v in enumerate(self.categories[name]) if v == value]
+                if not matches:
+                    raise ValueError(f"{name}={value!r} is not one of this search's values")
+                value = matches[0]
+            elif isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name}={value!r} is not a number")
+            dist = self.distributions[name]
+            if isinstance(dist, IntDistribution):
+                if value != int(value):
+                    raise ValueError(f"{name}={value!r} is not an integer")
+                value = int(value)
+            if isinstance(dist, IntDistribution | FloatDistribution) and not (
+                dist.low <= value <= dist.high
+            ):
+                raise ValueError(f"{name}={value!r} is outside [{dist.low}, {dist.high}]")
+            params[name] = value
+        return params
+
+
+def _flatten(tree: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    flat: dict[tuple[str, ...], Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, (*prefix, key)))
+        flat[(*prefix, key)] = value
+    return flat
 
 
 def _distribution(hp: expconf.Hyperparameter) -> BaseDistribution:
@@ -146,7 +183,8 @@ class OptunaSearch(BudgetedSearch):
         self.space = SearchSpace(config.hyperparameters)
         self.objectives = self.searcher.objectives
         # What the study has been told, in order: ["ask", rid, params],
-        # ["report", rid, step, value], ["tell", rid, state, values].
+        # ["report", rid, step, value], ["tell", rid, state, values], and before them the
+        # warm start's ["import", source_trial_id, params, values].
         self.events: list[list[Any]] = []
         self.latest: dict[str, dict[str, float]] = {}  # latest objective values per trial
         self._new_study()
@@ -168,6 +206,16 @@ class OptunaSearch(BudgetedSearch):
     def _do(self, event: list[Any]) -> bool:
         """Tells the study one event (live or replayed); for a report, whether to prune."""
         kind, rid = event[0], event[1]
+        if kind == "import":
+            params = dict(event[2])
+            self.study.add_trial(
+                optuna.trial.create_trial(
+                    params=params,
+                    distributions={n: self.space.distributions[n] for n in params},
+                    values=[float(v) for v in event[3]],
+                )
+            )
+            return False
         if kind == "ask":
             trial = self.study.ask(self.space.distributions)
             self.trials[rid] = trial
@@ -194,6 +242,29 @@ class OptunaSearch(BudgetedSearch):
     def _tell(self, rid: str, state: str, values: list[float] | None = None) -> None:
         if rid in self.trials and rid not in self.told:
             self._record(["tell", rid, state, values])
+
+    # -- warm start ----------------------------------------------------------------------------
+
+    def import_trials(self, trials: list[ImportedTrial]) -> dict[int, str]:
+        """Each old trial whose values fit this space and that reported every objective
+        becomes a completed trial of the study, so that the sampler models it as if it had
+        run here; the others are skipped with the reason."""
+        skipped: dict[int, str] = {}
+        for old in trials:
+            try:
+                params = self.space.params(old.hparams)
+            except ValueError as e:
+                skipped[old.trial_id] = f"skipped: {e}"
+                continue
+            values = [old.metrics.get(o.name) for o in self.objectives]
+            missing = [o.name for o, v in zip(self.objectives, values, strict=True) if v is None]
+            if missing:
+                skipped[old.trial_id] = f"skipped: it reported no {', '.join(missing)}"
+                continue
+            self._record(
+                ["import", old.trial_id, params, [_finite(float(v or 0.0)) for v in values]]
+            )
+        return skipped
 
     # -- trials --------------------------------------------------------------------------------
 

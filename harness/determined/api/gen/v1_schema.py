@@ -197,6 +197,16 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('experiment', 1, 'message', 'Experiment', False, True, ''),
         ('config', 2, 'string', None, False, False, ''),
         ('original_config', 3, 'string', None, False, False, ''),
+        ('imported_trials', 4, 'message', 'ImportedTrial', True, True, ''),
+    ),
+    'ImportedTrial': (
+        ('source_experiment_id', 1, 'int32', None, False, False, ''),
+        ('source_trial_id', 2, 'int32', None, False, False, ''),
+        ('hparams', 3, 'string', None, False, False, ''),
+        ('latest_validation', 4, 'string', None, False, False, ''),
+        ('best_validation_metric', 5, 'double', None, False, True, ''),
+        ('steps_completed', 6, 'int64', None, False, False, ''),
+        ('note', 7, 'string', None, False, False, ''),
     ),
     'ExperimentActionRequest': (
         ('experiment_id', 1, 'int32', None, False, False, ''),

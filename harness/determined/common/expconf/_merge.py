@@ -11,7 +11,13 @@ from determined.common.expconf._log_policies import merge_log_policies
 # Fields every variant of a union shares: they still come from the defaults when the user
 # picks another variant (another storage type, another searcher).
 _STORAGE_COMMON = ("save_experiment_best", "save_trial_best", "save_trial_latest")
-_SEARCHER_COMMON = ("metric", "smaller_is_better", "source_trial_id", "source_checkpoint_uuid")
+_SEARCHER_COMMON = (
+    "metric",
+    "smaller_is_better",
+    "source_trial_id",
+    "source_checkpoint_uuid",
+    "source_experiment_id",
+)
 
 
 def merge_defaults(user: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:

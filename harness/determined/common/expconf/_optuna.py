@@ -95,6 +95,7 @@ class OptunaSearcher:
     smaller_is_better: bool = True
     source_trial_id: int | None = None
     source_checkpoint_uuid: str | None = None
+    source_experiment_id: int | None = None
     sampler: Sampler = "tpe"
     max_trials: int
     max_concurrent_trials: int = 16
@@ -114,6 +115,7 @@ class OptunaSearcher:
             "smaller_is_better": self.smaller_is_better,
             "source_trial_id": self.source_trial_id,
             "source_checkpoint_uuid": self.source_checkpoint_uuid,
+            "source_experiment_id": self.source_experiment_id,
             "sampler": self.sampler,
             "max_trials": self.max_trials,
             "max_concurrent_trials": self.max_concurrent_trials,
@@ -129,6 +131,7 @@ def parse_optuna(
     smaller_is_better: bool,
     source_trial_id: int | None,
     source_checkpoint_uuid: str | None,
+    source_experiment_id: int | None = None,
 ) -> OptunaSearcher | None:
     """Reads the optuna-specific keys of ``searcher`` (the shared ones are read already)."""
     metric = sec.string("metric", None, non_empty=True)
@@ -157,6 +160,7 @@ def parse_optuna(
         smaller_is_better=smaller_is_better if not metrics else metrics[0].smaller_is_better,
         source_trial_id=source_trial_id,
         source_checkpoint_uuid=source_checkpoint_uuid,
+        source_experiment_id=source_experiment_id,
         sampler=sampler,
         max_trials=max_trials,
         max_concurrent_trials=max_concurrent_trials,

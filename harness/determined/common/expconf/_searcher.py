@@ -31,6 +31,8 @@ class _SearcherBase:
     smaller_is_better: bool = True
     source_trial_id: int | None = None
     source_checkpoint_uuid: str | None = None
+    # A finished experiment whose trials seed this search (pydet's warm start).
+    source_experiment_id: int | None = None
 
     def _common_dict(self, name: str, metric: str | None) -> dict[str, Any]:
         return {
@@ -39,6 +41,7 @@ class _SearcherBase:
             "smaller_is_better": self.smaller_is_better,
             "source_trial_id": self.source_trial_id,
             "source_checkpoint_uuid": self.source_checkpoint_uuid,
+            "source_experiment_id": self.source_experiment_id,
         }
 
 
@@ -168,6 +171,7 @@ class UnsupportedSearcher:
     smaller_is_better: bool = True
     source_trial_id: int | None = None
     source_checkpoint_uuid: str | None = None
+    source_experiment_id: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.settings, "name": self.name}
@@ -187,6 +191,7 @@ class _Common(TypedDict):
     smaller_is_better: bool
     source_trial_id: int | None
     source_checkpoint_uuid: str | None
+    source_experiment_id: int | None
 
 
 def parse_searcher(problems: Problems, path: str, value: Any) -> SearcherConfig | None:
@@ -207,6 +212,7 @@ def parse_searcher(problems: Problems, path: str, value: Any) -> SearcherConfig 
             smaller_is_better=sec.boolean("smaller_is_better", True),
             source_trial_id=sec.integer("source_trial_id", None, minimum=1),
             source_checkpoint_uuid=sec.string("source_checkpoint_uuid", None, non_empty=True),
+            source_experiment_id=sec.integer("source_experiment_id", None, minimum=1),
         )
         sec.finish()
         return optuna
@@ -215,6 +221,7 @@ def parse_searcher(problems: Problems, path: str, value: Any) -> SearcherConfig 
         smaller_is_better=sec.boolean("smaller_is_better", True),
         source_trial_id=sec.integer("source_trial_id", None, minimum=1),
         source_checkpoint_uuid=sec.string("source_checkpoint_uuid", None, non_empty=True),
+        source_experiment_id=sec.integer("source_experiment_id", None, minimum=1),
     )
     searcher: SearcherConfig | None = None
     if name == "single":
@@ -254,6 +261,7 @@ def _unsupported(sec: Section) -> UnsupportedSearcher:
     smaller_is_better = sec.boolean("smaller_is_better", True)
     source_trial_id = sec.integer("source_trial_id", None, minimum=1)
     source_checkpoint_uuid = sec.string("source_checkpoint_uuid", None, non_empty=True)
+    source_experiment_id = sec.integer("source_experiment_id", None, minimum=1)
     settings = sec.json_copy()
     return UnsupportedSearcher(
         name=str(settings.pop("name")),
@@ -262,6 +270,7 @@ def _unsupported(sec: Section) -> UnsupportedSearcher:
         smaller_is_better=smaller_is_better,
         source_trial_id=source_trial_id,
         source_checkpoint_uuid=source_checkpoint_uuid,
+        source_experiment_id=source_experiment_id,
     )
 
 

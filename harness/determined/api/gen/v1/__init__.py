@@ -77,6 +77,7 @@ __all__ = (
     "GetUsersResponse",
     "GetWebhooksRequest",
     "GetWebhooksResponse",
+    "ImportedTrial",
     "Job",
     "JobUpdate",
     "KillContainer",
@@ -1220,6 +1221,13 @@ class GetExperimentResponse(betterproto2.Message):
     The config exactly as submitted.
     """
 
+    imported_trials: "list[ImportedTrial]" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+    """
+    A warm-started search's trials from its searcher.source_experiment_id: shown, never run.
+    """
+
 
 default_message_pool.register_message("v1", "GetExperimentResponse", GetExperimentResponse)
 
@@ -1453,6 +1461,41 @@ class GetWebhooksResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "GetWebhooksResponse", GetWebhooksResponse)
+
+
+@dataclass(eq=False, repr=False)
+class ImportedTrial(betterproto2.Message):
+    """
+    A finished trial of another experiment that seeded this experiment's search.
+    """
+
+    source_experiment_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    source_trial_id: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+    hparams: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    JSON object of its hyperparameter values.
+    """
+
+    latest_validation: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    JSON object: its latest validation metrics.
+    """
+
+    best_validation_metric: "float | None" = betterproto2.field(
+        5, betterproto2.TYPE_DOUBLE, optional=True
+    )
+
+    steps_completed: "int" = betterproto2.field(6, betterproto2.TYPE_INT64)
+
+    note: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    """
+    Why the search did not use it ("" when it did).
+    """
+
+
+default_message_pool.register_message("v1", "ImportedTrial", ImportedTrial)
 
 
 @dataclass(eq=False, repr=False)
