@@ -25,17 +25,17 @@ SCRIPT = """
             op.report_completed((x - 0.3) ** 2)
 """
 CONFIG = """
-    entrypoint: python3 train.py
-    hyperparameters:
-      x: {type: double, minval: 0, maxval: 1}
     searcher:
       name: optuna
       metric: loss
       max_trials: 3
       max_length: 1
       max_concurrent_trials: 3
-    max_restarts: 0
+    hyperparameters:
+      x: {type: double, minval: 0, maxval: 1}
+    entrypoint: python3 train.py
     reproducibility: {experiment_seed: 5}
+    max_restarts: 0
 """
 
 
