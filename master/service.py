@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, pareto
 from pydet.master import convert, queries, redaction, shown_state, task_summaries, warm_start
 from pydet.master.agents import AgentTable
 from pydet.master.checkpoints import Checkpoints
@@ -129,7 +129,18 @@ class Service:
 
     async def get_experiment(self, experiment_id: int) -> v1.GetExperimentResponse:
         row = await queries.experiment(self.db, experiment_id)
+        goals = pareto.objectives(row.config_dict)
+        front: list[int] = []
+        if goals:
+            points = [
+                (t.id, found)
+                for t in await queries.trials(self.db, experiment_id)
+                if t.state == State.COMPLETED
+                and (found := pareto.values(t.latest_validation, goals)) is not None
+            ]
+            front = pareto.front(points, goals)
         return v1.GetExperimentResponse(
+            pareto_front=front,
             experiment=convert.experiment(row),
             config=redaction.redacted_json(row.config),
             original_config=redaction.redacted_yaml(row.original_config),

@@ -136,17 +136,43 @@ export const experimentList: Decoder<ExperimentList> = object<ExperimentList>({
   total: int,
 });
 
+/** A trial of searcher.source_experiment_id that seeded a warm-started search (never run). */
+export interface ImportedTrial {
+  source_experiment_id: number;
+  source_trial_id: number;
+  hparams: JsonObject;
+  latest_validation: JsonObject;
+  best_validation_metric: number | null;
+  steps_completed: number;
+  /** Why the search did not use it ("" when it did). */
+  note: string;
+}
+export const importedTrial: Decoder<ImportedTrial> = object<ImportedTrial>({
+  source_experiment_id: int,
+  source_trial_id: int,
+  hparams: jsonText(jsonObject, {}),
+  latest_validation: jsonText(jsonObject, {}),
+  best_validation_metric: nullable(num),
+  steps_completed: int,
+  note: optional(str, ""),
+});
+
 export interface ExperimentDetail {
   experiment: Experiment;
   /** The filled-in config. */
   config: JsonObject;
   /** The config text exactly as submitted (YAML or JSON). */
   original_config: string;
+  imported_trials: ImportedTrial[];
+  /** Trial ids on a multi-objective search's Pareto front. */
+  pareto_front: number[];
 }
 export const experimentDetail: Decoder<ExperimentDetail> = object<ExperimentDetail>({
   experiment,
   config: jsonText(jsonObject, {}),
   original_config: str,
+  imported_trials: optional(array(importedTrial), []),
+  pareto_front: optional(array(int), []),
 });
 
 export const experimentAction: Decoder<{ experiment: Experiment | null }> = object({

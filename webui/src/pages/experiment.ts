@@ -11,6 +11,7 @@ import { button, h, link, replace } from "../ui/dom";
 import { bytes, duration, metric, stateLabel, time, value } from "../ui/format";
 import { badge, Capped, coalesce, debounce, Notice, progress, section, Table } from "../ui/widgets";
 import { actionButtons } from "./actions";
+import { SearchView } from "./searchView";
 
 export const experimentPage: Page = (root, params, ctx) => {
   const id = Number(params.id);
@@ -25,6 +26,7 @@ export const experimentPage: Page = (root, params, ctx) => {
   const hpNotice = new Notice();
   const hpGrid = h("div", { class: "hp-grid" });
   const hpCharts = new Map<string, Chart>();
+  const searchView = new SearchView();
   const trialsWrap = h("div", { class: "table-wrap" });
   const checkpoints = new Table<Checkpoint>(
     [
@@ -55,6 +57,7 @@ export const experimentPage: Page = (root, params, ctx) => {
       chart.el,
     ),
     section("Hyperparameters", hpNotice.el, hpGrid),
+    searchView.el,
     section("Trials", trialsWrap),
     section("Checkpoints", checkpointList.el),
     section(
@@ -216,6 +219,7 @@ export const experimentPage: Page = (root, params, ctx) => {
       trials = await api.experimentTrials(id);
       renderTrials();
       renderHparams();
+      searchView.update(detail, trials);
     } catch (e) {
       notice.error(`Could not load the trials: ${errorMessage(e)}`);
     }

@@ -198,6 +198,7 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('config', 2, 'string', None, False, False, ''),
         ('original_config', 3, 'string', None, False, False, ''),
         ('imported_trials', 4, 'message', 'ImportedTrial', True, True, ''),
+        ('pareto_front', 5, 'int32', None, True, False, ''),
     ),
     'ImportedTrial': (
         ('source_experiment_id', 1, 'int32', None, False, False, ''),

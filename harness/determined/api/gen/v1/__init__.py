@@ -1228,6 +1228,11 @@ class GetExperimentResponse(betterproto2.Message):
     A warm-started search's trials from its searcher.source_experiment_id: shown, never run.
     """
 
+    pareto_front: "list[int]" = betterproto2.field(5, betterproto2.TYPE_INT32, repeated=True)
+    """
+    A multi-objective search's Pareto front (searcher.metrics): trial ids, in id order.
+    """
+
 
 default_message_pool.register_message("v1", "GetExperimentResponse", GetExperimentResponse)
 
