@@ -59,6 +59,7 @@ from tabulate import tabulate  # type: ignore[import-untyped]  # noqa: E402
 from determined.api.gen import v1  # noqa: E402
 from determined.common import client, context  # noqa: E402
 from tests.cluster import Cluster  # noqa: E402
+from tests.netns import Host  # noqa: E402
 
 WORKLOAD = ROOT / "bench" / "_search_workload"
 PY = sys.executable
@@ -107,12 +108,16 @@ class BenchCluster(Cluster):
     master logs every HTTP/2 frame, and that is not what a user runs."""
 
     def _spawn(
-        self, name: str, argv: list[str], env: dict[str, str] | None = None
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        on: Host | None = None,
     ) -> subprocess.Popen[bytes]:
         if "--log-level" in argv:
             i = argv.index("--log-level")
             argv = argv[:i] + argv[i + 2 :]
-        return super()._spawn(name, argv, env)
+        return super()._spawn(name, argv, env, on)
 
 
 def pydet_config(w: Workload, searcher: str) -> str:
