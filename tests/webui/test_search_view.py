@@ -80,7 +80,7 @@ def test_parallel_coordinates_draw_one_line_per_trial_with_an_axis_per_hparam(
     names = [axes.nth(i).get_attribute("data-axis") for i in range(axes.count())]
     assert names == ["act", "lr", "validation_loss"]
     # A categorical axis is labelled with its values; every line crosses every axis.
-    assert set(axes.nth(0).locator("text.pc-tick").all_inner_texts()) == {"relu", "tanh"}
+    assert set(axes.nth(0).locator("text.pc-tick").all_text_contents()) == {"relu", "tanh"}
     for i in range(4):
         assert len((lines.nth(i).get_attribute("points") or "").split()) == 3
     assert page.locator("svg.pareto").count() == 0
