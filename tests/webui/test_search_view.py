@@ -109,6 +109,10 @@ def test_multi_objective_search_shows_its_pareto_front(
     front = api(cluster, f"/api/v1/experiments/{exp_id}")["pareto_front"]
     assert front
     open_experiment(cluster, page, exp_id)
+    # The parallel view ranks a multi-objective search's trials by its first metric.
+    assert page.locator("svg.parallel g.pc-axis").last.get_attribute("data-axis") == (
+        "validation_loss"
+    )
     page.locator("svg.pareto").wait_for()
     assert page.locator("svg.pareto circle.pareto-point").count() == 3
     highlighted = page.locator("svg.pareto circle.front")

@@ -72,7 +72,7 @@ function tickText(a: Axis, fraction: number): string {
 /** The parallel-coordinates SVG; lines are coloured from best (blue) to worst (orange). */
 export function parallelSvg(rows: readonly Row[], axes: readonly Axis[], smallerIsBetter: boolean): SVGSVGElement {
   const gap = 150;
-  const pad = { left: 50, right: 60, top: 36, bottom: 30 };
+  const pad = { left: 90, right: 70, top: 36, bottom: 30 };
   const width = pad.left + pad.right + gap * Math.max(1, axes.length - 1);
   const height = 300;
   const plotH = height - pad.top - pad.bottom;
@@ -126,7 +126,7 @@ export interface ScatterPoint {
 export function paretoSvg(points: readonly ScatterPoint[], xName: string, yName: string): SVGSVGElement {
   const width = 520;
   const height = 320;
-  const pad = { left: 64, right: 20, top: 16, bottom: 44 };
+  const pad = { left: 90, right: 30, top: 16, bottom: 44 };
   const svg = el("svg", { class: "pareto", width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
   const xs = points.map((p) => p.x);
   const ys = points.map((p) => p.y);

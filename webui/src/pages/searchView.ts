@@ -60,12 +60,14 @@ export class SearchView {
         rows.push({ key: `imported trial ${i.source_trial_id}`, hparams: i.hparams, metric: i.best_validation_metric, imported: true });
       }
     }
+    // A multi-objective search names its metrics in searcher.metrics; trials are ranked by the first.
+    const metricName = e.searcher_metric || objectives(detail.config)[0] || "metric";
     if (rows.length === 0) {
-      this.notice.info(`Shown once a trial reports a validation ${e.searcher_metric}.`);
+      this.notice.info(`Shown once a trial reports a validation ${metricName}.`);
       replace(this.plot);
     } else {
       this.notice.clear();
-      const axes = parallelAxes(rows, e.searcher_metric, logHparams(detail.config));
+      const axes = parallelAxes(rows, metricName, logHparams(detail.config));
       replace(this.plot, parallelSvg(rows, axes, e.smaller_is_better));
     }
     this.importedSection.hidden = detail.imported_trials.length === 0;
