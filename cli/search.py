@@ -51,8 +51,26 @@ def preview_search(args: argparse.Namespace) -> int:
     if isinstance(pruner, dict):
         # Which trials the pruner stops depends on their results: lengths are the most.
         print(f"Its {pruner.get('type')} pruner may stop trials before their training length.")
+    if isinstance(searcher, dict) and searcher.get("name") == "pbt":
+        print(_pbt_rounds(resp))
     print(render.table(preview_headers(resp.unit), preview_rows(resp)))
     return 0
+
+
+def _pbt_rounds(resp: v1.PreviewSearchResponse) -> str:
+    """PBT's rounds in words: the entries are the replaced trials of each round, then the
+    final population."""
+    *replaced, final = resp.entries
+    rounds = len(replaced) + 1
+    per_round = final.length // rounds
+    unit = f" {resp.unit}" if resp.unit else ""
+    text = f"{rounds} round(s) of {per_round}{unit} for a population of {final.num_trials}"
+    if replaced:
+        text += (
+            f"; after each round but the last, the worst {replaced[0].num_trials} trial(s) are"
+            f" closed and as many start from the best trials' checkpoints"
+        )
+    return text + "."
 
 
 def preview_headers(unit: str) -> tuple[str, str]:

@@ -96,8 +96,8 @@ class Experiments:
         if isinstance(cfg.searcher, expconf.UnsupportedSearcher):
             raise errors.InvalidArgument(
                 f"searcher.name: pydet does not run the {cfg.searcher.name} searcher (Determined "
-                "no longer does either); use single, random, grid, adaptive_asha, async_halving "
-                "or optuna"
+                "no longer does either); use single, random, grid, adaptive_asha, async_halving, "
+                "optuna or pbt"
             )
         searcher_cfg = cfg.searcher
         if (

@@ -42,11 +42,17 @@ EXIT_REASONS = ("errored", "invalid_hp", "user_canceled")
 
 @dataclass(frozen=True)
 class Create:
-    """Start a new trial with these hyperparameters and this seed."""
+    """Start a new trial with these hyperparameters and this seed.
+
+    With ``checkpoint_of`` (another trial's request id), the new trial starts from that
+    trial's latest checkpoint, as its child (population-based training); the master fails
+    the experiment, naming that trial, if it has none.
+    """
 
     request_id: str
     hparams: dict[str, Any]
     seed: int
+    checkpoint_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,11 +134,12 @@ def sample_hparams(tree: expconf.HParamTree, rng: random.Random) -> dict[str, An
     """One random point of the search space, nested like the config's groups."""
     values: dict[tuple[str, ...], Any] = {}
     for path, hp in expconf.flatten_hparams(tree).items():
-        values[path] = _sample_one(hp, rng)
+        values[path] = sample_one(hp, rng)
     return expconf.unflatten_hparams(values)
 
 
-def _sample_one(hp: expconf.Hyperparameter, rng: random.Random) -> Any:
+def sample_one(hp: expconf.Hyperparameter, rng: random.Random) -> Any:
+    """One random value of one hyperparameter."""
     if isinstance(hp, expconf.ConstHP):
         return hp.val
     if isinstance(hp, expconf.IntHP):

@@ -2,7 +2,7 @@
 
 The answer is a list of ``(number of trials, length)``: how many trials train to each length,
 shortest first, in ``unit`` ("batches", "records", "epochs", or "" for a bare number). Single,
-random, grid and optuna searches are counted directly (an optuna pruner stops some trials
+random, grid, optuna and pbt searches are counted directly (an optuna pruner stops some trials
 earlier, depending on their results). Adaptive ASHA is simulated: its own search method is
 driven with random metrics from the experiment seed (0 when none is set), one trial
 operation at a time, as Determined's preview does; the counts per length follow from the
@@ -38,6 +38,8 @@ def preview(config: expconf.ExperimentConfig) -> tuple[Entries, str]:
     if isinstance(searcher, expconf.OptunaSearcher):
         # At most: a pruner stops some trials earlier, depending on their results.
         return [(searcher.max_trials, length)], _unit(searcher.max_length)
+    if isinstance(searcher, expconf.PBTSearcher):
+        return pbt_entries(searcher), _unit(searcher.length_per_round)
     if isinstance(searcher, expconf.UnsupportedSearcher):
         raise ValueError(f"no preview for the {searcher.name} searcher")
     if searcher.time_metric is not None:
@@ -47,11 +49,26 @@ def preview(config: expconf.ExperimentConfig) -> tuple[Entries, str]:
     return simulate(config), unit
 
 
+def pbt_entries(searcher: expconf.PBTSearcher) -> Entries:
+    """Trials by the length they end at: after each round but the last, the replaced ones
+    end at that round's length; the final population trains every round's length. A child
+    starts at its parent's checkpoint, so lengths are counted from the population's start."""
+    per_round = searcher.length_per_round.value
+    entries: Entries = []
+    replaced = searcher.replaced_per_round
+    for k in range(1, searcher.num_rounds):
+        entries.append((replaced, k * per_round))
+    entries.append((searcher.population_size, searcher.num_rounds * per_round))
+    return entries
+
+
 def concurrency(config: expconf.ExperimentConfig) -> int:
     """How many trials run at once at most; 0 when the searcher sets no limit."""
     searcher = config.searcher
     if isinstance(searcher, expconf.SingleSearcher):
         return 1
+    if isinstance(searcher, expconf.PBTSearcher):
+        return searcher.population_size
     return int(getattr(searcher, "max_concurrent_trials", 0) or 0)
 
 

@@ -6,7 +6,8 @@ This module is what the master imports: the operations, the :class:`SearchMethod
 (see :mod:`master.search.base` for the events and what each operation asks of the master) and
 :func:`new_search`. Each method lives in its own module: ``search_simple`` (single, random),
 ``search_grid``, ``search_asha`` (one ASHA bracket), ``search_adaptive`` (adaptive ASHA) and
-``optuna_study`` (model-based search through Optuna).
+``optuna_study`` (model-based search through Optuna) and ``pbt`` (population-based
+training).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pydet.master.search.base import (
     searcher_value,
 )
 from pydet.master.search.grid import GridSearch, grid_points, grid_values
+from pydet.master.search.pbt import PBTSearch
 from pydet.master.search.simple import RandomSearch, SingleSearch
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "Create",
     "GridSearch",
     "Operation",
+    "PBTSearch",
     "RandomSearch",
     "SearchMethod",
     "Shutdown",
@@ -65,6 +68,8 @@ def new_search(config: expconf.ExperimentConfig, seed: int) -> SearchMethod:
         from pydet.master.search.optuna_study import OptunaSearch
 
         return OptunaSearch(config, seed)
+    if isinstance(searcher, expconf.PBTSearcher):
+        return PBTSearch(config, seed)
     if isinstance(searcher, expconf.UnsupportedSearcher):
         # Experiments.validate refuses these before a search is made.
         raise ValueError(f"no search method for the {searcher.name} searcher")

@@ -38,6 +38,7 @@ class SimTrial:
     ops_done: int = 0
     last_metric: float = 0.0
     lengths: list[int] = field(default_factory=list)
+    parent: str | None = None  # the trial whose checkpoint it started from
 
     @property
     def index(self) -> int:
@@ -115,7 +116,14 @@ class Simulator:
         if isinstance(op, searcher.Create):
             if op.request_id in self.trials:
                 raise SimulationError(f"{op.request_id} created twice")
-            self.trials[op.request_id] = SimTrial(op.request_id, op.hparams, op.seed)
+            trial = SimTrial(op.request_id, op.hparams, op.seed)
+            if op.checkpoint_of is not None:
+                # It starts where its parent's latest checkpoint is: at the parent's length.
+                parent = self.trials.get(op.checkpoint_of)
+                if parent is None:
+                    raise SimulationError(f"{op} forks from an unknown trial")
+                trial.parent, trial.trained = parent.request_id, parent.trained
+            self.trials[op.request_id] = trial
             self.call("on_trial_created", op.request_id)
         elif isinstance(op, searcher.ValidateAfter):
             trial = self._trial(op.request_id)

@@ -150,16 +150,25 @@ CASES = [
     ),
     Case(
         "searchers_determined_no_longer_runs_still_parse",
-        "searcher: {name: pbt, metric: x, population_size: 4, num_rounds: 2,"
-        " length_per_round: {batches: 10}}",
+        "searcher: {name: sync_halving, metric: x, num_rungs: 4, budget: {batches: 10}}",
         filled={
             "searcher": {
-                "name": "pbt",
+                "name": "sync_halving",
                 "metric": "x",
-                "population_size": 4,
-                "num_rounds": 2,
-                "length_per_round": {"batches": 10},
+                "num_rungs": 4,
+                "budget": {"batches": 10},
             }
+        },
+    ),
+    Case(
+        "pbt_with_determineds_explore_function",
+        "searcher: {name: pbt, metric: x, population_size: 4, num_rounds: 2,"
+        " length_per_round: {batches: 10}, replace_function: {truncate_fraction: 0.25},"
+        " explore_function: {resample_probability: 0.1, perturb_factor: 0.2}}",
+        filled={
+            "searcher.length_per_round": {"batches": 10},
+            "searcher.replace_function": {"truncate_fraction": 0.25},
+            "searcher.explore_function": {"resample_probability": 0.1, "perturb_factor": 0.2},
         },
     ),
     Case(

@@ -39,6 +39,7 @@ from determined.common.expconf._log_policies import LogPolicy, Signal
 from determined.common.expconf._merge import merge_defaults
 from determined.common.expconf._mounts import BindMount, Propagation
 from determined.common.expconf._optuna import Objective, OptunaSearcher, Pruner
+from determined.common.expconf._pbt import PBTSearcher
 from determined.common.expconf._resources import Device, ResourcesConfig
 from determined.common.expconf._searcher import (
     AdaptiveASHASearcher,
@@ -90,6 +91,7 @@ __all__ = [
     "LogPolicy",
     "Objective",
     "OptunaSearcher",
+    "PBTSearcher",
     "Propagation",
     "ProxyPort",
     "Pruner",

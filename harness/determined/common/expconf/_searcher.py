@@ -16,12 +16,21 @@ from determined.common.expconf._hyperparameters import (
 )
 from determined.common.expconf._lengths import Length, read_length
 from determined.common.expconf._optuna import OptunaSearcher, parse_optuna
+from determined.common.expconf._pbt import PBTSearcher, parse_pbt
 from determined.common.expconf._reader import Problems, Section, as_int, index, join
 
-SEARCHER_NAMES = ("single", "random", "grid", "adaptive_asha", "async_halving", "optuna")
+SEARCHER_NAMES = (
+    "single",
+    "random",
+    "grid",
+    "adaptive_asha",
+    "async_halving",
+    "optuna",
+    "pbt",
+)
 # Searchers Determined's schema still describes but whose masters no longer run (or pydet does
 # not): a config naming one is valid, and the master refuses to create the experiment.
-UNSUPPORTED_SEARCHERS = ("pbt", "sync_halving", "adaptive", "adaptive_simple", "custom")
+UNSUPPORTED_SEARCHERS = ("sync_halving", "adaptive", "adaptive_simple", "custom")
 AshaMode = Literal["aggressive", "standard", "conservative"]
 ASHA_MODES: tuple[AshaMode, ...] = ("aggressive", "standard", "conservative")
 
@@ -183,6 +192,7 @@ SearcherConfig: TypeAlias = (
     | GridSearcher
     | AdaptiveASHASearcher
     | OptunaSearcher
+    | PBTSearcher
     | UnsupportedSearcher
 )
 
@@ -206,8 +216,10 @@ def parse_searcher(problems: Problems, path: str, value: Any) -> SearcherConfig 
         # Which other keys are allowed depends on the name; reporting them would be noise.
         sec.skip_rest()
         return None
-    if name == "optuna":
-        optuna = parse_optuna(
+    if name in ("optuna", "pbt"):
+        # Searchers with settings of their own, each read in its module.
+        parse = parse_optuna if name == "optuna" else parse_pbt
+        found = parse(
             sec,
             smaller_is_better=sec.boolean("smaller_is_better", True),
             source_trial_id=sec.integer("source_trial_id", None, minimum=1),
@@ -215,7 +227,7 @@ def parse_searcher(problems: Problems, path: str, value: Any) -> SearcherConfig 
             source_experiment_id=sec.integer("source_experiment_id", None, minimum=1),
         )
         sec.finish()
-        return optuna
+        return found
     metric = sec.string("metric", None) if name == "single" else sec.required_string("metric")
     common = _Common(
         smaller_is_better=sec.boolean("smaller_is_better", True),
