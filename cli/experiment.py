@@ -182,6 +182,10 @@ def print_described(
     print(render.table(headers, [row]))
     print("\nTrials:")
     print(render.table(render.TRIAL_HEADERS, map(render.trial_row, trials)))
+    forks = lineage_text(trials)
+    if forks:
+        print()
+        print(forks)
     if front:
         print()
         print(pareto.front_text(front, goals))
@@ -240,6 +244,19 @@ def best_trial(trials: list[v1.Trial], *, smaller_is_better: bool) -> v1.Trial |
         return None
     sign = 1.0 if smaller_is_better else -1.0
     return min(ranked, key=lambda t: (sign * (t.best_validation_metric or 0.0), t.id))
+
+
+def lineage_text(trials: list[v1.Trial]) -> str:
+    """Which trial started from which trial's checkpoint (PBT), one line a child; "" when
+    no trial did."""
+    lines = [
+        f"  trial {t.id} <- trial {t.parent_trial_id} (checkpoint {t.warm_start_checkpoint_uuid})"
+        for t in trials
+        if t.parent_trial_id is not None
+    ]
+    if not lines:
+        return ""
+    return "\n".join(["Lineage (trial <- the trial whose checkpoint it started from):", *lines])
 
 
 def best_trial_text(t: v1.Trial, metric: str) -> str:

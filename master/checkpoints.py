@@ -49,7 +49,10 @@ class Checkpoints:
             )
             for c in await queries.experiment_checkpoints(self._db, exp.id)
         ]
-        trials = [retention.TrialRecord(id=t.id, state=t.state.value) for t in exp.trials.values()]
+        trials = [
+            retention.TrialRecord(t.id, t.state.value, latest_checkpoint=t.latest_checkpoint)
+            for t in exp.trials.values()
+        ]
         policy = retention.RetentionPolicy.from_config(exp.config)
         doomed = retention.checkpoints_to_delete(checkpoints, trials, policy)
         if doomed:

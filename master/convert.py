@@ -58,6 +58,7 @@ def trial(row: queries.TrialRow) -> v1.Trial:
         phase=v1.TrialPhase[row.phase],
         warm_start_checkpoint_uuid=row.warm_start_checkpoint,
         log_signal=row.log_signal,
+        parent_trial_id=row.parent_trial_id,
     )
 
 

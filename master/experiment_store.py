@@ -154,11 +154,15 @@ class ExperimentStore:
         phase: TrialPhase,
         hparams: dict[str, Any],
         seed: int,
+        parent: Trial | None = None,
     ) -> Trial:
-        """A new trial of ``exp``, starting from the experiment's source checkpoint."""
+        """A new trial of ``exp``, starting from the experiment's source checkpoint, or from
+        ``parent``'s latest checkpoint (a PBT child)."""
+        checkpoint = exp.source_checkpoint if parent is None else parent.latest_checkpoint
         trial_id = await self._db.execute(
             "INSERT INTO trials (experiment_id, request_id, state, phase, hparams, seed,"
-            " start_time, latest_checkpoint, warm_start_checkpoint) VALUES (?,?,?,?,?,?,?,?,?)",
+            " start_time, latest_checkpoint, warm_start_checkpoint, parent_trial_id)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?)",
             (
                 exp.id,
                 request_id,
@@ -167,8 +171,9 @@ class ExperimentStore:
                 json.dumps(hparams),
                 seed,
                 time.time(),
-                exp.source_checkpoint,
-                exp.source_checkpoint,
+                checkpoint,
+                checkpoint,
+                None if parent is None else parent.id,
             ),
         )
         trial = Trial(
@@ -178,7 +183,7 @@ class ExperimentStore:
             phase=phase,
             hparams=hparams,
             seed=seed,
-            latest_checkpoint=exp.source_checkpoint,
+            latest_checkpoint=checkpoint,
         )
         self._published(trial)
         return trial

@@ -255,4 +255,8 @@ MIGRATIONS: list[Migration] = [
         PRIMARY KEY (experiment_id, source_trial_id)
     );
     """,
+    # 11: the trial a PBT child forked from (its checkpoint is warm_start_checkpoint).
+    """
+    ALTER TABLE trials ADD COLUMN parent_trial_id INTEGER;
+    """,
 ]

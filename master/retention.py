@@ -9,7 +9,8 @@ Determined's garbage collection keeps, from ``checkpoint_storage``:
 and deletes every other completed checkpoint. "Best" ranks by the searcher metric of the
 validation taken at the checkpoint's step; a checkpoint without one can only be kept as a
 latest. A running trial always keeps its latest checkpoint, whatever the policy says: it is
-what the trial resumes from. The master applies the answer when trials end.
+what the trial resumes from, also when it is another trial's (a warm start, a PBT child that
+has not checkpointed yet). The master applies the answer when trials end.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class CheckpointRecord:
 class TrialRecord:
     id: int
     state: str
+    latest_checkpoint: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +74,7 @@ def checkpoints_to_delete(
 ) -> set[str]:
     """The uuids of the experiment's checkpoints that the policy no longer keeps."""
     candidates = [c for c in checkpoints if c.state in DELETABLE_STATES]
+    trials = list(trials)
     running = {t.id for t in trials if t.state.upper() not in TERMINAL_TRIAL_STATES}
     by_trial: dict[int, list[CheckpointRecord]] = {}
     for c in candidates:
@@ -84,6 +87,9 @@ def checkpoints_to_delete(
         keep.update(c.uuid for c in latest[: policy.save_trial_latest])
         if trial_id in running and latest:
             keep.add(latest[0].uuid)
+    keep.update(
+        t.latest_checkpoint for t in trials if t.id in running and t.latest_checkpoint is not None
+    )
     return {c.uuid for c in candidates} - keep
 
 

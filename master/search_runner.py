@@ -35,7 +35,13 @@ class SearchRunner:
             if isinstance(op, searcher.Create):
                 if exp.state.stopping:
                     continue  # the experiment is ending: no new trials
-                trial = await self._create_trial(exp, op)
+                parent = None
+                if op.checkpoint_of is not None:
+                    parent = exp.by_request(op.checkpoint_of)
+                    if parent is None or parent.latest_checkpoint is None:
+                        queue += await self._no_checkpoint(exp, op, parent)
+                        continue
+                trial = await self._create_trial(exp, op, parent)
                 queue += exp.search.on_trial_created(trial.request_id)
                 continue
             if isinstance(op, searcher.Shutdown):
@@ -60,14 +66,44 @@ class SearchRunner:
         await self._store.save_search(exp)
         await self.finish_if_done(exp)
 
-    async def _create_trial(self, exp: Experiment, op: searcher.Create) -> Trial:
+    async def _no_checkpoint(
+        self, exp: Experiment, op: searcher.Create, parent: Trial | None
+    ) -> list[searcher.Operation]:
+        """A trial to start from another's checkpoint (PBT) when that one has none: the
+        code saves no checkpoints, so the search cannot go on. The experiment fails, and
+        the reason is in the parent's log and the master's."""
+        name = f"trial {parent.id}" if parent else f"the searcher's trial {op.checkpoint_of}"
+        message = (
+            f"experiment {exp.id}: {name} has no checkpoint for the {exp.config.searcher.name}"
+            " searcher to start a new trial from; its code must save a checkpoint"
+            " (core_context.checkpoint.store_path) before it reports each searcher operation"
+            " completed"
+        )
+        log.error("%s", message)
+        if parent is not None:
+            await self._moves.note(parent, f"ERROR: {message}")
+        await self.set_state(exp, State.STOPPING_ERROR)
+        ops: list[searcher.Operation] = []
+        for trial in list(exp.trials.values()):
+            if not trial.phase.terminal:
+                ops += await self._moves.fire(exp, trial, E.CANCELED)
+        return ops
+
+    async def _create_trial(
+        self, exp: Experiment, op: searcher.Create, parent: Trial | None = None
+    ) -> Trial:
         # A new trial waits for slots, or is paused with its experiment.
         phase = P.QUEUED
         follow = lifecycle.experiment_event(exp.state)
         if follow is not None:
             phase = lifecycle.next_phase(phase, follow)
         trial = await self._store.insert_trial(
-            exp, request_id=op.request_id, phase=phase, hparams=op.hparams, seed=op.seed
+            exp,
+            request_id=op.request_id,
+            phase=phase,
+            hparams=op.hparams,
+            seed=op.seed,
+            parent=parent,
         )
         self._live.add_trial(exp, trial)
         if phase is P.QUEUED:

@@ -194,12 +194,18 @@ class TaskList:
 
     async def master_log(self, alloc: Allocation, text: str) -> None:
         """A line in the task's log from the master itself."""
+        await self.trial_log(alloc.trial_id, alloc.task_id, text, allocation_id=alloc.id)
+
+    async def trial_log(
+        self, trial_id: int | None, task_id: str, text: str, *, allocation_id: str = ""
+    ) -> None:
+        """A line from the master in a task's log, also when none of its allocations runs."""
         await self._logs.append(
             [
                 LogLine(
-                    trial_id=alloc.trial_id,
-                    task_id=alloc.task_id,
-                    allocation_id=alloc.id,
+                    trial_id=trial_id,
+                    task_id=task_id,
+                    allocation_id=allocation_id,
                     agent_id="",
                     container_id="",
                     stdtype="master",

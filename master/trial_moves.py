@@ -90,6 +90,10 @@ class TrialMoves:
             return exp.search.on_trial_exited_early(trial.request_id, report)
         return []
 
+    async def note(self, trial: Trial, text: str) -> None:
+        """A line from the master in the trial's log, whether or not it has a process."""
+        await self._tasks.trial_log(trial.id, trial.task_id, text)
+
     def request(self, exp: Experiment, trial: Trial) -> None:
         """Queue the trial's request for slots."""
         res = exp.config.resources

@@ -73,6 +73,8 @@ class TrialRow:
     # The checkpoint it started from, if it was warm-started.
     warm_start_checkpoint: str | None = None
     log_signal: str | None = None
+    # The trial whose checkpoint it started from (a PBT child's parent).
+    parent_trial_id: int | None = None
 
     @property
     def task_id(self) -> str:
@@ -150,6 +152,7 @@ def _trial(row: Row) -> TrialRow:
         early_exit=row["early_exit"],
         warm_start_checkpoint=row["warm_start_checkpoint"],
         log_signal=row["log_signal"],
+        parent_trial_id=row["parent_trial_id"],
     )
 
 

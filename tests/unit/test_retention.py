@@ -63,6 +63,15 @@ def test_a_running_trial_keeps_its_latest_checkpoint_whatever_the_policy() -> No
     assert "1c" not in doomed and {"1a", "1b", "2a", "2b", "2c"} <= doomed
 
 
+def test_a_running_trial_keeps_the_checkpoint_it_started_from_in_another_trial() -> None:
+    # Trial 3 was forked (PBT) from trial 1's 1a and has not checkpointed yet.
+    trials = [*ENDED, TrialRecord(3, "ACTIVE", latest_checkpoint="1a")]
+    doomed = checkpoints_to_delete(ckpts(), trials, RetentionPolicy())
+    assert doomed == {"2a"}
+    ended = [*ENDED, TrialRecord(3, "COMPLETED", latest_checkpoint="1a")]
+    assert checkpoints_to_delete(ckpts(), ended, RetentionPolicy()) == {"1a", "2a"}
+
+
 def test_checkpoints_being_written_or_already_deleted_are_left_alone() -> None:
     records = [*ckpts(), C("1d", 1, 400, 0.9, "ACTIVE"), C("1x", 1, 50, 0.0, "DELETED")]
     doomed = checkpoints_to_delete(records, ENDED, RetentionPolicy())

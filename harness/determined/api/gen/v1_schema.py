@@ -455,6 +455,7 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('phase', 18, 'enum', None, False, False, ''),
         ('warm_start_checkpoint_uuid', 19, 'string', None, False, True, ''),
         ('log_signal', 20, 'string', None, False, True, ''),
+        ('parent_trial_id', 21, 'int32', None, False, True, ''),
     ),
     'GetExperimentTrialsRequest': (
         ('experiment_id', 1, 'int32', None, False, False, ''),

@@ -2273,6 +2273,12 @@ class Trial(betterproto2.Message):
     The label a matching log policy gave it (Determined's log_signal).
     """
 
+    parent_trial_id: "int | None" = betterproto2.field(21, betterproto2.TYPE_INT32, optional=True)
+    """
+    The trial whose checkpoint it started from (searcher pbt: its parent in the population);
+    warm_start_checkpoint_uuid is that checkpoint.
+    """
+
 
 default_message_pool.register_message("v1", "Trial", Trial)
 
