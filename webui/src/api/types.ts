@@ -200,6 +200,8 @@ export interface Trial {
   phase: TrialPhase;
   /** The checkpoint it started from (searcher.source_trial_id / source_checkpoint_uuid). */
   warm_start_checkpoint_uuid: string | null;
+  /** The trial whose checkpoint it started from (a PBT child's parent). */
+  parent_trial_id: number | null;
 }
 
 export const trial: Decoder<Trial> = object<Trial>({
@@ -222,6 +224,7 @@ export const trial: Decoder<Trial> = object<Trial>({
   early_exit: str,
   phase: trialPhase,
   warm_start_checkpoint_uuid: optional(nullable(str), null),
+  parent_trial_id: optional(nullable(num), null),
 });
 export const trialList: Decoder<Trial[]> = map(object({ trials: array(trial) }), (r) => r.trials);
 export const trialOne: Decoder<Trial> = map(object({ trial }), (r) => r.trial);

@@ -73,6 +73,7 @@ export const experimentPage: Page = (root, params, ctx) => {
   const metrics = new Map<number, MetricReport[]>();
   let trialsTable: Table<Trial> | null = null;
   let hpNames: string[] = [];
+  let hasParents = false;
 
   const renderHead = () => {
     if (!detail) return;
@@ -117,13 +118,19 @@ export const experimentPage: Page = (root, params, ctx) => {
 
   const renderTrials = () => {
     const names = [...new Set(trials.flatMap((t) => Object.keys(flattenHparams(t.hparams))))].sort();
-    if (!trialsTable || names.join() !== hpNames.join()) {
+    // A PBT search's children name their parent: the column shows once one exists.
+    const forked = trials.some((t) => t.parent_trial_id != null);
+    if (!trialsTable || names.join() !== hpNames.join() || forked !== hasParents) {
       hpNames = names;
+      hasParents = forked;
       trialsTable = new Table<Trial>(
         [
           { title: "ID", class: "num", cell: (t) => link(`/trials/${t.id}`, String(t.id)) },
           { title: "State", cell: (t) => badge(t.state) },
           { title: "Phase", class: "phase", cell: (t) => h("span", { data: { phase: t.phase } }, stateLabel(t.phase)) },
+          ...(forked
+            ? [{ title: "Parent", class: "num", cell: (t: Trial) => (t.parent_trial_id != null ? link(`/trials/${t.parent_trial_id}`, String(t.parent_trial_id)) : "–") }]
+            : []),
           ...names.map((n) => ({ title: n, class: "hp", cell: (t: Trial) => value(flattenHparams(t.hparams)[n]) })),
           { title: "Steps completed", class: "num", cell: (t) => String(t.steps_completed) },
           { title: "Best metric", class: "num", cell: (t) => metric(t.best_validation_metric) },

@@ -98,6 +98,7 @@ export const trialPage: Page = (root, params, ctx) => {
       ...item("Seed", String(t.seed)),
       ...(t.early_exit ? item("Early exit", t.early_exit) : []),
       ...(t.warm_start_checkpoint_uuid ? item("Warm start checkpoint", t.warm_start_checkpoint_uuid) : []),
+      ...(t.parent_trial_id != null ? item("Parent trial", link(`/trials/${t.parent_trial_id}`, `#${t.parent_trial_id}`)) : []),
       ...Object.entries(hp).flatMap(([k, v]) => item(k, value(v))),
     );
   };
