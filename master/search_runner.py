@@ -108,7 +108,21 @@ class SearchRunner:
         self._live.add_trial(exp, trial)
         if phase is P.QUEUED:
             self._moves.request(exp, trial)
+        if parent is not None and trial.latest_checkpoint is not None:
+            await self._moves.note(trial, await self._fork_note(parent, trial.latest_checkpoint))
         return trial
+
+    async def _fork_note(self, parent: Trial, checkpoint: str) -> str:
+        """Where a child starts, for its log; a checkpoint older than the round its parent
+        just finished is pointed out (the code checkpoints after reporting)."""
+        steps = await self._store.checkpoint_steps(checkpoint)
+        note = f"starts from trial {parent.id}'s checkpoint {checkpoint} (step {steps})"
+        if steps < parent.completed_length:
+            note += (
+                f", older than the step {parent.completed_length} that trial reported: save a"
+                " checkpoint before op.report_completed() to fork from the end of each round"
+            )
+        return note
 
     async def set_state(self, exp: Experiment, state: State) -> None:
         exp.state = state

@@ -90,9 +90,12 @@ def test_pbt_children_start_from_their_parents_checkpoints(
         uuid = child["warm_start_checkpoint_uuid"]
         assert uuid and parent["id"] < child["id"]
         # The child's first run loaded its parent's checkpoint, at the round it forked.
-        loaded = re.findall(r"loaded (\S+) at (\d+) from trial (\d+)", cluster.logs(child["id"]))
+        logs = cluster.logs(child["id"])
+        loaded = re.findall(r"loaded (\S+) at (\d+) from trial (\d+)", logs)
         assert loaded[0][0] == uuid and int(loaded[0][2]) == parent["id"], loaded
         assert int(loaded[0][1]) in (2, 4)
+        assert f"starts from trial {parent['id']}'s checkpoint {uuid} (step {loaded[0][1]})" in logs
+        assert "older than" not in logs
         hparams, parent_hparams = child["hparams"], parent["hparams"]
         assert hparams["group"]["const"] == 3 and 0 <= hparams["x"] <= 1
         assert parent_hparams["group"]["const"] == 3
