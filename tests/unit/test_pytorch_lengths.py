@@ -65,6 +65,13 @@ def test_a_bare_max_length_counts_batches() -> None:
     assert Schedule.from_config({}).op_length(3) == Length.batches(3)
 
 
+def test_a_pbt_searcher_trains_in_its_round_lengths_unit() -> None:
+    pbt = {"name": "pbt", "metric": "m", "length_per_round": {"epochs": 2}, "num_rounds": 3}
+    schedule = Schedule.from_config({"searcher": pbt})
+    assert schedule.max_length == Length.epochs(6)
+    assert schedule.op_length(4) == Length.epochs(4)
+
+
 @pytest.mark.parametrize(
     ("config", "path"),
     [
@@ -73,6 +80,7 @@ def test_a_bare_max_length_counts_batches() -> None:
         ({"min_validation_period": "10"}, "min_validation_period"),
         ({"scheduling_unit": 0}, "scheduling_unit"),
         ({"searcher": {"metric": 3}}, "searcher.metric"),
+        ({"searcher": {"length_per_round": {"epochs": 1}}}, "searcher.num_rounds"),
     ],
 )
 def test_bad_config_fields_are_named(config: dict[str, Any], path: str) -> None:

@@ -47,12 +47,9 @@ class Schedule:
         metric = searcher.get("metric")
         if metric is not None and not isinstance(metric, str):
             raise TrialEnvError(f"searcher.metric: expected a string, got {metric!r}")
-        max_length = searcher.get("max_length")
         return cls(
             searcher_metric=metric,
-            max_length=(
-                None if max_length is None else parse_length(max_length, "searcher.max_length")
-            ),
+            max_length=_max_length(searcher),
             min_validation_period=_length_or_zero(config, "min_validation_period"),
             min_checkpoint_period=_length_or_zero(config, "min_checkpoint_period"),
             records_per_epoch=_int(config, "records_per_epoch", 0, minimum=0),
@@ -100,6 +97,20 @@ def to_batches(
         )
     except ValueError as e:
         raise TrialEnvError(str(e)) from None
+
+
+def _max_length(searcher: Mapping[str, Any]) -> Length | None:
+    """``searcher.max_length``; for pbt, which has none, what its last round trains to (in
+    ``length_per_round``'s unit, the unit of its ops)."""
+    if searcher.get("max_length") is not None:
+        return parse_length(searcher["max_length"], "searcher.max_length")
+    if searcher.get("length_per_round") is None:
+        return None
+    per_round = parse_length(searcher["length_per_round"], "searcher.length_per_round")
+    rounds = searcher.get("num_rounds")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise TrialEnvError(f"searcher.num_rounds: expected an integer >= 1, got {rounds!r}")
+    return Length(per_round.unit, per_round.value * rounds)
 
 
 def parse_length(value: Any, path: str) -> Length:
