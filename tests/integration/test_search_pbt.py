@@ -123,3 +123,26 @@ def test_pbt_over_code_without_checkpoints_fails_naming_the_trial(
         if f"trial {t['id']} has no checkpoint for the pbt searcher" in cluster.logs(t["id"])
     ]
     assert len(named) == 1, [cluster.logs(t) for t in trials]
+
+
+def test_preview_search_shows_a_pbt_search_s_rounds(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    cfg = make_context(tmp_path, "preview", SCRIPT.replace("CHECKPOINTS", "True"), CONFIG)
+    out = cluster.det("preview-search", str(cfg)).stdout
+    assert "This search will create a total of 5 trial(s)." in out
+    assert "At most 3 trial(s) run at a time." in out
+    assert "3 round(s) of 2 batches for a population of 3; after each round but the last" in out
+    rows = [line.split("|") for line in out.splitlines() if line.count("|") == 1]
+    assert [[int(c) for c in row] for row in rows[1:]] == [[1, 2], [1, 4], [3, 6]]
+    bad = cluster.det(
+        "experiment",
+        "create",
+        str(cfg),
+        str(cfg.parent / "preview"),
+        "--config",
+        "searcher.replace_function.truncate_fraction=0.7",
+        check=False,
+    )
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert "searcher.replace_function.truncate_fraction: must be in (0, 0.5], got 0.7" in bad.stderr
