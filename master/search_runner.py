@@ -39,6 +39,8 @@ class SearchRunner:
                 if op.checkpoint_of is not None:
                     parent = exp.by_request(op.checkpoint_of)
                     if parent is None or parent.latest_checkpoint is None:
+                        # The experiment fails: nothing more trains or starts.
+                        queue = [o for o in queue if isinstance(o, searcher.Close | searcher.Stop)]
                         queue += await self._no_checkpoint(exp, op, parent)
                         continue
                 trial = await self._create_trial(exp, op, parent)

@@ -117,6 +117,8 @@ def test_pbt_over_code_without_checkpoints_fails_naming_the_trial(
     _, state, trials = run_pbt(cluster, tmp_path, checkpoints=False)
     assert state == "ERROR"
     assert len(trials) == 3 and not any(t["parent_trial_id"] for t in trials.values())
+    # Nothing trained past the first round once the search could not go on.
+    assert all(t["steps_completed"] <= 2 for t in trials.values()), trials
     named = [
         t["id"]
         for t in trials.values()
