@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from tests.cluster import Cluster
-from tests.integration.test_search import TERMINAL, make_context
+from tests.integration.test_search import TERMINAL, kill_master_mid_search, make_context
 from tests.integration.test_search import cluster as cluster  # the module's two agents
 
 SCRIPT = """
     import json
+    import time
     import determined as det
     from determined import core
 
@@ -34,6 +35,7 @@ SCRIPT = """
             print(f"loaded {info.latest_checkpoint} at {steps} from trial {trained_by[-1]}")
         for op in ctx.searcher.operations():
             for step in range(steps + 1, op.length + 1):
+                time.sleep(PAUSE)
                 ctx.train.report_training_metrics(step, {"loss": abs(x - 0.7)})
             steps = op.length
             loss = abs(x - 0.7) + 1 / steps
@@ -63,22 +65,31 @@ CONFIG = """
 """
 
 
+def script(*, checkpoints: bool = True, pause: float = 0.0) -> str:
+    return SCRIPT.replace("CHECKPOINTS", str(checkpoints)).replace("PAUSE", str(pause))
+
+
 def run_pbt(
-    cluster: Cluster, tmp_path: pathlib.Path, *, checkpoints: bool
+    cluster: Cluster, tmp_path: pathlib.Path, *, checkpoints: bool, restart: bool = False
 ) -> tuple[int, str, dict[int, dict[str, Any]]]:
-    """The search over SCRIPT, with or without checkpoints, to its end: its id, final state
-    and trials by id."""
-    cfg = make_context(tmp_path, "pbt", SCRIPT.replace("CHECKPOINTS", str(checkpoints)), CONFIG)
+    """The search over SCRIPT, with or without checkpoints, to its end (with ``restart``,
+    across a master killed mid-search): its id, final state and trials by id."""
+    pause = 1.0 if restart else 0.0
+    cfg = make_context(tmp_path, "pbt", script(checkpoints=checkpoints, pause=pause), CONFIG)
     exp_id = cluster.create(cfg, cfg.parent / "pbt")
+    if restart:
+        # Once the first round is decided (its worst trial closed), while later ones run.
+        kill_master_mid_search(cluster, exp_id, done=1, total=6, timeout=120)
     state = cluster.wait_state(exp_id, *TERMINAL, timeout=240)
     return exp_id, state, {t["id"]: t for t in cluster.trials(exp_id)}
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("restart", [False, True], ids=["", "master-restart"])
 def test_pbt_children_start_from_their_parents_checkpoints(
-    cluster: Cluster, tmp_path: pathlib.Path
+    cluster: Cluster, tmp_path: pathlib.Path, restart: bool
 ) -> None:
-    exp_id, state, trials = run_pbt(cluster, tmp_path, checkpoints=True)
+    exp_id, state, trials = run_pbt(cluster, tmp_path, checkpoints=True, restart=restart)
     assert state == "COMPLETED", trials
     # 3 trials, then one child in each of the two rounds after the first.
     assert len(trials) == 5
@@ -130,7 +141,7 @@ def test_pbt_over_code_without_checkpoints_fails_naming_the_trial(
 def test_preview_search_shows_a_pbt_search_s_rounds(
     cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
-    cfg = make_context(tmp_path, "preview", SCRIPT.replace("CHECKPOINTS", "True"), CONFIG)
+    cfg = make_context(tmp_path, "preview", script(), CONFIG)
     out = cluster.det("preview-search", str(cfg)).stdout
     assert "This search will create a total of 5 trial(s)." in out
     assert "At most 3 trial(s) run at a time." in out
