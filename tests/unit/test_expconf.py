@@ -579,7 +579,7 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
         minimal_with(searcher={"name": "bayesian", "population_size": 3}),
         [
             "searcher.name: expected one of single, random, grid, adaptive_asha, async_halving, "
-            "optuna; got 'bayesian'"
+            "optuna, pbt; got 'bayesian'"
         ],
     ),
     (
