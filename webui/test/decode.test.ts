@@ -117,6 +117,12 @@ describe("API decoders", () => {
     expect(trial.phase).toBe("COMPLETED");
   });
 
+  it("decodes a PBT child's parent, absent for other trials", () => {
+    expect(t.trialOne({ trial: TRIAL }).parent_trial_id).toBeNull();
+    expect(t.trialOne({ trial: { ...TRIAL, parent_trial_id: 7 } }).parent_trial_id).toBe(7);
+    expect(() => t.trialOne({ trial: { ...TRIAL, parent_trial_id: "x" } })).toThrow(/trial\.parent_trial_id/);
+  });
+
   it("decodes every trial phase and rejects an unknown one", () => {
     expect(t.trialOne({ trial: { ...TRIAL, phase: "TRIAL_PHASE_AWAITING_VERDICT" } }).phase).toBe("AWAITING_VERDICT");
     expect(() => t.trialOne({ trial: { ...TRIAL, phase: "TRIAL_PHASE_NAPPING" } })).toThrow(

@@ -224,7 +224,7 @@ export const trial: Decoder<Trial> = object<Trial>({
   early_exit: str,
   phase: trialPhase,
   warm_start_checkpoint_uuid: optional(nullable(str), null),
-  parent_trial_id: optional(nullable(num), null),
+  parent_trial_id: optional(nullable(int), null),
 });
 export const trialList: Decoder<Trial[]> = map(object({ trials: array(trial) }), (r) => r.trials);
 export const trialOne: Decoder<Trial> = map(object({ trial }), (r) => r.trial);
