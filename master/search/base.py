@@ -9,7 +9,8 @@ where it stopped.
 Events (methods of :class:`SearchMethod`, each returning a list of operations):
 
 - ``initial_operations()`` once, when the experiment is created.
-- ``on_trial_created(request_id)`` right after the master has carried out a ``Create``.
+- ``on_trial_created(request_id)`` right after the master has carried out a ``Create``
+  (for one with ``checkpoint_of``, the new trial starts from that trial's latest checkpoint).
 - ``on_validation_completed(request_id, metric, length)``: the trial called
   ``op.report_completed(metric)`` for the op of that length (length-driven searchers).
 - ``on_validation_reported(request_id, metrics, steps_completed)``: every validation the trial

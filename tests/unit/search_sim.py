@@ -1,11 +1,13 @@
 """A small stand-in for the master that drives a search method to its end.
 
 It carries out operations the way the master must: a ``Create`` makes a trial and asks for
-its first op; a ``ValidateAfter`` sets the length the trial trains to (a longer one for a
-trial that waits is a promotion and it resumes); ``Close`` ends the trial once its current op
-is done (at once if it is waiting); ``Stop`` ends it at once as completed. Trials "run" by
-reaching their op's length (length-driven) or by reporting validations every
-``report_every`` units of the time metric (stop-driven), with metrics from ``metric_fn``.
+its first op (with ``checkpoint_of``, the trial starts where that trial has trained to, as
+from its latest checkpoint); a ``ValidateAfter`` sets the length the trial trains to (a
+longer one for a trial that waits is a promotion and it resumes); ``Close`` ends the trial
+once its current op is done (at once if it is waiting); ``Stop`` ends it at once as
+completed. Trials "run" by reaching their op's length (length-driven) or by reporting
+validations every ``report_every`` units of the time metric (stop-driven), with metrics from
+``metric_fn``.
 
 Every call made to the method and the operations it returned are logged, so that tests can
 check decisions against the definition of an algorithm and replay a search.
