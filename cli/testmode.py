@@ -28,7 +28,8 @@ def shorten(text: str) -> str:
     """The test-mode version of a config (YAML in, YAML out)."""
     data: dict[str, Any] = expconf.load_yaml(text)
     searcher = dict(data.get("searcher") or {})
-    length = searcher.get("max_length")
+    # pbt has no max_length: a round's length gives the unit.
+    length = searcher.get("max_length") or searcher.get("length_per_round")
     if isinstance(length, dict) and len(length) == 1:
         ((unit, value),) = length.items()
         short: Any = {unit: min(int(value), _SHORT.get(unit, 1))}

@@ -43,6 +43,17 @@ def test_short_lengths_never_exceed_the_original() -> None:
     assert yaml.safe_load(testmode.shorten(bare))["searcher"]["max_length"] == 1
 
 
+def test_a_pbt_search_tests_in_its_round_length_unit() -> None:
+    text = (
+        "entrypoint: x\nsearcher: {name: pbt, metric: m, population_size: 4, num_rounds: 3,"
+        " length_per_round: {epochs: 5}, replace_function: {truncate_fraction: 0.25},"
+        " explore_function: {resample_probability: 0.1, perturb_factor: 0.2}}\n"
+    )
+    short = yaml.safe_load(testmode.shorten(text))
+    assert short["searcher"] == {"metric": "m", "name": "single", "max_length": {"epochs": 1}}
+    expconf.parse_experiment_config(short)
+
+
 def test_per_device_environment_variables_get_the_flag_too() -> None:
     text = (
         "entrypoint: x\nsearcher: {name: single, metric: m}\n"
