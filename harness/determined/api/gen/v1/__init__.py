@@ -2265,7 +2265,8 @@ class Trial(betterproto2.Message):
         19, betterproto2.TYPE_STRING, optional=True
     )
     """
-    The checkpoint it started from (searcher.source_trial_id / source_checkpoint_uuid).
+    The checkpoint it started from (searcher.source_trial_id / source_checkpoint_uuid, or
+    its parent's, for a PBT child).
     """
 
     log_signal: "str | None" = betterproto2.field(20, betterproto2.TYPE_STRING, optional=True)
