@@ -66,8 +66,17 @@ def parse_pbt(
     smaller_is_better: bool,
     source_trial_id: int | None,
     source_checkpoint_uuid: str | None,
+    source_experiment_id: int | None = None,
 ) -> PBTSearcher | None:
     """Reads the pbt-specific keys of ``searcher`` (the shared ones are read already)."""
+    if source_experiment_id is not None:
+        # A population starts from its members' checkpoints; another search's trials have
+        # results but no place in this population's rounds.
+        sec.problems.add(
+            sec.at("source_experiment_id"),
+            "pbt cannot be warm-started from another experiment (use source_trial_id or "
+            "source_checkpoint_uuid to start every member from one checkpoint)",
+        )
     metric = sec.required_string("metric")
     population_size = sec.required_integer("population_size", minimum=1)
     num_rounds = sec.required_integer("num_rounds", minimum=1)
