@@ -78,6 +78,14 @@ def load_or_create_agent_token(path: pathlib.Path) -> str:
     return read_secret_file(path, "agent token file")
 
 
+def load_or_create_signing_key(path: pathlib.Path) -> str:
+    """The webhook signing key kept in ``path``, generated there (0600) on first start."""
+    if not path.exists():
+        write_secret_file(path, secrets.token_hex(32))
+        log.info("generated the webhook signing key in %s", path)
+    return read_secret_file(path, "webhook signing key file")
+
+
 def check_username(name: str) -> str:
     if not _USERNAME.match(name):
         raise errors.InvalidArgument(

@@ -24,6 +24,7 @@ _KEYS = {
     "advertised_address",
     "security",
     "webui_dir",
+    "webhooks",
 }
 _SECURITY_KEYS = {
     "agent_token_file",
@@ -80,10 +81,17 @@ class MasterConfig:
     security: SecurityConfig = field(default_factory=SecurityConfig)
     # A development build of the WebUI to serve instead of the one in the package.
     webui_dir: pathlib.Path | None = None
+    # The key webhook POSTs are signed with (Determined's webhooks.signing_key); when the
+    # config has none, one generated at first start is kept in <data_dir>/webhook-signing-key.
+    webhook_signing_key: str | None = None
 
     @property
     def db_path(self) -> pathlib.Path:
         return self.data_dir / "pydet.db"
+
+    @property
+    def webhook_signing_key_path(self) -> pathlib.Path:
+        return self.data_dir / "webhook-signing-key"
 
     @property
     def agent_token_path(self) -> pathlib.Path:
@@ -232,7 +240,21 @@ def load(args: argparse.Namespace) -> MasterConfig:
         advertised_address=str(raw.get("advertised_address", "")),
         security=_security(raw.get("security")),
         webui_dir=_webui_dir(raw.get("webui_dir")),
+        webhook_signing_key=_signing_key(raw.get("webhooks")),
     )
+
+
+def _signing_key(raw: Any) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - {"signing_key"}:
+        raise _fail("webhooks: expected a mapping with signing_key")
+    key = raw.get("signing_key")
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key:
+        raise _fail("webhooks.signing_key: expected a non-empty string")
+    return key
 
 
 def _webui_dir(value: Any) -> pathlib.Path | None:

@@ -122,7 +122,12 @@ class Master:
         )
         hub = AgentHub(agents, tasks, cluster_id=cluster_id, version=VERSION)
         reports = Reports(self.db, live, events)
-        hooks = Webhooks(self.db, WebhookStore(self.db), events, Sender())
+        signing_key = self.cfg.webhook_signing_key or auth.load_or_create_signing_key(
+            self.cfg.webhook_signing_key_path
+        )
+        hooks = Webhooks(
+            self.db, WebhookStore(self.db), events, Sender(signing_key=signing_key.encode())
+        )
         service = Service(
             db=self.db,
             lock=lock,

@@ -20,6 +20,8 @@ class Received:
     path: str
     status: int
     body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+    raw: bytes = b""
 
 
 @dataclass
@@ -65,7 +67,9 @@ def receiver(fail_first: int = 0) -> Iterator[Receiver]:
             with state.lock:
                 status = 500 if state.fail_first > 0 else 200
                 state.fail_first -= 1
-                state.posts.append(Received(self.path, status, json.loads(raw or b"null")))
+                state.posts.append(
+                    Received(self.path, status, json.loads(raw or b"null"), dict(self.headers), raw)
+                )
             self.send_response(status)
             self.send_header("Content-Length", "0")
             self.end_headers()

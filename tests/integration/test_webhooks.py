@@ -3,8 +3,11 @@ state changes and `core_context.alert()` to a receiver on loopback, retrying one
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import pathlib
+import time
 
 from tests.cluster import EXAMPLES, Cluster
 from tests.integration.test_experiment_life import make_context
@@ -33,6 +36,14 @@ def test_a_completed_experiment_is_posted_again_after_the_receiver_answers_500(
         assert experiment["state"] == "COMPLETED"
         assert experiment["name"] == "minimal"
         assert experiment["slots_per_trial"] == 1
+        # Both tries are signed as Determined signs them, with the key the master generated.
+        key = (cluster.root / "master" / "webhook-signing-key").read_text().strip().encode()
+        for t in tries:
+            stamp = t.headers["X-Determined-AI-Signature-Timestamp"]
+            assert abs(int(stamp) - time.time()) < 300
+            expected = hmac.new(key, stamp.encode() + b"," + t.raw, hashlib.sha256).hexdigest()
+            assert t.headers["X-Determined-AI-Signature"] == expected
+            assert json.loads(t.raw) == t.body
 
 
 def test_core_context_alert_reaches_the_custom_webhook_its_experiment_names(
