@@ -25,6 +25,7 @@ from pydet.cli import (
     master,
     search,
     task,
+    template,
     trial,
     user,
     webhook,
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         search,
         user,
         webhook,
+        template,
     ):
         module.add_parser(nouns)
     return parser

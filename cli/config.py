@@ -104,11 +104,13 @@ def read_text(path: str) -> str:
         raise errors.InvalidArgument(f"cannot read config file {path}: {e.strerror}") from None
 
 
-def load(path: str, overrides: Sequence[Override] = ()) -> str:
+def load(path: str, overrides: Sequence[Override] = (), template: str | None = None) -> str:
     """Read, override and validate a config file; return the YAML text to submit.
 
     Without overrides the user's text is sent as written (comments and all), which is what
-    the master stores as the original config.
+    the master stores as the original config. ``template`` (``--template``) sets the
+    config's ``template:``; a config with a template is validated by the master, after it
+    merged the template in (here the template's settings are not known).
 
     Raises:
         errors.InvalidArgument: the file is missing or unreadable, or an override clashes.
@@ -120,7 +122,11 @@ def load(path: str, overrides: Sequence[Override] = ()) -> str:
         if overrides:
             data = apply_overrides(data, overrides)
             text = yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
-        expconf.parse_experiment_config(data, STAND_IN_DEFAULTS)
+        if template is not None:
+            data["template"] = template
+            text = yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+        if data.get("template") is None:
+            expconf.parse_experiment_config(data, STAND_IN_DEFAULTS)
     except expconf.InvalidConfig as e:
         raise ConfigFileError(path, e.errors) from None
     return text

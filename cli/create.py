@@ -40,6 +40,11 @@ def add_create_parser(verbs: Subparsers) -> None:
     p.add_argument("--paused", action="store_true", help="create the experiment paused")
     config.add_override_argument(p)
     p.add_argument(
+        "--template",
+        metavar="NAME",
+        help="merge the config over this template (det template list shows them)",
+    )
+    p.add_argument(
         "-i",
         "--include",
         action="append",
@@ -58,7 +63,7 @@ def create(args: argparse.Namespace) -> int:
         args.parser.error("--follow-first-trial cannot be used with --paused")
     if args.local and args.paused:
         args.parser.error("--local cannot be used with --paused")
-    text = config.load(args.config_file, args.config_overrides)
+    text = config.load(args.config_file, args.config_overrides, args.template)
     context = _context(args.context_dir, args.include)
     if args.local:
         run_text = testmode.shorten(text) if args.test_mode else text

@@ -301,6 +301,26 @@ class DeterminedServicer(v1.DeterminedBase):
         await self.s.webhooks.store.delete(message.id)
         return v1.DeleteWebhookResponse()
 
+    # -- templates ---------------------------------------------------------------------------
+
+    async def get_templates(self, message: v1.GetTemplatesRequest) -> v1.GetTemplatesResponse:
+        found = await self.s.templates.all(message.name)
+        return v1.GetTemplatesResponse(templates=[t.to_proto() for t in found])
+
+    async def get_template(self, message: v1.GetTemplateRequest) -> v1.GetTemplateResponse:
+        found = await self.s.templates.get(message.template_name)
+        return v1.GetTemplateResponse(template=found.to_proto())
+
+    async def put_template(self, message: v1.PutTemplateRequest) -> v1.PutTemplateResponse:
+        if message.template is None:
+            raise errors.InvalidArgument("template is required")
+        stored = await self.s.templates.put(message.template, _user().username)
+        return v1.PutTemplateResponse(template=stored.to_proto())
+
+    async def delete_template(self, message: v1.DeleteTemplateRequest) -> v1.DeleteTemplateResponse:
+        await self.s.templates.delete(message.template_name)
+        return v1.DeleteTemplateResponse()
+
     async def post_webhook_event_data(
         self, message: v1.PostWebhookEventDataRequest
     ) -> v1.PostWebhookEventDataResponse:

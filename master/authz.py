@@ -93,6 +93,11 @@ class Lookup:
         """The trial a stored checkpoint belongs to; None if there is no such checkpoint."""
         return await queries.checkpoint_trial(self._db, uuid)
 
+    async def template_owner(self, name: str) -> str | None:
+        """Who set the template ``name``; None if there is none."""
+        row = await self._db.fetch_one("SELECT username FROM templates WHERE name = ?", (name,))
+        return None if row is None else str(row["username"])
+
     async def job_experiment(self, job_id: str) -> int:
         cached = self._jobs.get(job_id)
         if cached is not None:
@@ -184,6 +189,22 @@ async def update_jobs(caller: Caller, message: Any, lookup: Lookup) -> None:
     for update in message.updates:
         # Jobs named by ahead_of/behind_of need no rights: the queue checks they exist.
         await _owns(caller, await lookup.job_experiment(update.job_id), lookup, "reorder")
+
+
+def owner_of_template(field: str) -> Rule:
+    """Any user for a new template; its owner or an admin for an existing one."""
+
+    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
+        u = _user(caller)
+        name = message.template.name if field == "template" and message.template else ""
+        name = name or str(getattr(message, field, "") or "")
+        owner = await lookup.template_owner(name) if name else None
+        if owner is not None and owner != u.username and not u.admin:
+            raise errors.PermissionDenied(
+                f"only the owner of template {name!r} ({owner}) or an admin may change it"
+            )
+
+    return rule
 
 
 def _own_task(caller: Caller) -> TaskCaller | None:
@@ -388,6 +409,10 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/GetWebhooks": admin,
     "/v1.Determined/DeleteWebhook": admin,
     "/v1.Determined/PostWebhookEventData": task_of_trial(),
+    "/v1.Determined/GetTemplates": user,
+    "/v1.Determined/GetTemplate": user,
+    "/v1.Determined/PutTemplate": owner_of_template("template"),
+    "/v1.Determined/DeleteTemplate": owner_of_template("template_name"),
     "/v1.Agents/Connect": agent,
 }
 

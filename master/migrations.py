@@ -259,4 +259,12 @@ MIGRATIONS: list[Migration] = [
     """
     ALTER TABLE trials ADD COLUMN parent_trial_id INTEGER;
     """,
+    # 12: templates, config fragments experiments are merged over (master/templates.py).
+    """
+    CREATE TABLE templates (
+        name TEXT PRIMARY KEY,
+        config TEXT NOT NULL,
+        username TEXT NOT NULL
+    );
+    """,
 ]

@@ -32,6 +32,7 @@ from pydet.master.service import Service
 from pydet.master.task_list import TaskList
 from pydet.master.task_tokens import LiveTaskTokens
 from pydet.master.tasks import TaskManager
+from pydet.master.templates import Templates
 from pydet.master.webhook_sender import Sender
 from pydet.master.webhook_store import WebhookStore
 from pydet.master.webhooks import Webhooks
@@ -143,6 +144,7 @@ class Master:
             events=events,
             jobs=Jobs(self.cfg, self.db, store, live, agents, task_list),
             webhooks=hooks,
+            templates=Templates(self.db),
         )
         authenticator = auth.Authenticator(
             self.db,

@@ -25,6 +25,7 @@ from pydet.master.reports import Reports
 from pydet.master.search import preview
 from pydet.master.states import State
 from pydet.master.task_list import TaskList
+from pydet.master.templates import Templates
 from pydet.master.webhooks import Webhooks
 
 T = TypeVar("T")
@@ -54,7 +55,9 @@ class Service:
         events: EventBus,
         jobs: Jobs,
         webhooks: Webhooks,
+        templates: Templates,
     ) -> None:
+        self.templates = templates
         self.webhooks = webhooks
         self.events = events
         self.jobs = jobs
@@ -91,6 +94,7 @@ class Service:
             if parent is not None:
                 text = redaction.restore_secrets(text, parent)
         try:
+            text = await self.templates.apply(text)
             if req.validate_only:
                 cfg = self.experiments.validate(text)
                 return v1.CreateExperimentResponse(

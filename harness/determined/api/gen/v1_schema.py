@@ -434,6 +434,35 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
     'GetTasksResponse': (
         ('allocation_id_to_summary', 1, 'map', ('string', 'message', 'AllocationSummary'), False, False, ''),
     ),
+    'Template': (
+        ('name', 1, 'string', None, False, False, ''),
+        ('config', 2, 'string', None, False, False, ''),
+        ('workspace_id', 3, 'int32', None, False, False, ''),
+        ('username', 4, 'string', None, False, False, ''),
+    ),
+    'GetTemplatesRequest': (
+        ('name', 1, 'string', None, False, False, ''),
+    ),
+    'GetTemplatesResponse': (
+        ('templates', 1, 'message', 'Template', True, True, ''),
+    ),
+    'GetTemplateRequest': (
+        ('template_name', 1, 'string', None, False, False, ''),
+    ),
+    'GetTemplateResponse': (
+        ('template', 1, 'message', 'Template', False, True, ''),
+    ),
+    'PutTemplateRequest': (
+        ('template', 1, 'message', 'Template', False, True, ''),
+    ),
+    'PutTemplateResponse': (
+        ('template', 1, 'message', 'Template', False, True, ''),
+    ),
+    'DeleteTemplateRequest': (
+        ('template_name', 1, 'string', None, False, False, ''),
+    ),
+    'DeleteTemplateResponse': (
+    ),
     'Trial': (
         ('id', 1, 'int32', None, False, False, ''),
         ('experiment_id', 2, 'int32', None, False, False, ''),
@@ -682,6 +711,10 @@ SERVICES: dict[str, tuple[tuple[str, str, str, bool, bool], ...]] = {
         ('GetWebhooks', 'GetWebhooksRequest', 'GetWebhooksResponse', False, False),
         ('DeleteWebhook', 'DeleteWebhookRequest', 'DeleteWebhookResponse', False, False),
         ('PostWebhookEventData', 'PostWebhookEventDataRequest', 'PostWebhookEventDataResponse', False, False),
+        ('GetTemplates', 'GetTemplatesRequest', 'GetTemplatesResponse', False, False),
+        ('GetTemplate', 'GetTemplateRequest', 'GetTemplateResponse', False, False),
+        ('PutTemplate', 'PutTemplateRequest', 'PutTemplateResponse', False, False),
+        ('DeleteTemplate', 'DeleteTemplateRequest', 'DeleteTemplateResponse', False, False),
     ),
     'Agents': (
         ('Connect', 'AgentMessage', 'MasterMessage', True, True),

@@ -1,0 +1,80 @@
+"""Templates in the store, and how a config's ``template:`` is merged over one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from determined.api.gen import v1
+from determined.common import errors
+from pydet.master.db import Database
+from pydet.master.templates import Templates
+
+
+def _put(name: str, config: dict[str, object]) -> v1.Template:
+    return v1.Template(name=name, config=json.dumps(config))
+
+
+async def test_a_config_is_merged_over_its_template_and_wins_where_both_set(
+    store: Database,
+) -> None:
+    templates = Templates(store)
+    await templates.put(
+        _put(
+            "base",
+            {
+                "resources": {"slots_per_trial": 2, "resource_pool": "gpu"},
+                "max_restarts": 1,
+                "bind_mounts": [{"host_path": "/data", "container_path": "/data"}],
+                "environment": {"environment_variables": ["A=1"]},
+            },
+        ),
+        "alice",
+    )
+    text = """
+name: mine
+template: base
+resources: {slots_per_trial: 4}
+bind_mounts: [{host_path: /tmp, container_path: /scratch}]
+"""
+    merged = yaml.safe_load(await templates.apply(text))
+    assert "template" not in merged
+    assert merged["name"] == "mine"
+    assert merged["resources"] == {"slots_per_trial": 4, "resource_pool": "gpu"}
+    assert merged["max_restarts"] == 1
+    assert [m["container_path"] for m in merged["bind_mounts"]] == ["/scratch", "/data"]
+    assert merged["environment"] == {"environment_variables": ["A=1"]}
+
+
+async def test_a_config_without_template_is_passed_on_as_written(store: Database) -> None:
+    text = "name: x  # a comment the master keeps\n"
+    assert await Templates(store).apply(text) == text
+
+
+async def test_unknown_or_bad_templates_are_refused_naming_the_field(store: Database) -> None:
+    templates = Templates(store)
+    with pytest.raises(errors.InvalidArgument, match="template: no template named 'nope'"):
+        await templates.apply("template: nope\n")
+    with pytest.raises(errors.InvalidArgument, match="template: expected the name"):
+        await templates.apply("template: [a]\n")
+    with pytest.raises(errors.InvalidArgument, match=r"template\.config: expected a mapping"):
+        await templates.put(v1.Template(name="t", config="[1]"), "alice")
+    with pytest.raises(errors.InvalidArgument, match=r"template\.name"):
+        await templates.put(v1.Template(name="", config="{}"), "alice")
+    with pytest.raises(errors.NotFound, match="template 'gone' not found"):
+        await templates.delete("gone")
+
+
+async def test_a_replaced_template_keeps_its_owner_and_removal_forgets_it(
+    store: Database,
+) -> None:
+    templates = Templates(store)
+    await templates.put(_put("t", {"max_restarts": 1}), "alice")
+    replaced = await templates.put(_put("t", {"max_restarts": 2}), "admin")
+    assert replaced.username == "alice"
+    assert (await templates.get("t")).config == {"max_restarts": 2}
+    assert [t.name for t in await templates.all("t")] == ["t"]
+    await templates.delete("t")
+    assert await templates.all() == []
