@@ -152,7 +152,8 @@ def experiment_row(e: v1.Experiment) -> list[Any]:
         percent(e.progress),
         local_time(e.start_time),
         local_time(e.end_time),
-        e.resource_pool,
+        # An unmanaged run is in no pool: a script off the cluster reports it.
+        "(unmanaged)" if e.unmanaged else e.resource_pool,
     ]
 
 

@@ -135,6 +135,15 @@ class DeterminedServicer(v1.DeterminedBase):
     async def get_trial(self, message: v1.GetTrialRequest) -> v1.GetTrialResponse:
         return v1.GetTrialResponse(trial=await self.s.get_trial(message.trial_id))
 
+    async def create_trial(self, message: v1.CreateTrialRequest) -> v1.CreateTrialResponse:
+        return v1.CreateTrialResponse(trial=await self.s.create_trial(message))
+
+    async def start_trial(self, message: v1.StartTrialRequest) -> v1.StartTrialResponse:
+        return await self.s.start_trial(message.trial_id)
+
+    async def patch_trial(self, message: v1.PatchTrialRequest) -> v1.PatchTrialResponse:
+        return v1.PatchTrialResponse(trial=await self.s.patch_trial(message))
+
     async def kill_trial(self, message: v1.KillTrialRequest) -> v1.KillTrialResponse:
         await self.s.kill_trial(message.trial_id)
         return v1.KillTrialResponse()

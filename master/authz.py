@@ -93,6 +93,13 @@ class Lookup:
         """The trial a stored checkpoint belongs to; None if there is no such checkpoint."""
         return await queries.checkpoint_trial(self._db, uuid)
 
+    async def experiment_unmanaged(self, experiment_id: int) -> bool:
+        """Whether a script off the cluster reports into the experiment."""
+        row = await self._db.fetch_one(
+            "SELECT unmanaged FROM experiments WHERE id = ?", (experiment_id,)
+        )
+        return row is not None and bool(row["unmanaged"])
+
     async def template_owner(self, name: str) -> str | None:
         """Who set the template ``name``; None if there is none."""
         row = await self._db.fetch_one("SELECT username FROM templates WHERE name = ?", (name,))
@@ -178,10 +185,13 @@ async def continue_experiment(caller: Caller, message: Any, lookup: Lookup) -> N
     await _owns(caller, int(message.id), lookup, "continue")
 
 
-async def kill_trial(caller: Caller, message: Any, lookup: Lookup) -> None:
-    _user(caller)
-    exp = await lookup.trial_experiment(int(message.trial_id))
-    await _owns(caller, exp, lookup, "kill a trial of")
+def owner_of_trial(what: str) -> Rule:
+    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
+        _user(caller)
+        exp = await lookup.trial_experiment(int(message.trial_id))
+        await _owns(caller, exp, lookup, what)
+
+    return rule
 
 
 async def update_jobs(caller: Caller, message: Any, lookup: Lookup) -> None:
@@ -255,23 +265,37 @@ def reader_or_task_of_experiment(field: str = "experiment_id") -> Rule:
 
 
 async def report_checkpoint(caller: Caller, message: Any, lookup: Lookup) -> None:
+    """A trial's own task, or the owner of an unmanaged run's experiment (its script
+    reports with the user's session); either way into the experiment's own storage."""
+    ckpt = message.checkpoint
     task = _own_task(caller)
     if task is None:
         _user(caller)
-        raise errors.PermissionDenied("only a trial's own task may report its checkpoints")
-    ckpt = message.checkpoint
     if ckpt is None:
         return  # the servicer refuses it as an invalid argument
-    if ckpt.trial_id != task.trial_id or (
-        ckpt.allocation_id and ckpt.allocation_id != task.allocation_id
-    ):
-        raise errors.PermissionDenied(
-            f"{_TASK_REFUSED}: this task is trial {task.trial_id}, not trial {ckpt.trial_id}"
-        )
-    if ckpt.experiment_id and ckpt.experiment_id != task.experiment_id:
-        raise errors.PermissionDenied(
-            f"{_TASK_REFUSED}: this task belongs to experiment {task.experiment_id}"
-        )
+    if task is None:
+        experiment_id = await lookup.trial_experiment(int(ckpt.trial_id))
+        if not await lookup.experiment_unmanaged(experiment_id):
+            raise errors.PermissionDenied("only a trial's own task may report its checkpoints")
+        await _owns(caller, experiment_id, lookup, "report a checkpoint of")
+        if ckpt.experiment_id and ckpt.experiment_id != experiment_id:
+            raise errors.PermissionDenied(
+                f"trial {ckpt.trial_id} belongs to experiment {experiment_id}, not "
+                f"{ckpt.experiment_id}"
+            )
+        trial_id, refused = int(ckpt.trial_id), "refused"
+    else:
+        if ckpt.trial_id != task.trial_id or (
+            ckpt.allocation_id and ckpt.allocation_id != task.allocation_id
+        ):
+            raise errors.PermissionDenied(
+                f"{_TASK_REFUSED}: this task is trial {task.trial_id}, not trial {ckpt.trial_id}"
+            )
+        if ckpt.experiment_id and ckpt.experiment_id != task.experiment_id:
+            raise errors.PermissionDenied(
+                f"{_TASK_REFUSED}: this task belongs to experiment {task.experiment_id}"
+            )
+        experiment_id, trial_id, refused = task.experiment_id, task.trial_id, _TASK_REFUSED
     # The master removes a checkpoint's files where its record says they are (deletion,
     # retention): a record must name a directory in the experiment's own storage.
     if not ckpt.uuid or ckpt.uuid in (".", "..") or any(c in ckpt.uuid for c in "/\\\0"):
@@ -280,16 +304,14 @@ async def report_checkpoint(caller: Caller, message: Any, lookup: Lookup) -> Non
         storage = json.loads(ckpt.storage or "{}")
     except ValueError:
         raise errors.InvalidArgument("checkpoint.storage: expected a JSON object") from None
-    if storage and storage != await lookup.experiment_storage(task.experiment_id):
+    if storage and storage != await lookup.experiment_storage(experiment_id):
         raise errors.PermissionDenied(
-            f"{_TASK_REFUSED}: its checkpoints go to its experiment's checkpoint_storage"
+            f"{refused}: its checkpoints go to its experiment's checkpoint_storage"
         )
     # A report replaces the record of the same uuid: it must not take over another trial's.
     owner = await lookup.checkpoint_trial(ckpt.uuid)
-    if owner is not None and owner != task.trial_id:
-        raise errors.PermissionDenied(
-            f"{_TASK_REFUSED}: checkpoint {ckpt.uuid} belongs to another trial"
-        )
+    if owner is not None and owner != trial_id:
+        raise errors.PermissionDenied(f"{refused}: checkpoint {ckpt.uuid} belongs to another trial")
 
 
 async def get_checkpoint(caller: Caller, message: Any, lookup: Lookup) -> None:
@@ -378,7 +400,10 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/DeleteExperiment": owner_of_experiment("delete"),
     "/v1.Determined/ContinueExperiment": continue_experiment,
     "/v1.Determined/GetTrial": user,
-    "/v1.Determined/KillTrial": kill_trial,
+    "/v1.Determined/KillTrial": owner_of_trial("kill a trial of"),
+    "/v1.Determined/CreateTrial": owner_of_experiment("add a trial to"),
+    "/v1.Determined/StartTrial": owner_of_trial("start a trial of"),
+    "/v1.Determined/PatchTrial": owner_of_trial("end a trial of"),
     "/v1.Determined/TrialLogs": user,
     "/v1.Determined/GetTrialMetrics": user,
     "/v1.Determined/GetAgents": user,

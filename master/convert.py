@@ -33,6 +33,7 @@ def experiment(row: queries.ExperimentRow) -> v1.Experiment:
         parent_id=row.parent_id,
         project=cfg.get("project") or "",
         workspace=cfg.get("workspace") or "",
+        unmanaged=row.unmanaged,
     )
 
 

@@ -69,6 +69,9 @@ class Experiment:
     # Where new trials start from (searcher.source_trial_id / source_checkpoint_uuid).
     source_checkpoint: str | None = None
     searcher_done: bool = False
+    # Reported into by a script off the cluster: its trials are made, started and ended
+    # by that script (CreateTrial, StartTrial, PatchTrial), never scheduled or searched.
+    unmanaged: bool = False
     trials: dict[int, Trial] = field(default_factory=dict)
 
     def by_request(self, request_id: str) -> Trial | None:

@@ -38,6 +38,7 @@ class StoredExperiment:
     username: str
     start_time: float
     queue_order: float
+    unmanaged: bool = False
 
 
 class ExperimentStore:
@@ -58,14 +59,15 @@ class ExperimentStore:
         start_time: float,
         parent_id: int,
         job_id: str,
+        unmanaged: bool = False,
     ) -> int:
         """A new experiment with its context; returns its id."""
         ids = await self._db.transaction(
             [
                 (
                     "INSERT INTO experiments (name, description, labels, state, config,"
-                    " original_config, username, start_time, parent_id, job_id)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    " original_config, username, start_time, parent_id, job_id, unmanaged)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         cfg.name or "",
                         cfg.description or "",
@@ -77,6 +79,7 @@ class ExperimentStore:
                         start_time,
                         parent_id or None,
                         job_id,
+                        int(unmanaged),
                     ),
                 ),
                 (
@@ -354,4 +357,5 @@ def _stored(row: Any) -> StoredExperiment:
         username=row["username"],
         start_time=row["start_time"],
         queue_order=row["queue_order"] or 0.0,
+        unmanaged=bool(row["unmanaged"]),
     )

@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+import yaml
+
 from determined.api.gen import v1
 from determined.common import context as ctx
 from determined.common import entrypoint, errors, expconf
@@ -22,7 +24,7 @@ from pydet.master import log_policies, queries, task_spec, warm_start
 from pydet.master import trial_lifecycle as lifecycle
 from pydet.master.allocation import Allocation
 from pydet.master.db import Database
-from pydet.master.experiment import Experiment, LiveExperiments, MasterInfo
+from pydet.master.experiment import Experiment, LiveExperiments, MasterInfo, Trial
 from pydet.master.experiment_store import ExperimentStore
 from pydet.master.restore import Restore
 from pydet.master.search import searcher
@@ -36,6 +38,16 @@ log = logging.getLogger(__name__)
 
 E = TrialEvent
 P = TrialPhase
+
+# What an unmanaged experiment's config shows as its entrypoint: its script runs elsewhere.
+UNMANAGED_ENTRYPOINT = "(unmanaged: run by a script off the cluster)"
+
+# How an unmanaged trial's script ends, as the exits of a process on the cluster.
+_SCRIPT_ENDS = {
+    State.COMPLETED: E.EXITED,
+    State.ERROR: E.EXITED_ERRORED,
+    State.CANCELED: E.EXITED_USER_CANCELED,
+}
 
 _Args = ParamSpec("_Args")
 _R = TypeVar("_R")
@@ -124,8 +136,17 @@ class Experiments:
 
     @_transition
     async def create(
-        self, text: str, context: bytes, *, paused: bool, username: str, parent_id: int = 0
+        self,
+        text: str,
+        context: bytes,
+        *,
+        paused: bool,
+        username: str,
+        parent_id: int = 0,
+        unmanaged: bool = False,
     ) -> int:
+        if unmanaged:
+            return await self._create_unmanaged(text, username=username)
         cfg = self.validate(text)
         if not context and parent_id:
             context = await queries.context(self._db, parent_id)
@@ -188,6 +209,99 @@ class Experiments:
                 ", ".join(unused),
             )
         return exp.id
+
+    async def _create_unmanaged(self, text: str, *, username: str) -> int:
+        """An experiment a script off the cluster reports into: no context, no entrypoint
+        (it runs nowhere), no search (the script makes its trials), never paused."""
+        raw = expconf.load_yaml(text)
+        raw.setdefault("entrypoint", UNMANAGED_ENTRYPOINT)
+        cfg = self.validate(yaml.safe_dump(raw, sort_keys=False))
+        seed = cfg.reproducibility.experiment_seed
+        if seed is None:
+            seed = random.SystemRandom().randrange(2**31)
+            cfg = cfg.with_seed(seed)
+        job_id = uuid.uuid4().hex[:8]
+        start_time = time.time()
+        experiment_id = await self._store.insert(
+            cfg,
+            text=text,
+            context=b"",
+            state=State.ACTIVE,
+            username=username,
+            start_time=start_time,
+            parent_id=0,
+            job_id=job_id,
+            unmanaged=True,
+        )
+        exp = Experiment(
+            id=experiment_id,
+            config=cfg,
+            state=State.ACTIVE,
+            search=searcher.new_search(cfg, seed),
+            job_id=job_id,
+            username=username,
+            start_time=start_time,
+            searcher_done=True,
+            unmanaged=True,
+        )
+        await self._store.save_search(exp)
+        self._live.add(exp)
+        log.info("created unmanaged experiment %d", exp.id)
+        return exp.id
+
+    def _unmanaged_trial(self, trial_id: int) -> tuple[Experiment, Trial]:
+        found = self._live.trial(trial_id)
+        if found is None:
+            raise errors.FailedPrecondition(f"trial {trial_id} has ended")
+        if not found[0].unmanaged:
+            raise errors.FailedPrecondition(
+                f"trial {trial_id} is run by the master; only a trial of an unmanaged "
+                "experiment is started or ended by its script"
+            )
+        return found
+
+    @_transition
+    async def create_trial(self, experiment_id: int, hparams: dict[str, Any]) -> int:
+        """A new trial of an unmanaged experiment, running from now on (its script runs)."""
+        exp = await self._running(experiment_id)
+        if exp is None:
+            raise errors.FailedPrecondition(f"experiment {experiment_id} has ended")
+        if not exp.unmanaged:
+            raise errors.FailedPrecondition(
+                f"experiment {experiment_id} is run by the master; only an unmanaged "
+                "experiment takes trials from a script"
+            )
+        trial = await self._store.insert_trial(
+            exp,
+            request_id=uuid.uuid4().hex,
+            phase=TrialPhase.RUNNING,
+            hparams=hparams,
+            seed=random.SystemRandom().randrange(2**31),
+        )
+        self._live.add_trial(exp, trial)
+        return trial.id
+
+    @_transition
+    async def start_trial(self, trial_id: int) -> Trial:
+        """An unmanaged trial's script starts reporting: a new run, so that what an earlier
+        run reported for the same steps is kept apart."""
+        trial = self._unmanaged_trial(trial_id)[1]
+        trial.run_id += 1
+        await self._store.save_trial(trial)
+        return trial
+
+    @_transition
+    async def end_trial(self, trial_id: int, state: State) -> None:
+        """An unmanaged trial's script ended (COMPLETED, ERROR or CANCELED); its experiment
+        ends with its last trial."""
+        event = _SCRIPT_ENDS.get(state)
+        if event is None:
+            raise errors.InvalidArgument(
+                f"state: a script ends its trial COMPLETED, ERROR or CANCELED, not {state.value}"
+            )
+        exp, trial = self._unmanaged_trial(trial_id)
+        await self._moves.fire(exp, trial, event)
+        await self._runner.finish_if_done(exp)
 
     # -- the task manager's callbacks (TaskOwner) --------------------------------------------------
 
@@ -324,7 +438,7 @@ class Experiments:
         self, trial_id: int, metrics: dict[str, Any], steps_completed: int
     ) -> None:
         found = self._live.trial(trial_id)
-        if found is None:
+        if found is None or found[0].unmanaged:
             return
         exp, trial = found
         ops = exp.search.on_validation_reported(trial.request_id, metrics, steps_completed)

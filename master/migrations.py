@@ -267,4 +267,8 @@ MIGRATIONS: list[Migration] = [
         username TEXT NOT NULL
     );
     """,
+    # 11: experiments a script off the cluster reports into (core_v2's unmanaged runs).
+    """
+    ALTER TABLE experiments ADD COLUMN unmanaged INTEGER NOT NULL DEFAULT 0;
+    """,
 ]

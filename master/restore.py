@@ -61,6 +61,8 @@ class Restore:
                 )
                 self._tasks.kill(alloc, reason="orphaned", grace=3.0)
         for exp in self._live:
+            if exp.unmanaged:
+                continue  # its script reports on (or ends it) whether the master restarted
             async with self._db.atomic():
                 # Every trial is loaded before any moves: a move may end a trial, and the
                 # searcher's answer may name any other.
@@ -85,6 +87,7 @@ class Restore:
             start_time=stored.start_time,
             queue_order=stored.queue_order,
             searcher_done=stored.searcher_done,
+            unmanaged=stored.unmanaged,
         )
         try:
             exp.source_checkpoint = await self._store.source_checkpoint(cfg)

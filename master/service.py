@@ -95,7 +95,7 @@ class Service:
                 text = redaction.restore_secrets(text, parent)
         try:
             text = await self.templates.apply(text)
-            if req.validate_only:
+            if req.validate_only and not req.unmanaged:
                 cfg = self.experiments.validate(text)
                 return v1.CreateExperimentResponse(
                     config=json.dumps(redaction.redacted(cfg.to_dict()))
@@ -107,6 +107,7 @@ class Service:
                     paused=req.paused,
                     username=req.username or "determined",
                     parent_id=req.parent_id,
+                    unmanaged=req.unmanaged,
                 )
         except errors.InvalidArgument as e:
             raise _scrubbed(e, text) from None
@@ -207,6 +208,37 @@ class Service:
 
     async def get_trial(self, trial_id: int) -> v1.Trial:
         return convert.trial(await queries.trial(self.db, trial_id))
+
+    # -- unmanaged trials: their script makes, starts and ends them -----------------------------
+
+    async def create_trial(self, req: v1.CreateTrialRequest) -> v1.Trial:
+        try:
+            hparams = json.loads(req.hparams or "{}")
+        except ValueError:
+            raise errors.InvalidArgument("hparams: expected a JSON object") from None
+        if not isinstance(hparams, dict):
+            raise errors.InvalidArgument("hparams: expected a JSON object")
+        async with self.lock:
+            trial_id = await self.experiments.create_trial(req.experiment_id, hparams)
+        return await self.get_trial(trial_id)
+
+    async def start_trial(self, trial_id: int) -> v1.StartTrialResponse:
+        async with self.lock:
+            trial = await self.experiments.start_trial(trial_id)
+        return v1.StartTrialResponse(
+            trial_run_id=trial.run_id,
+            steps_completed=trial.steps_completed,
+            latest_checkpoint=trial.latest_checkpoint,
+        )
+
+    async def patch_trial(self, req: v1.PatchTrialRequest) -> v1.Trial:
+        try:
+            state = State(req.state.name)
+        except ValueError:
+            raise errors.InvalidArgument(f"state: {req.state.name} is not a trial state") from None
+        async with self.lock:
+            await self.experiments.end_trial(req.trial_id, state)
+        return await self.get_trial(req.trial_id)
 
     async def kill_trial(self, trial_id: int) -> None:
         async with self.lock:

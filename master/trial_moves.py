@@ -83,6 +83,8 @@ class TrialMoves:
         except Exception:
             # Retention is housekeeping: the trial has ended whatever happens to its files.
             log.exception("experiment %d: checkpoint retention failed", exp.id)
+        if exp.unmanaged:
+            return []  # its script, not a searcher, decides what comes next
         report = lifecycle.searcher_report(cause, after)
         if report == lifecycle.CLOSED:
             return exp.search.on_trial_closed(trial.request_id)

@@ -44,6 +44,7 @@ class ExperimentRow:
     best_validation: float | None
     # What its trials are doing (their phases, each once), from which its shown state follows.
     trial_phases: tuple[str, ...] = ()
+    unmanaged: bool = False
 
     @property
     def config_dict(self) -> dict[str, Any]:
@@ -128,6 +129,7 @@ def _experiment(row: Row) -> ExperimentRow:
         num_trials=row["n"],
         best_validation=row["lo"] if smaller else row["hi"],
         trial_phases=tuple((row["phases"] or "").split(",")) if row["phases"] else (),
+        unmanaged=bool(row["unmanaged"]),
     )
 
 

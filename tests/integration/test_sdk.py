@@ -452,14 +452,6 @@ def test_core_v2_in_a_trial_reports_through_module_objects(
     assert "new traces: 1\n" in list(trial.logs())
 
 
-def test_core_v2_outside_a_trial_says_unmanaged_runs_are_not_taken() -> None:
-    from determined.experimental import core_v2
-
-    with pytest.raises(errors.FailedPrecondition, match="unmanaged"):
-        core_v2.init(config=core_v2.Config(name="outside"))
-    assert core_v2.train is None
-
-
 def test_a_checkpoint_in_s3_downloads_with_this_machines_credentials(
     det: client.Determined,
     s3: S3Server,

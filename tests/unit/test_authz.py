@@ -377,6 +377,65 @@ async def test_a_task_records_checkpoints_only_in_its_experiments_storage(
         await check("ReportCheckpoint", TASK, _checkpoint(storage="{not json"), lookup)
 
 
+async def test_the_owner_of_an_unmanaged_run_reports_its_checkpoints_and_ends_its_trials(
+    lookup: authz.Lookup, tmp_path: pathlib.Path
+) -> None:
+    db = Database(tmp_path / "pydet.db")  # the fixture's store, opened again
+    await db.open()
+    try:
+        await db.execute(
+            "INSERT INTO experiments (id, state, config, original_config, username, start_time,"
+            " job_id, unmanaged) VALUES (3, 'ACTIVE', ?, '', 'alice', 0, 'job-3', 1)",
+            (json.dumps({"checkpoint_storage": storage(3)}),),
+        )
+        await db.execute(
+            "INSERT INTO trials (id, experiment_id, request_id, state, hparams, seed, start_time)"
+            " VALUES (31, 3, 'r', 'ACTIVE', '{}', 0, 0)"
+        )
+    finally:
+        await db.close()
+    mine = _checkpoint(trial_id=31, experiment_id=3, allocation_id="3.31")
+    await check("ReportCheckpoint", ALICE, mine, lookup)
+    await check("ReportCheckpoint", ROOT, mine, lookup)
+    assert "(alice)" in await refused("ReportCheckpoint", BOB, mine, lookup)
+    # Her managed trial's checkpoints are its task's to report, and storage stays checked.
+    await refused("ReportCheckpoint", ALICE, _checkpoint(), lookup)
+    elsewhere = _checkpoint(trial_id=31, experiment_id=3, storage=json.dumps(storage(1)))
+    assert "checkpoint_storage" in await refused("ReportCheckpoint", ALICE, elsewhere, lookup)
+    await refused("ReportCheckpoint", ALICE, _checkpoint(trial_id=31, experiment_id=1), lookup)
+    for rpc, request in (
+        ("CreateTrial", v1.CreateTrialRequest(experiment_id=3)),
+        ("StartTrial", v1.StartTrialRequest(trial_id=31)),
+        ("PatchTrial", v1.PatchTrialRequest(trial_id=31, state=v1.State.COMPLETED)),
+    ):
+        await check(rpc, ALICE, request, lookup)
+        assert "(alice)" in await refused(rpc, BOB, request, lookup)
+        await refused(rpc, TASK, request, lookup)
+
+
+async def test_templates_are_changed_only_by_their_owner_or_an_admin(
+    lookup: authz.Lookup, tmp_path: pathlib.Path
+) -> None:
+    db = Database(tmp_path / "pydet.db")
+    await db.open()
+    try:
+        await db.execute(
+            "INSERT INTO templates (name, config, username) VALUES ('hers', '{}', 'alice')"
+        )
+    finally:
+        await db.close()
+    put = v1.PutTemplateRequest(template=v1.Template(name="hers", config="{}"))
+    delete = v1.DeleteTemplateRequest(template_name="hers")
+    for rpc, request in (("PutTemplate", put), ("DeleteTemplate", delete)):
+        await check(rpc, ALICE, request, lookup)
+        await check(rpc, ROOT, request, lookup)
+        assert "(alice)" in await refused(rpc, BOB, request, lookup)
+        await refused(rpc, TASK, request, lookup)
+    new = v1.PutTemplateRequest(template=v1.Template(name="his", config="{}"))
+    await check("PutTemplate", BOB, new, lookup)
+    await check("GetTemplate", BOB, v1.GetTemplateRequest(template_name="hers"), lookup)
+
+
 @pytest.mark.parametrize("uuid", ["", ".", "..", "../../home", "a/b", "a\\b", "x\x00y"])
 async def test_a_checkpoint_id_must_be_a_plain_name(uuid: str, lookup: authz.Lookup) -> None:
     text = await refused("ReportCheckpoint", TASK, _checkpoint(uuid=uuid), lookup)

@@ -12,6 +12,7 @@ import atexit
 import logging
 import os
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import determined as det
@@ -58,6 +59,10 @@ class Context:
         self.info = info
         self._client = _client
         self._closed = False
+        # An unmanaged run's end, told to the master once metrics are shipped: called with
+        # whether the run failed (core_v2 sets both).
+        self._on_close: Callable[[bool], None] | None = None
+        self._failed = False
         if _client is not None:
             # A script that never closes its context still gets its metrics delivered.
             atexit.register(self._close_at_exit)
@@ -83,6 +88,7 @@ class Context:
                 # Exiting 0 now would record the trial as completed; let InvalidHP fail it.
                 log.exception("reporting InvalidHP to the master failed")
                 invalid_hp = False
+        self._failed = self._failed or (exc_val is not None and not invalid_hp)
         if exc_val is None:
             self.close()
         else:
@@ -111,6 +117,8 @@ class Context:
             try:
                 self.preempt._close()
                 self.distributed.close()
+                if self._on_close is not None:
+                    self._on_close(self._failed)
             finally:
                 if self._client is not None:
                     self._client.close()
@@ -195,6 +203,8 @@ def _cluster_init(
     distributed: DistributedContext | None,
     checkpoint_storage: str | dict[str, Any] | None,
     preempt_mode: PreemptMode,
+    *,
+    unmanaged: bool = False,
 ) -> Context:
     if distributed is None:
         _require_single_worker(info)
@@ -206,7 +216,12 @@ def _cluster_init(
     client = _rpc.MasterClient(session, allocation_id=info.allocation_id, owns_session=True)
     try:
         distributed._attach(client)
-        preempt = PreemptContext(client=client, distributed=distributed, preempt_mode=preempt_mode)
+        # Nothing preempts a run off the cluster: no allocation, no preemption signal.
+        preempt = (
+            DummyPreemptContext(distributed, preempt_mode)
+            if unmanaged
+            else PreemptContext(client=client, distributed=distributed, preempt_mode=preempt_mode)
+        )
         trial = info.trial
         if trial is None:
             storage = _storage.from_config(

@@ -104,6 +104,8 @@ export interface Experiment {
   smaller_is_better: boolean;
   best_searcher_metric: number | null;
   parent_id: number;
+  // Reported into by a script off the cluster (core_v2 outside a trial).
+  unmanaged: boolean;
 }
 
 export const experiment: Decoder<Experiment> = object<Experiment>({
@@ -125,6 +127,7 @@ export const experiment: Decoder<Experiment> = object<Experiment>({
   smaller_is_better: bool,
   best_searcher_metric: nullable(num),
   parent_id: int,
+  unmanaged: optional(bool, false),
 });
 
 export interface ExperimentList {

@@ -9,7 +9,7 @@ import { align, downsample, flattenHparams, hparamScatter, metricSeries } from "
 import type { Page } from "../router";
 import { button, h, link, replace } from "../ui/dom";
 import { bytes, duration, metric, stateLabel, time, value } from "../ui/format";
-import { badge, Capped, coalesce, debounce, Notice, progress, section, Table } from "../ui/widgets";
+import { badge, Capped, coalesce, debounce, Notice, progress, section, Table, unmanagedTag } from "../ui/widgets";
 import { actionButtons } from "./actions";
 import { SearchView } from "./searchView";
 
@@ -83,6 +83,7 @@ export const experimentPage: Page = (root, params, ctx) => {
       head,
       h("h1", {}, `${e.name} `, h("span", { class: "muted" }, `#${e.id}`)),
       badge(e.state),
+      unmanagedTag(e.unmanaged),
       h("span", { class: "spacer" }),
       actionButtons(e, (m) => actionNotice.error(m), () => {
         actionNotice.clear();

@@ -7,7 +7,7 @@ import type { Experiment } from "../api/types";
 import type { Page } from "../router";
 import { button, h, link, replace } from "../ui/dom";
 import { metric, time } from "../ui/format";
-import { badge, coalesce, debounce, Notice, progress, type SortState, Table } from "../ui/widgets";
+import { badge, coalesce, debounce, Notice, progress, type SortState, Table, unmanagedTag } from "../ui/widgets";
 import { actionButtons } from "./actions";
 
 const STATE_FILTERS: [string, string[]][] = [
@@ -68,7 +68,7 @@ export const experimentsPage: Page = (root, _params, ctx) => {
     [
       { title: "ID", sort: "id", class: "num", cell: (e) => link(`/experiments/${e.id}`, String(e.id)) },
       { title: "Name", sort: "name", cell: (e) => link(`/experiments/${e.id}`, e.name) },
-      { title: "State", sort: "state", cell: (e) => badge(e.state) },
+      { title: "State", sort: "state", cell: (e) => h("span", {}, badge(e.state), " ", unmanagedTag(e.unmanaged)) },
       { title: "Progress", sort: "progress", cell: (e) => progress(e.progress) },
       {
         title: "Best metric",

@@ -9,6 +9,11 @@ export function badge(state: State | string): HTMLElement {
   return h("span", { class: `badge state-${name.toLowerCase()}`, data: { state: name } }, stateLabel(name));
 }
 
+/** The mark of an experiment run by a script off the cluster (nothing to schedule). */
+export function unmanagedTag(unmanaged: boolean): HTMLElement | string {
+  return unmanaged ? h("span", { class: "badge unmanaged", title: "reported by a script off the cluster" }, "unmanaged") : "";
+}
+
 export function progress(fraction: number): HTMLElement {
   const bar = h("span", { class: "bar" });
   bar.style.width = percent(fraction);

@@ -162,6 +162,7 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('parent_id', 18, 'int32', None, False, False, ''),
         ('project', 19, 'string', None, False, False, ''),
         ('workspace', 20, 'string', None, False, False, ''),
+        ('unmanaged', 21, 'bool', None, False, False, ''),
     ),
     'CreateExperimentRequest': (
         ('config', 1, 'string', None, False, False, ''),
@@ -170,6 +171,7 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('validate_only', 4, 'bool', None, False, False, ''),
         ('parent_id', 5, 'int32', None, False, False, ''),
         ('username', 6, 'string', None, False, False, ''),
+        ('unmanaged', 7, 'bool', None, False, False, ''),
     ),
     'CreateExperimentResponse': (
         ('experiment', 1, 'message', 'Experiment', False, True, ''),
@@ -561,6 +563,30 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
     ),
     'CompleteSearcherOperationResponse': (
     ),
+    'CreateTrialRequest': (
+        ('experiment_id', 1, 'int32', None, False, False, ''),
+        ('hparams', 2, 'string', None, False, False, ''),
+        ('unmanaged', 3, 'bool', None, False, False, ''),
+    ),
+    'CreateTrialResponse': (
+        ('trial', 1, 'message', 'Trial', False, True, ''),
+    ),
+    'StartTrialRequest': (
+        ('trial_id', 1, 'int32', None, False, False, ''),
+        ('resume', 2, 'bool', None, False, False, ''),
+    ),
+    'StartTrialResponse': (
+        ('trial_run_id', 1, 'int32', None, False, False, ''),
+        ('steps_completed', 2, 'int64', None, False, False, ''),
+        ('latest_checkpoint', 3, 'string', None, False, True, ''),
+    ),
+    'PatchTrialRequest': (
+        ('trial_id', 1, 'int32', None, False, False, ''),
+        ('state', 2, 'enum', None, False, False, ''),
+    ),
+    'PatchTrialResponse': (
+        ('trial', 1, 'message', 'Trial', False, True, ''),
+    ),
     'User': (
         ('id', 1, 'int32', None, False, False, ''),
         ('username', 2, 'string', None, False, False, ''),
@@ -681,6 +707,9 @@ SERVICES: dict[str, tuple[tuple[str, str, str, bool, bool], ...]] = {
         ('ContinueExperiment', 'ContinueExperimentRequest', 'ContinueExperimentResponse', False, False),
         ('GetTrial', 'GetTrialRequest', 'GetTrialResponse', False, False),
         ('KillTrial', 'KillTrialRequest', 'KillTrialResponse', False, False),
+        ('CreateTrial', 'CreateTrialRequest', 'CreateTrialResponse', False, False),
+        ('StartTrial', 'StartTrialRequest', 'StartTrialResponse', False, False),
+        ('PatchTrial', 'PatchTrialRequest', 'PatchTrialResponse', False, False),
         ('TrialLogs', 'TrialLogsRequest', 'TrialLogsResponse', False, True),
         ('GetTrialMetrics', 'GetTrialMetricsRequest', 'GetTrialMetricsResponse', False, False),
         ('GetAgents', 'GetAgentsRequest', 'GetAgentsResponse', False, False),

@@ -71,6 +71,18 @@ class MasterSession:
         refuses an expired session while a password is at hand)."""
         return self._run(self._call(rpc))
 
+    def session_token(self) -> str:
+        """The user's session token (logging in first if needed): what an unmanaged run's
+        Core API reports with."""
+
+        async def token() -> str:
+            if self._session.token is None:
+                await self._authenticate()
+            assert self._session.token is not None
+            return self._session.token
+
+        return self._run(token())
+
     def stream(self, rpc: Callable[[v1.DeterminedStub], AsyncIterator[T]]) -> Iterator[T]:
         """Iterate a server stream; each item is fetched when the caller asks for it, and
         leaving the loop early closes the stream."""

@@ -2,15 +2,18 @@
 
 Inside a trial on the cluster, ``init()`` is ``det.core.init()`` with its contexts published
 as ``core_v2.train``, ``core_v2.checkpoint`` and the rest, so a script can report without
-passing a context around. The config arguments describe a run outside the cluster (an
-"unmanaged" run, which Determined reports into an experiment it creates); inside a trial
-they are ignored, as in Determined.
+passing a context around. Outside the cluster the config describes an "unmanaged" run: the
+script creates an experiment and a trial on the master (``DET_MASTER``, as the logged-in
+user) and reports into them (``_unmanaged``); inside a trial the config is ignored, as in
+Determined.
 """
 
 from __future__ import annotations
 
 import atexit
 import dataclasses
+import sys
+import types
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -75,13 +78,22 @@ def init_context(
     """Build a Core API context the way ``init()`` does, and return it instead of
     publishing it (use it as ``with core_v2.init_context(...) as core_context:``).
 
+    Outside a trial it reports an unmanaged run into a new experiment on the master.
+
     Raises:
-        errors.FailedPrecondition: not inside a trial: pydet's master does not take
-            unmanaged runs.
+        errors.InvalidArgument: outside a trial without a config to describe the run.
     """
     info = det.get_cluster_info()
     if info is None or info.task_type != "TRIAL":
-        _unmanaged_refused(config, defaults, unmanaged)
+        from determined.experimental.core_v2 import _unmanaged
+
+        return _unmanaged.init(
+            _merged_config(config, defaults, unmanaged),
+            client=client,
+            distributed=distributed,
+            checkpoint_storage=checkpoint_storage,
+            preempt_mode=core.PreemptMode(preempt_mode),
+        )
     return core.init(
         distributed=distributed,
         checkpoint_storage=checkpoint_storage,
@@ -121,6 +133,7 @@ def init(
     _publish(_context)
     if not _atexit_registered:
         atexit.register(close)
+        _watch_for_failure()
         _atexit_registered = True
 
 
@@ -154,19 +167,49 @@ def _publish(context: core.Context | None) -> None:
     core_v2.info = context.info if context else None
 
 
-def _unmanaged_refused(
+def _merged_config(
     config: Config | dict[str, Any] | None,
     defaults: Config | None,
     unmanaged: Config | bool | None,
-) -> None:
-    if config is None and defaults is None and not unmanaged:
+) -> Config:
+    """The one config of an unmanaged run, from Determined's three ways of passing it."""
+    if isinstance(config, dict):
+        known = {f.name for f in dataclasses.fields(Config)}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise errors.InvalidArgument(
+                f"core_v2.init(config=...): unknown key {unknown[0]!r} (known: "
+                f"{', '.join(sorted(known))})"
+            )
+        config = Config(**config)
+    extra = unmanaged if isinstance(unmanaged, Config) else None
+    chosen = config or defaults or extra
+    if chosen is None:
         raise errors.InvalidArgument(
             "core_v2.init() outside a trial needs a config (core_v2.Config(name=...)) to "
             "describe the run"
         )
-    raise errors.FailedPrecondition(
-        "core_v2.init() outside a trial would report an unmanaged run, and pydet's master "
-        "does not take unmanaged runs yet; submit the script as an experiment (det "
-        "experiment create, or client.create_experiment), or use det.core.init() to run "
-        "it here without a master"
-    )
+    if extra is not None and chosen is not extra:
+        chosen = dataclasses.replace(
+            chosen,
+            project=chosen.project or extra.project,
+            workspace=chosen.workspace or extra.workspace,
+            external_experiment_id=chosen.external_experiment_id or extra.external_experiment_id,
+            external_trial_id=chosen.external_trial_id or extra.external_trial_id,
+        )
+    return chosen
+
+
+def _watch_for_failure() -> None:
+    """A script that dies of an exception ends its unmanaged trial ERROR: the exception
+    passes through sys.excepthook before close() runs at exit."""
+    previous = sys.excepthook
+
+    def hook(
+        kind: type[BaseException], value: BaseException, tb: types.TracebackType | None
+    ) -> None:
+        if _context is not None:
+            _context._failed = True
+        previous(kind, value, tb)
+
+    sys.excepthook = hook

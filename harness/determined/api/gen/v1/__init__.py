@@ -28,6 +28,8 @@ __all__ = (
     "ContinueExperimentResponse",
     "CreateExperimentRequest",
     "CreateExperimentResponse",
+    "CreateTrialRequest",
+    "CreateTrialResponse",
     "CustomWebhookEventData",
     "DeleteCheckpointsRequest",
     "DeleteCheckpointsResponse",
@@ -98,6 +100,8 @@ __all__ = (
     "MarkAllocationResourcesDaemonResponse",
     "MasterMessage",
     "MetricReport",
+    "PatchTrialRequest",
+    "PatchTrialResponse",
     "PatchUserRequest",
     "PatchUserResponse",
     "PostCheckpointMetadataRequest",
@@ -133,6 +137,8 @@ __all__ = (
     "SetUserPasswordResponse",
     "Slot",
     "StartContainer",
+    "StartTrialRequest",
+    "StartTrialResponse",
     "State",
     "TaskLog",
     "Template",
@@ -919,6 +925,12 @@ class CreateExperimentRequest(betterproto2.Message):
 
     username: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
 
+    unmanaged: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
+    """
+    An experiment a script off the cluster reports into (Determined's unmanaged
+    experiment): no context, no entrypoint needed, and no trial is ever scheduled.
+    """
+
 
 default_message_pool.register_message("v1", "CreateExperimentRequest", CreateExperimentRequest)
 
@@ -938,6 +950,33 @@ class CreateExperimentResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "CreateExperimentResponse", CreateExperimentResponse)
+
+
+@dataclass(eq=False, repr=False)
+class CreateTrialRequest(betterproto2.Message):
+    """
+    A trial of an unmanaged experiment, made by the script that reports into it.
+    """
+
+    experiment_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    hparams: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    JSON object of its hyperparameter values.
+    """
+
+    unmanaged: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
+
+
+default_message_pool.register_message("v1", "CreateTrialRequest", CreateTrialRequest)
+
+
+@dataclass(eq=False, repr=False)
+class CreateTrialResponse(betterproto2.Message):
+    trial: "Trial | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+
+
+default_message_pool.register_message("v1", "CreateTrialResponse", CreateTrialResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -1081,6 +1120,11 @@ class Experiment(betterproto2.Message):
     project: "str" = betterproto2.field(19, betterproto2.TYPE_STRING)
 
     workspace: "str" = betterproto2.field(20, betterproto2.TYPE_STRING)
+
+    unmanaged: "bool" = betterproto2.field(21, betterproto2.TYPE_BOOL)
+    """
+    Reported into by a script off the cluster (core_v2.init() there); never scheduled.
+    """
 
 
 default_message_pool.register_message("v1", "Experiment", Experiment)
@@ -1793,6 +1837,28 @@ default_message_pool.register_message("v1", "MetricReport", MetricReport)
 
 
 @dataclass(eq=False, repr=False)
+class PatchTrialRequest(betterproto2.Message):
+    """
+    How an unmanaged trial's script ended: STATE_COMPLETED, STATE_ERROR or STATE_CANCELED.
+    """
+
+    trial_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    state: "State" = betterproto2.field(2, betterproto2.TYPE_ENUM, default_factory=lambda: State(0))
+
+
+default_message_pool.register_message("v1", "PatchTrialRequest", PatchTrialRequest)
+
+
+@dataclass(eq=False, repr=False)
+class PatchTrialResponse(betterproto2.Message):
+    trial: "Trial | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+
+
+default_message_pool.register_message("v1", "PatchTrialResponse", PatchTrialResponse)
+
+
+@dataclass(eq=False, repr=False)
 class PatchUserRequest(betterproto2.Message):
     username: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
@@ -2239,6 +2305,32 @@ class StartContainer(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "StartContainer", StartContainer)
+
+
+@dataclass(eq=False, repr=False)
+class StartTrialRequest(betterproto2.Message):
+    """
+    An unmanaged trial's script starts (or resumes) reporting: a new run.
+    """
+
+    trial_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    resume: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
+
+
+default_message_pool.register_message("v1", "StartTrialRequest", StartTrialRequest)
+
+
+@dataclass(eq=False, repr=False)
+class StartTrialResponse(betterproto2.Message):
+    trial_run_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    steps_completed: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
+
+    latest_checkpoint: "str | None" = betterproto2.field(3, betterproto2.TYPE_STRING, optional=True)
+
+
+default_message_pool.register_message("v1", "StartTrialResponse", StartTrialResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2997,6 +3089,63 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             "/v1.Determined/KillTrial",
             message,
             KillTrialResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def create_trial(
+        self,
+        message: "CreateTrialRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "CreateTrialResponse":
+        """
+        Unmanaged trials: made, started and ended by the script that reports into them.
+        """
+
+        return await self._unary_unary(
+            "/v1.Determined/CreateTrial",
+            message,
+            CreateTrialResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def start_trial(
+        self,
+        message: "StartTrialRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "StartTrialResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/StartTrial",
+            message,
+            StartTrialResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def patch_trial(
+        self,
+        message: "PatchTrialRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "PatchTrialResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/PatchTrial",
+            message,
+            PatchTrialResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
@@ -3789,6 +3938,21 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def create_trial(self, message: "CreateTrialRequest") -> "CreateTrialResponse":
+        """
+        Unmanaged trials: made, started and ended by the script that reports into them.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def start_trial(self, message: "StartTrialRequest") -> "StartTrialResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def patch_trial(self, message: "PatchTrialRequest") -> "PatchTrialResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def trial_logs(self, message: "TrialLogsRequest") -> "AsyncIterator[TrialLogsResponse]":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
@@ -4151,6 +4315,30 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         request = await stream.recv_message()
         assert request is not None
         response = await self.kill_trial(request)
+        await stream.send_message(response)
+
+    async def __rpc_create_trial(
+        self, stream: "grpclib.server.Stream[CreateTrialRequest, CreateTrialResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.create_trial(request)
+        await stream.send_message(response)
+
+    async def __rpc_start_trial(
+        self, stream: "grpclib.server.Stream[StartTrialRequest, StartTrialResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.start_trial(request)
+        await stream.send_message(response)
+
+    async def __rpc_patch_trial(
+        self, stream: "grpclib.server.Stream[PatchTrialRequest, PatchTrialResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.patch_trial(request)
         await stream.send_message(response)
 
     async def __rpc_trial_logs(
@@ -4576,6 +4764,24 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 KillTrialRequest,
                 KillTrialResponse,
+            ),
+            "/v1.Determined/CreateTrial": grpclib.const.Handler(
+                self.__rpc_create_trial,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                CreateTrialRequest,
+                CreateTrialResponse,
+            ),
+            "/v1.Determined/StartTrial": grpclib.const.Handler(
+                self.__rpc_start_trial,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                StartTrialRequest,
+                StartTrialResponse,
+            ),
+            "/v1.Determined/PatchTrial": grpclib.const.Handler(
+                self.__rpc_patch_trial,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                PatchTrialRequest,
+                PatchTrialResponse,
             ),
             "/v1.Determined/TrialLogs": grpclib.const.Handler(
                 self.__rpc_trial_logs,

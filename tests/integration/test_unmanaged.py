@@ -1,0 +1,112 @@
+"""Unmanaged runs: a plain `python script.py` off the cluster that calls core_v2.init()
+creates an experiment and a trial on the master and reports into them, as Determined's
+unmanaged mode does; the SDK and the CLI read them back."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from determined.common import errors
+from determined.experimental import client
+from tests.cluster import Cluster
+
+SCRIPT = """
+import sys
+
+from determined.experimental import core_v2
+
+core_v2.init(
+    config=core_v2.DefaultConfig(name="offcluster", hparams={"lr": 0.1}, labels=["laptop"]),
+    unmanaged=True,
+)
+info = core_v2.info
+print("TRIAL", info.trial.experiment_id, info.trial.trial_id, flush=True)
+for step in (1, 2, 3):
+    core_v2.train.report_training_metrics(steps_completed=step, metrics={"loss": 1.0 / step})
+core_v2.train.report_validation_metrics(steps_completed=3, metrics={"loss": 0.25})
+with core_v2.checkpoint.store_path({"steps_completed": 3}) as (path, uuid):
+    (path / "weights.txt").write_text("w=3")
+print("CHECKPOINT", uuid, flush=True)
+if sys.argv[1:] == ["fail"]:
+    raise RuntimeError("the script failed")
+core_v2.close()
+"""
+
+
+def _run(cluster: Cluster, tmp_path: pathlib.Path, *args: str) -> tuple[int, int, str, str]:
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    proc = subprocess.run(
+        [sys.executable, str(script), *args],
+        env=cluster.env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines() if line}
+    assert "TRIAL" in lines, proc
+    exp_id, trial_id = (int(x) for x in lines["TRIAL"])
+    return exp_id, trial_id, lines["CHECKPOINT"][0], proc.stderr if proc.returncode else ""
+
+
+@pytest.mark.slow
+def test_a_script_off_the_cluster_reports_an_unmanaged_run(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    exp_id, trial_id, uuid, failure = _run(cluster, tmp_path)
+    assert failure == ""
+
+    described = cluster.experiment(exp_id)
+    assert described["unmanaged"] is True
+    assert described["state"] in ("STATE_COMPLETED", "COMPLETED")
+    assert described["name"] == "offcluster" and described["labels"] == ["laptop"]
+    listed = cluster.det("experiment", "list").stdout
+    row = next(r for r in listed.splitlines() if r.split()[0] == str(exp_id))
+    assert "offcluster" in row and "(unmanaged)" in row
+
+    det = client.Determined(master=cluster.address, user="admin", password=cluster.admin_password)
+    try:
+        trial = det.get_trial(trial_id)
+        assert trial.state == client.TrialState.COMPLETED
+        assert trial.hparams == {"lr": 0.1}
+        training = [(m.steps_completed, m.metrics) for m in trial.iter_metrics("training")]
+        assert training == [(1, {"loss": 1.0}), (2, {"loss": 0.5}), (3, {"loss": 1.0 / 3})]
+        validation = [m.metrics for m in trial.iter_metrics("validation")]
+        assert validation == [{"loss": 0.25}]
+        (ckpt,) = trial.list_checkpoints()
+        assert ckpt.uuid == uuid and ckpt.metadata.get("steps_completed") == 3
+        restored = pathlib.Path(ckpt.download(str(tmp_path / "restored")))
+        assert (restored / "weights.txt").read_text() == "w=3"
+    finally:
+        det.close()
+
+    # Nothing was scheduled: no agent ran a task of it.
+    tasks = json.loads(cluster.det("task", "list", "--json").stdout)
+    summaries = tasks.values() if isinstance(tasks, dict) else tasks
+    assert not [t for t in summaries if str(t["task_id"]).startswith(f"{exp_id}.")]
+
+
+@pytest.mark.slow
+def test_a_failing_script_ends_its_unmanaged_run_in_error(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    exp_id, trial_id, _, failure = _run(cluster, tmp_path, "fail")
+    assert "the script failed" in failure
+    assert cluster.state(exp_id) == "ERROR"
+    (trial,) = cluster.trials(exp_id)
+    assert trial["id"] == trial_id and "ERROR" in str(trial["state"])
+
+
+def test_core_v2_outside_a_trial_without_a_config_says_what_to_pass() -> None:
+    from determined.experimental import core_v2
+
+    with pytest.raises(errors.InvalidArgument, match=r"core_v2\.Config\(name=\.\.\.\)"):
+        core_v2.init()
+    assert core_v2.train is None
