@@ -203,6 +203,8 @@ def describe(args: argparse.Namespace) -> int:
         sys.stdout.write(render.csv(headers, [row]))
         return 0
     print(render.table(headers, [row]))
+    if trial.metadata and trial.metadata != "{}":
+        print(f"\nMetadata: {render.compact_json(trial.metadata)}")
     if reports:
         print("\nMetrics:")
         metric_headers = list(render.METRIC_HEADERS)

@@ -144,6 +144,17 @@ class DeterminedServicer(v1.DeterminedBase):
     async def patch_trial(self, message: v1.PatchTrialRequest) -> v1.PatchTrialResponse:
         return v1.PatchTrialResponse(trial=await self.s.patch_trial(message))
 
+    async def post_run_metadata(
+        self, message: v1.PostRunMetadataRequest
+    ) -> v1.PostRunMetadataResponse:
+        stored = await self.s.set_trial_metadata(message.run_id, message.metadata)
+        return v1.PostRunMetadataResponse(metadata=stored)
+
+    async def get_run_metadata(
+        self, message: v1.GetRunMetadataRequest
+    ) -> v1.GetRunMetadataResponse:
+        return v1.GetRunMetadataResponse(metadata=await self.s.trial_metadata(message.run_id))
+
     async def kill_trial(self, message: v1.KillTrialRequest) -> v1.KillTrialResponse:
         await self.s.kill_trial(message.trial_id)
         return v1.KillTrialResponse()

@@ -240,6 +240,19 @@ def task_of_trial(field: str = "trial_id") -> Rule:
     return rule
 
 
+def reader_or_task_of_trial(field: str) -> Rule:
+    """Any user, or the trial's own task."""
+
+    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
+        task = _own_task(caller)
+        if task is None:
+            _user(caller)
+        elif int(getattr(message, field)) != task.trial_id:
+            raise errors.PermissionDenied(f"{_TASK_REFUSED}: this task is trial {task.trial_id}")
+
+    return rule
+
+
 async def task_of_allocation(caller: Caller, message: Any, lookup: Lookup) -> None:
     task = _own_task(caller)
     if task is None:
@@ -404,6 +417,8 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/CreateTrial": owner_of_experiment("add a trial to"),
     "/v1.Determined/StartTrial": owner_of_trial("start a trial of"),
     "/v1.Determined/PatchTrial": owner_of_trial("end a trial of"),
+    "/v1.Determined/PostRunMetadata": task_of_trial("run_id"),
+    "/v1.Determined/GetRunMetadata": reader_or_task_of_trial("run_id"),
     "/v1.Determined/TrialLogs": user,
     "/v1.Determined/GetTrialMetrics": user,
     "/v1.Determined/GetAgents": user,

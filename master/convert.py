@@ -1,8 +1,12 @@
-"""Rows read by ``queries`` to API messages, in one place."""
+"""Rows read by ``queries`` to API messages, and JSON objects callers send, in one place."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from determined.api.gen import v1
+from determined.common import errors
 from pydet.master import queries, shown_state
 from pydet.master.redaction import redacted_json
 from pydet.master.trial_lifecycle import TrialPhase
@@ -60,6 +64,7 @@ def trial(row: queries.TrialRow) -> v1.Trial:
         warm_start_checkpoint_uuid=row.warm_start_checkpoint,
         log_signal=row.log_signal,
         parent_trial_id=row.parent_trial_id,
+        metadata=row.metadata,
     )
 
 
@@ -115,3 +120,17 @@ def user(row: queries.UserRow) -> v1.User:
         active=row.active,
         modified_at=row.modified_at,
     )
+
+
+def json_object(text: str, *, field: str, limit: int) -> dict[str, Any]:
+    """A JSON object a caller sent as text in ``field`` (``{}`` for none), at most ``limit``
+    bytes; anything else is refused naming the field."""
+    if len(text) > limit:
+        raise errors.InvalidArgument(f"{field}: {len(text)} bytes of JSON, more than {limit}")
+    try:
+        value = json.loads(text or "{}")
+    except ValueError as e:
+        raise errors.InvalidArgument(f"{field}: not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise errors.InvalidArgument(f"{field}: expected a JSON object (a mapping)")
+    return value

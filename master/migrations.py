@@ -271,4 +271,8 @@ MIGRATIONS: list[Migration] = [
     """
     ALTER TABLE experiments ADD COLUMN unmanaged INTEGER NOT NULL DEFAULT 0;
     """,
+    # 12: what a trial's code set with core_context.train.set_metadata().
+    """
+    ALTER TABLE trials ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}';
+    """,
 ]

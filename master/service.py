@@ -30,6 +30,9 @@ from pydet.master.webhooks import Webhooks
 
 T = TypeVar("T")
 
+# Bytes of JSON a trial's metadata may take.
+MAX_TRIAL_METADATA = 1 << 20
+
 
 def _scrubbed(e: errors.InvalidArgument, config_text: str) -> errors.InvalidArgument:
     """``e`` without the config's secrets in its message (``e`` itself if it had none)."""
@@ -239,6 +242,19 @@ class Service:
         async with self.lock:
             await self.experiments.end_trial(req.trial_id, state)
         return await self.get_trial(req.trial_id)
+
+    # -- trial metadata (Determined's run metadata) ----------------------------------------------
+
+    async def set_trial_metadata(self, trial_id: int, text: str) -> str:
+        """Replace the trial's metadata with the JSON object ``text``; returns it as stored."""
+        metadata = convert.json_object(text, field="metadata", limit=MAX_TRIAL_METADATA)
+        stored = json.dumps(metadata)
+        await queries.ensure_trial(self.db, trial_id)
+        await self.db.execute("UPDATE trials SET metadata = ? WHERE id = ?", (stored, trial_id))
+        return stored
+
+    async def trial_metadata(self, trial_id: int) -> str:
+        return (await self.get_trial(trial_id)).metadata or "{}"
 
     async def kill_trial(self, trial_id: int) -> None:
         async with self.lock:

@@ -17,6 +17,7 @@ import yaml
 
 from determined.api.gen import v1
 from determined.common import errors, expconf
+from pydet.master import convert
 from pydet.master.db import Database
 
 MAX_NAME = 128
@@ -44,14 +45,7 @@ def check_name(name: str, where: str = "template.name") -> str:
 
 def parse_config(text: str) -> dict[str, Any]:
     """A template's config as sent (a JSON object)."""
-    if len(text) > MAX_CONFIG:
-        raise errors.InvalidArgument(f"template.config: larger than {MAX_CONFIG} bytes")
-    try:
-        config = json.loads(text or "{}")
-    except ValueError as e:
-        raise errors.InvalidArgument(f"template.config: not JSON: {e}") from None
-    if not isinstance(config, dict):
-        raise errors.InvalidArgument("template.config: expected a mapping")
+    config = convert.json_object(text, field="template.config", limit=MAX_CONFIG)
     if "template" in config:
         raise errors.InvalidArgument("template.config.template: a template cannot name another")
     return config

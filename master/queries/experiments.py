@@ -76,6 +76,7 @@ class TrialRow:
     log_signal: str | None = None
     # The trial whose checkpoint it started from (a PBT child's parent).
     parent_trial_id: int | None = None
+    metadata: str = "{}"
 
     @property
     def task_id(self) -> str:
@@ -155,6 +156,7 @@ def _trial(row: Row) -> TrialRow:
         warm_start_checkpoint=row["warm_start_checkpoint"],
         log_signal=row["log_signal"],
         parent_trial_id=row["parent_trial_id"],
+        metadata=row["metadata"],
     )
 
 

@@ -33,6 +33,8 @@ core_v2.train.report_validation_metrics(steps_completed=3, metrics={"loss": 0.25
 with core_v2.checkpoint.store_path({"steps_completed": 3}) as (path, uuid):
     (path / "weights.txt").write_text("w=3")
 print("CHECKPOINT", uuid, flush=True)
+stored = core_v2.train.set_metadata({"phase": "done", "epochs": [1, 2]})
+assert stored == core_v2.train.get_metadata() == {"phase": "done", "epochs": [1, 2]}, stored
 if sys.argv[1:] == ["fail"]:
     raise RuntimeError("the script failed")
 core_v2.close()
@@ -76,6 +78,7 @@ def test_a_script_off_the_cluster_reports_an_unmanaged_run(
         trial = det.get_trial(trial_id)
         assert trial.state == client.TrialState.COMPLETED
         assert trial.hparams == {"lr": 0.1}
+        assert trial.metadata == {"phase": "done", "epochs": [1, 2]}
         training = [(m.steps_completed, m.metrics) for m in trial.iter_metrics("training")]
         assert training == [(1, {"loss": 1.0}), (2, {"loss": 0.5}), (3, {"loss": 1.0 / 3})]
         validation = [m.metrics for m in trial.iter_metrics("validation")]

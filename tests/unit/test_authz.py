@@ -75,6 +75,8 @@ TASK_RPCS = {
     "GetCheckpoints",
     "DeleteCheckpoints",
     "PostWebhookEventData",
+    "PostRunMetadata",
+    "GetRunMetadata",
 }
 
 
@@ -413,6 +415,21 @@ async def test_the_owner_of_an_unmanaged_run_reports_its_checkpoints_and_ends_it
         await refused(rpc, TASK, request, lookup)
 
 
+async def test_a_trials_metadata_is_set_by_its_task_or_owner_and_read_by_any_user(
+    lookup: authz.Lookup,
+) -> None:
+    post = v1.PostRunMetadataRequest(run_id=11, metadata="{}")
+    get = v1.GetRunMetadataRequest(run_id=11)
+    for caller in (TASK, ALICE, ROOT):
+        await check("PostRunMetadata", caller, post, lookup)
+    assert "(alice)" in await refused("PostRunMetadata", BOB, post, lookup)
+    for caller in (TASK, ALICE, BOB):
+        await check("GetRunMetadata", caller, get, lookup)
+    other = v1.GetRunMetadataRequest(run_id=21)
+    assert "this task is trial 11" in await refused("GetRunMetadata", TASK, other, lookup)
+    await refused("PostRunMetadata", TASK, v1.PostRunMetadataRequest(run_id=12), lookup)
+
+
 async def test_templates_are_changed_only_by_their_owner_or_an_admin(
     lookup: authz.Lookup, tmp_path: pathlib.Path
 ) -> None:
@@ -488,6 +505,7 @@ def _aimed_at_own_work(request_type: type[Any]) -> Any:
         "trial_id": 11,
         "parent_id": 1,
         "allocation_id": "1.11.0",
+        "run_id": 11,
         "uuid": "ck-11",
         "uuids": ["ck-11"],
         "username": "alice",

@@ -231,3 +231,15 @@ def test_an_alert_off_cluster_is_logged(caplog: pytest.LogCaptureFixture) -> Non
     with caplog.at_level(logging.INFO, logger="determined.core"), det.core.init() as core_context:
         core_context.alert(title="loss diverged", description="loss=nan", level="WARN")
     assert "[WARN] loss diverged: loss=nan" in caplog.text
+
+
+def test_trial_metadata_is_kept_in_memory_off_cluster_and_must_be_a_json_dict() -> None:
+    with core.init() as core_context:
+        assert core_context.train.get_metadata() == {}
+        stored = core_context.train.set_metadata({"a": 1, "b": [1, 2]})
+        stored["a"] = 5  # the caller's copy, not the context's
+        assert core_context.train.get_metadata() == {"a": 1, "b": [1, 2]}
+        with pytest.raises(TypeError, match="takes a dict"):
+            core_context.train.set_metadata([1])  # type: ignore[arg-type]  # the wrong type on purpose
+        with pytest.raises(TypeError, match="not JSON-able"):
+            core_context.train.set_metadata({"x": object()})

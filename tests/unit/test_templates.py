@@ -59,7 +59,7 @@ async def test_unknown_or_bad_templates_are_refused_naming_the_field(store: Data
         await templates.apply("template: nope\n")
     with pytest.raises(errors.InvalidArgument, match="template: expected the name"):
         await templates.apply("template: [a]\n")
-    with pytest.raises(errors.InvalidArgument, match=r"template\.config: expected a mapping"):
+    with pytest.raises(errors.InvalidArgument, match=r"template\.config: expected a JSON object"):
         await templates.put(v1.Template(name="t", config="[1]"), "alice")
     with pytest.raises(errors.InvalidArgument, match=r"template\.name"):
         await templates.put(v1.Template(name="", config="{}"), "alice")

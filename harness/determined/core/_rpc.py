@@ -129,6 +129,20 @@ class MasterClient:
         request = v1.ReportTrialEarlyExitRequest(trial_id=trial_id, reason=reason)
         self._run("report early exit", lambda: self.session.stub.report_trial_early_exit(request))
 
+    def set_trial_metadata(self, trial_id: int, metadata: dict[str, Any]) -> dict[str, Any]:
+        request = v1.PostRunMetadataRequest(run_id=trial_id, metadata=json.dumps(metadata))
+        resp = self._run(
+            "set the trial's metadata", lambda: self.session.stub.post_run_metadata(request)
+        )
+        return _json_object(resp.metadata)
+
+    def get_trial_metadata(self, trial_id: int) -> dict[str, Any]:
+        request = v1.GetRunMetadataRequest(run_id=trial_id)
+        resp = self._run(
+            "get the trial's metadata", lambda: self.session.stub.get_run_metadata(request)
+        )
+        return _json_object(resp.metadata)
+
     def get_best_validation(self, experiment_id: int) -> float | None:
         request = v1.GetBestValidationRequest(experiment_id=experiment_id)
         try:

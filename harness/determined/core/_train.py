@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import json
 import logging
 import math
 import pathlib
@@ -175,6 +176,15 @@ class TrainContext:
         """Describe what the trial is doing right now (logged)."""
         log.info("status: %s", status)
 
+    def set_metadata(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """Replace the trial's metadata (a JSON-able dict, for analysis or debugging, shown
+        with the trial) and return it as the master stored it."""
+        return self._client.set_trial_metadata(self._trial_id, _metadata(metadata))
+
+    def get_metadata(self) -> dict[str, Any]:
+        """The trial's metadata, as last set (``{}`` if never)."""
+        return self._client.get_trial_metadata(self._trial_id)
+
     def _record(
         self, group: str, steps_completed: int, metrics: dict[str, Any], batch_json: str
     ) -> MetricRecord:
@@ -214,6 +224,15 @@ class DummyTrainContext(TrainContext):
         """Always None off-cluster: there is no experiment."""
         return None
 
+    def set_metadata(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """Off-cluster the metadata is kept in memory and logged."""
+        self._metadata = json.loads(json.dumps(_metadata(metadata)))
+        log.info("set_metadata(%s)", self._metadata)
+        return dict(self._metadata)
+
+    def get_metadata(self) -> dict[str, Any]:
+        return dict(getattr(self, "_metadata", {}))
+
     def _emit(self, record: MetricRecord) -> None:
         log.info(
             "report_%s_metrics(steps_completed=%d, metrics=%s)",
@@ -235,6 +254,16 @@ class DummyTrainContext(TrainContext):
 
     def _close(self) -> None:
         pass
+
+
+def _metadata(metadata: Any) -> dict[str, Any]:
+    if not isinstance(metadata, dict):
+        raise TypeError(f"set_metadata() takes a dict, not {type(metadata).__name__}")
+    try:
+        json.dumps(metadata)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"set_metadata(): the metadata is not JSON-able: {e}") from None
+    return metadata
 
 
 def _progress_value(progress: Any) -> float:

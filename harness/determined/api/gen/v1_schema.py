@@ -487,6 +487,7 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('warm_start_checkpoint_uuid', 19, 'string', None, False, True, ''),
         ('log_signal', 20, 'string', None, False, True, ''),
         ('parent_trial_id', 21, 'int32', None, False, True, ''),
+        ('metadata', 22, 'string', None, False, False, ''),
     ),
     'GetExperimentTrialsRequest': (
         ('experiment_id', 1, 'int32', None, False, False, ''),
@@ -586,6 +587,19 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
     ),
     'PatchTrialResponse': (
         ('trial', 1, 'message', 'Trial', False, True, ''),
+    ),
+    'PostRunMetadataRequest': (
+        ('run_id', 1, 'int32', None, False, False, ''),
+        ('metadata', 2, 'string', None, False, False, ''),
+    ),
+    'PostRunMetadataResponse': (
+        ('metadata', 1, 'string', None, False, False, ''),
+    ),
+    'GetRunMetadataRequest': (
+        ('run_id', 1, 'int32', None, False, False, ''),
+    ),
+    'GetRunMetadataResponse': (
+        ('metadata', 1, 'string', None, False, False, ''),
     ),
     'User': (
         ('id', 1, 'int32', None, False, False, ''),
@@ -710,6 +724,8 @@ SERVICES: dict[str, tuple[tuple[str, str, str, bool, bool], ...]] = {
         ('CreateTrial', 'CreateTrialRequest', 'CreateTrialResponse', False, False),
         ('StartTrial', 'StartTrialRequest', 'StartTrialResponse', False, False),
         ('PatchTrial', 'PatchTrialRequest', 'PatchTrialResponse', False, False),
+        ('PostRunMetadata', 'PostRunMetadataRequest', 'PostRunMetadataResponse', False, False),
+        ('GetRunMetadata', 'GetRunMetadataRequest', 'GetRunMetadataResponse', False, False),
         ('TrialLogs', 'TrialLogsRequest', 'TrialLogsResponse', False, True),
         ('GetTrialMetrics', 'GetTrialMetricsRequest', 'GetTrialMetricsResponse', False, False),
         ('GetAgents', 'GetAgentsRequest', 'GetAgentsResponse', False, False),

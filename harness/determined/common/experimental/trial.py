@@ -118,7 +118,8 @@ _SUMMARY_KEYS = {"training": "avg_metrics", "validation": "validation_metrics"}
 
 
 class Trial:
-    """A trial: ``id``, ``experiment_id``, ``state``, ``hparams``, ``summary_metrics``.
+    """A trial: ``id``, ``experiment_id``, ``state``, ``hparams``, ``summary_metrics``,
+    ``metadata`` (what its code set with ``core_context.train.set_metadata()``).
 
     ``reload()`` refreshes the attributes; methods always ask the master.
     """
@@ -135,6 +136,7 @@ class Trial:
         self.end_time: datetime.datetime | None = None
         self.latest_checkpoint_uuid: str | None = None
         self.best_validation_metric: float | None = None
+        self.metadata: dict[str, Any] = {}
         self._summary: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
@@ -159,6 +161,7 @@ class Trial:
         self.end_time = ckpt._datetime(t.end_time)
         self.latest_checkpoint_uuid = t.latest_checkpoint_uuid
         self.best_validation_metric = t.best_validation_metric
+        self.metadata = json.loads(t.metadata) if t.metadata else {}
         self._summary = None
 
     @classmethod

@@ -71,6 +71,8 @@ __all__ = (
     "GetMeResponse",
     "GetResourcePoolsRequest",
     "GetResourcePoolsResponse",
+    "GetRunMetadataRequest",
+    "GetRunMetadataResponse",
     "GetTasksRequest",
     "GetTasksResponse",
     "GetTemplateRequest",
@@ -106,6 +108,8 @@ __all__ = (
     "PatchUserResponse",
     "PostCheckpointMetadataRequest",
     "PostCheckpointMetadataResponse",
+    "PostRunMetadataRequest",
+    "PostRunMetadataResponse",
     "PostUserRequest",
     "PostUserResponse",
     "PostWebhookEventDataRequest",
@@ -1438,6 +1442,22 @@ default_message_pool.register_message("v1", "GetResourcePoolsResponse", GetResou
 
 
 @dataclass(eq=False, repr=False)
+class GetRunMetadataRequest(betterproto2.Message):
+    run_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message("v1", "GetRunMetadataRequest", GetRunMetadataRequest)
+
+
+@dataclass(eq=False, repr=False)
+class GetRunMetadataResponse(betterproto2.Message):
+    metadata: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "GetRunMetadataResponse", GetRunMetadataResponse)
+
+
+@dataclass(eq=False, repr=False)
 class GetTasksRequest(betterproto2.Message):
     pass
 
@@ -1905,6 +1925,32 @@ class PostCheckpointMetadataResponse(betterproto2.Message):
 default_message_pool.register_message(
     "v1", "PostCheckpointMetadataResponse", PostCheckpointMetadataResponse
 )
+
+
+@dataclass(eq=False, repr=False)
+class PostRunMetadataRequest(betterproto2.Message):
+    """
+    A trial's metadata (Determined's run metadata, a run being a trial): what its code set
+    with core_context.train.set_metadata(), replacing what was there.
+    """
+
+    run_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    metadata: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    JSON object.
+    """
+
+
+default_message_pool.register_message("v1", "PostRunMetadataRequest", PostRunMetadataRequest)
+
+
+@dataclass(eq=False, repr=False)
+class PostRunMetadataResponse(betterproto2.Message):
+    metadata: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "PostRunMetadataResponse", PostRunMetadataResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2469,6 +2515,12 @@ class Trial(betterproto2.Message):
     """
     The trial whose checkpoint it started from (searcher pbt: its parent in the population);
     warm_start_checkpoint_uuid is that checkpoint.
+    """
+
+    metadata: "str" = betterproto2.field(22, betterproto2.TYPE_STRING)
+    """
+    JSON object its code set with core_context.train.set_metadata() (Determined's run
+    metadata).
     """
 
 
@@ -3146,6 +3198,45 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             "/v1.Determined/PatchTrial",
             message,
             PatchTrialResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def post_run_metadata(
+        self,
+        message: "PostRunMetadataRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "PostRunMetadataResponse":
+        """
+        A trial's metadata: set by its task (or an unmanaged run's owner), read by any user.
+        """
+
+        return await self._unary_unary(
+            "/v1.Determined/PostRunMetadata",
+            message,
+            PostRunMetadataResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_run_metadata(
+        self,
+        message: "GetRunMetadataRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetRunMetadataResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/GetRunMetadata",
+            message,
+            GetRunMetadataResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
@@ -3953,6 +4044,19 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def post_run_metadata(
+        self, message: "PostRunMetadataRequest"
+    ) -> "PostRunMetadataResponse":
+        """
+        A trial's metadata: set by its task (or an unmanaged run's owner), read by any user.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def get_run_metadata(self, message: "GetRunMetadataRequest") -> "GetRunMetadataResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def trial_logs(self, message: "TrialLogsRequest") -> "AsyncIterator[TrialLogsResponse]":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
@@ -4339,6 +4443,22 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         request = await stream.recv_message()
         assert request is not None
         response = await self.patch_trial(request)
+        await stream.send_message(response)
+
+    async def __rpc_post_run_metadata(
+        self, stream: "grpclib.server.Stream[PostRunMetadataRequest, PostRunMetadataResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.post_run_metadata(request)
+        await stream.send_message(response)
+
+    async def __rpc_get_run_metadata(
+        self, stream: "grpclib.server.Stream[GetRunMetadataRequest, GetRunMetadataResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.get_run_metadata(request)
         await stream.send_message(response)
 
     async def __rpc_trial_logs(
@@ -4782,6 +4902,18 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 PatchTrialRequest,
                 PatchTrialResponse,
+            ),
+            "/v1.Determined/PostRunMetadata": grpclib.const.Handler(
+                self.__rpc_post_run_metadata,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                PostRunMetadataRequest,
+                PostRunMetadataResponse,
+            ),
+            "/v1.Determined/GetRunMetadata": grpclib.const.Handler(
+                self.__rpc_get_run_metadata,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                GetRunMetadataRequest,
+                GetRunMetadataResponse,
             ),
             "/v1.Determined/TrialLogs": grpclib.const.Handler(
                 self.__rpc_trial_logs,
