@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from determined.experimental import client
 from tests.cluster import EXAMPLES, Cluster
 from tests.integration.test_security import as_user, clear_failure, succeeded
 
@@ -72,6 +73,16 @@ def test_an_experiment_is_created_over_a_template_set_with_the_cli(
     )
     assert missing.returncode == 1 and "Traceback" not in missing.stderr
     assert "template: no template named 'nope'" in missing.stderr
+
+    # The SDK's create_experiment(template=...) does the same.
+    det = client.Determined(master=cluster.address, user="admin", password=cluster.admin_password)
+    try:
+        exp = det.create_experiment(
+            str(config), str(EXAMPLES / "minimal"), template="base", activate=False
+        )
+        assert exp.config is not None and exp.config["description"] == "from the template"
+    finally:
+        det.close()
 
     assert "Removed template base" in cluster.det("template", "remove", "base").stdout
     gone = cluster.det("template", "describe", "base", check=False)

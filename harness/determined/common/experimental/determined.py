@@ -70,7 +70,8 @@ class Determined:
     ) -> Experiment:
         """Create an experiment from ``config`` (a dict, a path to a YAML file, or YAML text)
         and the code in ``model_dir`` plus ``includes``, packed as ``det experiment create``
-        packs them (``.detignore`` applies). ``activate=False`` creates it paused.
+        packs them (``.detignore`` applies). ``activate=False`` creates it paused;
+        ``template`` names a template (``det template``) the config is merged over.
 
         Raises:
             errors.InvalidArgument: the config or the directory cannot be used.
@@ -78,9 +79,13 @@ class Determined:
         from determined.api.gen import v1
         from determined.common.context import pack_context
 
-        if template is not None:
-            raise errors.InvalidArgument("config templates are not supported by pydet")
         text = _config_text(config)
+        if template is not None:
+            # The master merges the config over the template it names.
+            raw = yaml.safe_load(text) or {}
+            if not isinstance(raw, dict):
+                raise errors.InvalidArgument("config: expected a mapping")
+            text = yaml.safe_dump({**raw, "template": template}, sort_keys=False)
         if model_dir is None and includes:
             raise errors.InvalidArgument("includes need a model_dir to add them to")
         if model_dir is None:
