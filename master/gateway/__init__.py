@@ -2,8 +2,8 @@
 events for live updates, and the WebUI's static files.
 
 Routes live in one module per area of this package (``experiments``, ``cluster``,
-``stream``, ``spa``, ``auth``; ``codec`` and ``json`` encode); this module assembles them,
-puts every API route behind ``auth.authenticate``, and maps errors, here and nowhere
+``webhooks``, ``stream``, ``spa``, ``auth``; ``codec`` and ``json`` encode); this module
+assembles them, puts every API route behind ``auth.authenticate``, and maps errors, here and nowhere
 else: the shared hierarchy's HTTP status with its message, anything unexpected as a logged
 500 with a generic message.
 """
@@ -29,6 +29,7 @@ from pydet.master.gateway import codec as gateway_codec
 from pydet.master.gateway import experiments as gateway_experiments
 from pydet.master.gateway import spa as gateway_spa
 from pydet.master.gateway import stream as gateway_stream
+from pydet.master.gateway import webhooks as gateway_webhooks
 from pydet.master.service import Service
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ def build(
         *gateway_experiments.routes(service),
         *gateway_cluster.routes(service),
         *gateway_stream.routes(service.events),
+        *gateway_webhooks.routes(service),
         *gateway_auth.routes(auth, session_lifetime),
     ]
     app = Starlette(

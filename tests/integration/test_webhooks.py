@@ -8,6 +8,9 @@ import hmac
 import json
 import pathlib
 import time
+import urllib.error
+
+import pytest
 
 from tests.cluster import EXAMPLES, Cluster
 from tests.integration.test_experiment_life import make_context
@@ -97,3 +100,47 @@ def test_webhooks_are_listed_deleted_and_bad_ones_refused_clearly(cluster: Clust
     assert bad.returncode == 1 and "condition.state" in bad.stderr
     bad = cluster.det("webhook", "delete", "999", check=False)
     assert bad.returncode == 1 and "webhook 999 not found" in bad.stderr
+
+
+def test_webhooks_are_managed_over_the_http_api_by_admins_only(cluster: Cluster) -> None:
+    body = {
+        "url": "http://127.0.0.1:9/http",
+        "name": "over-http",
+        "webhookType": "WEBHOOK_TYPE_SLACK",
+        "triggers": [
+            {
+                "triggerType": "TRIGGER_TYPE_EXPERIMENT_STATE_CHANGE",
+                "condition": {"state": "COMPLETED"},
+            }
+        ],
+    }
+    with cluster.urlopen(cluster.request("/api/v1/webhooks", method="POST", body=body), 30) as r:
+        created = json.load(r)["webhook"]
+    assert created["name"] == "over-http" and created["webhook_type"] == "WEBHOOK_TYPE_SLACK"
+    assert json.loads(created["triggers"][0]["condition"]) == {"state": "COMPLETED"}
+    listed = cluster.get("/api/v1/webhooks")["webhooks"]
+    assert [w["id"] for w in listed] == [created["id"]]
+    assert "over-http" in cluster.det("webhook", "list").stdout
+
+    cluster.det("user", "create", "alice", "--password", "alice-password")
+    alice = cluster.login("alice", "alice-password")
+    for method, path, sent in (
+        ("GET", "/api/v1/webhooks", None),
+        ("POST", "/api/v1/webhooks", body),
+        ("DELETE", f"/api/v1/webhooks/{created['id']}", None),
+    ):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            cluster.urlopen(cluster.request(path, method=method, body=sent, token=alice), 30)
+        assert refused.value.code == 403
+        assert "only an admin" in json.load(refused.value)["error"]
+
+    bad = {**body, "webhookType": "CARRIER_PIGEON"}
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        cluster.urlopen(cluster.request("/api/v1/webhooks", method="POST", body=bad), 30)
+    assert refused.value.code == 400
+    assert "webhook.webhook_type: unknown 'CARRIER_PIGEON'" in json.load(refused.value)["error"]
+
+    path = f"/api/v1/webhooks/{created['id']}"
+    with cluster.urlopen(cluster.request(path, method="DELETE"), 30):
+        pass
+    assert cluster.get("/api/v1/webhooks")["webhooks"] == []
