@@ -498,6 +498,11 @@ class Experiments:
         exp = await self._running(experiment_id)
         if exp is None or exp.state != State.ACTIVE:
             return
+        if exp.unmanaged:
+            raise errors.FailedPrecondition(
+                f"experiment {experiment_id} is unmanaged: its script runs off the cluster, "
+                "where the master cannot pause it (kill or cancel it instead)"
+            )
         await self._runner.set_state(exp, State.PAUSED)
         await self._to_trials(exp, E.PAUSED)
 
@@ -516,6 +521,10 @@ class Experiments:
         for trial in list(exp.trials.values()):
             if not trial.phase.terminal:
                 ops += await self._moves.fire(exp, trial, event)
+                if exp.unmanaged and trial.phase.has_process:
+                    # Its script is no process of the master's to wait for: it is told on
+                    # its next report that the trial has ended.
+                    await self._moves.fire(exp, trial, E.EXITED_USER_CANCELED)
         await self._runner.apply(exp, ops)
 
     @_transition

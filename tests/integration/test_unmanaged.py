@@ -113,3 +113,52 @@ def test_core_v2_outside_a_trial_without_a_config_says_what_to_pass() -> None:
     with pytest.raises(errors.InvalidArgument, match=r"core_v2\.Config\(name=\.\.\.\)"):
         core_v2.init()
     assert core_v2.train is None
+
+
+WAITER = """
+import pathlib
+import time
+
+from determined.experimental import core_v2
+
+core_v2.init(config=core_v2.Config(name="waiter"))
+core_v2.train.report_training_metrics(steps_completed=1, metrics={"loss": 1.0})
+print("TRIAL", core_v2.info.trial.experiment_id, core_v2.info.trial.trial_id, flush=True)
+deadline = time.monotonic() + 60
+while not pathlib.Path("go").exists() and time.monotonic() < deadline:
+    time.sleep(0.1)
+core_v2.train.report_training_metrics(steps_completed=2, metrics={"loss": 0.5})
+core_v2.close()
+"""
+
+
+@pytest.mark.slow
+def test_killing_an_unmanaged_run_ends_it_and_its_script_hears_so(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    (tmp_path / "waiter.py").write_text(textwrap.dedent(WAITER))
+    proc = subprocess.Popen(
+        [sys.executable, "waiter.py"],
+        env=cluster.env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().split()
+        assert first[:1] == ["TRIAL"], (first, proc.stderr.read() if proc.stderr else "")
+        exp_id = int(first[1])
+        paused = cluster.det("experiment", "pause", str(exp_id), check=False)
+        assert paused.returncode == 1 and "cannot pause it" in paused.stderr
+        cluster.det("experiment", "kill", str(exp_id))
+        assert cluster.wait_state(exp_id, "CANCELED", timeout=30) == "CANCELED"
+        (tmp_path / "go").write_text("")
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode != 0 and "has ended" in err
+    (trial,) = cluster.trials(exp_id)
+    assert "CANCELED" in str(trial["state"])

@@ -134,10 +134,17 @@ def init(
         try:
             if rank == 0:
                 state = v1.State.ERROR if failed else v1.State.COMPLETED
-                session.call(
-                    lambda s: s.patch_trial(v1.PatchTrialRequest(trial_id=trial_id, state=state))
-                )
-                log.info("unmanaged trial %d ended %s", trial_id, state.name)
+                try:
+                    session.call(
+                        lambda s: s.patch_trial(
+                            v1.PatchTrialRequest(trial_id=trial_id, state=state)
+                        )
+                    )
+                except errors.FailedPrecondition as e:
+                    # Killed or canceled from the master meanwhile: it has ended already.
+                    log.info("unmanaged trial %d: %s", trial_id, e)
+                else:
+                    log.info("unmanaged trial %d ended %s", trial_id, state.name)
         finally:
             if own_client:
                 sdk.close()
