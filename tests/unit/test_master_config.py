@@ -53,3 +53,11 @@ def test_a_webui_dir_from_the_file_or_a_flag_is_served_instead(tmp_path: pathlib
 def test_a_webui_dir_that_is_not_a_directory_is_refused(tmp_path: pathlib.Path) -> None:
     with pytest.raises(errors.InvalidArgument, match=r"webui_dir: .*/nowhere is not a directory"):
         load(tmp_path, "", "--webui-dir", str(tmp_path / "nowhere"))
+
+
+def test_the_webhook_signing_key_is_read_and_a_bad_one_refused(tmp_path: pathlib.Path) -> None:
+    assert load(tmp_path, "port: 9000\n").webhook_signing_key is None
+    assert load(tmp_path, "webhooks: {signing_key: s3cret}\n").webhook_signing_key == "s3cret"
+    for bad in ("webhooks: {signing_key: 5}", "webhooks: {signing_key: ''}", "webhooks: {key: x}"):
+        with pytest.raises(errors.InvalidArgument, match="master config: webhooks"):
+            load(tmp_path, bad + "\n")
