@@ -15,8 +15,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-import yaml
-
 from determined.api.gen import v1
 from determined.common import context as ctx
 from determined.common import entrypoint, errors, expconf
@@ -33,21 +31,12 @@ from pydet.master.states import State
 from pydet.master.task_list import TaskList, TaskRequest
 from pydet.master.trial_lifecycle import TrialEvent, TrialPhase
 from pydet.master.trial_moves import CheckpointRecords, TrialMoves
+from pydet.master.unmanaged import UnmanagedRuns
 
 log = logging.getLogger(__name__)
 
 E = TrialEvent
 P = TrialPhase
-
-# What an unmanaged experiment's config shows as its entrypoint: its script runs elsewhere.
-UNMANAGED_ENTRYPOINT = "(unmanaged: run by a script off the cluster)"
-
-# How an unmanaged trial's script ends, as the exits of a process on the cluster.
-_SCRIPT_ENDS = {
-    State.COMPLETED: E.EXITED,
-    State.ERROR: E.EXITED_ERRORED,
-    State.CANCELED: E.EXITED_USER_CANCELED,
-}
 
 _Args = ParamSpec("_Args")
 _R = TypeVar("_R")
@@ -88,6 +77,15 @@ class Experiments:
         self._moves = TrialMoves(db, store, live, tasks, checkpoints)
         self._runner = SearchRunner(store, live, self._moves)
         self._restore = Restore(db, store, live, tasks, self._moves, self._runner)
+        self._unmanaged = UnmanagedRuns(
+            db=db,
+            store=store,
+            live=live,
+            moves=self._moves,
+            runner=self._runner,
+            restore=self._restore,
+            validate=self.validate,
+        )
 
     async def load(self) -> None:
         """After a master restart: load every live experiment and its trials (before the
@@ -144,9 +142,10 @@ class Experiments:
         username: str,
         parent_id: int = 0,
         unmanaged: bool = False,
+        external_id: str = "",
     ) -> int:
         if unmanaged:
-            return await self._create_unmanaged(text, username=username)
+            return await self._unmanaged.create(text, username=username, external_id=external_id)
         cfg = self.validate(text)
         if not context and parent_id:
             context = await queries.context(self._db, parent_id)
@@ -210,98 +209,22 @@ class Experiments:
             )
         return exp.id
 
-    async def _create_unmanaged(self, text: str, *, username: str) -> int:
-        """An experiment a script off the cluster reports into: no context, no entrypoint
-        (it runs nowhere), no search (the script makes its trials), never paused."""
-        raw = expconf.load_yaml(text)
-        raw.setdefault("entrypoint", UNMANAGED_ENTRYPOINT)
-        cfg = self.validate(yaml.safe_dump(raw, sort_keys=False))
-        seed = cfg.reproducibility.experiment_seed
-        if seed is None:
-            seed = random.SystemRandom().randrange(2**31)
-            cfg = cfg.with_seed(seed)
-        job_id = uuid.uuid4().hex[:8]
-        start_time = time.time()
-        experiment_id = await self._store.insert(
-            cfg,
-            text=text,
-            context=b"",
-            state=State.ACTIVE,
-            username=username,
-            start_time=start_time,
-            parent_id=0,
-            job_id=job_id,
-            unmanaged=True,
-        )
-        exp = Experiment(
-            id=experiment_id,
-            config=cfg,
-            state=State.ACTIVE,
-            search=searcher.new_search(cfg, seed),
-            job_id=job_id,
-            username=username,
-            start_time=start_time,
-            searcher_done=True,
-            unmanaged=True,
-        )
-        await self._store.save_search(exp)
-        self._live.add(exp)
-        log.info("created unmanaged experiment %d", exp.id)
-        return exp.id
-
-    def _unmanaged_trial(self, trial_id: int) -> tuple[Experiment, Trial]:
-        found = self._live.trial(trial_id)
-        if found is None:
-            raise errors.FailedPrecondition(f"trial {trial_id} has ended")
-        if not found[0].unmanaged:
-            raise errors.FailedPrecondition(
-                f"trial {trial_id} is run by the master; only a trial of an unmanaged "
-                "experiment is started or ended by its script"
-            )
-        return found
-
     @_transition
-    async def create_trial(self, experiment_id: int, hparams: dict[str, Any]) -> int:
-        """A new trial of an unmanaged experiment, running from now on (its script runs)."""
-        exp = await self._running(experiment_id)
-        if exp is None:
-            raise errors.FailedPrecondition(f"experiment {experiment_id} has ended")
-        if not exp.unmanaged:
-            raise errors.FailedPrecondition(
-                f"experiment {experiment_id} is run by the master; only an unmanaged "
-                "experiment takes trials from a script"
-            )
-        trial = await self._store.insert_trial(
-            exp,
-            request_id=uuid.uuid4().hex,
-            phase=TrialPhase.RUNNING,
-            hparams=hparams,
-            seed=random.SystemRandom().randrange(2**31),
-        )
-        self._live.add_trial(exp, trial)
-        return trial.id
+    async def create_trial(
+        self, experiment_id: int, hparams: dict[str, Any], external_id: str = ""
+    ) -> int:
+        """A trial of an unmanaged experiment (``unmanaged.UnmanagedRuns.create_trial``)."""
+        return await self._unmanaged.create_trial(experiment_id, hparams, external_id)
 
     @_transition
     async def start_trial(self, trial_id: int) -> Trial:
-        """An unmanaged trial's script starts reporting: a new run, so that what an earlier
-        run reported for the same steps is kept apart."""
-        trial = self._unmanaged_trial(trial_id)[1]
-        trial.run_id += 1
-        await self._store.save_trial(trial)
-        return trial
+        """A new run of an unmanaged trial, its script starting to report."""
+        return await self._unmanaged.start_trial(trial_id)
 
     @_transition
     async def end_trial(self, trial_id: int, state: State) -> None:
-        """An unmanaged trial's script ended (COMPLETED, ERROR or CANCELED); its experiment
-        ends with its last trial."""
-        event = _SCRIPT_ENDS.get(state)
-        if event is None:
-            raise errors.InvalidArgument(
-                f"state: a script ends its trial COMPLETED, ERROR or CANCELED, not {state.value}"
-            )
-        exp, trial = self._unmanaged_trial(trial_id)
-        await self._moves.fire(exp, trial, event)
-        await self._runner.finish_if_done(exp)
+        """An unmanaged trial's script ended; its experiment ends with its last trial."""
+        await self._unmanaged.end_trial(trial_id, state)
 
     # -- the task manager's callbacks (TaskOwner) --------------------------------------------------
 

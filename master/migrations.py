@@ -275,4 +275,10 @@ MIGRATIONS: list[Migration] = [
     """
     ALTER TABLE trials ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}';
     """,
+    # 13: an unmanaged run's own names for its experiment and trial, to resume them.
+    """
+    ALTER TABLE experiments ADD COLUMN external_id TEXT;
+    ALTER TABLE trials ADD COLUMN external_id TEXT;
+    CREATE INDEX experiments_external ON experiments (username, external_id);
+    """,
 ]

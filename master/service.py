@@ -111,6 +111,7 @@ class Service:
                     username=req.username or "determined",
                     parent_id=req.parent_id,
                     unmanaged=req.unmanaged,
+                    external_id=req.external_experiment_id,
                 )
         except errors.InvalidArgument as e:
             raise _scrubbed(e, text) from None
@@ -222,7 +223,9 @@ class Service:
         if not isinstance(hparams, dict):
             raise errors.InvalidArgument("hparams: expected a JSON object")
         async with self.lock:
-            trial_id = await self.experiments.create_trial(req.experiment_id, hparams)
+            trial_id = await self.experiments.create_trial(
+                req.experiment_id, hparams, req.external_trial_id
+            )
         return await self.get_trial(trial_id)
 
     async def start_trial(self, trial_id: int) -> v1.StartTrialResponse:

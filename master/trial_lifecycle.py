@@ -77,6 +77,8 @@ class TrialEvent(enum.Enum):
     EXITED_ERRORED = "exited_errored"  # exited after reporting it errored
     # From the master itself.
     MASTER_RESTORED = "master_restored"  # the master restarted and found no process for it
+    # From an unmanaged trial's script, run again under the trial's external id.
+    RESUMED = "resumed"
 
 
 P = TrialPhase
@@ -341,6 +343,10 @@ TRANSITIONS: dict[Key, TrialPhase] = {
             E.MASTER_RESTORED: P.CANCELED,
         },
     ),
+    # -- ended -------------------------------------------------------------------------------
+    # Only an unmanaged trial leaves an end: its script runs again to resume it (the master
+    # runs no other trial again once it has ended).
+    **{(phase, E.RESUMED): P.RUNNING for phase in (P.COMPLETED, P.CANCELED, P.ERRORED)},
 }
 
 

@@ -41,11 +41,14 @@ core_v2.close()
 """
 
 
-def _run(cluster: Cluster, tmp_path: pathlib.Path, *args: str) -> tuple[int, int, str, str]:
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent(SCRIPT))
+def _python(
+    cluster: Cluster, tmp_path: pathlib.Path, source: str, *args: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, list[str]]]:
+    """Run ``source`` as a plain script off the cluster (as the cluster's admin); its
+    process and its output lines by their first word."""
+    (tmp_path / "script.py").write_text(textwrap.dedent(source))
     proc = subprocess.run(
-        [sys.executable, str(script), *args],
+        [sys.executable, "script.py", *args],
         env=cluster.env,
         cwd=tmp_path,
         capture_output=True,
@@ -53,7 +56,12 @@ def _run(cluster: Cluster, tmp_path: pathlib.Path, *args: str) -> tuple[int, int
         timeout=120,
     )
     lines = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines() if line}
-    assert "TRIAL" in lines, proc
+    assert "TRIAL" in lines and "CHECKPOINT" in lines, proc
+    return proc, lines
+
+
+def _run(cluster: Cluster, tmp_path: pathlib.Path, *args: str) -> tuple[int, int, str, str]:
+    proc, lines = _python(cluster, tmp_path, SCRIPT, *args)
     exp_id, trial_id = (int(x) for x in lines["TRIAL"])
     return exp_id, trial_id, lines["CHECKPOINT"][0], proc.stderr if proc.returncode else ""
 
@@ -162,3 +170,57 @@ def test_killing_an_unmanaged_run_ends_it_and_its_script_hears_so(
     assert proc.returncode != 0 and "has ended" in err
     (trial,) = cluster.trials(exp_id)
     assert "CANCELED" in str(trial["state"])
+
+
+RESUMABLE = """
+import sys
+
+from determined.experimental import core_v2
+
+core_v2.init(
+    config=core_v2.Config(
+        name="resumable",
+        hparams={"lr": float(sys.argv[2])},
+        external_experiment_id="my-study",
+        external_trial_id="run-a",
+    )
+)
+info = core_v2.info
+start = info.trial.steps_completed
+print("TRIAL", info.trial.experiment_id, info.trial.trial_id, info.trial.trial_run_id, flush=True)
+print("FROM", info.latest_checkpoint, start, info.trial.hparams["lr"], flush=True)
+for step in range(start + 1, start + 3):
+    core_v2.train.report_training_metrics(steps_completed=step, metrics={"loss": 1.0 / step})
+with core_v2.checkpoint.store_path({"steps_completed": start + 2}) as (path, uuid):
+    (path / "step").write_text(str(start + 2))
+print("CHECKPOINT", uuid, flush=True)
+if sys.argv[1] == "crash":
+    raise RuntimeError("the laptop's battery died")
+core_v2.close()
+"""
+
+
+@pytest.mark.slow
+def test_a_crashed_unmanaged_run_resumes_by_its_external_ids(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    def run(*args: str) -> dict[str, list[str]]:
+        return _python(cluster, tmp_path, RESUMABLE, *args)[1]
+
+    first = run("crash", "0.1")
+    exp_id, trial_id, run_id = (int(x) for x in first["TRIAL"])
+    assert first["FROM"] == ["None", "0", "0.1"]
+    assert cluster.state(exp_id) == "ERROR"
+
+    second = run("finish", "0.9")  # other hparams: the trial keeps its own
+    assert [int(x) for x in second["TRIAL"]] == [exp_id, trial_id, run_id + 1]
+    assert second["FROM"] == [first["CHECKPOINT"][0], "2", "0.1"]
+    assert cluster.state(exp_id) == "COMPLETED"
+    (trial,) = cluster.trials(exp_id)
+    assert trial["id"] == trial_id and "COMPLETED" in str(trial["state"])
+    det = client.Determined(master=cluster.address, user="admin", password=cluster.admin_password)
+    try:
+        steps = [m.steps_completed for m in det.get_trial(trial_id).iter_metrics("training")]
+    finally:
+        det.close()
+    assert steps == [1, 2, 3, 4]

@@ -195,6 +195,9 @@ SPEC = """
     KILLING                 exited_user_canceled  CANCELED
     KILLING                 exited_errored        CANCELED
     KILLING                 master_restored       CANCELED
+    COMPLETED               resumed               RUNNING
+    CANCELED                resumed               RUNNING
+    ERRORED                 resumed               RUNNING
 """
 
 
@@ -236,9 +239,9 @@ def test_every_other_pair_is_refused(phase: TrialPhase, event: TrialEvent) -> No
     assert phase.value in str(info.value) and event.value in str(info.value)
 
 
-def test_ended_trials_take_no_event() -> None:
+def test_ended_trials_take_no_event_but_an_unmanaged_scripts_resume() -> None:
     for phase in (P.COMPLETED, P.CANCELED, P.ERRORED):
-        assert not any(p is phase for p, _ in ROWS)
+        assert [e for p, e in ROWS if p is phase] == [E.RESUMED]
 
 
 def test_phases_with_a_process_are_exactly_those_its_exits_move() -> None:

@@ -172,6 +172,7 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('parent_id', 5, 'int32', None, False, False, ''),
         ('username', 6, 'string', None, False, False, ''),
         ('unmanaged', 7, 'bool', None, False, False, ''),
+        ('external_experiment_id', 8, 'string', None, False, False, ''),
     ),
     'CreateExperimentResponse': (
         ('experiment', 1, 'message', 'Experiment', False, True, ''),
@@ -568,6 +569,7 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('experiment_id', 1, 'int32', None, False, False, ''),
         ('hparams', 2, 'string', None, False, False, ''),
         ('unmanaged', 3, 'bool', None, False, False, ''),
+        ('external_trial_id', 4, 'string', None, False, False, ''),
     ),
     'CreateTrialResponse': (
         ('trial', 1, 'message', 'Trial', False, True, ''),

@@ -6,7 +6,9 @@ experiment with ``unmanaged: true`` (CreateExperiment), a trial in it (CreateTri
 of that trial (StartTrial); the Core API then reports metrics and checkpoints with the
 user's session, into the experiment's own checkpoint storage. Closing the context ends the
 trial (PatchTrial) COMPLETED, or ERROR when the script failed, and the experiment with it.
-The master never schedules either.
+The master never schedules either. ``external_experiment_id`` and ``external_trial_id``
+name them for a later run of the script, which resumes them (``core_v2.info
+.latest_checkpoint`` is where it left off).
 """
 
 from __future__ import annotations
@@ -64,10 +66,10 @@ def init(
     from determined.core import _context
     from determined.experimental import client as sdk_module
 
-    if config.external_experiment_id is not None or config.external_trial_id is not None:
+    if config.external_trial_id is not None and config.external_experiment_id is None:
         raise errors.InvalidArgument(
-            "core_v2.Config.external_experiment_id / external_trial_id: pydet does not resume "
-            "unmanaged runs by external id yet; leave them out to start a new run"
+            "core_v2.Config.external_trial_id needs external_experiment_id too: a trial is "
+            "resumed within its experiment"
         )
     own_client = client is None
     sdk = client if client is not None else sdk_module.Determined()
@@ -75,9 +77,15 @@ def init(
     text = config_text(config)
     hparams = config.hparams or {}
 
-    def create() -> tuple[int, int, str, str]:
+    def create() -> tuple[int, int, str, str, str]:
         made = session.call(
-            lambda s: s.create_experiment(v1.CreateExperimentRequest(config=text, unmanaged=True))
+            lambda s: s.create_experiment(
+                v1.CreateExperimentRequest(
+                    config=text,
+                    unmanaged=True,
+                    external_experiment_id=config.external_experiment_id or "",
+                )
+            )
         )
         if made.experiment is None:
             raise errors.DetError("the master created no experiment for the unmanaged run")
@@ -85,22 +93,25 @@ def init(
         trial = session.call(
             lambda s: s.create_trial(
                 v1.CreateTrialRequest(
-                    experiment_id=exp_id, hparams=json.dumps(hparams), unmanaged=True
+                    experiment_id=exp_id,
+                    hparams=json.dumps(hparams),
+                    unmanaged=True,
+                    external_trial_id=config.external_trial_id or "",
                 )
             )
         ).trial
         if trial is None:
             raise errors.DetError(f"the master created no trial in experiment {exp_id}")
-        return exp_id, int(trial.id), trial.task_id, made.config
+        return exp_id, int(trial.id), trial.task_id, made.config, trial.hparams
 
+    made: tuple[int, int, str, str, str] = (0, 0, "", "", "")
     if distributed is None or distributed.rank == 0:
-        exp_id, trial_id, task_id, filled = create()
-    else:
-        exp_id, trial_id, task_id, filled = 0, 0, "", ""
+        made = create()
     if distributed is not None and distributed.size > 1:
-        exp_id, trial_id, task_id, filled = distributed.broadcast(
-            (exp_id, trial_id, task_id, filled)
-        )
+        made = distributed.broadcast(made)
+    exp_id, trial_id, task_id, filled, stored_hparams = made
+    # A resumed trial keeps the hyperparameters it was created with.
+    hparams = json.loads(stored_hparams or "{}")
     started = session.call(
         lambda s: s.start_trial(v1.StartTrialRequest(trial_id=trial_id, resume=True))
     )

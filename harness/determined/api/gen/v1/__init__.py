@@ -935,6 +935,12 @@ class CreateExperimentRequest(betterproto2.Message):
     experiment): no context, no entrypoint needed, and no trial is ever scheduled.
     """
 
+    external_experiment_id: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    """
+    An unmanaged run's own name for its experiment (core_v2.Config.external_experiment_id):
+    the caller's experiment of that name is reused (brought back if it has ended).
+    """
+
 
 default_message_pool.register_message("v1", "CreateExperimentRequest", CreateExperimentRequest)
 
@@ -970,6 +976,12 @@ class CreateTrialRequest(betterproto2.Message):
     """
 
     unmanaged: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
+
+    external_trial_id: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    The script's own name for the trial (core_v2.Config.external_trial_id): the
+    experiment's trial of that name is resumed (brought back if it has ended).
+    """
 
 
 default_message_pool.register_message("v1", "CreateTrialRequest", CreateTrialRequest)
