@@ -209,7 +209,7 @@ class DeterminedServicer(v1.DeterminedBase):
         return v1.ReportTrialMetricsResponse()
 
     async def preview_search(self, message: v1.PreviewSearchRequest) -> v1.PreviewSearchResponse:
-        return self.s.preview_search(message.config)
+        return await self.s.preview_search(message.config)
 
     async def report_trial_progress(
         self, message: v1.ReportTrialProgressRequest

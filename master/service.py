@@ -318,9 +318,9 @@ class Service:
                 self.experiments.validation_reported(req.trial_id, metrics, v.steps_completed)
             )
 
-    def preview_search(self, config_text: str) -> v1.PreviewSearchResponse:
+    async def preview_search(self, config_text: str) -> v1.PreviewSearchResponse:
         try:
-            cfg = self.experiments.validate(config_text)
+            cfg = self.experiments.validate(await self.templates.apply(config_text))
         except errors.InvalidArgument as e:
             raise _scrubbed(e, config_text) from None
         entries, unit = preview.preview(cfg)

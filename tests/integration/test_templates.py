@@ -61,6 +61,7 @@ def test_an_experiment_is_created_over_a_template_set_with_the_cli(
     )
     exp_id = cluster.create(own, EXAMPLES / "minimal", "--paused")
     assert cluster.experiment(exp_id)["config"]["entrypoint"] == "python3 train.py"
+    assert cluster.det("preview-search", str(own)).returncode == 0
 
     missing = cluster.det(
         "experiment",
