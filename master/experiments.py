@@ -479,6 +479,11 @@ class Experiments:
             exp = await self._restore.experiment(stored)
         elif exp.state.stopping:
             raise errors.FailedPrecondition(f"experiment {experiment_id} is stopping")
+        if exp.unmanaged:
+            raise errors.FailedPrecondition(
+                f"experiment {experiment_id} is unmanaged: its script makes its trials, not a "
+                "search the master could grow"
+            )
         current = exp.config.searcher
         if not isinstance(
             current, expconf.RandomSearcher | expconf.AdaptiveASHASearcher | expconf.OptunaSearcher

@@ -80,6 +80,8 @@ def test_a_script_off_the_cluster_reports_an_unmanaged_run(
     listed = cluster.det("experiment", "list").stdout
     row = next(r for r in listed.splitlines() if r.split()[0] == str(exp_id))
     assert "offcluster" in row and "(unmanaged)" in row
+    grown = cluster.det("experiment", "continue", str(exp_id), "--max-trials", "3", check=False)
+    assert grown.returncode == 1 and "is unmanaged" in grown.stderr
 
     det = client.Determined(master=cluster.address, user="admin", password=cluster.admin_password)
     try:
