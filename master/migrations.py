@@ -267,15 +267,15 @@ MIGRATIONS: list[Migration] = [
         username TEXT NOT NULL
     );
     """,
-    # 11: experiments a script off the cluster reports into (core_v2's unmanaged runs).
+    # 13: experiments a script off the cluster reports into (core_v2's unmanaged runs).
     """
     ALTER TABLE experiments ADD COLUMN unmanaged INTEGER NOT NULL DEFAULT 0;
     """,
-    # 12: what a trial's code set with core_context.train.set_metadata().
+    # 14: what a trial's code set with core_context.train.set_metadata().
     """
     ALTER TABLE trials ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}';
     """,
-    # 13: an unmanaged run's own names for its experiment and trial, to resume them.
+    # 15: an unmanaged run's own names for its experiment and trial, to resume them.
     """
     ALTER TABLE experiments ADD COLUMN external_id TEXT;
     ALTER TABLE trials ADD COLUMN external_id TEXT;
