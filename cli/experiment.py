@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 
 from determined.api.gen import v1
-from determined.common import client, errors
-from pydet.cli import Subparsers, checkpoint, create, listing, pareto, render, rpc, trial
+from determined.common import client, errors, expconf
+from pydet.cli import Subparsers, checkpoint, config, create, listing, pareto, render, rpc, trial
 
 # verb -> (stub method, past tense for the confirmation line)
 _ACTIONS = {
@@ -67,13 +67,29 @@ def add_parser(nouns: Subparsers) -> None:
     for verb in _ACTIONS:
         _with_id(verbs, verb, f"{verb} an experiment").set_defaults(func=action)
 
-    p = _with_id(verbs, "continue", "raise a search's max_trials; it goes on from where it is")
+    p = _with_id(
+        verbs,
+        "continue",
+        "run an ended experiment's unfinished trials again (a single trial from its latest "
+        "checkpoint, with --config changes), or raise a search's max_trials",
+    )
     p.add_argument(
         "--max-trials",
         type=int,
-        required=True,
         metavar="N",
         help="the search's new budget (more than now); a completed search is reactivated",
+    )
+    config.add_override_argument(p)
+    p.add_argument(
+        "--config-file",
+        metavar="FILE",
+        help="YAML merged over the experiment's config (single-trial experiments)",
+    )
+    p.add_argument(
+        "-f",
+        "--follow-first-trial",
+        action="store_true",
+        help="stream the trial's logs until the experiment ends",
     )
     p.set_defaults(func=continue_experiment)
 
@@ -341,18 +357,37 @@ def action(args: argparse.Namespace) -> int:
 
 
 def continue_experiment(args: argparse.Namespace) -> int:
-    if args.max_trials < 1:
-        raise errors.InvalidArgument(f"--max-trials: expected at least 1, got {args.max_trials}")
-    # Determined's request: an override config merged over the experiment's.
-    override = yaml.safe_dump({"searcher": {"max_trials": args.max_trials}})
-    request = v1.ContinueExperimentRequest(id=args.experiment_id, override_config=override)
+    # Determined's request: an override config merged over the experiment's (--config-file,
+    # then each --config). pydet's --max-trials is the override searcher.max_trials.
+    override: dict[str, Any] = {}
+    if args.config_file is not None:
+        try:
+            override = expconf.load_yaml(config.read_text(args.config_file))
+        except expconf.InvalidConfig as e:
+            raise errors.InvalidArgument(f"{args.config_file}: {'; '.join(e.errors)}") from None
+    override = config.apply_overrides(override, args.config_overrides)
+    if args.max_trials is not None:
+        if args.max_trials < 1:
+            raise errors.InvalidArgument(
+                f"--max-trials: expected at least 1, got {args.max_trials}"
+            )
+        override = config.apply_overrides(
+            override, [config.parse_override(f"searcher.max_trials={args.max_trials}")]
+        )
+    text = yaml.safe_dump(override) if override else ""
+    request = v1.ContinueExperimentRequest(id=args.experiment_id, override_config=text)
 
-    async def body(s: client.Session) -> None:
+    async def body(s: client.Session) -> int:
         await s.call(s.stub.continue_experiment(request))
+        if args.max_trials is not None:
+            print(f"Continued experiment {args.experiment_id} with max_trials {args.max_trials}")
+        else:
+            print(f"Continued experiment {args.experiment_id}", flush=True)
+        if not args.follow_first_trial:
+            return 0
+        return await create.follow_first_trial(s, args.experiment_id)
 
-    rpc.run(args.master, body)
-    print(f"Continued experiment {args.experiment_id} with max_trials {args.max_trials}")
-    return 0
+    return rpc.run(args.master, body)
 
 
 def delete(args: argparse.Namespace) -> int:

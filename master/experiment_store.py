@@ -214,6 +214,14 @@ class ExperimentStore:
         )
         self._published(t)
 
+    async def reopen_trial(self, t: Trial) -> None:
+        """An ended trial that runs again (its experiment was continued): no end time, and
+        the hyperparameters the continue gave it."""
+        await self._db.execute(
+            "UPDATE trials SET end_time = NULL, hparams = ? WHERE id = ?",
+            (json.dumps(t.hparams), t.id),
+        )
+
     async def save_log_policy_effects(self, t: Trial) -> None:
         """What log policies did to the trial: its label, excluded agents, canceled retries."""
         await self._db.execute(

@@ -102,7 +102,11 @@ class Experiments:
     def validate(self, text: str) -> expconf.ExperimentConfig:
         """The config, parsed with the master's defaults; its resource pool is always set
         (an experiment's config is where its job settings are kept)."""
-        cfg = expconf.parse_experiment_config(expconf.load_yaml(text), self._info.defaults)
+        return self._checked(
+            expconf.parse_experiment_config(expconf.load_yaml(text), self._info.defaults)
+        )
+
+    def _checked(self, cfg: expconf.ExperimentConfig) -> expconf.ExperimentConfig:
         if isinstance(cfg.searcher, expconf.UnsupportedSearcher):
             raise errors.InvalidArgument(
                 f"searcher.name: pydet does not run the {cfg.searcher.name} searcher (Determined "
@@ -512,6 +516,80 @@ class Experiments:
         await self._runner.apply(exp, ops)
         log.info("experiment %d: its search grows to %d trials", exp.id, max_trials)
 
+    @_transition
+    async def resume(self, experiment_id: int, override: dict[str, Any]) -> None:
+        """``det experiment continue`` as Determined does it: an ended experiment runs again
+        with ``override`` merged over its config. A single-trial experiment's trial trains on
+        from its latest checkpoint (to a new ``searcher.max_length``, say) whatever it ended
+        as; a random or grid search runs its trials that did not complete, unchanged."""
+        live = self._live.get(experiment_id)
+        if live is not None:
+            raise errors.FailedPrecondition(
+                f"experiment {experiment_id} is {live.state.value}; only an ended experiment "
+                "can be continued (wait for it to end, or kill it)"
+            )
+        stored = await self._store.ended_experiment(experiment_id)
+        name = stored.config.searcher.name
+        single = name == "single"
+        if name not in ("single", "random", "grid"):
+            raise errors.InvalidArgument(
+                f"searcher.name: a {name} experiment cannot be continued (single, random and "
+                "grid ones can); raise a search's budget with --max-trials"
+            )
+        for key in ("project", "workspace"):
+            if key in override:
+                raise errors.InvalidArgument(
+                    f"{key}: cannot be changed by a continue; move the experiment instead"
+                )
+        if override and not single:
+            raise errors.InvalidArgument(
+                f"override config: only a single-trial experiment takes one; experiment "
+                f"{experiment_id} is a {name} search (continue it without --config)"
+            )
+        cfg = stored.config
+        asked = override.get("searcher")
+        if single and isinstance(asked, dict) and asked.get("name", "single") != "single":
+            raise errors.InvalidArgument(
+                f"searcher.name: experiment {experiment_id} is a single-trial experiment and "
+                f"stays one; the override asks for {asked['name']}"
+            )
+        if override:
+            try:
+                cfg = self._checked(expconf.parse_experiment_config(override, cfg.to_dict()))
+            except expconf.InvalidConfig as e:
+                raise errors.InvalidArgument("; ".join(e.errors)) from None
+            if cfg.searcher.name != "single":
+                raise errors.InvalidArgument(
+                    f"searcher.name: experiment {experiment_id} is a single-trial experiment "
+                    f"and stays one; the override asks for {cfg.searcher.name}"
+                )
+        exp = await self._restore.experiment(dataclasses.replace(stored, config=cfg))
+        again = [t for t in exp.trials.values() if single or t.phase is not P.COMPLETED]
+        if not again:
+            raise errors.FailedPrecondition(
+                f"experiment {experiment_id} has completed with all its trials; nothing is "
+                "left to continue"
+            )
+        exp.searcher_done = False
+        self._live.add(exp)
+        await self._runner.set_state(exp, State.ACTIVE)
+        await self._store.save_job(exp)  # the merged config
+        await self._store.save_progress(exp, 0.0)
+        ops: list[searcher.Operation] = []
+        hp_override = override.get("hyperparameters")
+        for trial in again:
+            trial.restarts = 0
+            if isinstance(hp_override, dict):
+                fresh = searcher.sample_hparams(cfg.hyperparameters, random.Random(trial.seed))
+                trial.hparams = _overridden(trial.hparams, fresh, hp_override)
+            trial.early_exit = ""
+            self._live.add_trial(exp, trial)
+            await self._store.reopen_trial(trial)
+            await self._moves.fire(exp, trial, E.CONTINUED)
+            ops += exp.search.reopen(trial.request_id)
+        await self._runner.apply(exp, ops)
+        log.info("experiment %d continues %d trial(s)", exp.id, len(again))
+
     async def set_archived(self, experiment_id: int, archived: bool) -> None:
         await queries.ensure_experiment(self._db, experiment_id)
         if archived and self._live.get(experiment_id) is not None:
@@ -531,23 +609,42 @@ class Experiments:
         return await self._store.delete(experiment_id)
 
 
-def max_trials_override(text: str) -> int:
-    """The new budget in ContinueExperiment's override config (YAML): pydet continues a
-    search with a larger ``searcher.max_trials`` and changes nothing else."""
+def _overridden(
+    old: dict[str, Any], fresh: dict[str, Any], override: dict[str, Any]
+) -> dict[str, Any]:
+    """A continued trial's hyperparameters: those the override names take their new value
+    (``fresh``, sampled from the merged config), the others keep the value the trial had."""
+    out = dict(old)
+    for key, spec in override.items():
+        if key not in fresh:
+            continue
+        nested = isinstance(spec, dict) and "type" not in spec
+        if nested and isinstance(old.get(key), dict) and isinstance(fresh[key], dict):
+            out[key] = _overridden(old[key], fresh[key], spec)
+        else:
+            out[key] = fresh[key]
+    return out
+
+
+def parse_override(text: str) -> dict[str, Any]:
+    """ContinueExperiment's override config (YAML; empty is no override)."""
     try:
-        raw = expconf.load_yaml(text)
+        return expconf.load_yaml(text)
     except expconf.InvalidConfig as e:
         raise errors.InvalidArgument("override config: " + "; ".join(e.errors)) from None
+
+
+def max_trials_override(raw: dict[str, Any]) -> int | None:
+    """The new budget when the override is pydet's ``searcher.max_trials`` alone (``det
+    experiment continue --max-trials``: a search grows from where it is); None for any other
+    override, which continues the experiment as Determined does."""
     searcher_raw = raw.get("searcher")
     if (
         set(raw) != {"searcher"}
         or not isinstance(searcher_raw, dict)
         or set(searcher_raw) != {"max_trials"}
     ):
-        raise errors.InvalidArgument(
-            "override config: pydet continues an experiment with a new searcher.max_trials "
-            "and nothing else (det experiment continue ID --max-trials N)"
-        )
+        return None
     value = searcher_raw["max_trials"]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise errors.InvalidArgument(

@@ -18,7 +18,7 @@ from pydet.master.checkpoints import Checkpoints
 from pydet.master.db import Database
 from pydet.master.events import EventBus
 from pydet.master.experiment import LiveExperiments, MasterInfo
-from pydet.master.experiments import Experiments, max_trials_override
+from pydet.master.experiments import Experiments, max_trials_override, parse_override
 from pydet.master.jobs import Jobs
 from pydet.master.logs import LogStore
 from pydet.master.reports import Reports
@@ -201,9 +201,13 @@ class Service:
     async def continue_experiment(
         self, experiment_id: int, override_config: str
     ) -> v1.ContinueExperimentResponse:
-        max_trials = max_trials_override(override_config)
+        override = parse_override(override_config)
+        max_trials = max_trials_override(override)
         async with self.lock:
-            await self.experiments.grow(experiment_id, max_trials)
+            if max_trials is not None:
+                await self.experiments.grow(experiment_id, max_trials)
+            else:
+                await self.experiments.resume(experiment_id, override)
         return v1.ContinueExperimentResponse(
             experiment=(await self.get_experiment(experiment_id)).experiment
         )

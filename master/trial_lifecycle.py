@@ -75,6 +75,8 @@ class TrialEvent(enum.Enum):
     EXITED_INVALID_HP = "exited_invalid_hp"  # exited after reporting det.InvalidHP
     EXITED_USER_CANCELED = "exited_user_canceled"  # exited after reporting it was canceled
     EXITED_ERRORED = "exited_errored"  # exited after reporting it errored
+    # From a user continuing its ended experiment (`det experiment continue`).
+    CONTINUED = "continued"
     # From the master itself.
     MASTER_RESTORED = "master_restored"  # the master restarted and found no process for it
     # From an unmanaged trial's script, run again under the trial's external id.
@@ -347,6 +349,8 @@ TRANSITIONS: dict[Key, TrialPhase] = {
     # Only an unmanaged trial leaves an end: its script runs again to resume it (the master
     # runs no other trial again once it has ended).
     **{(phase, E.RESUMED): P.RUNNING for phase in (P.COMPLETED, P.CANCELED, P.ERRORED)},
+    # A continued experiment runs its ended trial again, from its latest checkpoint.
+    **{(phase, E.CONTINUED): P.QUEUED for phase in TERMINAL},
 }
 
 

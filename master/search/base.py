@@ -287,6 +287,11 @@ class SearchMethod(abc.ABC):
         self.done = False
         return self._with_shutdown(ops)
 
+    def reopen(self, request_id: str) -> list[Operation]:
+        """An ended trial runs again (``det experiment continue``); only searches whose
+        trials each train once can do that."""
+        raise ValueError(f"a {self.config.searcher.name} search cannot run a trial again")
+
     def _grow(self, max_trials: int) -> list[Operation]:
         raise ValueError(f"a {self.config.searcher.name} search has no max_trials to raise")
 

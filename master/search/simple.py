@@ -78,6 +78,17 @@ class OneShotSearch(SearchMethod):
         self.closing.add(request_id)
         return [Close(request_id)]
 
+    def reopen(self, request_id: str) -> list[Operation]:
+        """An ended trial trains again to ``max_length`` (its experiment was continued,
+        perhaps with a new length): it is unfinished again and the search is open."""
+        if not self._known(request_id):
+            return []
+        self.finished.discard(request_id)
+        self.closing.discard(request_id)
+        self.invalid.discard(request_id)
+        self.done = False
+        return [ValidateAfter(request_id, self.length)]
+
     def _trial_exited(self, request_id: str, reason: str) -> list[Operation]:
         if reason == "invalid_hp" and self.replaces_invalid:
             self.invalid.add(request_id)

@@ -198,6 +198,9 @@ SPEC = """
     COMPLETED               resumed               RUNNING
     CANCELED                resumed               RUNNING
     ERRORED                 resumed               RUNNING
+    COMPLETED               continued             QUEUED
+    CANCELED                continued             QUEUED
+    ERRORED                 continued             QUEUED
 """
 
 
@@ -239,9 +242,9 @@ def test_every_other_pair_is_refused(phase: TrialPhase, event: TrialEvent) -> No
     assert phase.value in str(info.value) and event.value in str(info.value)
 
 
-def test_ended_trials_take_no_event_but_an_unmanaged_scripts_resume() -> None:
+def test_ended_trials_take_only_a_continue_or_an_unmanaged_scripts_resume() -> None:
     for phase in (P.COMPLETED, P.CANCELED, P.ERRORED):
-        assert [e for p, e in ROWS if p is phase] == [E.RESUMED]
+        assert {e for p, e in ROWS if p is phase} == {E.CONTINUED, E.RESUMED}
 
 
 def test_phases_with_a_process_are_exactly_those_its_exits_move() -> None:

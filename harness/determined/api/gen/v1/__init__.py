@@ -879,8 +879,10 @@ default_message_pool.register_message("v1", "ContainerStarted", ContainerStarted
 class ContinueExperimentRequest(betterproto2.Message):
     """
     Determined's ContinueExperiment. override_config is YAML merged over the experiment's
-    config; pydet accepts searcher.max_trials there: a larger budget for a random, adaptive
-    ASHA or optuna search, which goes on from its saved state (reactivated if it completed).
+    config. An ended single-trial experiment runs its trial again from its latest checkpoint
+    with the merged config; an ended random or grid search (no override) runs its trials that
+    did not complete. An override of searcher.max_trials alone (pydet's) is a larger budget for
+    a random, adaptive ASHA or optuna search, which goes on from its saved state.
     """
 
     id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
