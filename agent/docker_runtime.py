@@ -43,6 +43,7 @@ from pydet.agent.runtime import (
     Exited,
     LogLine,
     Output,
+    Pulling,
     RunningContainer,
     Started,
     StartOrder,
@@ -350,7 +351,7 @@ class DockerRuntime:
                 f"(it has {', '.join(self._slots) or 'no slots'})"
             )
         image = order.spec.image or self._default_image
-        image_labels = await self._ensure_image(image, order)
+        image_labels = await self._ensure_image(image, order, on_event)
         try:
             harness = host_packages() if use_mount(self._harness, image_labels) else ()
         except RuntimeError as e:
@@ -412,9 +413,17 @@ class DockerRuntime:
                 ) from e
         raise AssertionError("unreachable")
 
-    async def _ensure_image(self, image: str, order: StartOrder) -> dict[str, str]:
-        """The image's labels, after pulling it if asked to or if the engine lacks it."""
+    async def _ensure_image(
+        self, image: str, order: StartOrder, on_event: EventSink
+    ) -> dict[str, str]:
+        """The image's labels, after pulling it if asked to or if the engine lacks it (the
+        master is told first: it shows the trial PULLING meanwhile)."""
+
+        def pulling() -> None:
+            on_event(Pulling(order.container_id, order.allocation_id, image, time.time()))
+
         if order.spec.force_pull:
+            pulling()
             try:
                 await self._pull(image, order.spec.registry_auth)
             except _StartFailed as e:
@@ -424,6 +433,7 @@ class DockerRuntime:
         except DockerError as e:
             if e.status != 404:
                 raise _StartFailed(f"cannot inspect image {image}: {e.message}") from e
+            pulling()
             try:
                 await self._pull(image, order.spec.registry_auth)
                 info = await self._docker.images.inspect(image)

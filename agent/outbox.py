@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pydet.agent.runtime import Event, Exited, LogLine, Output, Started
+from pydet.agent.runtime import Event, Exited, LogLine, Output, Pulling, Started
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class _Chunk:
     created: float
 
 
-_Record = Started | _Chunk | Exited
+_Record = Pulling | Started | _Chunk | Exited
 
 
 @dataclass(frozen=True, eq=False)
@@ -190,7 +190,7 @@ class Outbox:
     def _pop(self) -> Batch:
         record = self._queue.popleft()
         dropped = 0
-        if not isinstance(record, Started):
+        if not isinstance(record, Pulling | Started):
             dropped = self._dropped.pop(record.container_id, 0)
         if isinstance(record, _Chunk):
             self._line_count -= len(record.lines)

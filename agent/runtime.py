@@ -1,8 +1,9 @@
 """The container runtime interface: what the agent's stream code needs from a runtime.
 
 A runtime turns the master's start and kill orders into running containers and reports
-what happens to them as events, in order per container: ``Started``, any number of
-``Output``, then exactly one ``Exited``. A container that cannot be started gets only an
+what happens to them as events, in order per container: ``Pulling`` if the runtime pulls
+its image first (only an image-based runtime does), ``Started``, any number of ``Output``,
+then exactly one ``Exited``. A container that cannot be started gets only an
 ``Exited`` with an ``error``. The process runtime (``process_runtime.py``) is the one in use
 today; a Docker runtime implements the same interface.
 """
@@ -72,6 +73,14 @@ class LogLine:
 
 
 @dataclass(frozen=True)
+class Pulling:
+    container_id: str
+    allocation_id: str
+    image: str
+    timestamp: float
+
+
+@dataclass(frozen=True)
 class Started:
     container_id: str
     allocation_id: str
@@ -95,7 +104,7 @@ class Exited:
     timestamp: float
 
 
-Event = Started | Output | Exited
+Event = Pulling | Started | Output | Exited
 
 # Called synchronously, in order, from the runtime's own tasks; it must not block.
 EventSink = Callable[[Event], None]

@@ -17,6 +17,7 @@ from pydet.agent.runtime import (
     KillOrder,
     Order,
     Output,
+    Pulling,
     RunningContainer,
     Started,
     StartOrder,
@@ -62,6 +63,15 @@ def hello(
 
 
 def event_message(event: Event) -> v1.AgentMessage:
+    if isinstance(event, Pulling):
+        return v1.AgentMessage(
+            pulling=v1.ContainerPulling(
+                container_id=event.container_id,
+                allocation_id=event.allocation_id,
+                image=event.image,
+                timestamp=event.timestamp,
+            )
+        )
     if isinstance(event, Started):
         return v1.AgentMessage(
             started=v1.ContainerStarted(

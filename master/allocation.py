@@ -22,6 +22,8 @@ class Container:
     slot_ids: tuple[str, ...]
     rank: int
     started: bool = False
+    # Its agent pulls its image (reported before it starts): its trial shows PULLING.
+    pulling: bool = False
     exit_code: int | None = None
     error: str = ""
     # Its agent was lost (it did not report the container in time): not the code's failure.

@@ -12,7 +12,8 @@ from pydet.master.redaction import redacted_json
 from pydet.master.trial_lifecycle import TrialPhase
 
 
-def experiment(row: queries.ExperimentRow) -> v1.Experiment:
+def experiment(row: queries.ExperimentRow, *, pulling: int = 0) -> v1.Experiment:
+    """``pulling``: how many of its trials wait for an agent to pull their image."""
     cfg = row.config_dict
     searcher = cfg.get("searcher") or {}
     resources = cfg.get("resources") or {}
@@ -21,7 +22,9 @@ def experiment(row: queries.ExperimentRow) -> v1.Experiment:
         name=row.name or f"Experiment {row.id}",
         description=row.description,
         labels=row.labels,
-        state=shown_state.experiment(row.state, (TrialPhase(p) for p in row.trial_phases)),
+        state=shown_state.experiment(
+            row.state, (TrialPhase(p) for p in row.trial_phases), pulling=pulling
+        ),
         start_time=row.start_time,
         end_time=row.end_time,
         username=row.username,
@@ -41,11 +44,12 @@ def experiment(row: queries.ExperimentRow) -> v1.Experiment:
     )
 
 
-def trial(row: queries.TrialRow) -> v1.Trial:
+def trial(row: queries.TrialRow, *, pulling: bool = False) -> v1.Trial:
+    """``pulling``: an agent pulls the image of its allocation."""
     return v1.Trial(
         id=row.id,
         experiment_id=row.experiment_id,
-        state=shown_state.trial(TrialPhase(row.phase)),
+        state=shown_state.trial(TrialPhase(row.phase), pulling=pulling),
         hparams=row.hparams,
         seed=row.seed,
         restarts=row.restarts,

@@ -133,8 +133,16 @@ class Service:
             ),
         )
         return v1.GetExperimentsResponse(
-            experiments=[convert.experiment(r) for r in rows], total=total
+            experiments=[convert.experiment(r, pulling=self._pulling(r.id)) for r in rows],
+            total=total,
         )
+
+    def _pulling(self, experiment_id: int) -> int:
+        """How many of the experiment's trials wait for an agent to pull their image."""
+        exp = self.live.get(experiment_id)
+        if exp is None:
+            return 0
+        return len(self.tasks.pulling_trials() & set(exp.trials))
 
     async def get_experiment(self, experiment_id: int) -> v1.GetExperimentResponse:
         row = await queries.experiment(self.db, experiment_id)
@@ -150,7 +158,7 @@ class Service:
             front = pareto.front(points, goals)
         return v1.GetExperimentResponse(
             pareto_front=front,
-            experiment=convert.experiment(row),
+            experiment=convert.experiment(row, pulling=self._pulling(experiment_id)),
             config=redaction.redacted_json(row.config),
             original_config=redaction.redacted_yaml(row.original_config),
             imported_trials=[
@@ -168,7 +176,11 @@ class Service:
         )
 
     async def get_experiment_trials(self, experiment_id: int) -> list[v1.Trial]:
-        return [convert.trial(r) for r in await queries.trials(self.db, experiment_id)]
+        pulling = self.tasks.pulling_trials()
+        return [
+            convert.trial(r, pulling=r.id in pulling)
+            for r in await queries.trials(self.db, experiment_id)
+        ]
 
     async def get_experiment_context(self, experiment_id: int) -> bytes:
         return await queries.context(self.db, experiment_id)
@@ -215,7 +227,9 @@ class Service:
     # -- trials ----------------------------------------------------------------------------
 
     async def get_trial(self, trial_id: int) -> v1.Trial:
-        return convert.trial(await queries.trial(self.db, trial_id))
+        return convert.trial(
+            await queries.trial(self.db, trial_id), pulling=trial_id in self.tasks.pulling_trials()
+        )
 
     # -- unmanaged trials: their script makes, starts and ends them -----------------------------
 

@@ -44,20 +44,27 @@ TRIAL: dict[TrialPhase, v1.State] = {
 PROGRESS = (v1.State.QUEUED, v1.State.PULLING, v1.State.STARTING, v1.State.RUNNING)
 
 
-def trial(phase: TrialPhase) -> v1.State:
-    """The state a trial in ``phase`` is shown in."""
+def trial(phase: TrialPhase, *, pulling: bool = False) -> v1.State:
+    """The state a trial in ``phase`` is shown in; ``pulling``: an agent reported that it
+    pulls the image of the trial's allocation, which has not started yet (PULLING, as
+    Determined shows it, instead of STARTING)."""
+    if pulling and phase is P.STARTING:
+        return v1.State.PULLING
     return TRIAL[phase]
 
 
-def experiment(state: State, trial_phases: Iterable[TrialPhase]) -> v1.State:
+def experiment(state: State, trial_phases: Iterable[TrialPhase], *, pulling: int = 0) -> v1.State:
     """An experiment's shown state: its stored state, except that ACTIVE becomes the most
     progressed of its trials' (a trial being killed counts as running), QUEUED if none has
-    begun."""
+    begun. ``pulling`` of its starting trials wait for an image to be pulled."""
     if state is not State.ACTIVE:
         return state.to_proto()
     best = 0
     for phase in trial_phases:
         shown = v1.State.RUNNING if phase is P.KILLING else TRIAL[phase]
+        if shown is v1.State.STARTING and pulling > 0:
+            pulling -= 1
+            shown = v1.State.PULLING
         if shown in PROGRESS:
             best = max(best, PROGRESS.index(shown))
     return PROGRESS[best]

@@ -127,6 +127,17 @@ class TaskList:
     def allocation_of(self, task_id: str) -> Allocation | None:
         return self._by_task.get(task_id)
 
+    def pulling_trials(self) -> set[int]:
+        """The trials whose allocation waits for an agent to pull an image: none of its
+        containers has started and one is being pulled for."""
+        return {
+            a.trial_id
+            for a in self.allocations.values()
+            if a.trial_id is not None
+            and not a.running
+            and any(c.pulling and not c.started for c in a.containers.values())
+        }
+
     def by_token(self, token: str) -> Allocation | None:
         return self._by_token.get(token)
 

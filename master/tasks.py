@@ -239,6 +239,15 @@ class TaskManager:
             self._away_since.setdefault(cid, now)
         self._tasks.wake()
 
+    async def container_pulling(self, agent: Agent, msg: v1.ContainerPulling) -> None:
+        async with self._lock:
+            alloc = self._tasks.by_container(msg.container_id)
+            if alloc is not None:
+                log.info(
+                    "container %s: agent %s pulls image %s", msg.container_id, agent.id, msg.image
+                )
+                alloc.containers[msg.container_id].pulling = True
+
     async def container_started(self, agent: Agent, msg: v1.ContainerStarted) -> None:
         async with self._lock:
             alloc = self._tasks.by_container(msg.container_id)

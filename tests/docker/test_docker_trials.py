@@ -113,6 +113,9 @@ def test_missing_image_fails_the_trial_with_a_clear_error(
     _, logs = ended(docker_cluster, exp_id, "ERROR")
     assert "image pydet-no-such-image:1 is not present and could not be pulled" in logs
     assert "never" not in logs
+    # The agent told the master it pulls the image (the trial was shown PULLING meanwhile).
+    master_log = (docker_cluster.root / "master.log").read_text()
+    assert f"agent {agent_ids[0]} pulls image pydet-no-such-image:1" in master_log
 
 
 RENDEZVOUS = """

@@ -9,6 +9,7 @@ from pydet.agent.runtime import (
     KillOrder,
     LogLine,
     Output,
+    Pulling,
     RunningContainer,
     Started,
     StartOrder,
@@ -56,6 +57,9 @@ def test_events_become_agent_messages() -> None:
     assert [(x.timestamp, x.stdtype, x.text) for x in logs.lines] == [(2.0, "stderr", "hi")]
     exited = roundtrip(wire.event_message(Exited("c", "a", 137, "", 3.0))).exited
     assert exited is not None and (exited.exit_code, exited.error) == (137, "")
+    pulling = roundtrip(wire.event_message(Pulling("c", "a", "reg/img:1", 0.5))).pulling
+    assert pulling is not None
+    assert (pulling.container_id, pulling.allocation_id, pulling.image) == ("c", "a", "reg/img:1")
 
 
 def test_master_orders_become_dataclasses() -> None:

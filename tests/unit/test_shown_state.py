@@ -49,6 +49,27 @@ def test_other_experiment_states_are_shown_as_stored(state: State) -> None:
     assert shown_state.experiment(state, [P.RUNNING]) is state.to_proto()
 
 
+def test_a_starting_trial_whose_image_is_pulled_is_pulling() -> None:
+    assert shown_state.trial(P.STARTING, pulling=True) is v1.State.PULLING
+    # Pulling comes before the containers start: a trial past that is shown as it is.
+    assert shown_state.trial(P.RUNNING, pulling=True) is v1.State.RUNNING
+    assert shown_state.trial(P.QUEUED, pulling=True) is v1.State.QUEUED
+
+
+def test_an_experiment_is_pulling_until_a_trial_is_further() -> None:
+    starting = [P.QUEUED, P.STARTING]
+    assert shown_state.experiment(State.ACTIVE, starting, pulling=1) is v1.State.PULLING
+    # Of two starting trials only one pulls: the other is further.
+    both = [P.STARTING, P.STARTING]
+    assert shown_state.experiment(State.ACTIVE, both, pulling=1) is v1.State.STARTING
+    assert shown_state.experiment(State.ACTIVE, both, pulling=2) is v1.State.PULLING
+    assert shown_state.experiment(State.ACTIVE, [P.STARTING, P.RUNNING], pulling=1) is (
+        v1.State.RUNNING
+    )
+    assert shown_state.experiment(State.PAUSED, [P.STARTING], pulling=1) is v1.State.PAUSED
+    assert shown_state.stored(v1.State.PULLING) is State.ACTIVE
+
+
 def test_asking_for_a_running_state_selects_the_active_experiments() -> None:
     assert shown_state.stored(v1.State.RUNNING) is State.ACTIVE
     assert shown_state.stored(v1.State.QUEUED) is State.ACTIVE

@@ -42,6 +42,7 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('started', 2, 'message', 'ContainerStarted', False, True, 'msg'),
         ('logs', 3, 'message', 'ContainerLogs', False, True, 'msg'),
         ('exited', 4, 'message', 'ContainerExited', False, True, 'msg'),
+        ('pulling', 5, 'message', 'ContainerPulling', False, True, 'msg'),
     ),
     'RunningContainer': (
         ('container_id', 1, 'string', None, False, False, ''),
@@ -64,6 +65,12 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('container_id', 1, 'string', None, False, False, ''),
         ('allocation_id', 2, 'string', None, False, False, ''),
         ('pid', 3, 'int64', None, False, False, ''),
+        ('timestamp', 4, 'double', None, False, False, ''),
+    ),
+    'ContainerPulling': (
+        ('container_id', 1, 'string', None, False, False, ''),
+        ('allocation_id', 2, 'string', None, False, False, ''),
+        ('image', 3, 'string', None, False, False, ''),
         ('timestamp', 4, 'double', None, False, False, ''),
     ),
     'LogLine': (

@@ -22,6 +22,7 @@ __all__ = (
     "CompleteSearcherOperationResponse",
     "ContainerExited",
     "ContainerLogs",
+    "ContainerPulling",
     "ContainerSpec",
     "ContainerStarted",
     "ContinueExperimentRequest",
@@ -620,6 +621,10 @@ class AgentMessage(betterproto2.Message):
         4, betterproto2.TYPE_MESSAGE, optional=True, group="msg"
     )
 
+    pulling: "ContainerPulling | None" = betterproto2.field(
+        5, betterproto2.TYPE_MESSAGE, optional=True, group="msg"
+    )
+
 
 default_message_pool.register_message("v1", "AgentMessage", AgentMessage)
 
@@ -824,6 +829,26 @@ class ContainerLogs(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "ContainerLogs", ContainerLogs)
+
+
+@dataclass(eq=False, repr=False)
+class ContainerPulling(betterproto2.Message):
+    """
+    The agent pulls the container's image (the engine lacked it, or force_pull_image): the
+    master shows its trial PULLING until the container starts. The process runtime never
+    sends it.
+    """
+
+    container_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    allocation_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    image: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    timestamp: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+
+
+default_message_pool.register_message("v1", "ContainerPulling", ContainerPulling)
 
 
 @dataclass(eq=False, repr=False)
