@@ -48,6 +48,19 @@ _CHANNEL_CONFIG = grpclib.config.Configuration(
 )
 
 
+def open_stream(
+    channel: grpclib.client.Channel, metadata: dict[str, str]
+) -> grpclib.client.Stream[v1.AgentMessage, v1.MasterMessage]:
+    """The agent's stream to the master (Agents/Connect), to enter with ``async with``."""
+    return channel.request(
+        CONNECT_PATH,
+        grpclib.const.Cardinality.STREAM_STREAM,
+        v1.AgentMessage,
+        v1.MasterMessage,
+        metadata=metadata,
+    )
+
+
 class StreamEnded(Exception):
     """The master ended the stream without an error status."""
 
@@ -166,13 +179,7 @@ class Connection:
             self._master, cert_file=self._cert_file, config=_CHANNEL_CONFIG
         )
         try:
-            async with channel.request(
-                CONNECT_PATH,
-                grpclib.const.Cardinality.STREAM_STREAM,
-                v1.AgentMessage,
-                v1.MasterMessage,
-                metadata=self._metadata,
-            ) as stream:
+            async with open_stream(channel, self._metadata) as stream:
                 await stream.send_message(self._hello())
                 async with asyncio.timeout(self._welcome_timeout):
                     first = await stream.recv_message()

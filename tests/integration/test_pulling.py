@@ -14,16 +14,15 @@ import pathlib
 import time
 from collections.abc import Iterator
 
-import grpclib.const
 import pytest
 
-from determined.api.gen import v1
 from determined.common import client
 from pydet.agent import wire
-from pydet.agent.connection import CONNECT_PATH
+from pydet.agent.connection import open_stream
 from pydet.agent.runtime import Exited, Pulling, Started
 from pydet.agent.slots import artificial
 from tests.cluster import Cluster, running
+from tests.integration.test_search import make_context
 
 CONFIG = """
 entrypoint: python3 train.py
@@ -55,13 +54,8 @@ async def scripted_agent(cluster: Cluster, exp_id: int) -> list[tuple[str, str]]
         seen.append(await asyncio.to_thread(shown, cluster, exp_id))
 
     try:
-        async with channel.request(
-            CONNECT_PATH,
-            grpclib.const.Cardinality.STREAM_STREAM,
-            v1.AgentMessage,
-            v1.MasterMessage,
-            metadata=client.metadata(cluster.agent_token_file.read_text().strip()),
-        ) as stream:
+        token = cluster.agent_token_file.read_text().strip()
+        async with open_stream(channel, client.metadata(token)) as stream:
             await stream.send_message(
                 wire.hello(
                     agent_id="puller",
@@ -100,12 +94,8 @@ async def scripted_agent(cluster: Cluster, exp_id: int) -> list[tuple[str, str]]
 def test_a_trial_is_pulling_while_its_agent_pulls_the_image(
     cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
-    ctx = tmp_path / "ctx"
-    ctx.mkdir()
-    (ctx / "train.py").write_text("print('never run: the agent is scripted')\n")
-    cfg = tmp_path / "pull.yaml"
-    cfg.write_text(CONFIG)
-    exp_id = cluster.create(cfg, ctx)
+    cfg = make_context(tmp_path, "pull", "print('never run: the agent is scripted')\n", CONFIG)
+    exp_id = cluster.create(cfg, tmp_path / "pull")
     seen = asyncio.run(scripted_agent(cluster, exp_id))
     assert seen == [
         ("STARTING", "STARTING"),
