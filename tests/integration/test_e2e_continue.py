@@ -11,10 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.cluster import ACTIVE_STATES, Cluster, cluster_fixture, wait_until
+from tests.e2e_fixtures import NO_OP, SINGLE, TERMINAL, only_trial
 
-NO_OP = pathlib.Path(__file__).parents[1] / "e2e_fixtures" / "no_op"
-SINGLE = NO_OP / "single-medium-train-step.yaml"
-TERMINAL = ("COMPLETED", "CANCELED", "ERROR")
 CRASH = ("--config", "hyperparameters.metrics_sigma=-1.0")
 ASSERTION = "assert 0 <= metrics_sigma"
 
@@ -26,11 +24,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 def continue_(cluster: Cluster, exp_id: int, *extra: str) -> str:
     return cluster.det("experiment", "continue", str(exp_id), *extra).stdout
-
-
-def only_trial(cluster: Cluster, exp_id: int) -> dict[str, object]:
-    (trial,) = cluster.trials(exp_id)
-    return trial
 
 
 def test_a_broken_config_is_fixed_by_continuing_with_an_override(cluster: Cluster) -> None:
@@ -86,7 +79,7 @@ def test_each_continue_has_max_restarts_of_its_own(cluster: Cluster) -> None:
     assert runs() == 8 and only_trial(cluster, exp_id)["restarts"] == 1
 
 
-@pytest.mark.parametrize("batches", [499, 800])
+@pytest.mark.parametrize("batches", [pytest.param(499, marks=pytest.mark.slow), 800])
 def test_a_completed_trial_continues_to_a_new_length_from_its_checkpoint(
     cluster: Cluster, batches: int
 ) -> None:

@@ -6,7 +6,9 @@ per batch), reports a metric that moves with the batches trained (``metrics_prog
 ``metrics_base``, Gaussian noise of ``metrics_sigma``), validates and checkpoints at the end
 of each searcher operation, and resumes from its latest checkpoint. Hyperparameters that
 make it fail on purpose: a negative ``metrics_sigma`` (at startup),
-``fail_on_first_validation`` (a message), ``chaos_probability`` (per step).
+``fail_on_first_validation`` (a message), ``chaos_probability`` (per step). Others:
+``nan_validations`` (every validation metric is NaN), ``check_startup_hook_ran`` (the
+context's ``startup-hook.sh`` must have run first).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def main() -> None:
     batch_seconds = float(hp.get("training_batch_seconds", 0.0))
     fail_on_first_validation = hp.get("fail_on_first_validation", "")
     chaos = float(hp.get("chaos_probability", 0.0))
+    nan_validations = bool(hp.get("nan_validations", False))
     if hp.get("check_startup_hook_ran", False):
         assert os.path.isfile("startup-hook-ran"), "the startup hook did not run"
     config = json.loads(os.environ.get("DET_EXPERIMENT_CONFIG") or "{}")
@@ -72,7 +75,7 @@ def main() -> None:
                     return
             if fail_on_first_validation:
                 raise Exception(fail_on_first_validation)
-            value = metric(batches)
+            value = float("nan") if nan_validations else metric(batches)
             core_context.train.report_validation_metrics(batches, {"validation_error": value})
             save()
             op.report_completed(value)
