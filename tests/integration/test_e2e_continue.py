@@ -29,12 +29,19 @@ def continue_(cluster: Cluster, exp_id: int, *extra: str) -> str:
 def test_a_broken_config_is_fixed_by_continuing_with_an_override(cluster: Cluster) -> None:
     exp_id = cluster.create(SINGLE, NO_OP, *CRASH)
     assert cluster.wait_state(exp_id, *TERMINAL) == "ERROR"
+    before, trial_before = cluster.experiment(exp_id), only_trial(cluster, exp_id)
     assert "Continued experiment" in continue_(
         cluster, exp_id, "--config", "hyperparameters.metrics_sigma=1.0"
     )
     assert cluster.wait_state(exp_id, *TERMINAL) == "COMPLETED"
     trial = only_trial(cluster, exp_id)
     assert trial["state"] == "COMPLETED"
+    # As Determined's test_continue_trial_time: the same start, a later end.
+    after = cluster.experiment(exp_id)
+    assert after["start_time"] == before["start_time"]
+    assert after["end_time"] > before["end_time"]
+    assert trial["start_time"] == trial_before["start_time"]
+    assert trial["end_time"] > trial_before["end_time"]  # type: ignore[operator]  # JSON
     logs = cluster.logs(int(str(trial["id"])))
     assert ASSERTION in logs  # the first run's failure stays in the trial's logs
     assert trial["hparams"]["metrics_sigma"] == 1.0  # type: ignore[index]  # JSON
