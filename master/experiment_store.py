@@ -269,6 +269,16 @@ class ExperimentStore:
             return str(row["latest_checkpoint"])
         return None
 
+    async def archive_reports_after(self, t: Trial, steps: int) -> None:
+        """A new run of the trial starts from its checkpoint at ``steps``: what earlier runs
+        reported past it is archived (the new run reports those steps again), as Determined
+        does, so that its metrics show each step once."""
+        await self._db.execute(
+            "UPDATE metrics SET archived = 1"
+            " WHERE trial_id = ? AND steps_completed > ? AND run_id < ? AND NOT archived",
+            (t.id, steps, t.run_id),
+        )
+
     async def checkpoint_steps(self, uuid: str) -> int:
         """The steps a checkpoint was taken at (0 for one the store does not know)."""
         row = await self._db.fetch_one(

@@ -247,6 +247,7 @@ class Experiments:
         steps = 0
         if trial.latest_checkpoint:
             steps = await self._store.checkpoint_steps(trial.latest_checkpoint)
+        await self._store.archive_reports_after(trial, steps)
         return task_spec.start_orders(
             task_spec.TrialLaunch(
                 cluster_id=self._info.cluster_id,

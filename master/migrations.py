@@ -281,4 +281,9 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE trials ADD COLUMN external_id TEXT;
     CREATE INDEX experiments_external ON experiments (username, external_id);
     """,
+    # 16: reports of an earlier run past the checkpoint a new run starts from (archived, as
+    # Determined archives them: the new run reports those steps again).
+    """
+    ALTER TABLE metrics ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;
+    """,
 ]

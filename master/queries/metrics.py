@@ -21,7 +21,7 @@ class MetricRow:
 
 
 def _where(trial_id: int, group: str, after_steps: int) -> tuple[str, list[object]]:
-    where = "trial_id = ? AND steps_completed > ?"
+    where = "trial_id = ? AND steps_completed > ? AND NOT archived"
     params: list[object] = [trial_id, after_steps]
     if group:
         where += " AND grp = ?"

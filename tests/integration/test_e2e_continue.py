@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from determined.experimental import client
 from tests.cluster import ACTIVE_STATES, Cluster, cluster_fixture, wait_until
 from tests.e2e_fixtures import NO_OP, SINGLE, TERMINAL, only_trial
 
@@ -20,6 +21,13 @@ ASSERTION = "assert 0 <= metrics_sigma"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from cluster_fixture(tmp_path_factory.mktemp("continue-cluster"), agents=1, slots=4)
+
+
+@pytest.fixture(scope="module")
+def det(cluster: Cluster) -> Iterator[client.Determined]:
+    d = client.Determined(master=cluster.address, user="admin", password=cluster.admin_password)
+    yield d
+    d.close()
 
 
 def continue_(cluster: Cluster, exp_id: int, *extra: str) -> str:
@@ -66,6 +74,21 @@ def test_config_file_and_flags_merge_and_follow_runs_to_the_end(
     assert "COMPLETED" in out  # -f follows the trial until the experiment ends
     assert cluster.state(exp_id) == "COMPLETED"
     assert cluster.experiment(exp_id)["config"]["name"] == "checkThis"
+
+
+def test_reports_past_the_checkpoint_a_continue_starts_from_are_replaced(
+    cluster: Cluster, det: client.Determined
+) -> None:
+    fail = ("--config", "hyperparameters.checkpoint_every=200")
+    exp_id = cluster.create(SINGLE, NO_OP, *fail, "--config", "hyperparameters.fail_at_batches=300")
+    assert cluster.wait_state(exp_id, *TERMINAL) == "ERROR"
+    trial = det.get_trial(int(str(only_trial(cluster, exp_id)["id"])))
+    assert [m.steps_completed for m in trial.iter_metrics("training")] == [100, 200, 300]
+    continue_(cluster, exp_id, "--config", "hyperparameters.fail_at_batches=-1")
+    assert cluster.wait_state(exp_id, *TERMINAL) == "COMPLETED"
+    # The first run's report at 300 is archived: the second run started from 200.
+    assert [m.steps_completed for m in trial.iter_metrics("training")] == [100, 200, 300, 400, 500]
+    assert "resumed at 200 batches" in cluster.logs(trial.id)
 
 
 @pytest.mark.slow

@@ -8,7 +8,9 @@ of each searcher operation, and resumes from its latest checkpoint. Hyperparamet
 make it fail on purpose: a negative ``metrics_sigma`` (at startup),
 ``fail_on_first_validation`` (a message), ``chaos_probability`` (per step). Others:
 ``nan_validations`` (every validation metric is NaN), ``check_startup_hook_ran`` (the
-context's ``startup-hook.sh`` must have run first).
+context's ``startup-hook.sh`` must have run first), ``checkpoint_every`` (batches between
+checkpoints besides the one at each operation's end), ``fail_at_batches`` (fail once that
+many batches are trained and reported).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def main() -> None:
     fail_on_first_validation = hp.get("fail_on_first_validation", "")
     chaos = float(hp.get("chaos_probability", 0.0))
     nan_validations = bool(hp.get("nan_validations", False))
+    checkpoint_every = int(hp.get("checkpoint_every", 0))
+    fail_at_batches = int(hp.get("fail_at_batches", -1))
     if hp.get("check_startup_hook_ran", False):
         assert os.path.isfile("startup-hook-ran"), "the startup hook did not run"
     config = json.loads(os.environ.get("DET_EXPERIMENT_CONFIG") or "{}")
@@ -70,6 +74,10 @@ def main() -> None:
                 batches += n
                 core_context.train.report_training_metrics(batches, {"loss": metric(batches)})
                 op.report_progress(batches)
+                if batches == fail_at_batches:
+                    raise Exception(f"failed at batch {batches}, as asked")
+                if checkpoint_every and batches % checkpoint_every == 0:
+                    save()
                 if core_context.preempt.should_preempt():
                     save()
                     return
