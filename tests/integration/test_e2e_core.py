@@ -40,6 +40,7 @@ def test_reports_in_every_order_are_all_stored(cluster: Cluster, det: client.Det
     assert len(trial.list_checkpoints()) == 11
 
 
+@pytest.mark.slow
 def test_a_kill_ends_an_experiment_that_ignores_its_cancel(cluster: Cluster) -> None:
     exp_id = cluster.create(CORE / "sleep.yaml", CORE)
     cluster.wait_state(exp_id, "RUNNING", timeout=60)

@@ -38,6 +38,7 @@ def test_noop_pause_and_activate_resumes_from_the_checkpoint(cluster: Cluster) -
     assert "resumed at " in logs and "resumed at 0 " not in logs
 
 
+@pytest.mark.slow
 def test_an_experiment_whose_trial_never_fits_pauses_and_stays_queued(
     cluster: Cluster,
 ) -> None:
