@@ -582,7 +582,7 @@ class Experiments:
             trial.restarts = 0
             if isinstance(hp_override, dict):
                 fresh = searcher.sample_hparams(cfg.hyperparameters, random.Random(trial.seed))
-                trial.hparams = _overridden(trial.hparams, fresh, hp_override)
+                trial.hparams = continued_hparams(trial.hparams, fresh, hp_override)
             trial.early_exit = ""
             self._live.add_trial(exp, trial)
             await self._store.reopen_trial(trial)
@@ -610,7 +610,7 @@ class Experiments:
         return await self._store.delete(experiment_id)
 
 
-def _overridden(
+def continued_hparams(
     old: dict[str, Any], fresh: dict[str, Any], override: dict[str, Any]
 ) -> dict[str, Any]:
     """A continued trial's hyperparameters: those the override names take their new value
@@ -621,7 +621,7 @@ def _overridden(
             continue
         nested = isinstance(spec, dict) and "type" not in spec
         if nested and isinstance(old.get(key), dict) and isinstance(fresh[key], dict):
-            out[key] = _overridden(old[key], fresh[key], spec)
+            out[key] = continued_hparams(old[key], fresh[key], spec)
         else:
             out[key] = fresh[key]
     return out

@@ -1,0 +1,63 @@
+"""``det experiment continue`` without a cluster: which overrides raise a search's budget,
+the hyperparameters a continued trial runs with, and a search that runs an ended trial
+again."""
+
+from __future__ import annotations
+
+import pytest
+
+from determined.common import errors
+from pydet.master.experiments import continued_hparams, max_trials_override, parse_override
+from pydet.master.search import searcher
+from tests.unit.search_sim import config
+
+
+def test_only_searcher_max_trials_alone_raises_the_budget() -> None:
+    assert max_trials_override(parse_override("searcher: {max_trials: 7}")) == 7
+    # Anything else continues the experiment as Determined does.
+    assert max_trials_override(parse_override("")) is None
+    assert max_trials_override(parse_override("searcher: {max_length: 9}")) is None
+    assert max_trials_override(parse_override("searcher: {max_trials: 7}\nname: x")) is None
+    with pytest.raises(errors.InvalidArgument, match=r"searcher\.max_trials: expected an integer"):
+        max_trials_override(parse_override("searcher: {max_trials: 0}"))
+    with pytest.raises(errors.InvalidArgument, match="override config: "):
+        parse_override("searcher: [unclosed")
+
+
+def test_a_continued_trial_takes_the_hyperparameters_the_override_names() -> None:
+    old = {"lr": 0.1, "sigma": -1.0, "nest": {"a": 1, "b": 2}}
+    fresh = {"lr": 0.5, "sigma": 1.0, "nest": {"a": 10, "b": 20}}
+    assert continued_hparams(old, fresh, {"sigma": 1.0}) == {**old, "sigma": 1.0}
+    assert continued_hparams(old, fresh, {"nest": {"b": 20}}) == {
+        "lr": 0.1,
+        "sigma": -1.0,
+        "nest": {"a": 1, "b": 20},
+    }
+    # A declared hyperparameter is taken whole, sampled anew.
+    spec = {"type": "double", "minval": 0, "maxval": 1}
+    assert continued_hparams(old, fresh, {"lr": spec})["lr"] == 0.5
+
+
+def test_an_ended_single_trial_trains_again_to_the_new_length() -> None:
+    search = searcher.new_search(config({"name": "single", "metric": "x", "max_length": 5}), 1)
+    (create,) = search.initial_operations()
+    assert isinstance(create, searcher.Create)
+    rid = create.request_id
+    assert search.on_trial_created(rid) == [searcher.ValidateAfter(rid, 5)]
+    assert search.on_validation_completed(rid, 0.5, 5) == [searcher.Close(rid)]
+    assert search.on_trial_closed(rid) == [searcher.Shutdown()]
+    assert search.done
+
+    longer = searcher.new_search(config({"name": "single", "metric": "x", "max_length": 8}), 1)
+    longer.load_state_dict(search.state_dict())
+    assert longer.reopen(rid) == [searcher.ValidateAfter(rid, 8)]
+    assert not longer.done and longer.progress() < 1.0
+    assert longer.on_validation_completed(rid, 0.4, 8) == [searcher.Close(rid)]
+    assert longer.on_trial_closed(rid) == [searcher.Shutdown()]
+
+
+def test_a_search_that_cannot_run_a_trial_again_says_so() -> None:
+    asha = {"name": "adaptive_asha", "metric": "x", "max_trials": 4, "max_length": 8}
+    search = searcher.new_search(config(asha), 1)
+    with pytest.raises(ValueError, match="adaptive_asha search cannot run a trial again"):
+        search.reopen("r1")
