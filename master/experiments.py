@@ -566,7 +566,12 @@ class Experiments:
                 )
         exp = await self._restore.experiment(dataclasses.replace(stored, config=cfg))
         again = [t for t in exp.trials.values() if single or t.phase is not P.COMPLETED]
-        if not again:
+        # The searcher first (in memory): the trials it runs again, then the trials a
+        # search that ended early (canceled, killed) had still to create.
+        ops = [op for t in again for op in exp.search.reopen(t.request_id)]
+        existing = {t.request_id for t in exp.trials.values()}
+        fill = [] if single else exp.search.refill(existing)
+        if not again and not any(isinstance(op, searcher.Create) for op in fill):
             raise errors.FailedPrecondition(
                 f"experiment {experiment_id} has completed with all its trials; nothing is "
                 "left to continue"
@@ -576,7 +581,6 @@ class Experiments:
         await self._runner.set_state(exp, State.ACTIVE)
         await self._store.save_job(exp)  # the merged config
         await self._store.save_progress(exp, 0.0)
-        ops: list[searcher.Operation] = []
         hp_override = override.get("hyperparameters")
         for trial in again:
             trial.restarts = 0
@@ -587,8 +591,7 @@ class Experiments:
             self._live.add_trial(exp, trial)
             await self._store.reopen_trial(trial)
             await self._moves.fire(exp, trial, E.CONTINUED)
-            ops += exp.search.reopen(trial.request_id)
-        await self._runner.apply(exp, ops)
+        await self._runner.apply(exp, ops + fill)
         log.info("experiment %d continues %d trial(s)", exp.id, len(again))
 
     async def set_archived(self, experiment_id: int, archived: bool) -> None:

@@ -292,6 +292,11 @@ class SearchMethod(abc.ABC):
         trials each train once can do that."""
         raise ValueError(f"a {self.config.searcher.name} search cannot run a trial again")
 
+    def refill(self, existing: set[str]) -> list[Operation]:
+        """The search goes on after its experiment was stopped early; only searches whose
+        trials each train once can do that."""
+        raise ValueError(f"a {self.config.searcher.name} search cannot go on after it stopped")
+
     def _grow(self, max_trials: int) -> list[Operation]:
         raise ValueError(f"a {self.config.searcher.name} search has no max_trials to raise")
 

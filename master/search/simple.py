@@ -89,6 +89,18 @@ class OneShotSearch(SearchMethod):
         self.done = False
         return [ValidateAfter(request_id, self.length)]
 
+    def refill(self, existing: set[str]) -> list[Operation]:
+        """The search goes on after it was stopped early (its experiment continued): it
+        creates the trials it had still to create, within its concurrency limit.
+
+        ``existing`` are the request ids of the trials the master made. A stopping
+        experiment makes no new trial, so the search's last creations may have none: they
+        are forgotten, to be created again."""
+        while self.created > 0 and f"r{self.created}" not in existing | self.finished:
+            self.created -= 1
+        self.done = False
+        return self._with_shutdown(self._fill())
+
     def _trial_exited(self, request_id: str, reason: str) -> list[Operation]:
         if reason == "invalid_hp" and self.replaces_invalid:
             self.invalid.add(request_id)

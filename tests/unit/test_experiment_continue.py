@@ -56,8 +56,28 @@ def test_an_ended_single_trial_trains_again_to_the_new_length() -> None:
     assert longer.on_trial_closed(rid) == [searcher.Shutdown()]
 
 
+def test_a_search_stopped_early_creates_the_trials_it_had_left() -> None:
+    cfg = config({"name": "random", "metric": "x", "max_trials": 4, "max_length": 2})
+    search = searcher.new_search(cfg, 1)
+    created = [op for op in search.initial_operations() if isinstance(op, searcher.Create)]
+    assert len(created) == 4
+    # The experiment was canceled as r1 and r2 completed; r3 and r4 were never made.
+    for op in created[:2]:
+        search.on_trial_created(op.request_id)
+        search.on_trial_closed(op.request_id)
+    ops = search.refill({"r1", "r2"})
+    assert [op.request_id for op in ops if isinstance(op, searcher.Create)] == ["r3", "r4"]
+    assert not search.done
+    # Nothing left: the search shuts down at once.
+    full = searcher.new_search(cfg, 1)
+    full.load_state_dict({**search.state_dict(), "finished": ["r1", "r2", "r3", "r4"]})
+    assert full.refill({"r1", "r2", "r3", "r4"}) == [searcher.Shutdown()]
+
+
 def test_a_search_that_cannot_run_a_trial_again_says_so() -> None:
     asha = {"name": "adaptive_asha", "metric": "x", "max_trials": 4, "max_length": 8}
     search = searcher.new_search(config(asha), 1)
     with pytest.raises(ValueError, match="adaptive_asha search cannot run a trial again"):
         search.reopen("r1")
+    with pytest.raises(ValueError, match="adaptive_asha search cannot go on after it stopped"):
+        search.refill(set())
