@@ -1,27 +1,14 @@
-"""``det experiment continue`` without a cluster: which overrides raise a search's budget,
-the hyperparameters a continued trial runs with, and a search that runs an ended trial
-again."""
+"""``det experiment continue`` without a cluster: the hyperparameters a continued trial runs
+with, a search that runs an ended trial again or creates the trials it had left (which
+overrides raise a search's budget instead: test_searcher_grow)."""
 
 from __future__ import annotations
 
 import pytest
 
-from determined.common import errors
-from pydet.master.experiments import continued_hparams, max_trials_override, parse_override
+from pydet.master.experiments import continued_hparams
 from pydet.master.search import searcher
 from tests.unit.search_sim import config
-
-
-def test_only_searcher_max_trials_alone_raises_the_budget() -> None:
-    assert max_trials_override(parse_override("searcher: {max_trials: 7}")) == 7
-    # Anything else continues the experiment as Determined does.
-    assert max_trials_override(parse_override("")) is None
-    assert max_trials_override(parse_override("searcher: {max_length: 9}")) is None
-    assert max_trials_override(parse_override("searcher: {max_trials: 7}\nname: x")) is None
-    with pytest.raises(errors.InvalidArgument, match=r"searcher\.max_trials: expected an integer"):
-        max_trials_override(parse_override("searcher: {max_trials: 0}"))
-    with pytest.raises(errors.InvalidArgument, match="override config: "):
-        parse_override("searcher: [unclosed")
 
 
 def test_a_continued_trial_takes_the_hyperparameters_the_override_names() -> None:

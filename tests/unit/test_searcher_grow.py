@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from determined.common import errors
-from pydet.master.experiments import max_trials_override
+from pydet.master.experiments import max_trials_override, parse_override
 from pydet.master.search import searcher
 from pydet.master.search.optuna_study import OptunaSearch
 from tests.unit import search_sim as sim
@@ -120,13 +120,13 @@ def test_a_budget_only_grows_and_only_where_there_is_one() -> None:
     [
         ("searcher: {max_trials: 0}", "searcher.max_trials: expected an integer >= 1"),
         ("searcher: {max_trials: many}", "searcher.max_trials: expected an integer >= 1"),
-        ("searcher: {max_trials: 4, metric: acc}", "with a new searcher.max_trials and nothing"),
-        ("max_restarts: 2", "with a new searcher.max_trials and nothing"),
-        ("", "with a new searcher.max_trials and nothing"),
         ("searcher: [", "override config: "),
     ],
 )
 def test_continue_takes_a_new_max_trials_and_nothing_else(text: str, problem: str) -> None:
     with pytest.raises(errors.InvalidArgument, match=re.escape(problem)):
-        max_trials_override(text)
-    assert max_trials_override("searcher:\n  max_trials: 12\n") == 12
+        max_trials_override(parse_override(text))
+    assert max_trials_override(parse_override("searcher:\n  max_trials: 12\n")) == 12
+    # Any other override continues the experiment as Determined does (not a budget).
+    for other in ("searcher: {max_trials: 4, metric: acc}", "max_restarts: 2", ""):
+        assert max_trials_override(parse_override(other)) is None
