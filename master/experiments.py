@@ -530,6 +530,11 @@ class Experiments:
                 "can be continued (wait for it to end, or kill it)"
             )
         stored = await self._store.ended_experiment(experiment_id)
+        if stored.unmanaged:
+            raise errors.FailedPrecondition(
+                f"experiment {experiment_id} is unmanaged: its script runs off the cluster; "
+                "run the script again with the same external_experiment_id to resume it"
+            )
         name = stored.config.searcher.name
         single = name == "single"
         if name not in ("single", "random", "grid"):

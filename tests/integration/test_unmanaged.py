@@ -82,6 +82,8 @@ def test_a_script_off_the_cluster_reports_an_unmanaged_run(
     assert "offcluster" in row and "(unmanaged)" in row
     grown = cluster.det("experiment", "continue", str(exp_id), "--max-trials", "3", check=False)
     assert grown.returncode == 1 and "is unmanaged" in grown.stderr
+    rerun = cluster.det("experiment", "continue", str(exp_id), check=False)
+    assert rerun.returncode == 1 and "is unmanaged" in rerun.stderr
 
     det = client.Determined(master=cluster.address, user="admin", password=cluster.admin_password)
     try:
