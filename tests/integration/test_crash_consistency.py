@@ -351,6 +351,7 @@ def points(commits: int, count: int) -> list[int]:
     return sorted({max(1, round(commits * (i + 0.5) / count)) for i in range(count)})
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_master_killed_at_a_few_commit_points_finishes_the_same_search(
     walk: Walk, reference: tuple[Outcome, Run]

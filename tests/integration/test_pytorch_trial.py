@@ -30,6 +30,7 @@ def run_example(cluster: Cluster, config: str) -> dict[str, object]:
     return trial
 
 
+@pytest.mark.slow
 def test_trial_class_trains_and_validates(cluster: Cluster) -> None:
     trial = run_example(cluster, "const.yaml")
     reports = validation_metrics(cluster, int(trial["id"]))

@@ -105,6 +105,7 @@ def assert_in_bounds(hp: dict[str, Any]) -> None:
 # -- the examples ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_grid_search_runs_each_point_of_the_product_once(cluster: Cluster) -> None:
     exp_id, trials = digits_search(cluster, "grid", seed=1)
     points = [t["hparams"] for t in trials]
@@ -135,6 +136,7 @@ def test_grid_search_runs_each_point_of_the_product_once(cluster: Cluster) -> No
     assert '"hidden": 64' in table and "COMPLETED" in table
 
 
+@pytest.mark.slow
 def test_random_search_runs_max_trials_with_distinct_hparams_in_bounds(cluster: Cluster) -> None:
     _, trials = digits_search(cluster, "random", seed=2)
     assert len(trials) == 4
@@ -145,6 +147,7 @@ def test_random_search_runs_max_trials_with_distinct_hparams_in_bounds(cluster: 
     assert len({json.dumps(t["hparams"], sort_keys=True) for t in trials}) == 4
 
 
+@pytest.mark.slow
 def test_adaptive_asha_promotes_the_best_which_continue_from_their_checkpoint(
     cluster: Cluster,
 ) -> None:
@@ -186,6 +189,7 @@ def test_adaptive_asha_promotes_the_best_which_continue_from_their_checkpoint(
     assert "hidden:" in text and "lr:" in text
 
 
+@pytest.mark.slow
 def test_stop_driven_asha_stops_losers_which_end_completed(cluster: Cluster) -> None:
     # The digits are cached beside the cluster, not in the user's home.
     cache = cluster.root / "digits.npz"
@@ -496,6 +500,7 @@ def start_when_one_waits(cluster: Cluster, tmp_path: pathlib.Path, name: str) ->
     return exp_id
 
 
+@pytest.mark.slow
 def test_pause_parks_trials_waiting_for_the_verdict_and_activate_finishes_the_search(
     cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
