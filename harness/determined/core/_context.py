@@ -11,12 +11,14 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import pathlib
+import tempfile
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import determined as det
-from determined.core import _storage
+from determined.core import _storage, _tensorboard
 from determined.core._checkpoint import CheckpointContext, DummyCheckpointContext
 from determined.core._distributed import DistributedContext, DummyDistributedContext
 from determined.core._preempt import DummyPreemptContext, PreemptContext, PreemptMode
@@ -160,11 +162,13 @@ def init(
             directory path or a ``checkpoint_storage`` dict (``shared_fs`` or ``directory``).
             Off-cluster it defaults to ``./checkpoints``.
         preempt_mode: who calls ``preempt.should_preempt()`` (see ``PreemptMode``).
-        tensorboard_mode: accepted for compatibility (see ``TensorboardMode``).
+        tensorboard_mode: whether reported metrics are also written and uploaded for
+            TensorBoard (``AUTO``) or only what ``train.upload_tensorboard_files()`` uploads
+            (``MANUAL``); see ``TensorboardMode``.
     """
     try:
         preempt_mode = PreemptMode(preempt_mode)
-        TensorboardMode(tensorboard_mode)
+        tensorboard_mode = TensorboardMode(tensorboard_mode)
     except ValueError as e:
         raise ValueError(f"core.init(): {e}") from None
     if distributed is not None and not isinstance(distributed, DistributedContext):
@@ -175,7 +179,7 @@ def init(
     info = det.get_cluster_info()
     if info is None:
         return _dummy_init(distributed, checkpoint_storage, preempt_mode)
-    return _cluster_init(info, distributed, checkpoint_storage, preempt_mode)
+    return _cluster_init(info, distributed, checkpoint_storage, preempt_mode, tensorboard_mode)
 
 
 def _dummy_init(
@@ -203,6 +207,7 @@ def _cluster_init(
     distributed: DistributedContext | None,
     checkpoint_storage: str | dict[str, Any] | None,
     preempt_mode: PreemptMode,
+    tensorboard_mode: TensorboardMode = TensorboardMode.AUTO,
     *,
     unmanaged: bool = False,
 ) -> Context:
@@ -243,6 +248,8 @@ def _cluster_init(
             lambda records: client.report_metrics(trial_id, run_id, records),
             lambda progress: client.report_progress(trial_id, progress),
         )
+        tensorboard = _tensorboard_files(info, distributed.rank)
+        auto = tensorboard_mode is TensorboardMode.AUTO and distributed.rank == 0
         train = TrainContext(
             distributed=distributed,
             trial_id=trial_id,
@@ -250,6 +257,8 @@ def _cluster_init(
             experiment_id=trial.experiment_id,
             shipper=shipper,
             client=client,
+            tensorboard=tensorboard,
+            metric_events=_tensorboard.MetricEvents(tensorboard.local) if auto else None,
         )
         storage = _storage.from_config(
             _storage_config(trial.config, checkpoint_storage), what="checkpoint_storage"
@@ -302,6 +311,25 @@ def _require_single_worker(info: det.ClusterInfo) -> None:
             f"this process is one of WORLD_SIZE={world} workers, so core.init() needs a "
             f"DistributedContext; {hint}"
         )
+
+
+def _tensorboard_files(info: det.ClusterInfo, rank: int) -> _tensorboard.TensorboardFiles:
+    """This worker's TensorBoard directory, and the trial's directory in its TensorBoard
+    storage when that is a filesystem (pydet's TensorBoard reads no object storage)."""
+    trial = info.trial
+    assert trial is not None
+    local = pathlib.Path(tempfile.gettempdir()) / f"tensorboard-{info.allocation_id}-rank{rank}"
+    local.mkdir(parents=True, exist_ok=True)
+    dest = None
+    config = _tensorboard.storage_config(trial.config)
+    if config is not None:
+        storage = _storage.from_config(config, what="tensorboard_storage")
+        if isinstance(storage, _storage.Storage):
+            path = _tensorboard.sync_path(info.cluster_id, trial.experiment_id, trial.trial_id)
+            dest = storage.base / path
+        else:
+            log.info("TensorBoard files are not uploaded to %s (object storage)", storage.where)
+    return _tensorboard.TensorboardFiles(local, dest, rank)
 
 
 def _storage_config(

@@ -233,6 +233,16 @@ class MasterClient:
         )
         self._run("send an alert", lambda: self.session.stub.post_webhook_event_data(request))
 
+    def post_proxy_address(self, address: str) -> None:
+        """Tell the master where this task's web server listens (``host:port``)."""
+        request = v1.PostAllocationProxyAddressRequest(
+            allocation_id=self.allocation_id, proxy_address=address
+        )
+        self._run(
+            "report the proxy address",
+            lambda: self.session.stub.post_allocation_proxy_address(request),
+        )
+
     def _run(self, what: str, rpc: Any) -> Any:
         return self.session.run(self.session.call(what, rpc))
 

@@ -1,16 +1,181 @@
-"""``core.TensorboardMode``: accepted for compatibility; pydet does not manage TensorBoard."""
+"""TensorBoard files: ``core.TensorboardMode``, the upload of a worker's TensorBoard directory
+to storage, and (in AUTO mode) the event files written for the metrics a trial reports.
+
+A trial's files go to its ``tensorboard_storage`` (the experiment's checkpoint storage when it
+has none) under ``<cluster id>/tensorboard/experiment/<exp>/trial/<trial>/``, Determined's
+layout, where the master's TensorBoard task reads them (``det tensorboard start``).
+"""
 
 from __future__ import annotations
 
 import enum
+import importlib.util
+import logging
+import os
+import pathlib
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# In AUTO mode, reports upload at most this often; closing the context uploads the rest.
+AUTO_UPLOAD_SECONDS = 10.0
 
 
 class TensorboardMode(enum.Enum):
-    """How TensorBoard files would be handled (``core.init(tensorboard_mode=...)``).
+    """How TensorBoard files are handled (``core.init(tensorboard_mode=...)``).
 
-    ``AUTO``: Determined writes and uploads metrics for TensorBoard itself; ``MANUAL``: the
-    user does. pydet accepts both and does neither: metrics live in the master's store.
+    ``AUTO``: every reported metric is also written as a TensorBoard scalar (when the
+    ``tensorboard`` package is installed), and the files under
+    ``train.get_tensorboard_path()`` are uploaded as metrics are reported and when the
+    context closes. ``MANUAL``: nothing is written or uploaded unless the code calls
+    ``train.upload_tensorboard_files()``.
     """
 
     AUTO = "AUTO"
     MANUAL = "MANUAL"
+
+
+def sync_path(cluster_id: str, experiment_id: int, trial_id: int) -> str:
+    """Where a trial's TensorBoard files go under its storage (Determined's layout)."""
+    return f"{cluster_id}/tensorboard/experiment/{experiment_id}/trial/{trial_id}"
+
+
+def storage_config(config: dict[str, Any]) -> Any:
+    """The storage section TensorBoard files go to: ``tensorboard_storage``, else
+    ``checkpoint_storage``."""
+    return config.get("tensorboard_storage") or config.get("checkpoint_storage")
+
+
+Selector = Callable[[pathlib.Path], bool]
+Mangler = Callable[[pathlib.Path, int], pathlib.Path]
+
+
+class TensorboardFiles:
+    """One worker's TensorBoard directory and where its files are uploaded.
+
+    ``dest`` is the trial's directory in a filesystem storage, or None where there is
+    nowhere to upload (off-cluster, or an object storage pydet's TensorBoard cannot read)."""
+
+    def __init__(self, local: pathlib.Path, dest: pathlib.Path | None, rank: int) -> None:
+        self.local = local
+        self.dest = dest
+        self.rank = rank
+        # What was uploaded: relative source path -> (size, mtime_ns) at the time.
+        self._sent: dict[str, tuple[int, int]] = {}
+        self._last_auto = 0.0
+        # The code's own choice (its last upload_tensorboard_files call), which AUTO mode's
+        # uploads follow too, so that a file is never uploaded under two names.
+        self._selector: Selector | None = None
+        self._mangler: Mangler | None = None
+
+    def upload(self, selector: Selector | None = None, mangler: Mangler | None = None) -> int:
+        """Copy the files that are new or changed since the last upload; their number.
+        Without ``selector`` and ``mangler``, those of the last call that gave them."""
+        if selector is not None or mangler is not None:
+            self._selector, self._mangler = selector, mangler
+        selector, mangler = self._selector, self._mangler
+        if self.dest is None or not self.local.is_dir():
+            return 0
+        copied = 0
+        for root, _, names in os.walk(self.local):
+            for name in sorted(names):
+                path = pathlib.Path(root) / name
+                if selector is not None and not selector(path):
+                    continue
+                rel = path.relative_to(self.local)
+                try:
+                    st = path.stat()
+                except FileNotFoundError:
+                    continue
+                stamp = (st.st_size, st.st_mtime_ns)
+                if self._sent.get(rel.as_posix()) == stamp:
+                    continue
+                target_rel = mangler(rel, self.rank) if mangler is not None else rel
+                target = self.dest / target_rel
+                if not target.resolve().is_relative_to(self.dest.resolve()):
+                    raise ValueError(
+                        f"upload_tensorboard_files: the mangled path {target_rel} leaves "
+                        "the trial's TensorBoard directory"
+                    )
+                target.parent.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_name(f".{target.name}.uploading")
+                shutil.copy2(path, tmp)
+                os.replace(tmp, target)
+                self._sent[rel.as_posix()] = stamp
+                copied += 1
+        return copied
+
+    def upload_now_and_then(self) -> None:
+        """AUTO mode, after a report: upload unless that happened in the last few seconds."""
+        now = time.monotonic()
+        if now - self._last_auto >= AUTO_UPLOAD_SECONDS:
+            self._last_auto = now
+            self._safe_upload()
+
+    def _safe_upload(self) -> None:
+        try:
+            self.upload()
+        except OSError as e:
+            log.warning("uploading TensorBoard files to %s failed: %s", self.dest, e)
+
+
+class MetricEvents:
+    """Reported metrics as TensorBoard scalars in an event file under ``logdir`` (AUTO mode);
+    a no-op without the ``tensorboard`` package."""
+
+    def __init__(self, logdir: pathlib.Path) -> None:
+        self._logdir = logdir
+        self._writer: Any = None
+        self.available = importlib.util.find_spec("tensorboard") is not None
+
+    def write(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
+        if not self.available:
+            return
+        from tensorboard.compat.proto import event_pb2, summary_pb2  # type: ignore[import-untyped]
+
+        values = [
+            summary_pb2.Summary.Value(tag=scalar_tag(group, name), simple_value=float(value))
+            for name, value in metrics.items()
+            if _is_scalar(value)
+        ]
+        if not values:
+            return
+        if self._writer is None:
+            # tensorboard's own writer, without TensorFlow.
+            from tensorboard.summary.writer.event_file_writer import (  # type: ignore[import-untyped]
+                EventFileWriter,
+            )
+
+            self._writer = EventFileWriter(str(self._logdir))
+        event = event_pb2.Event(
+            wall_time=time.time(),
+            step=steps_completed,
+            summary=summary_pb2.Summary(value=values),
+        )
+        self._writer.add_event(event)
+        self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def scalar_tag(group: str, name: str) -> str:
+    """A metric's TensorBoard tag: training metrics by name, validation metrics with a
+    ``val_`` prefix (unless they have one), other groups as ``group/name``."""
+    if group == "training":
+        return name
+    if group == "validation":
+        return name if name.startswith("val") else f"val_{name}"
+    return f"{group}/{name}"
+
+
+def _is_scalar(value: Any) -> bool:
+    """Numbers, and numpy or torch scalars (NaN and infinities included)."""
+    if isinstance(value, (bool, int, float)):
+        return True
+    return callable(getattr(value, "item", None)) and getattr(value, "ndim", 1) == 0

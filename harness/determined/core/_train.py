@@ -9,6 +9,7 @@ import math
 import pathlib
 import tempfile
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from determined.common import errors
@@ -18,6 +19,7 @@ from determined.core._distributed import DistributedContext
 if TYPE_CHECKING:
     from determined.core._metrics import MetricShipper
     from determined.core._rpc import MasterClient
+    from determined.core._tensorboard import MetricEvents, TensorboardFiles
 
 log = logging.getLogger("determined.core")
 
@@ -81,7 +83,12 @@ class TrainContext:
         experiment_id: int,
         shipper: MetricShipper,
         client: MasterClient,
+        tensorboard: TensorboardFiles | None = None,
+        metric_events: MetricEvents | None = None,
     ) -> None:
+        self._tensorboard = tensorboard
+        # Set in AUTO mode (core.init(tensorboard_mode=...)), on the chief.
+        self._metric_events = metric_events
         self._dist = distributed
         self._trial_id = trial_id
         self._run_id = run_id
@@ -164,13 +171,41 @@ class TrainContext:
 
     def get_tensorboard_path(self) -> pathlib.Path:
         """A directory (created if needed) for this worker's TensorBoard files, e.g. for
-        ``torch.profiler.tensorboard_trace_handler``. pydet keeps metrics in the master and
-        does not upload these files; they stay on the machine that wrote them."""
-        trial = getattr(self, "_trial_id", None)
-        name = f"tensorboard-{trial if trial is not None else 'local'}-rank{self._dist.rank}"
-        path = pathlib.Path(tempfile.gettempdir()) / name
+        ``torch.utils.tensorboard.SummaryWriter`` or
+        ``torch.profiler.tensorboard_trace_handler``. Its files are uploaded by
+        ``upload_tensorboard_files`` (and, in AUTO mode, as metrics are reported) to where
+        ``det tensorboard start`` shows them."""
+        tb = getattr(self, "_tensorboard", None)
+        if tb is not None:
+            path: pathlib.Path = tb.local
+        else:
+            trial = getattr(self, "_trial_id", None)
+            name = f"tensorboard-{trial if trial is not None else 'local'}-rank{self._dist.rank}"
+            path = pathlib.Path(tempfile.gettempdir()) / name
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def upload_tensorboard_files(
+        self,
+        selector: Callable[[pathlib.Path], bool] = lambda _: True,
+        mangler: Callable[[pathlib.Path, int], pathlib.Path] = lambda p, __: p,
+    ) -> None:
+        """Upload the files under ``get_tensorboard_path()`` that are new or changed since
+        the last upload to the trial's TensorBoard directory in storage (its
+        ``tensorboard_storage``, else its checkpoint storage). Any worker may call it.
+
+        Arguments:
+            selector: given a file's path, True to upload it (default: every file).
+            mangler: given a file's path relative to the TensorBoard directory and this
+                worker's rank, the relative path to upload it as (e.g. to keep ranks'
+                files apart); default: unchanged.
+        """
+        tb = getattr(self, "_tensorboard", None)
+        if tb is None or tb.dest is None:
+            log.info("upload_tensorboard_files: no TensorBoard storage here; nothing uploaded")
+            return
+        count = tb.upload(selector, mangler)
+        log.debug("uploaded %d TensorBoard file(s) to %s", count, tb.dest)
 
     def set_status(self, status: str) -> None:
         """Describe what the trial is doing right now (logged)."""
@@ -191,6 +226,14 @@ class TrainContext:
         steps = _util.check_int(steps_completed, what="steps_completed")
         _util.check_metrics(metrics, what="metrics")
         metrics_json = _util.dumps(metrics, what=f"{group} metrics")
+        events = getattr(self, "_metric_events", None)
+        if events is not None:
+            try:
+                events.write(group, steps, metrics)
+                if self._tensorboard is not None:
+                    self._tensorboard.upload_now_and_then()
+            except OSError as e:
+                log.warning("writing TensorBoard events failed: %s", e)
         return MetricRecord(group, steps, metrics_json, time.time(), batch_json)
 
     def _emit(self, record: MetricRecord) -> None:
@@ -209,7 +252,13 @@ class TrainContext:
         self._shipper.flush()
 
     def _close(self) -> None:
-        self._shipper.close()
+        try:
+            self._shipper.close()
+        finally:
+            if self._metric_events is not None:
+                self._metric_events.close()
+            if self._tensorboard is not None and self._metric_events is not None:
+                self._tensorboard.upload()
 
 
 class DummyTrainContext(TrainContext):

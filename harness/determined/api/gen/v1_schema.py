@@ -473,6 +473,50 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
     ),
     'DeleteTemplateResponse': (
     ),
+    'Tensorboard': (
+        ('id', 1, 'string', None, False, False, ''),
+        ('description', 2, 'string', None, False, False, ''),
+        ('state', 3, 'string', None, False, False, ''),
+        ('start_time', 4, 'double', None, False, False, ''),
+        ('experiment_ids', 5, 'int32', None, True, False, ''),
+        ('trial_ids', 6, 'int32', None, True, False, ''),
+        ('username', 7, 'string', None, False, False, ''),
+        ('service_address', 8, 'string', None, False, False, ''),
+        ('resource_pool', 9, 'string', None, False, False, ''),
+        ('exit_status', 10, 'string', None, False, False, ''),
+        ('job_id', 11, 'string', None, False, False, ''),
+        ('allocation_id', 12, 'string', None, False, False, ''),
+    ),
+    'LaunchTensorboardRequest': (
+        ('experiment_ids', 1, 'int32', None, True, False, ''),
+        ('trial_ids', 2, 'int32', None, True, False, ''),
+    ),
+    'LaunchTensorboardResponse': (
+        ('tensorboard', 1, 'message', 'Tensorboard', False, True, ''),
+    ),
+    'GetTensorboardsRequest': (
+    ),
+    'GetTensorboardsResponse': (
+        ('tensorboards', 1, 'message', 'Tensorboard', True, True, ''),
+    ),
+    'GetTensorboardRequest': (
+        ('tensorboard_id', 1, 'string', None, False, False, ''),
+    ),
+    'GetTensorboardResponse': (
+        ('tensorboard', 1, 'message', 'Tensorboard', False, True, ''),
+    ),
+    'KillTensorboardRequest': (
+        ('tensorboard_id', 1, 'string', None, False, False, ''),
+    ),
+    'KillTensorboardResponse': (
+        ('tensorboard', 1, 'message', 'Tensorboard', False, True, ''),
+    ),
+    'PostAllocationProxyAddressRequest': (
+        ('allocation_id', 1, 'string', None, False, False, ''),
+        ('proxy_address', 2, 'string', None, False, False, ''),
+    ),
+    'PostAllocationProxyAddressResponse': (
+    ),
     'Trial': (
         ('id', 1, 'int32', None, False, False, ''),
         ('experiment_id', 2, 'int32', None, False, False, ''),
@@ -769,6 +813,11 @@ SERVICES: dict[str, tuple[tuple[str, str, str, bool, bool], ...]] = {
         ('GetTemplate', 'GetTemplateRequest', 'GetTemplateResponse', False, False),
         ('PutTemplate', 'PutTemplateRequest', 'PutTemplateResponse', False, False),
         ('DeleteTemplate', 'DeleteTemplateRequest', 'DeleteTemplateResponse', False, False),
+        ('LaunchTensorboard', 'LaunchTensorboardRequest', 'LaunchTensorboardResponse', False, False),
+        ('GetTensorboards', 'GetTensorboardsRequest', 'GetTensorboardsResponse', False, False),
+        ('GetTensorboard', 'GetTensorboardRequest', 'GetTensorboardResponse', False, False),
+        ('KillTensorboard', 'KillTensorboardRequest', 'KillTensorboardResponse', False, False),
+        ('PostAllocationProxyAddress', 'PostAllocationProxyAddressRequest', 'PostAllocationProxyAddressResponse', False, False),
     ),
     'Agents': (
         ('Connect', 'AgentMessage', 'MasterMessage', True, True),
