@@ -355,3 +355,42 @@ class DeterminedServicer(v1.DeterminedBase):
             )
         await self.s.webhooks.alert(experiment_id, message.trial_id, fields)
         return v1.PostWebhookEventDataResponse()
+
+    # -- TensorBoards --------------------------------------------------------------------------
+
+    async def launch_tensorboard(
+        self, message: v1.LaunchTensorboardRequest
+    ) -> v1.LaunchTensorboardResponse:
+        tb = await self.s.locked(
+            self.s.tensorboards.launch(
+                username=_user().username,
+                experiment_ids=list(message.experiment_ids),
+                trial_ids=list(message.trial_ids),
+            )
+        )
+        return v1.LaunchTensorboardResponse(tensorboard=tb.to_proto())
+
+    async def get_tensorboards(
+        self, message: v1.GetTensorboardsRequest
+    ) -> v1.GetTensorboardsResponse:
+        return v1.GetTensorboardsResponse(
+            tensorboards=[tb.to_proto() for tb in self.s.tensorboards.live()]
+        )
+
+    async def get_tensorboard(self, message: v1.GetTensorboardRequest) -> v1.GetTensorboardResponse:
+        tb = await self.s.tensorboards.get(message.tensorboard_id)
+        return v1.GetTensorboardResponse(tensorboard=tb.to_proto())
+
+    async def kill_tensorboard(
+        self, message: v1.KillTensorboardRequest
+    ) -> v1.KillTensorboardResponse:
+        tb = await self.s.locked(self.s.tensorboards.kill(message.tensorboard_id))
+        return v1.KillTensorboardResponse(tensorboard=tb.to_proto())
+
+    async def post_allocation_proxy_address(
+        self, message: v1.PostAllocationProxyAddressRequest
+    ) -> v1.PostAllocationProxyAddressResponse:
+        await self.s.locked(
+            self.s.tensorboards.post_proxy_address(message.allocation_id, message.proxy_address)
+        )
+        return v1.PostAllocationProxyAddressResponse()

@@ -12,6 +12,9 @@ request message, before the call reaches the domain. The rules:
   checkpoint it started from), and can create, steer or read nothing else.
 - Webhooks are managed (created, listed, deleted) by admins, as in Determined; a task posts
   alerts (core_context.alert) for its own trial only.
+- Any user may start a TensorBoard and list them; killing one, and opening its page
+  through the gateway's proxy, is for its owner or an admin. Its task may only report
+  the address it serves on, for its own allocation.
 - The agent token is good for the agents' stream only.
 
 An RPC missing from the table is refused for everybody, so a new RPC cannot be added
@@ -104,6 +107,12 @@ class Lookup:
         """Who set the template ``name``; None if there is none."""
         row = await self._db.fetch_one("SELECT username FROM templates WHERE name = ?", (name,))
         return None if row is None else str(row["username"])
+
+    async def tensorboard_owner(self, tensorboard_id: str) -> str:
+        owner = await queries.tensorboard_owner(self._db, tensorboard_id)
+        if owner is None:
+            raise errors.NotFound(f"tensorboard {tensorboard_id} not found")
+        return owner
 
     async def job_experiment(self, job_id: str) -> int:
         cached = self._jobs.get(job_id)
@@ -383,6 +392,20 @@ async def post_checkpoint_metadata(caller: Caller, message: Any, lookup: Lookup)
         )
 
 
+async def owner_of_tensorboard(caller: Caller, message: Any, lookup: Lookup) -> None:
+    await owns_tensorboard(caller, str(message.tensorboard_id), lookup, "kill")
+
+
+async def owns_tensorboard(caller: Caller, tensorboard_id: str, lookup: Lookup, what: str) -> None:
+    """The TensorBoard's owner or an admin (the gateway's proxy checks the same)."""
+    user = _user(caller)
+    owner = await lookup.tensorboard_owner(tensorboard_id)
+    if not user.admin and owner != user.username:
+        raise errors.PermissionDenied(
+            f"only the owner of tensorboard {tensorboard_id} ({owner}) or an admin may {what} it"
+        )
+
+
 async def agent(caller: Caller, message: Any, lookup: Lookup) -> None:
     if not isinstance(caller, AgentCaller):
         raise errors.PermissionDenied("only an agent with the cluster's agent token may connect")
@@ -453,6 +476,11 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/GetTemplate": user,
     "/v1.Determined/PutTemplate": owner_of_template("template"),
     "/v1.Determined/DeleteTemplate": owner_of_template("template_name"),
+    "/v1.Determined/LaunchTensorboard": user,
+    "/v1.Determined/GetTensorboards": user,
+    "/v1.Determined/GetTensorboard": user,
+    "/v1.Determined/KillTensorboard": owner_of_tensorboard,
+    "/v1.Determined/PostAllocationProxyAddress": task_of_allocation,
     "/v1.Agents/Connect": agent,
 }
 

@@ -286,4 +286,19 @@ MIGRATIONS: list[Migration] = [
     """
     ALTER TABLE metrics ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;
     """,
+    # 17: TensorBoard tasks (master/tensorboards.py).
+    """
+    CREATE TABLE tensorboards (
+        id TEXT PRIMARY KEY,
+        username TEXT NOT NULL,
+        experiment_ids TEXT NOT NULL,
+        trial_ids TEXT NOT NULL,
+        sources TEXT NOT NULL,
+        resource_pool TEXT NOT NULL,
+        state TEXT NOT NULL,
+        exit_status TEXT NOT NULL DEFAULT '',
+        start_time REAL NOT NULL,
+        end_time REAL
+    );
+    """,
 ]

@@ -30,9 +30,11 @@ from pydet.master.logs import LogStore
 from pydet.master.reports import Reports
 from pydet.master.service import Service
 from pydet.master.task_list import TaskList
+from pydet.master.task_owners import TaskOwners
 from pydet.master.task_tokens import LiveTaskTokens
 from pydet.master.tasks import TaskManager
 from pydet.master.templates import Templates
+from pydet.master.tensorboards import Tensorboards
 from pydet.master.webhook_sender import Sender
 from pydet.master.webhook_store import WebhookStore
 from pydet.master.webhooks import Webhooks
@@ -111,11 +113,12 @@ class Master:
         live = LiveExperiments()
         experiments = Experiments(self.db, store, live, task_list, checkpoints, info)
         logs.watch(LogPolicyWatch(live, task_list, store).observe)
+        tensorboards = Tensorboards(self.db, task_list, info)
         tasks = TaskManager(
             self.db,
             agents,
             task_list,
-            experiments,
+            TaskOwners(experiments, tensorboards),
             logs,
             lock,
             pools={p.name: scheduler.PoolPolicy.of(p) for p in self.cfg.resource_pools},
@@ -145,6 +148,7 @@ class Master:
             jobs=Jobs(self.cfg, self.db, store, live, agents, task_list),
             webhooks=hooks,
             templates=Templates(self.db),
+            tensorboards=tensorboards,
         )
         authenticator = auth.Authenticator(
             self.db,
@@ -155,8 +159,10 @@ class Master:
         await authenticator.bootstrap(self.cfg.data_dir)
         async with lock:
             await experiments.load()
+            await tensorboards.load()
             restored = await tasks.restore(live.experiment_of)
             await experiments.restore(restored)
+            tensorboards.restore(restored)
         lookup = authz.Lookup(self.db)
         grpc_server = grpclib.server.Server(
             [

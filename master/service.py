@@ -26,6 +26,7 @@ from pydet.master.search import preview
 from pydet.master.states import State
 from pydet.master.task_list import TaskList
 from pydet.master.templates import Templates
+from pydet.master.tensorboards import Tensorboards
 from pydet.master.webhooks import Webhooks
 
 T = TypeVar("T")
@@ -59,9 +60,11 @@ class Service:
         jobs: Jobs,
         webhooks: Webhooks,
         templates: Templates,
+        tensorboards: Tensorboards,
     ) -> None:
         self.templates = templates
         self.webhooks = webhooks
+        self.tensorboards = tensorboards
         self.events = events
         self.jobs = jobs
         self.db = db

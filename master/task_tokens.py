@@ -15,8 +15,18 @@ class LiveTaskTokens:
 
     def task_caller(self, token: str) -> TaskCaller | None:
         alloc = self._tasks.by_token(token)
-        if alloc is None or alloc.trial_id is None:
+        if alloc is None:
             return None
+        if alloc.trial_id is None:
+            # A task of no trial (a TensorBoard): its own allocation only; no trial or
+            # experiment has id 0.
+            return TaskCaller(
+                allocation_id=alloc.id,
+                task_id=alloc.task_id,
+                trial_id=0,
+                experiment_id=0,
+                start_checkpoint="",
+            )
         found = self._live.trial(alloc.trial_id)
         if found is None:
             return None

@@ -2,7 +2,7 @@
 events for live updates, and the WebUI's static files.
 
 Routes live in one module per area of this package (``experiments``, ``cluster``,
-``webhooks``, ``stream``, ``spa``, ``auth``; ``codec`` and ``json`` encode); this module
+``webhooks``, ``stream``, ``spa``, ``auth``, ``proxy``; ``codec`` and ``json`` encode); this module
 assembles them, puts every API route behind ``auth.authenticate``, and maps errors, here and nowhere
 else: the shared hierarchy's HTTP status with its message, anything unexpected as a logged
 500 with a generic message.
@@ -27,6 +27,7 @@ from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import cluster as gateway_cluster
 from pydet.master.gateway import codec as gateway_codec
 from pydet.master.gateway import experiments as gateway_experiments
+from pydet.master.gateway import proxy as gateway_proxy
 from pydet.master.gateway import spa as gateway_spa
 from pydet.master.gateway import stream as gateway_stream
 from pydet.master.gateway import webhooks as gateway_webhooks
@@ -98,7 +99,15 @@ def build(
         *gateway_auth.routes(auth, session_lifetime),
     ]
     app = Starlette(
-        routes=[*_mapped_routes(api, auth), *gateway_spa.routes(webui_dir)],
+        routes=[
+            *_mapped_routes(api, auth),
+            # The proxy authenticates itself: its rules differ from the JSON API's.
+            *(
+                Route(r.path, mapped(r.endpoint), methods=sorted(r.methods or ()))
+                for r in gateway_proxy.routes(auth, service.tensorboards)
+            ),
+            *gateway_spa.routes(webui_dir),
+        ],
         exception_handlers={HTTPException: http_error},
     )
     app.state.lookup = lookup

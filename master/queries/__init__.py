@@ -35,6 +35,7 @@ from pydet.master.queries.owners import (
     checkpoint_trial,
     experiment_owner,
     job_experiment,
+    tensorboard_owner,
     trial_experiment,
 )
 from pydet.master.queries.users import UserRow, user, users
@@ -63,6 +64,7 @@ __all__ = [
     "metrics",
     "stored_config",
     "task_logs",
+    "tensorboard_owner",
     "trial",
     "trial_checkpoints",
     "trial_experiment",

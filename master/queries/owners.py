@@ -34,3 +34,9 @@ async def job_experiment(db: Database, job_id: str) -> tuple[int, str] | None:
     """The experiment that is the job, with its owner; None if there is no such job."""
     row = await db.fetch_one("SELECT id, username FROM experiments WHERE job_id = ?", (job_id,))
     return None if row is None else (int(row["id"]), str(row["username"]))
+
+
+async def tensorboard_owner(db: Database, tensorboard_id: str) -> str | None:
+    """The user who started the TensorBoard; None if there is no such TensorBoard."""
+    row = await db.fetch_one("SELECT username FROM tensorboards WHERE id = ?", (tensorboard_id,))
+    return None if row is None else str(row["username"])

@@ -62,6 +62,7 @@ ALLOCATION_CALLS = [
     "AllocationPreemptionSignal",
     "AckAllocationPreemptionSignal",
     "MarkAllocationResourcesDaemon",
+    "PostAllocationProxyAddress",
 ]
 # What a task may call at all (each only about its own allocation, trial and experiment).
 TASK_RPCS = {
@@ -338,6 +339,29 @@ async def test_allocation_calls_are_for_the_allocations_own_task(
     )
     for caller in (ROOT, ALICE, AGENT):
         await refused(rpc, caller, request_type(allocation_id="1.11.0"), lookup)
+
+
+async def test_only_its_owner_or_an_admin_kills_a_tensorboard(lookup: authz.Lookup) -> None:
+    await lookup._db.execute(  # the rows a launch writes (master/tensorboards.py)
+        "INSERT INTO tensorboards (id, username, experiment_ids, trial_ids, sources,"
+        " resource_pool, state, start_time) VALUES ('tb-1', 'alice', '[1]', '[11]', '[]',"
+        " 'default', 'RUNNING', 0)"
+    )
+    kill = v1.KillTensorboardRequest(tensorboard_id="tb-1")
+    await check("KillTensorboard", ALICE, kill, lookup)
+    await check("KillTensorboard", ROOT, kill, lookup)
+    assert "owner of tensorboard tb-1 (alice)" in await refused(
+        "KillTensorboard", BOB, kill, lookup
+    )
+    await refused("KillTensorboard", TASK, kill, lookup)
+    with pytest.raises(errors.NotFound):
+        await check("KillTensorboard", ALICE, v1.KillTensorboardRequest(tensorboard_id="x"), lookup)
+    for rpc, message in (
+        ("LaunchTensorboard", v1.LaunchTensorboardRequest(experiment_ids=[1])),
+        ("GetTensorboards", v1.GetTensorboardsRequest()),
+    ):
+        await check(rpc, BOB, message, lookup)
+        await refused(rpc, TASK, message, lookup)
 
 
 def _checkpoint(**kwargs: Any) -> v1.ReportCheckpointRequest:

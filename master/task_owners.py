@@ -1,0 +1,32 @@
+"""The task manager's one owner, which hands each allocation to the owner of its kind of
+task: a trial's to the experiments, any other (a TensorBoard's) to the TensorBoards."""
+
+from __future__ import annotations
+
+from determined.api.gen import v1
+from pydet.master.allocation import Allocation
+from pydet.master.task_list import TaskRequest
+from pydet.master.tasks import TaskOwner
+
+
+class TaskOwners:
+    def __init__(self, trials: TaskOwner, others: TaskOwner) -> None:
+        self._trials = trials
+        self._others = others
+
+    def _of(self, trial_id: int | None) -> TaskOwner:
+        return self._others if trial_id is None else self._trials
+
+    async def allocation_placed(
+        self, request: TaskRequest, allocation: Allocation
+    ) -> list[v1.StartContainer]:
+        return await self._of(request.trial_id).allocation_placed(request, allocation)
+
+    async def allocation_started(self, allocation: Allocation) -> None:
+        await self._of(allocation.trial_id).allocation_started(allocation)
+
+    async def allocation_preempted(self, allocation: Allocation) -> None:
+        await self._of(allocation.trial_id).allocation_preempted(allocation)
+
+    async def allocation_exited(self, allocation: Allocation) -> None:
+        await self._of(allocation.trial_id).allocation_exited(allocation)
