@@ -1,0 +1,193 @@
+"""`det tensorboard start|list|open|kill`: TensorBoards over trials' TensorBoard files, run
+as tasks on agents and reached through the master's ``/proxy/<id>/`` (Determined's command
+names, flags and columns)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+import webbrowser
+from typing import Any
+
+from determined.api.gen import v1
+from determined.common import client, errors
+from pydet.cli import Subparsers, listing, render, rpc
+
+HEADERS = (
+    "ID",
+    "Owner",
+    "Description",
+    "State",
+    "Experiment IDs",
+    "Trial IDs",
+    "Exit Status",
+    "Resource Pool",
+)
+# How long `start` waits for the TensorBoard to serve before it gives up waiting.
+START_TIMEOUT = 300.0
+
+
+def add_parser(nouns: Subparsers) -> None:
+    tb = nouns.add_parser("tensorboard", help="manage TensorBoard instances")
+    verbs = tb.add_subparsers(dest="verb", metavar="COMMAND")
+    tb.set_defaults(func=list_tensorboards, csv=False, json=False, quiet=False, all=False)
+
+    p = verbs.add_parser("list", aliases=["ls"], help="list TensorBoard instances")
+    p.add_argument("-q", "--quiet", action="store_true", help="only display the IDs")
+    p.add_argument(
+        "-a", "--all", action="store_true", help="show all TensorBoards (including other users')"
+    )
+    listing.add_format_flags(p)
+    p.set_defaults(func=list_tensorboards)
+
+    p = verbs.add_parser("start", help="start a new TensorBoard instance")
+    p.add_argument(
+        "experiment_ids",
+        type=int,
+        nargs="*",
+        metavar="EXPERIMENT_ID",
+        help="experiments whose trials (at most 100) to load into TensorBoard",
+    )
+    p.add_argument(
+        "-t",
+        "--trial-ids",
+        type=int,
+        nargs="+",
+        default=[],
+        metavar="TRIAL_ID",
+        help="trials to load into TensorBoard (at most 100)",
+    )
+    p.add_argument("--no-browser", action="store_true", help="don't open TensorBoard in a browser")
+    p.add_argument(
+        "-d", "--detach", action="store_true", help="run in the background and print the ID"
+    )
+    p.set_defaults(func=start)
+
+    p = verbs.add_parser("open", help="open an existing TensorBoard instance")
+    p.add_argument("tensorboard_id", metavar="TENSORBOARD_ID")
+    p.add_argument("--no-browser", action="store_true", help="only print its URL")
+    p.set_defaults(func=open_tensorboard)
+
+    p = verbs.add_parser("kill", help="kill TensorBoard instances")
+    p.add_argument("tensorboard_id", nargs="+", metavar="TENSORBOARD_ID")
+    p.add_argument("-f", "--force", action="store_true", help="ignore errors")
+    p.set_defaults(func=kill)
+
+
+def row(t: v1.Tensorboard) -> list[Any]:
+    return [
+        t.id,
+        t.username,
+        t.description,
+        t.state,
+        ", ".join(map(str, t.experiment_ids)),
+        ", ".join(map(str, t.trial_ids)),
+        t.exit_status or "N/A",
+        t.resource_pool,
+    ]
+
+
+def url_of(master: str | None, service_address: str) -> str:
+    address = client.master_address(master)
+    host, port = client.parse_address(address)
+    tls = client.uses_tls(address, os.environ.get("DET_MASTER_CERT_FILE"))
+    return f"{'https' if tls else 'http'}://{host}:{port}{service_address}"
+
+
+def list_tensorboards(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> list[v1.Tensorboard]:
+        resp = await s.call(s.stub.get_tensorboards(v1.GetTensorboardsRequest()))
+        if args.all:
+            return list(resp.tensorboards)
+        me = rpc.present((await s.call(s.stub.get_me(v1.GetMeRequest()))).user, "user")
+        return [t for t in resp.tensorboards if t.username == me.username]
+
+    tensorboards = rpc.run(args.master, body)
+    if args.quiet:
+        for t in tensorboards:
+            print(t.id)
+        return 0
+    listing.show(
+        args,
+        HEADERS,
+        [row(t) for t in tensorboards],
+        [render.message_dict(t) for t in tensorboards],
+    )
+    return 0
+
+
+def _show(args: argparse.Namespace, t: v1.Tensorboard) -> None:
+    url = url_of(args.master, t.service_address)
+    print(f"TensorBoard is running at: {url}")
+    if not args.no_browser:
+        webbrowser.open(url)
+
+
+def start(args: argparse.Namespace) -> int:
+    if not args.experiment_ids and not args.trial_ids:
+        raise errors.InvalidArgument("name experiment ids or --trial-ids to load into TensorBoard")
+    request = v1.LaunchTensorboardRequest(
+        experiment_ids=args.experiment_ids, trial_ids=args.trial_ids
+    )
+
+    async def body(s: client.Session) -> v1.Tensorboard:
+        resp = await s.call(s.stub.launch_tensorboard(request))
+        t = rpc.present(resp.tensorboard, "tensorboard")
+        if args.detach:
+            return t
+        deadline = time.monotonic() + START_TIMEOUT
+        while t.state not in ("STATE_RUNNING", "STATE_TERMINATED"):
+            if time.monotonic() > deadline:
+                raise errors.DetError(
+                    f"tensorboard {t.id} is still {t.state} after {START_TIMEOUT:.0f}s; "
+                    f"see `det tensorboard list` (it keeps starting in the background)"
+                )
+            await asyncio.sleep(0.5)
+            got = await s.call(
+                s.stub.get_tensorboard(v1.GetTensorboardRequest(tensorboard_id=t.id))
+            )
+            t = rpc.present(got.tensorboard, "tensorboard")
+        return t
+
+    t = rpc.run(args.master, body)
+    if args.detach:
+        print(t.id)
+        return 0
+    if t.state != "STATE_RUNNING":
+        raise errors.DetError(f"tensorboard {t.id} ended before it served: {t.exit_status}")
+    _show(args, t)
+    return 0
+
+
+def open_tensorboard(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> v1.Tensorboard:
+        got = await s.call(
+            s.stub.get_tensorboard(v1.GetTensorboardRequest(tensorboard_id=args.tensorboard_id))
+        )
+        return rpc.present(got.tensorboard, "tensorboard")
+
+    t = rpc.run(args.master, body)
+    if t.state != "STATE_RUNNING":
+        raise errors.FailedPrecondition(
+            f"tensorboard {t.id} is {t.state}; it must be STATE_RUNNING to open"
+        )
+    _show(args, t)
+    return 0
+
+
+def kill(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> None:
+        for tb_id in args.tensorboard_id:
+            try:
+                await s.call(
+                    s.stub.kill_tensorboard(v1.KillTensorboardRequest(tensorboard_id=tb_id))
+                )
+                print(f"Killed tensorboard {tb_id}")
+            except errors.DetError:
+                if not args.force:
+                    raise
+
+    rpc.run(args.master, body)
+    return 0

@@ -1,0 +1,129 @@
+"""`det tensorboard`: a trial's TensorBoard files (metrics written in AUTO mode and files it
+uploads itself) served by a real TensorBoard task on an agent, through the master's proxy."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+from tests.cluster import Cluster, wait_until
+
+pytest.importorskip("tensorboard")
+
+TRAIN = """
+import pathlib
+from determined import core
+
+with core.init() as ctx:
+    for step in (1, 2, 3):
+        ctx.train.report_training_metrics(steps_completed=step, metrics={"loss": 2.0**-step})
+    ctx.train.report_validation_metrics(steps_completed=3, metrics={"accuracy": 0.9})
+    tb = ctx.train.get_tensorboard_path()
+    (tb / "notes.txt").write_text("kept")
+    (tb / "scratch.tmp").write_text("left out")
+    ctx.train.upload_tensorboard_files(
+        selector=lambda p: p.suffix != ".tmp",
+        mangler=lambda p, rank: p.with_name(f"rank{rank}-{p.name}"),
+    )
+"""
+
+
+def _get(cluster: Cluster, path: str, token: str | None) -> tuple[int, bytes]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    req = urllib.request.Request(f"{cluster.url}{path}", headers=headers)
+    try:
+        with cluster.urlopen(req, timeout=30) as r:
+            return r.status, bytes(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _tensorboards(cluster: Cluster) -> list[dict[str, Any]]:
+    return list(json.loads(cluster.det("tensorboard", "list", "--json").stdout))
+
+
+@pytest.mark.slow
+def test_tensorboard_serves_a_trials_metrics_through_the_master(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "train.py").write_text(TRAIN)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(
+        "entrypoint: python3 train.py\nsearcher: {name: single, metric: accuracy, max_length: 1}\n"
+    )
+    exp_id = cluster.create(cfg, ctx)
+    cluster.wait_state(exp_id, "COMPLETED", timeout=120)
+    (trial,) = cluster.trials(exp_id)
+    trial_id = trial["id"]
+
+    # Determined's layout under the experiment's (here the master's default) storage.
+    (trial_dir,) = (cluster.root / "master").rglob(
+        f"tensorboard/experiment/{exp_id}/trial/{trial_id}"
+    )
+    uploaded = sorted(p.name for p in trial_dir.iterdir())
+    assert "rank0-notes.txt" in uploaded and not any("scratch" in n for n in uploaded)
+    assert any(n.startswith("events.out.tfevents") for n in uploaded), uploaded
+
+    out = cluster.det("tensorboard", "start", str(exp_id), "--no-browser").stdout
+    match = re.search(r"TensorBoard is running at: (\S+)/proxy/([0-9a-f-]+)/", out)
+    assert match is not None, out
+    assert match.group(1) == cluster.url
+    tb_id = match.group(2)
+    (listed,) = _tensorboards(cluster)
+    assert listed["id"] == tb_id and listed["state"] == "STATE_RUNNING"
+    assert listed["experiment_ids"] == [exp_id] and listed["trial_ids"] == [trial_id]
+    assert tb_id in cluster.det("tensorboard", "list").stdout
+    opened = cluster.det("tensorboard", "open", tb_id, "--no-browser").stdout
+    assert f"/proxy/{tb_id}/" in opened
+
+    status, page = _get(cluster, f"/proxy/{tb_id}/", cluster.token)
+    assert status == 200 and b"TensorBoard" in page
+
+    def tags() -> dict[str, Any] | None:
+        status, body = _get(cluster, f"/proxy/{tb_id}/data/plugin/scalars/tags", cluster.token)
+        found = json.loads(body) if status == 200 else {}
+        return found if found.get(f"trial_{trial_id}") else None
+
+    runs = wait_until(tags, 60, "TensorBoard to load the trial's scalars")
+    assert {"loss", "val_accuracy"} <= set(runs[f"trial_{trial_id}"])
+    status, body = _get(
+        cluster,
+        f"/proxy/{tb_id}/data/plugin/scalars/scalars?run=trial_{trial_id}&tag=loss",
+        cluster.token,
+    )
+    assert status == 200
+    assert [(step, value) for _, step, value in json.loads(body)] == [
+        (1, 0.5),
+        (2, 0.25),
+        (3, 0.125),
+    ]
+
+    # No session, or another user's: refused.
+    assert _get(cluster, f"/proxy/{tb_id}/", None)[0] == 401
+    cluster.det("user", "create", "bob", "--password", "bob-secret-1")
+    bob = cluster.login("bob", "bob-secret-1")
+    assert _get(cluster, f"/proxy/{tb_id}/", bob)[0] == 403
+
+    assert f"Killed tensorboard {tb_id}" in cluster.det("tensorboard", "kill", tb_id).stdout
+    wait_until(lambda: not _tensorboards(cluster), 30, "the TensorBoard to end")
+    assert tb_id not in cluster.det("tensorboard", "list").stdout
+    assert _get(cluster, f"/proxy/{tb_id}/", cluster.token)[0] == 404
+    gone = cluster.det("tensorboard", "open", tb_id, "--no-browser", check=False)
+    assert gone.returncode == 1 and "STATE_TERMINATED" in gone.stderr
+
+
+def test_tensorboard_start_names_what_is_wrong(cluster: Cluster) -> None:
+    proc = cluster.det("tensorboard", "start", "--no-browser", check=False)
+    assert proc.returncode == 1 and "--trial-ids" in proc.stderr
+    proc = cluster.det("tensorboard", "start", "999", "--no-browser", check=False)
+    assert proc.returncode == 1 and "experiment 999 not found" in proc.stderr
+    proc = cluster.det("tensorboard", "kill", "no-such-id", check=False)
+    assert proc.returncode == 1 and "tensorboard no-such-id not found" in proc.stderr
