@@ -104,7 +104,7 @@ def build(
             # The proxy authenticates itself: its rules differ from the JSON API's.
             *(
                 Route(r.path, mapped(r.endpoint), methods=sorted(r.methods or ()))
-                for r in gateway_proxy.routes(auth, service.tensorboards)
+                for r in gateway_proxy.routes(auth, service)
             ),
             *gateway_spa.routes(webui_dir),
         ],

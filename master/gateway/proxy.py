@@ -24,7 +24,7 @@ from determined.common import errors
 from pydet.master.auth import Authenticator
 from pydet.master.callers import UserCaller
 from pydet.master.gateway import auth as gateway_auth
-from pydet.master.tensorboards import Tensorboards
+from pydet.master.service import Service
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +70,14 @@ def _outgoing_headers(request: Request) -> dict[str, str]:
     return headers
 
 
-def routes(auth: Authenticator, tensorboards: Tensorboards) -> list[Route]:
+def routes(auth: Authenticator, service: Service) -> list[Route]:
     async def authorized(request: Request) -> str:
         _check_cross_site(request)
         caller = await auth.authenticate(gateway_auth.token_of(request))
         if not isinstance(caller, UserCaller):
             raise errors.PermissionDenied("a task's page is for users; task tokens are refused")
         task_id = request.path_params["task_id"]
-        address, owner = tensorboards.proxy_address(task_id)
+        address, owner = service.tensorboards.proxy_address(task_id)
         if not caller.admin and caller.username != owner:
             raise errors.PermissionDenied(
                 f"only the owner of task {task_id} ({owner}) or an admin may open it"

@@ -252,6 +252,16 @@ def test_every_api_route_refuses_a_missing_or_wrong_session(cluster: Cluster) ->
             status = http_status(cluster, path, method=method, headers=headers)
             expected = 403 if agent_token in str(headers) else 401
             assert status == expected, (method, path, headers, status)
+    # A task's page through the proxy: the same, before anything about the task is told.
+    for headers in (
+        {},
+        {"Authorization": "Bearer wrong-token"},
+        {"Cookie": "det_session=wrong-token"},
+        {"Authorization": f"Bearer {agent_token}"},
+    ):
+        for path in ("/proxy/some-task/", "/proxy/some-task/data/runs", "/proxy/some-task"):
+            status = http_status(cluster, path, method="GET", headers=headers)
+            assert status == (403 if agent_token in str(headers) else 401), (path, headers)
     # The open paths stay open; the WebUI's files need no session.
     assert http_status(cluster, "/health", method="GET", headers={}) == 200
     assert http_status(cluster, "/", method="GET", headers={}) == 200
@@ -317,6 +327,12 @@ async def attempts():
             ("context", lambda: s.stub.get_experiment_context(
                 v1.GetExperimentContextRequest(experiment_id=victim_experiment))),
             ("users", lambda: s.stub.get_users(v1.GetUsersRequest())),
+            ("tensorboard", lambda: s.stub.launch_tensorboard(
+                v1.LaunchTensorboardRequest(experiment_ids=[victim_experiment]))),
+            ("tensorboards", lambda: s.stub.get_tensorboards(v1.GetTensorboardsRequest())),
+            ("proxy address", lambda: s.stub.post_allocation_proxy_address(
+                v1.PostAllocationProxyAddressRequest(
+                    allocation_id="someone-else", proxy_address="evil.example:80"))),
         ]
         # A checkpoint "stored" elsewhere, then deleted: the master must not remove it.
         canary = pathlib.Path(hp["canary_dir"])
@@ -433,7 +449,7 @@ def test_a_trial_cannot_report_for_another_trial_or_steer_experiments(
         if "ATTEMPT " in line
     )
     assert attempts.pop("own metrics") == "allowed"
-    assert len(attempts) == 4 * len(victims) + 10, attempts
+    assert len(attempts) == 4 * len(victims) + 13, attempts
     deleted = attempts.pop("delete foreign")
     assert deleted.startswith(("PermissionDenied: ", "NotFound: ")), deleted
     for name, outcome in attempts.items():
