@@ -361,14 +361,8 @@ class DeterminedServicer(v1.DeterminedBase):
     async def launch_tensorboard(
         self, message: v1.LaunchTensorboardRequest
     ) -> v1.LaunchTensorboardResponse:
-        tb = await self.s.locked(
-            self.s.tensorboards.launch(
-                username=_user().username,
-                experiment_ids=list(message.experiment_ids),
-                trial_ids=list(message.trial_ids),
-            )
-        )
-        return v1.LaunchTensorboardResponse(tensorboard=tb.to_proto())
+        tb = await self.s.launch_tensorboard(_user().username, message)
+        return v1.LaunchTensorboardResponse(tensorboard=tb)
 
     async def get_tensorboards(
         self, message: v1.GetTensorboardsRequest
@@ -384,8 +378,8 @@ class DeterminedServicer(v1.DeterminedBase):
     async def kill_tensorboard(
         self, message: v1.KillTensorboardRequest
     ) -> v1.KillTensorboardResponse:
-        tb = await self.s.locked(self.s.tensorboards.kill(message.tensorboard_id))
-        return v1.KillTensorboardResponse(tensorboard=tb.to_proto())
+        tb = await self.s.kill_tensorboard(message.tensorboard_id)
+        return v1.KillTensorboardResponse(tensorboard=tb)
 
     async def post_allocation_proxy_address(
         self, message: v1.PostAllocationProxyAddressRequest

@@ -352,6 +352,23 @@ class Service:
             max_concurrent_trials=preview.concurrency(cfg),
         )
 
+    # -- TensorBoards ------------------------------------------------------------------------
+
+    async def launch_tensorboard(
+        self, username: str, req: v1.LaunchTensorboardRequest
+    ) -> v1.Tensorboard:
+        async with self.lock:
+            tb = await self.tensorboards.launch(
+                username=username,
+                experiment_ids=list(req.experiment_ids),
+                trial_ids=list(req.trial_ids),
+            )
+        return tb.to_proto()
+
+    async def kill_tensorboard(self, tensorboard_id: str) -> v1.Tensorboard:
+        async with self.lock:
+            return (await self.tensorboards.kill(tensorboard_id)).to_proto()
+
     # -- the job queue, pools and agent control --------------------------------------------
 
     def get_jobs(self, pool: str) -> list[v1.Job]:

@@ -81,6 +81,8 @@ def test_tensorboard_serves_a_trials_metrics_through_the_master(
     assert listed["id"] == tb_id and listed["state"] == "STATE_RUNNING"
     assert listed["experiment_ids"] == [exp_id] and listed["trial_ids"] == [trial_id]
     assert tb_id in cluster.det("tensorboard", "list").stdout
+    (shown,) = cluster.get("/api/v1/tensorboards")["tensorboards"]  # the WebUI's list
+    assert shown["id"] == tb_id and shown["service_address"] == f"/proxy/{tb_id}/"
     opened = cluster.det("tensorboard", "open", tb_id, "--no-browser").stdout
     assert f"/proxy/{tb_id}/" in opened
 
@@ -127,3 +129,22 @@ def test_tensorboard_start_names_what_is_wrong(cluster: Cluster) -> None:
     assert proc.returncode == 1 and "experiment 999 not found" in proc.stderr
     proc = cluster.det("tensorboard", "kill", "no-such-id", check=False)
     assert proc.returncode == 1 and "tensorboard no-such-id not found" in proc.stderr
+
+
+def _post_status(cluster: Cluster, path: str, body: Any) -> tuple[int, str]:
+    try:
+        with cluster.urlopen(cluster.request(path, method="POST", body=body), timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_the_json_api_starts_tensorboards_and_names_bad_input(cluster: Cluster) -> None:
+    status, text = _post_status(cluster, "/api/v1/tensorboards", {"experiment_ids": ["x"]})
+    assert status == 400 and "experiment_ids: expected a list of integer ids" in text
+    status, text = _post_status(cluster, "/api/v1/tensorboards", {"experiment_ids": [999]})
+    assert status == 404 and "experiment 999 not found" in text
+    status, text = _post_status(cluster, "/api/v1/tensorboards", {})
+    assert status == 400 and "name at least one experiment or trial" in text
+    status, text = _post_status(cluster, "/api/v1/tensorboards/nope/kill", {})
+    assert status == 404 and "tensorboard nope not found" in text

@@ -146,6 +146,10 @@ export const api = {
   login: (username: string, password: string) => call("POST", LOGIN_ROUTE, t.user, { username, password }),
   logout: () => call("POST", "/api/v1/auth/logout", ignore),
   me: () => call("GET", "/api/v1/me", t.user),
+  tensorboards: () => call("GET", "/api/v1/tensorboards", t.tensorboardList),
+  tensorboard: (id: string) => call("GET", `/api/v1/tensorboards/${encodeURIComponent(id)}`, t.tensorboardOne),
+  launchTensorboard: (body: { experiment_ids: number[]; trial_ids: number[] }) =>
+    call("POST", "/api/v1/tensorboards", t.tensorboardOne, body),
 };
 
 export function errorMessage(e: unknown): string {

@@ -412,3 +412,27 @@ export interface User {
   active: boolean;
 }
 export const user: Decoder<User> = object<User>({ id: int, username: str, admin: bool, active: bool });
+
+/** A TensorBoard task (`det tensorboard`); `service_address` is its path on the master. */
+export interface Tensorboard {
+  id: string;
+  state: string;
+  username: string;
+  experiment_ids: number[];
+  trial_ids: number[];
+  service_address: string;
+  exit_status: string;
+}
+export const tensorboard: Decoder<Tensorboard> = object<Tensorboard>({
+  id: str,
+  state: str,
+  username: str,
+  experiment_ids: optional(array(int), []),
+  trial_ids: optional(array(int), []),
+  service_address: str,
+  exit_status: optional(str, ""),
+});
+export const tensorboardOne: Decoder<{ tensorboard: Tensorboard }> = object({ tensorboard });
+export const tensorboardList: Decoder<{ tensorboards: Tensorboard[] }> = object({
+  tensorboards: optional(array(tensorboard), []),
+});

@@ -12,6 +12,7 @@ import { bytes, duration, metric, stateLabel, time, value } from "../ui/format";
 import { badge, Capped, coalesce, debounce, Notice, progress, section, Table, unmanagedTag } from "../ui/widgets";
 import { actionButtons } from "./actions";
 import { SearchView } from "./searchView";
+import { tensorboardButton } from "./tensorboard";
 
 export const experimentPage: Page = (root, params, ctx) => {
   const id = Number(params.id);
@@ -89,6 +90,7 @@ export const experimentPage: Page = (root, params, ctx) => {
         actionNotice.clear();
         refreshAll();
       }),
+      tensorboardButton(e.id, (m) => actionNotice.error(m)),
       link(`/experiments/${e.id}/fork`, "Fork"),
       del &&
         button("Delete", () => {
