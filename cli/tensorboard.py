@@ -70,6 +70,12 @@ def add_parser(nouns: Subparsers) -> None:
     p.add_argument("--no-browser", action="store_true", help="only print its URL")
     p.set_defaults(func=open_tensorboard)
 
+    p = verbs.add_parser("logs", help="print a TensorBoard instance's logs")
+    p.add_argument("tensorboard_id", metavar="TENSORBOARD_ID")
+    p.add_argument("--head", type=int, default=0, help="only the first N lines")
+    p.add_argument("--tail", type=int, default=0, help="only the last N lines")
+    p.set_defaults(func=logs)
+
     p = verbs.add_parser("kill", help="kill TensorBoard instances")
     p.add_argument("tensorboard_id", nargs="+", metavar="TENSORBOARD_ID")
     p.add_argument("-f", "--force", action="store_true", help="ignore errors")
@@ -190,4 +196,15 @@ def kill(args: argparse.Namespace) -> int:
                     raise
 
     rpc.run(args.master, body)
+    return 0
+
+
+def logs(args: argparse.Namespace) -> int:
+    request = v1.TaskLogsRequest(task_id=args.tensorboard_id, head=args.head, tail=args.tail)
+
+    async def body(s: client.Session) -> list[v1.TaskLog]:
+        return list((await s.call(s.stub.task_logs(request))).logs)
+
+    for line in rpc.run(args.master, body):
+        print(render.log_line(line))
     return 0

@@ -163,6 +163,9 @@ class DeterminedServicer(v1.DeterminedBase):
         async for logs in self.s.trial_logs(message):
             yield v1.TrialLogsResponse(logs=logs)
 
+    async def task_logs(self, message: v1.TaskLogsRequest) -> v1.TaskLogsResponse:
+        return v1.TaskLogsResponse(logs=await self.s.task_logs(message))
+
     async def get_trial_metrics(
         self, message: v1.GetTrialMetricsRequest
     ) -> v1.GetTrialMetricsResponse:

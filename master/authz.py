@@ -443,6 +443,7 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/PostRunMetadata": task_of_trial("run_id"),
     "/v1.Determined/GetRunMetadata": reader_or_task_of_trial("run_id"),
     "/v1.Determined/TrialLogs": user,
+    "/v1.Determined/TaskLogs": user,
     "/v1.Determined/GetTrialMetrics": user,
     "/v1.Determined/GetAgents": user,
     "/v1.Determined/EnableAgent": admin,

@@ -308,6 +308,13 @@ class Service:
         async for rows in self.logs.stream(req.trial_id, f, follow=req.follow, is_done=done):
             yield [convert.task_log(r) for r in rows]
 
+    async def task_logs(self, req: v1.TaskLogsRequest) -> list[v1.TaskLog]:
+        f = queries.LogFilter(head=max(0, req.head), tail=max(0, req.tail))
+        rows = await queries.task_logs(self.db, 0, f, task_id=req.task_id)
+        if not rows and self.tasks.allocation_of(req.task_id) is None:
+            await self.tensorboards.get(req.task_id)  # NotFound for an unknown task
+        return [convert.task_log(r) for r in rows]
+
     async def get_trial_metrics(self, req: v1.GetTrialMetricsRequest) -> list[v1.MetricReport]:
         rows = await queries.metrics(
             self.db,

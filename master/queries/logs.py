@@ -43,11 +43,13 @@ class LogRow:
     message: str
 
 
-async def task_logs(db: Database, trial_id: int, f: LogFilter, *, limit: int = 0) -> list[LogRow]:
-    """The trial's lines that pass ``f``, oldest first; at most ``limit`` when no head or
-    tail is asked for."""
-    where = ["trial_id = ?", "id > ?"]
-    params: list[object] = [trial_id, f.after_id]
+async def task_logs(
+    db: Database, trial_id: int, f: LogFilter, *, limit: int = 0, task_id: str = ""
+) -> list[LogRow]:
+    """The trial's lines (or, given ``task_id``, the task's) that pass ``f``, oldest first;
+    at most ``limit`` when no head or tail is asked for."""
+    where = ["task_id = ?" if task_id else "trial_id = ?", "id > ?"]
+    params: list[object] = [task_id or trial_id, f.after_id]
     if f.rank_ids:
         where.append(f"rank IN ({','.join('?' * len(f.rank_ids))})")
         params.extend(f.rank_ids)

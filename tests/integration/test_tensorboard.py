@@ -86,6 +86,8 @@ def test_tensorboard_serves_a_trials_metrics_through_the_master(
     opened = cluster.det("tensorboard", "open", tb_id, "--no-browser").stdout
     assert f"/proxy/{tb_id}/" in opened
 
+    task_log = cluster.det("tensorboard", "logs", tb_id).stdout
+    assert f"TensorBoard is ready at /proxy/{tb_id}/" in task_log, task_log
     status, page = _get(cluster, f"/proxy/{tb_id}/", cluster.token)
     assert status == 200 and b"TensorBoard" in page
 
@@ -127,6 +129,8 @@ def test_tensorboard_start_names_what_is_wrong(cluster: Cluster) -> None:
     assert proc.returncode == 1 and "--trial-ids" in proc.stderr
     proc = cluster.det("tensorboard", "start", "999", "--no-browser", check=False)
     assert proc.returncode == 1 and "experiment 999 not found" in proc.stderr
+    proc = cluster.det("tensorboard", "logs", "no-such-id", check=False)
+    assert proc.returncode == 1 and "tensorboard no-such-id not found" in proc.stderr
     proc = cluster.det("tensorboard", "kill", "no-such-id", check=False)
     assert proc.returncode == 1 and "tensorboard no-such-id not found" in proc.stderr
 

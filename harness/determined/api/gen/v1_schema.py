@@ -348,6 +348,14 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
     'TrialLogsResponse': (
         ('logs', 1, 'message', 'TaskLog', True, True, ''),
     ),
+    'TaskLogsRequest': (
+        ('task_id', 1, 'string', None, False, False, ''),
+        ('head', 2, 'int32', None, False, False, ''),
+        ('tail', 3, 'int32', None, False, False, ''),
+    ),
+    'TaskLogsResponse': (
+        ('logs', 1, 'message', 'TaskLog', True, True, ''),
+    ),
     'AllGatherRequest': (
         ('allocation_id', 1, 'string', None, False, False, ''),
         ('group', 2, 'string', None, False, False, ''),
@@ -780,6 +788,7 @@ SERVICES: dict[str, tuple[tuple[str, str, str, bool, bool], ...]] = {
         ('PostRunMetadata', 'PostRunMetadataRequest', 'PostRunMetadataResponse', False, False),
         ('GetRunMetadata', 'GetRunMetadataRequest', 'GetRunMetadataResponse', False, False),
         ('TrialLogs', 'TrialLogsRequest', 'TrialLogsResponse', False, True),
+        ('TaskLogs', 'TaskLogsRequest', 'TaskLogsResponse', False, False),
         ('GetTrialMetrics', 'GetTrialMetricsRequest', 'GetTrialMetricsResponse', False, False),
         ('GetAgents', 'GetAgentsRequest', 'GetAgentsResponse', False, False),
         ('EnableAgent', 'AgentActionRequest', 'AgentActionResponse', False, False),

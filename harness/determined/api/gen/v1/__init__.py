@@ -156,6 +156,8 @@ __all__ = (
     "StartTrialResponse",
     "State",
     "TaskLog",
+    "TaskLogsRequest",
+    "TaskLogsResponse",
     "Template",
     "Tensorboard",
     "Trial",
@@ -2571,6 +2573,30 @@ default_message_pool.register_message("v1", "TaskLog", TaskLog)
 
 
 @dataclass(eq=False, repr=False)
+class TaskLogsRequest(betterproto2.Message):
+    """
+    The logs of any task by its id (a TensorBoard's, `det tensorboard logs`); no follow.
+    """
+
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    head: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+    tail: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message("v1", "TaskLogsRequest", TaskLogsRequest)
+
+
+@dataclass(eq=False, repr=False)
+class TaskLogsResponse(betterproto2.Message):
+    logs: "list[TaskLog]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+
+
+default_message_pool.register_message("v1", "TaskLogsResponse", TaskLogsResponse)
+
+
+@dataclass(eq=False, repr=False)
 class Template(betterproto2.Message):
     name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
@@ -3451,6 +3477,24 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         ):
             yield response
+
+    async def task_logs(
+        self,
+        message: "TaskLogsRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "TaskLogsResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/TaskLogs",
+            message,
+            TaskLogsResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
 
     async def get_trial_metrics(
         self,
@@ -4346,6 +4390,10 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
         yield TrialLogsResponse()
 
+    async def task_logs(self, message: "TaskLogsRequest") -> "TaskLogsResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def get_trial_metrics(
         self, message: "GetTrialMetricsRequest"
     ) -> "GetTrialMetricsResponse":
@@ -4783,6 +4831,14 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
             stream,
             request,
         )
+
+    async def __rpc_task_logs(
+        self, stream: "grpclib.server.Stream[TaskLogsRequest, TaskLogsResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.task_logs(request)
+        await stream.send_message(response)
 
     async def __rpc_get_trial_metrics(
         self, stream: "grpclib.server.Stream[GetTrialMetricsRequest, GetTrialMetricsResponse]"
@@ -5273,6 +5329,12 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_STREAM,
                 TrialLogsRequest,
                 TrialLogsResponse,
+            ),
+            "/v1.Determined/TaskLogs": grpclib.const.Handler(
+                self.__rpc_task_logs,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                TaskLogsRequest,
+                TaskLogsResponse,
             ),
             "/v1.Determined/GetTrialMetrics": grpclib.const.Handler(
                 self.__rpc_get_trial_metrics,
