@@ -355,6 +355,18 @@ def start_order(
         env=env,
         slot_ids=[],
         spec=v1.ContainerSpec(
+            # In a container (docker runtime) the storage directories are where they are on
+            # the host, as for trials; writable, since the task creates missing ones.
+            bind_mounts=[
+                v1.BindMount(host_path=path, container_path=path, read_only=False)
+                for path in sorted(
+                    {
+                        str(s["storage"]["host_path"])
+                        for s in tb.sources
+                        if s["storage"].get("type") == "shared_fs"
+                    }
+                )
+            ],
             labels={
                 "ai.pydet.allocation": alloc.id,
                 "ai.pydet.container": container.id,

@@ -1,0 +1,75 @@
+"""What a TensorBoard task is started with (master/tensorboards.py)."""
+
+from __future__ import annotations
+
+import json
+
+from pydet.master.agents import Agent
+from pydet.master.allocation import Allocation, Container
+from pydet.master.experiment import MasterInfo
+from pydet.master.tensorboards import Phase, Tensorboard, start_order
+
+SHARED = {"type": "shared_fs", "host_path": "/mnt/ckpt"}
+
+
+def _tensorboard() -> Tensorboard:
+    sources = [
+        {
+            "experiment_id": 1,
+            "trial_id": t,
+            "storage": SHARED,
+            "path": f"c/tensorboard/experiment/1/trial/{t}",
+        }
+        for t in (3, 4)
+    ] + [
+        {
+            "experiment_id": 2,
+            "trial_id": 9,
+            "storage": {"type": "directory", "container_path": "/data"},
+            "path": "c/tensorboard/experiment/2/trial/9",
+        }
+    ]
+    return Tensorboard(
+        id="tb-1",
+        username="alice",
+        experiment_ids=[1, 2],
+        trial_ids=[3, 4, 9],
+        sources=sources,
+        resource_pool="default",
+        phase=Phase.STARTING,
+        start_time=0.0,
+    )
+
+
+def test_a_tensorboard_runs_on_no_slot_with_its_sources_and_proxy_path() -> None:
+    tb = _tensorboard()
+    alloc = Allocation(
+        id="tb-1.5",
+        task_id="tb-1",
+        trial_id=None,
+        token="tok",
+        containers={"tb-1.5.0": Container(id="tb-1.5.0", agent_id="a", slot_ids=(), rank=0)},
+        job=tb.job,
+    )
+    info = MasterInfo(
+        cluster_id="c",
+        master_address="10.0.0.1:8080",
+        pools=("default",),
+        default_pool="default",
+        defaults={},
+    )
+    order = start_order(tb, alloc, info, {"a": Agent(id="a", address="10.0.0.2")})
+    assert order.argv == ["python3", "-m", "determined.exec.tensorboard"]
+    assert order.slot_ids == []
+    env = order.env
+    assert env["DET_TASK_TYPE"] == "TENSORBOARD" and env["DET_SESSION_TOKEN"] == "tok"
+    assert env["DET_PROXY_PATH"] == "/proxy/tb-1/"
+    assert json.loads(env["DET_CONTAINER_ADDRS"]) == ["10.0.0.2"]
+    assert [s["trial_id"] for s in json.loads(env["DET_TENSORBOARD_SOURCES"])] == [3, 4, 9]
+    assert order.spec is not None
+    # The shared_fs storage is mounted once, at its host path, for the docker runtime.
+    assert [(m.host_path, m.container_path) for m in order.spec.bind_mounts] == [
+        ("/mnt/ckpt", "/mnt/ckpt")
+    ]
+    shown = tb.to_proto()
+    assert shown.state == "STATE_STARTING" and shown.service_address == "/proxy/tb-1/"
