@@ -130,6 +130,11 @@ class MetricEvents:
         self._logdir = logdir
         self._writer: Any = None
         self.available = importlib.util.find_spec("tensorboard") is not None
+        if not self.available:
+            log.info(
+                "the tensorboard package is not installed: reported metrics are not written "
+                "for TensorBoard (pip install tensorboard)"
+            )
 
     def write(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
         if not self.available:
