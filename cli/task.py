@@ -1,5 +1,5 @@
 """`det task list|logs`: the tasks the cluster holds (Determined's allocation summaries) and
-a task's logs. A pydet task is a trial's: its id is ``EXPERIMENT.TRIAL``."""
+a task's logs. A trial's task id is ``EXPERIMENT.TRIAL``; a TensorBoard's is a UUID."""
 
 from __future__ import annotations
 
@@ -80,6 +80,9 @@ def trial_of(task_id: str) -> tuple[int, int]:
 
 
 def logs(args: argparse.Namespace) -> int:
+    if "." not in args.task_id:
+        # Not a trial's task (a TensorBoard's): its lines by task id.
+        return print_task_logs(args.master, args.task_id, head=args.head, tail=args.tail)
     exp_id, trial_id = trial_of(args.task_id)
 
     async def body(s: client.Session) -> None:
@@ -89,4 +92,16 @@ def logs(args: argparse.Namespace) -> int:
         await trial.print_logs(s, trial.logs_request(trial_id, args))
 
     rpc.run(args.master, body)
+    return 0
+
+
+def print_task_logs(master: str | None, task_id: str, *, head: int | None, tail: int | None) -> int:
+    """Print the lines of a task that is not a trial's (TaskLogs; no follow)."""
+    request = v1.TaskLogsRequest(task_id=task_id, head=head or 0, tail=tail or 0)
+
+    async def body(s: client.Session) -> list[v1.TaskLog]:
+        return list((await s.call(s.stub.task_logs(request))).logs)
+
+    for line in rpc.run(master, body):
+        print(render.log_line(line))
     return 0

@@ -13,7 +13,7 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, listing, render, rpc
+from pydet.cli import Subparsers, listing, render, rpc, task
 
 HEADERS = (
     "ID",
@@ -200,11 +200,4 @@ def kill(args: argparse.Namespace) -> int:
 
 
 def logs(args: argparse.Namespace) -> int:
-    request = v1.TaskLogsRequest(task_id=args.tensorboard_id, head=args.head, tail=args.tail)
-
-    async def body(s: client.Session) -> list[v1.TaskLog]:
-        return list((await s.call(s.stub.task_logs(request))).logs)
-
-    for line in rpc.run(args.master, body):
-        print(render.log_line(line))
-    return 0
+    return task.print_task_logs(args.master, args.tensorboard_id, head=args.head, tail=args.tail)
