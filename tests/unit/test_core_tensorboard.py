@@ -83,9 +83,10 @@ def test_reported_metrics_are_scalars_tensorboard_reads(tmp_path: pathlib.Path) 
     events.write("training", 1, {"loss": 0.5, "note": "text", "ok": True})
     events.write("training", 2, {"loss": 0.25})
     events.write("validation", 2, {"accuracy": 0.75})
-    events.close()
+    events.flush()  # what AUTO mode does before each upload: readable without a close
     acc = EventAccumulator(str(tmp_path))
     acc.Reload()
+    events.close()
     assert sorted(acc.Tags()["scalars"]) == ["loss", "ok", "val_accuracy"]
     assert [(e.step, e.value) for e in acc.Scalars("loss")] == [(1, 0.5), (2, 0.25)]
     assert [(e.step, e.value) for e in acc.Scalars("val_accuracy")] == [(2, 0.75)]

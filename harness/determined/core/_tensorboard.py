@@ -14,9 +14,10 @@ import logging
 import os
 import pathlib
 import shutil
+import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +109,13 @@ class TensorboardFiles:
                 copied += 1
         return copied
 
-    def upload_now_and_then(self) -> None:
-        """AUTO mode, after a report: upload unless that happened in the last few seconds."""
+    def upload_now_and_then(self, before: Callable[[], None]) -> None:
+        """AUTO mode, after a report: call ``before`` (flush the events) and upload, unless
+        that happened in the last few seconds."""
         now = time.monotonic()
         if now - self._last_auto >= AUTO_UPLOAD_SECONDS:
             self._last_auto = now
+            before()
             self._safe_upload()
 
     def _safe_upload(self) -> None:
@@ -124,10 +127,16 @@ class TensorboardFiles:
 
 class MetricEvents:
     """Reported metrics as TensorBoard scalars in an event file under ``logdir`` (AUTO mode);
-    a no-op without the ``tensorboard`` package."""
+    a no-op without the ``tensorboard`` package.
+
+    A report only notes its scalars (a report is on the training loop's hot path); ``flush``
+    writes what was noted with tensorboard's own record writer, before each upload and on
+    close."""
 
     def __init__(self, logdir: pathlib.Path) -> None:
         self._logdir = logdir
+        self._pending: list[tuple[float, int, list[tuple[str, float]]]] = []
+        self._file: BinaryIO | None = None
         self._writer: Any = None
         self.available = importlib.util.find_spec("tensorboard") is not None
         if not self.available:
@@ -139,34 +148,47 @@ class MetricEvents:
     def write(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
         if not self.available:
             return
+        values = [(scalar_tag(group, k), float(v)) for k, v in metrics.items() if _is_scalar(v)]
+        if values:
+            self._pending.append((time.time(), steps_completed, values))
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
         from tensorboard.compat.proto import event_pb2, summary_pb2  # type: ignore[import-untyped]
 
-        values = [
-            summary_pb2.Summary.Value(tag=scalar_tag(group, name), simple_value=float(value))
-            for name, value in metrics.items()
-            if _is_scalar(value)
-        ]
-        if not values:
-            return
-        if self._writer is None:
-            # tensorboard's own writer, without TensorFlow.
-            from tensorboard.summary.writer.event_file_writer import (  # type: ignore[import-untyped]
-                EventFileWriter,
+        writer = self._writer or self._open(event_pb2)
+        for wall_time, step, values in self._pending:
+            summary = summary_pb2.Summary(
+                value=[summary_pb2.Summary.Value(tag=t, simple_value=v) for t, v in values]
             )
+            event = event_pb2.Event(wall_time=wall_time, step=step, summary=summary)
+            writer.write(event.SerializeToString())
+        self._pending.clear()
+        writer.flush()
 
-            self._writer = EventFileWriter(str(self._logdir))
-        event = event_pb2.Event(
-            wall_time=time.time(),
-            step=steps_completed,
-            summary=summary_pb2.Summary(value=values),
+    def _open(self, event_pb2: Any) -> Any:
+        from tensorboard.summary.writer.record_writer import (  # type: ignore[import-untyped]
+            RecordWriter,
         )
-        self._writer.add_event(event)
-        self._writer.flush()
+
+        self._logdir.mkdir(parents=True, exist_ok=True)
+        name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}"
+        self._file = open(self._logdir / name, "ab")
+        self._writer = RecordWriter(self._file)
+        # Every event file starts with its version, as TensorBoard's readers expect.
+        version = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
+        self._writer.write(version.SerializeToString())
+        return self._writer
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        try:
+            self.flush()
+        finally:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+                self._writer = None
 
 
 def scalar_tag(group: str, name: str) -> str:

@@ -231,7 +231,7 @@ class TrainContext:
             try:
                 events.write(group, steps, metrics)
                 if self._tensorboard is not None:
-                    self._tensorboard.upload_now_and_then()
+                    self._tensorboard.upload_now_and_then(events.flush)
             except OSError as e:
                 log.warning("writing TensorBoard events failed: %s", e)
         return MetricRecord(group, steps, metrics_json, time.time(), batch_json)
