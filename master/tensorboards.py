@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 # Determined loads at most 100 trials into one TensorBoard.
 MAX_TRIALS = 100
 TASK_ENTRY = ["python3", "-m", "determined.exec.tensorboard"]
-_FILE_STORAGES = ("shared_fs", "directory")
+_READABLE_STORAGES = ("shared_fs", "directory", "s3")
 
 
 class Phase(enum.Enum):
@@ -200,12 +200,12 @@ class Tensorboards:
                 text = await queries.stored_config(self._db, exp_id)
                 config = json.loads(text or "{}")
                 storage = storage_config(config)
-                if not isinstance(storage, dict) or storage.get("type") not in _FILE_STORAGES:
+                if not isinstance(storage, dict) or storage.get("type") not in _READABLE_STORAGES:
                     kind = storage.get("type") if isinstance(storage, dict) else None
                     raise errors.InvalidArgument(
                         f"experiment {exp_id}: its tensorboard_storage (or checkpoint_storage) "
-                        f"is of type {kind!r}; pydet's TensorBoard reads shared_fs or directory "
-                        "storage only"
+                        f"is of type {kind!r}; pydet's TensorBoard reads shared_fs, directory or "
+                        "s3 storage"
                     )
                 storages[exp_id] = storage
             out.append(

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.cluster import Cluster, wait_until
+from tests.s3server import S3Server
 
 pytest.importorskip("tensorboard")
 
@@ -44,6 +45,24 @@ def _get(cluster: Cluster, path: str, token: str | None) -> tuple[int, bytes]:
         return e.code, e.read()
 
 
+def _completed_trial(
+    cluster: Cluster, tmp_path: pathlib.Path, train: str, metric: str, extra: str = ""
+) -> tuple[int, int]:
+    """Run ``train`` as a one-trial experiment to completion: its id and its trial's."""
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "train.py").write_text(train)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(
+        "entrypoint: python3 train.py\n"
+        f"searcher: {{name: single, {metric}, max_length: 1}}\n{extra}\n"
+    )
+    exp_id = cluster.create(cfg, ctx)
+    cluster.wait_state(exp_id, "COMPLETED", timeout=120)
+    (trial,) = cluster.trials(exp_id)
+    return exp_id, int(trial["id"])
+
+
 def _tensorboards(cluster: Cluster) -> list[dict[str, Any]]:
     return list(json.loads(cluster.det("tensorboard", "list", "--json").stdout))
 
@@ -52,17 +71,7 @@ def _tensorboards(cluster: Cluster) -> list[dict[str, Any]]:
 def test_tensorboard_serves_a_trials_metrics_through_the_master(
     cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
-    ctx = tmp_path / "ctx"
-    ctx.mkdir()
-    (ctx / "train.py").write_text(TRAIN)
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(
-        "entrypoint: python3 train.py\nsearcher: {name: single, metric: accuracy, max_length: 1}\n"
-    )
-    exp_id = cluster.create(cfg, ctx)
-    cluster.wait_state(exp_id, "COMPLETED", timeout=120)
-    (trial,) = cluster.trials(exp_id)
-    trial_id = trial["id"]
+    exp_id, trial_id = _completed_trial(cluster, tmp_path, TRAIN, "metric: accuracy")
 
     # Determined's layout under the experiment's (here the master's default) storage.
     (trial_dir,) = (cluster.root / "master").rglob(
@@ -155,3 +164,37 @@ def test_the_json_api_starts_tensorboards_and_names_bad_input(cluster: Cluster) 
     assert status == 400 and "name at least one experiment or trial" in text
     status, text = _post_status(cluster, "/api/v1/tensorboards/nope/kill", {})
     assert status == 404 and "tensorboard nope not found" in text
+
+
+S3_TRAIN = """
+from determined import core
+
+with core.init() as ctx:
+    ctx.train.report_training_metrics(steps_completed=1, metrics={"loss": 0.5})
+"""
+
+
+@pytest.mark.slow
+def test_a_tensorboard_reads_trials_whose_storage_is_s3(
+    cluster: Cluster, s3: S3Server, tmp_path: pathlib.Path
+) -> None:
+    bucket = s3.bucket()
+    storage = s3.storage(bucket, prefix="runs")
+    exp_id, trial_id = _completed_trial(
+        cluster, tmp_path, S3_TRAIN, "metric: loss", f"checkpoint_storage: {json.dumps(storage)}"
+    )
+    keys = s3.objects(bucket, prefix="runs/")
+    layout = f"/tensorboard/experiment/{exp_id}/trial/{trial_id}/events.out.tfevents."
+    assert any(layout in k for k in keys), keys
+
+    tb_id = cluster.det("tensorboard", "start", str(exp_id), "--detach").stdout.strip()
+
+    def tags() -> dict[str, Any] | None:
+        status, body = _get(cluster, f"/proxy/{tb_id}/data/plugin/scalars/tags", cluster.token)
+        found = json.loads(body) if status == 200 else {}
+        return found if found.get(f"trial_{trial_id}") else None
+
+    runs = wait_until(tags, 90, "TensorBoard to load the trial's scalars from S3")
+    assert "loss" in runs[f"trial_{trial_id}"]
+    cluster.det("tensorboard", "kill", tb_id)
+    wait_until(lambda: not _tensorboards(cluster), 30, "the TensorBoard to end")

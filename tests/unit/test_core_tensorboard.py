@@ -8,6 +8,7 @@ import pathlib
 import pytest
 
 from determined.core._tensorboard import (
+    Destination,
     MetricEvents,
     TensorboardFiles,
     scalar_tag,
@@ -33,7 +34,7 @@ def test_an_upload_copies_selected_new_and_changed_files_under_mangled_names(
     (local / "a.txt").write_text("1")
     (local / "sub" / "b.txt").write_text("2")
     (local / "skip.tmp").write_text("x")
-    files = TensorboardFiles(local, dest, rank=2)
+    files = TensorboardFiles(local, Destination(directory=dest), rank=2)
 
     def mangle(p: pathlib.Path, rank: int) -> pathlib.Path:
         return p.with_name(f"r{rank}-{p.name}")
@@ -56,7 +57,7 @@ def test_a_mangled_path_may_not_leave_the_trials_directory(tmp_path: pathlib.Pat
     local = tmp_path / "local"
     local.mkdir()
     (local / "a").write_text("1")
-    files = TensorboardFiles(local, tmp_path / "store", rank=0)
+    files = TensorboardFiles(local, Destination(directory=tmp_path / "store"), rank=0)
     with pytest.raises(ValueError, match="leaves the trial's TensorBoard directory"):
         files.upload(mangler=lambda p, r: pathlib.Path("..") / p)
 

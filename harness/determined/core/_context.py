@@ -314,8 +314,8 @@ def _require_single_worker(info: det.ClusterInfo) -> None:
 
 
 def _tensorboard_files(info: det.ClusterInfo, rank: int) -> _tensorboard.TensorboardFiles:
-    """This worker's TensorBoard directory, and the trial's directory in its TensorBoard
-    storage when that is a filesystem (pydet's TensorBoard reads no object storage)."""
+    """This worker's TensorBoard directory, and the trial's place in its TensorBoard
+    storage (a directory, or a key prefix in S3)."""
     trial = info.trial
     assert trial is not None
     local = pathlib.Path(tempfile.gettempdir()) / f"tensorboard-{info.allocation_id}-rank{rank}"
@@ -324,11 +324,12 @@ def _tensorboard_files(info: det.ClusterInfo, rank: int) -> _tensorboard.Tensorb
     config = _tensorboard.storage_config(trial.config)
     if config is not None:
         storage = _storage.from_config(config, what="tensorboard_storage")
+        path = _tensorboard.sync_path(info.cluster_id, trial.experiment_id, trial.trial_id)
         if isinstance(storage, _storage.Storage):
-            path = _tensorboard.sync_path(info.cluster_id, trial.experiment_id, trial.trial_id)
-            dest = storage.base / path
+            dest = _tensorboard.Destination(directory=storage.base / path)
         else:
-            log.info("TensorBoard files are not uploaded to %s (object storage)", storage.where)
+            key = f"{storage.prefix}/{path}" if storage.prefix else path
+            dest = _tensorboard.Destination(s3=storage, key=key)
     return _tensorboard.TensorboardFiles(local, dest, rank)
 
 

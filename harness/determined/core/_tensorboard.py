@@ -54,13 +54,44 @@ Selector = Callable[[pathlib.Path], bool]
 Mangler = Callable[[pathlib.Path, int], pathlib.Path]
 
 
+class Destination:
+    """Where a trial's TensorBoard files go: its directory in a filesystem storage, or its
+    key prefix in an S3 bucket."""
+
+    def __init__(
+        self, *, directory: pathlib.Path | None = None, s3: Any = None, key: str = ""
+    ) -> None:
+        self.directory = directory
+        self._s3 = s3  # determined.common.s3.S3Storage
+        self._key = key.strip("/")
+
+    @property
+    def where(self) -> str:
+        if self.directory is not None:
+            return str(self.directory)
+        return f"s3://{self._s3.bucket}/{self._key}"
+
+    def put(self, src: pathlib.Path, rel: str) -> None:
+        if self.directory is not None:
+            target = self.directory / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.uploading")
+            shutil.copy2(src, tmp)
+            os.replace(tmp, target)
+            return
+        from determined.common import s3
+
+        try:
+            self._s3.client().upload_file(str(src), self._s3.bucket, f"{self._key}/{rel}")
+        except Exception as e:
+            raise OSError(str(s3.failure(f"uploading {rel} to {self.where}", e))) from e
+
+
 class TensorboardFiles:
-    """One worker's TensorBoard directory and where its files are uploaded.
+    """One worker's TensorBoard directory and where its files are uploaded (``dest``; None
+    where there is nowhere to upload, as off-cluster)."""
 
-    ``dest`` is the trial's directory in a filesystem storage, or None where there is
-    nowhere to upload (off-cluster, or an object storage pydet's TensorBoard cannot read)."""
-
-    def __init__(self, local: pathlib.Path, dest: pathlib.Path | None, rank: int) -> None:
+    def __init__(self, local: pathlib.Path, dest: Destination | None, rank: int) -> None:
         self.local = local
         self.dest = dest
         self.rank = rank
@@ -95,16 +126,12 @@ class TensorboardFiles:
                 if self._sent.get(rel.as_posix()) == stamp:
                     continue
                 target_rel = mangler(rel, self.rank) if mangler is not None else rel
-                target = self.dest / target_rel
-                if not target.resolve().is_relative_to(self.dest.resolve()):
+                if target_rel.is_absolute() or ".." in target_rel.parts:
                     raise ValueError(
                         f"upload_tensorboard_files: the mangled path {target_rel} leaves "
                         "the trial's TensorBoard directory"
                     )
-                target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_name(f".{target.name}.uploading")
-                shutil.copy2(path, tmp)
-                os.replace(tmp, target)
+                self.dest.put(path, target_rel.as_posix())
                 self._sent[rel.as_posix()] = stamp
                 copied += 1
         return copied
@@ -122,7 +149,8 @@ class TensorboardFiles:
         try:
             self.upload()
         except OSError as e:
-            log.warning("uploading TensorBoard files to %s failed: %s", self.dest, e)
+            where = self.dest.where if self.dest is not None else "nowhere"
+            log.warning("uploading TensorBoard files to %s failed: %s", where, e)
 
 
 class MetricEvents:

@@ -205,7 +205,7 @@ class TrainContext:
             log.info("upload_tensorboard_files: no TensorBoard storage here; nothing uploaded")
             return
         count = tb.upload(selector, mangler)
-        log.debug("uploaded %d TensorBoard file(s) to %s", count, tb.dest)
+        log.debug("uploaded %d TensorBoard file(s) to %s", count, tb.dest.where)
 
     def set_status(self, status: str) -> None:
         """Describe what the trial is doing right now (logged)."""

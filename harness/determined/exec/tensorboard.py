@@ -4,7 +4,8 @@ named trials' TensorBoard files with the ``tensorboard`` package and tell the ma
 The master hands it, in ``DET_TENSORBOARD_SOURCES``, each trial's storage and the path
 under it where the trial uploads its files (``core.TrainContext.upload_tensorboard_files``).
 TensorBoard reads those directories in place (shared_fs or directory storage), through one
-link per trial in its working directory, and reloads them as trials write more. It listens
+link per trial in its working directory, or local copies of a trial's objects (S3) that are
+fetched again every few seconds; it reloads them as trials write more. It listens
 on a free port of its agent's address, under the master's proxy path; once it answers, the
 address is reported (``PostAllocationProxyAddress``) so that the master's
 ``/proxy/<task id>/`` reaches it.
@@ -22,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -35,23 +37,73 @@ READY_TIMEOUT = 120.0
 RELOAD_SECONDS = 5
 
 
-def link_runs(sources: list[dict[str, Any]], root: pathlib.Path) -> pathlib.Path:
-    """TensorBoard's logdir: ``root`` with one link ``trial_<id>`` per trial to its directory
-    in the storage (created, so TensorBoard watches it before the first upload). TensorBoard
-    names the runs after the links: ``trial_<id>``, ``trial_<id>/<subdirectory>``."""
+class S3Mirror:
+    """Keeps local copies of the objects under some key prefixes (trials whose TensorBoard
+    storage is S3), fetching new and changed ones every few seconds on its own thread."""
+
+    def __init__(self) -> None:
+        self._prefixes: list[tuple[Any, str, pathlib.Path]] = []
+        self._seen: dict[tuple[str, str], str] = {}
+        self._stop = threading.Event()
+
+    def add(self, storage: Any, key: str, local: pathlib.Path) -> None:
+        self._prefixes.append((storage, key.strip("/") + "/", local))
+
+    def sync(self) -> None:
+        for storage, prefix, local in self._prefixes:
+            client = storage.client()
+            pages = client.get_paginator("list_objects_v2").paginate(
+                Bucket=storage.bucket, Prefix=prefix
+            )
+            for page in pages:
+                for obj in page.get("Contents", []):
+                    rel = obj["Key"][len(prefix) :]
+                    parts = pathlib.PurePosixPath(rel).parts
+                    if not rel or ".." in parts or rel.startswith("/"):
+                        continue
+                    tag = str(obj.get("ETag", "")) + str(obj.get("Size", ""))
+                    if self._seen.get((obj["Key"], storage.bucket)) == tag:
+                        continue
+                    target = local / rel
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = target.with_name(f".{target.name}.fetching")
+                    client.download_file(storage.bucket, obj["Key"], str(tmp))
+                    os.replace(tmp, target)
+                    self._seen[(obj["Key"], storage.bucket)] = tag
+
+    def run(self) -> None:
+        while not self._stop.wait(RELOAD_SECONDS):
+            try:
+                self.sync()
+            except Exception as e:  # a flaky store: say so and try again next round
+                log.warning("fetching TensorBoard files from S3 failed: %s", e)
+
+    def start(self) -> None:
+        if self._prefixes:
+            threading.Thread(target=self.run, name="s3-mirror", daemon=True).start()
+
+
+def link_runs(sources: list[dict[str, Any]], root: pathlib.Path, mirror: S3Mirror) -> pathlib.Path:
+    """TensorBoard's logdir: ``root`` with one entry ``trial_<id>`` per trial: a link to its
+    directory in a filesystem storage (created, so TensorBoard watches it before the first
+    upload), or a local copy of its objects in S3 that ``mirror`` keeps up to date.
+    TensorBoard names the runs after them: ``trial_<id>``, ``trial_<id>/<subdirectory>``."""
     from determined.core import _storage
 
     root.mkdir(parents=True, exist_ok=True)
     for source in sources:
         storage = _storage.from_config(source["storage"], what="tensorboard_storage")
+        entry = root / f"trial_{int(source['trial_id'])}"
         if not isinstance(storage, _storage.Storage):
-            raise ValueError("tensorboard_storage: only shared_fs and directory storage")
+            entry.mkdir(exist_ok=True)
+            key = f"{storage.prefix}/{source['path']}" if storage.prefix else source["path"]
+            mirror.add(storage, key, entry)
+            continue
         path = storage.base / source["path"]
         with contextlib.suppress(OSError):
             path.mkdir(parents=True, exist_ok=True)
-        link = root / f"trial_{int(source['trial_id'])}"
-        if not link.is_symlink():
-            link.symlink_to(path, target_is_directory=True)
+        if not entry.is_symlink():
+            entry.symlink_to(path, target_is_directory=True)
     return root
 
 
@@ -101,12 +153,13 @@ def main() -> int:
     addrs = json.loads(env.get("DET_CONTAINER_ADDRS", "[]"))
     rank = int(env.get("DET_CONTAINER_RANK", "0"))
     host, port = _free_port(addrs[rank] if rank < len(addrs) else "127.0.0.1")
+    mirror = S3Mirror()
     argv = [
         sys.executable,
         "-m",
         "tensorboard.main",
         "--logdir",
-        str(link_runs(sources, pathlib.Path("logs").absolute())),
+        str(link_runs(sources, pathlib.Path("logs").absolute(), mirror)),
         "--host",
         host,
         "--port",
@@ -117,6 +170,8 @@ def main() -> int:
         str(RELOAD_SECONDS),
     ]
     log.info("starting TensorBoard for trials %s", [s["trial_id"] for s in sources])
+    mirror.sync()  # what is there already, before TensorBoard first looks
+    mirror.start()
     proc = subprocess.Popen(argv)
 
     def stop(signum: int, frame: FrameType | None) -> None:
