@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from determined.common import errors
@@ -22,10 +22,20 @@ log = logging.getLogger(__name__)
 async def remove_objects(config: Mapping[str, Any], uuid: str) -> None:
     """Delete checkpoint ``uuid``'s objects; a failure is logged (the record is already
     gone, and the objects can be deleted by hand), never raised."""
+    await _remove(config, f"checkpoint {uuid}", lambda storage: storage.remove(uuid))
+
+
+async def remove_tree(config: Mapping[str, Any], key_prefix: str) -> None:
+    """Delete the objects under ``key_prefix`` (an experiment's TensorBoard files); a
+    failure is logged, never raised."""
+    await _remove(config, f"{key_prefix}/", lambda storage: storage.remove_tree(key_prefix))
+
+
+async def _remove(config: Mapping[str, Any], what: str, remove: Callable[[S3Storage], int]) -> None:
     try:
         storage = S3Storage(config, what="the checkpoint's storage")
-        count = await asyncio.to_thread(storage.remove, uuid)
+        count = await asyncio.to_thread(remove, storage)
     except (errors.DetError, ValueError) as e:
-        log.warning("could not delete the objects of checkpoint %s: %s", uuid, e)
+        log.warning("could not delete the objects of %s: %s", what, e)
         return
-    log.info("deleted %d object(s) of checkpoint %s from %s", count, uuid, storage.where)
+    log.info("deleted %d object(s) of %s from %s", count, what, storage.where)

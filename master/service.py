@@ -204,8 +204,10 @@ class Service:
             elif action in ("archive", "unarchive"):
                 await exps.set_archived(experiment_id, action == "archive")
             elif action == "delete":
+                config = await queries.stored_config(self.db, experiment_id)
                 uuids = await exps.delete(experiment_id)
                 await self.checkpoints.delete_files(uuids)
+                await self.tensorboards.remove_files(experiment_id, config)
                 return v1.ExperimentActionResponse()
             else:
                 raise errors.InvalidArgument(f"unknown experiment action {action!r}")

@@ -10,9 +10,11 @@ TERMINATING (killed) -> TERMINATED, in ``_move`` only.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 import logging
+import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -21,9 +23,10 @@ from typing import Any
 from determined.api.gen import v1
 from determined.common import errors
 from determined.core._tensorboard import storage_config, sync_path
-from pydet.master import queries
+from pydet.master import object_storage, queries
 from pydet.master.agents import Agent
 from pydet.master.allocation import Allocation
+from pydet.master.checkpoints import storage_dir
 from pydet.master.db import Database
 from pydet.master.experiment import MasterInfo
 from pydet.master.task_list import TaskList, TaskRequest
@@ -217,6 +220,20 @@ class Tensorboards:
                 }
             )
         return out
+
+    async def remove_files(self, experiment_id: int, config_json: str | None) -> None:
+        """Remove a deleted experiment's TensorBoard files from its storage (its trials'
+        directories under ``<cluster>/tensorboard/experiment/<id>/``)."""
+        storage = storage_config(json.loads(config_json or "{}"))
+        if not isinstance(storage, dict):
+            return
+        tree = f"{self._info.cluster_id}/tensorboard/experiment/{experiment_id}"
+        if storage.get("type") == "s3":
+            await object_storage.remove_tree(storage, tree)
+            return
+        base = storage_dir(storage)
+        if base is not None:
+            await asyncio.to_thread(shutil.rmtree, base / tree, True)
 
     def live(self) -> list[Tensorboard]:
         """The TensorBoards not yet terminated, oldest first."""

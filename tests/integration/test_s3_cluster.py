@@ -75,17 +75,22 @@ def test_an_s3_experiment_resumes_elsewhere_and_its_objects_go_with_it(
     def live() -> list[v1.Checkpoint]:
         return [x for x in api.checkpoints(trial) if x.state != "DELETED"]
 
+    def checkpoint_objects() -> dict[str, int]:
+        # The trial's TensorBoard files (AUTO mode) live beside its checkpoints.
+        return {k: v for k, v in s3.objects(bucket).items() if "/tensorboard/" not in k}
+
     def only_latest_left() -> bool:
         kept = live()
-        objects = s3.objects(bucket)
+        objects = checkpoint_objects()
         return len(kept) == 1 and {k.split("/")[1] for k in objects} == {kept[0].uuid}
 
     wait_until(only_latest_left, 60, "retention to delete all but the latest checkpoint")
     [kept] = live()
     assert kept.steps_completed == 12
     base = f"exps/{kept.uuid}/"
-    objects = {k.removeprefix(base): v for k, v in s3.objects(bucket).items()}
+    objects = {k.removeprefix(base): v for k, v in checkpoint_objects().items()}
     assert dict(kept.resources) == objects
+    assert any(f"/tensorboard/experiment/{exp}/trial/{trial}/" in k for k in s3.objects(bucket))
     assert objects["step"] == 2
 
     # The secret key is in no log and in no config the master shows.

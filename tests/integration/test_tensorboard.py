@@ -135,6 +135,11 @@ def test_tensorboard_serves_a_trials_metrics_through_the_master(
     gone = cluster.det("tensorboard", "open", tb_id, "--no-browser", check=False)
     assert gone.returncode == 1 and "STATE_TERMINATED" in gone.stderr
 
+    # Deleting the experiment removes its TensorBoard files with its checkpoints.
+    cluster.det("experiment", "delete", str(exp_id), "--yes")
+    wait_until(lambda: not trial_dir.exists(), 30, "the experiment's TensorBoard files to go")
+    assert not trial_dir.parent.parent.exists()
+
 
 def test_tensorboard_start_names_what_is_wrong(cluster: Cluster) -> None:
     proc = cluster.det("tensorboard", "start", "--no-browser", check=False)

@@ -167,6 +167,23 @@ class S3Storage:
     def remove(self, storage_id: str) -> int:
         """Delete every object of checkpoint ``storage_id``; how many there were."""
         keys = [self._key(storage_id, rel) for rel in self.files(storage_id)]
+        return self._delete(keys, f"checkpoint {storage_id}")
+
+    def remove_tree(self, key_prefix: str) -> int:
+        """Delete every object whose key starts with ``key_prefix/`` (under this storage's
+        prefix), e.g. an experiment's TensorBoard files; how many there were."""
+        start = "/".join(p for p in (self.prefix, key_prefix.strip("/")) if p) + "/"
+        client = self.client()
+        try:
+            pages = client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=start
+            )
+            keys = [obj["Key"] for page in pages for obj in page.get("Contents", [])]
+        except Exception as e:
+            raise failure(f"listing {start} in s3://{self.bucket}", e) from e
+        return self._delete(keys, start)
+
+    def _delete(self, keys: list[str], what: str) -> int:
         client = self.client()
         try:
             for i in range(0, len(keys), _DELETE_BATCH):
@@ -179,14 +196,14 @@ class S3Storage:
                 if refused:
                     first = refused[0]
                     raise errors.FailedPrecondition(
-                        f"deleting checkpoint {storage_id} from {self.where}: {len(refused)} "
+                        f"deleting {what} from {self.where}: {len(refused)} "
                         f"object(s) were not deleted ({first.get('Key')}: "
                         f"{first.get('Code')} {first.get('Message')})"
                     )
         except errors.DetError:
             raise
         except Exception as e:
-            raise failure(f"deleting checkpoint {storage_id} from {self.where}", e) from e
+            raise failure(f"deleting {what} from {self.where}", e) from e
         return len(keys)
 
     # The client and the keys.
