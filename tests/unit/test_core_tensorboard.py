@@ -51,6 +51,10 @@ def test_an_upload_copies_selected_new_and_changed_files_under_mangled_names(
     assert files.upload() == 1
     assert (dest / "r2-a.txt").read_text() == "10"
     assert sorted(p.name for p in dest.iterdir()) == ["r2-a.txt", "sub"]
+    # Closing (AUTO mode) uploads the rest and removes the worker's local directory.
+    (local / "c.txt").write_text("3")
+    files.finish()
+    assert (dest / "r2-c.txt").read_text() == "3" and not local.exists()
 
 
 def test_a_mangled_path_may_not_leave_the_trials_directory(tmp_path: pathlib.Path) -> None:

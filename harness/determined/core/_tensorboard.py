@@ -145,12 +145,20 @@ class TensorboardFiles:
             before()
             self._safe_upload()
 
-    def _safe_upload(self) -> None:
+    def finish(self) -> None:
+        """AUTO mode, on close: upload what is left, then remove the local directory (it is
+        this allocation's own, in the agent's temporary directory) once all of it is up."""
+        if self._safe_upload() and self.dest is not None:
+            shutil.rmtree(self.local, ignore_errors=True)
+
+    def _safe_upload(self) -> bool:
         try:
             self.upload()
         except OSError as e:
             where = self.dest.where if self.dest is not None else "nowhere"
             log.warning("uploading TensorBoard files to %s failed: %s", where, e)
+            return False
+        return True
 
 
 class MetricEvents:

@@ -255,10 +255,11 @@ class TrainContext:
         try:
             self._shipper.close()
         finally:
-            if self._metric_events is not None:
-                self._metric_events.close()
-            if self._tensorboard is not None and self._metric_events is not None:
-                self._tensorboard.upload()
+            tb, events = self._tensorboard, self._metric_events
+            if events is not None:
+                events.close()
+                if tb is not None:
+                    tb.finish()
 
 
 class DummyTrainContext(TrainContext):
