@@ -11,9 +11,10 @@ from pydet.master.task_list import TaskList, TaskRequest
 
 
 def task_name(task_id: str) -> str:
-    """A trial's task ("3.7") as Determined names it: "Trial 7 (Experiment 3)"."""
+    """A trial's task ("3.7") as Determined names it, "Trial 7 (Experiment 3)"; any other
+    task is a TensorBoard's (a UUID): "TensorBoard (0f5c1e2a)"."""
     exp, _, trial = task_id.partition(".")
-    return f"Trial {trial} (Experiment {exp})" if trial else f"Task {task_id}"
+    return f"Trial {trial} (Experiment {exp})" if trial else f"TensorBoard ({task_id[:8]})"
 
 
 def _running(alloc: Allocation, scheduler: str) -> v1.AllocationSummary:

@@ -99,7 +99,8 @@ def test_tensorboard_serves_a_trials_metrics_through_the_master(
     assert f"TensorBoard is ready at /proxy/{tb_id}/" in task_log, task_log
     assert "TensorBoard is ready" in cluster.det("task", "logs", tb_id).stdout
     tasks = json.loads(cluster.det("task", "list", "--json").stdout)
-    assert [t["slots_needed"] for t in tasks.values() if t["task_id"] == tb_id] == [0]
+    (summary,) = [t for t in tasks.values() if t["task_id"] == tb_id]
+    assert summary["slots_needed"] == 0 and summary["name"] == f"TensorBoard ({tb_id[:8]})"
     status, page = _get(cluster, f"/proxy/{tb_id}/", cluster.token)
     assert status == 200 and b"TensorBoard" in page
 
