@@ -9,7 +9,6 @@ layout, where the master's TensorBoard task reads them (``det tensorboard start`
 from __future__ import annotations
 
 import enum
-import importlib.util
 import logging
 import os
 import pathlib
@@ -18,6 +17,8 @@ import socket
 import time
 from collections.abc import Callable
 from typing import Any, BinaryIO
+
+from determined.core import _tfevents
 
 log = logging.getLogger(__name__)
 
@@ -162,28 +163,19 @@ class TensorboardFiles:
 
 
 class MetricEvents:
-    """Reported metrics as TensorBoard scalars in an event file under ``logdir`` (AUTO mode);
-    a no-op without the ``tensorboard`` package.
+    """Reported metrics as TensorBoard scalars in an event file under ``logdir`` (AUTO mode).
 
     A report only notes its scalars (a report is on the training loop's hot path); ``flush``
-    writes what was noted with tensorboard's own record writer, before each upload and on
+    writes what was noted (``_tfevents``, no TensorBoard import), before each upload and on
     close."""
 
     def __init__(self, logdir: pathlib.Path) -> None:
         self._logdir = logdir
         self._pending: list[tuple[float, int, list[tuple[str, float]]]] = []
         self._file: BinaryIO | None = None
-        self._writer: Any = None
-        self.available = importlib.util.find_spec("tensorboard") is not None
-        if not self.available:
-            log.info(
-                "the tensorboard package is not installed: reported metrics are not written "
-                "for TensorBoard (pip install tensorboard)"
-            )
+        self._writer: _tfevents.EventFileWriter | None = None
 
     def write(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
-        if not self.available:
-            return
         values = [(scalar_tag(group, k), float(v)) for k, v in metrics.items() if _is_scalar(v)]
         if values:
             self._pending.append((time.time(), steps_completed, values))
@@ -191,30 +183,17 @@ class MetricEvents:
     def flush(self) -> None:
         if not self._pending:
             return
-        from tensorboard.compat.proto import event_pb2, summary_pb2  # type: ignore[import-untyped]
-
-        writer = self._writer or self._open(event_pb2)
+        writer = self._writer or self._open()
         for wall_time, step, values in self._pending:
-            summary = summary_pb2.Summary(
-                value=[summary_pb2.Summary.Value(tag=t, simple_value=v) for t, v in values]
-            )
-            event = event_pb2.Event(wall_time=wall_time, step=step, summary=summary)
-            writer.write(event.SerializeToString())
+            writer.write_scalars(wall_time, step, values)
         self._pending.clear()
         writer.flush()
 
-    def _open(self, event_pb2: Any) -> Any:
-        from tensorboard.summary.writer.record_writer import (  # type: ignore[import-untyped]
-            RecordWriter,
-        )
-
+    def _open(self) -> _tfevents.EventFileWriter:
         self._logdir.mkdir(parents=True, exist_ok=True)
         name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}"
         self._file = open(self._logdir / name, "ab")
-        self._writer = RecordWriter(self._file)
-        # Every event file starts with its version, as TensorBoard's readers expect.
-        version = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
-        self._writer.write(version.SerializeToString())
+        self._writer = _tfevents.EventFileWriter(self._file, time.time())
         return self._writer
 
     def close(self) -> None:
