@@ -2,10 +2,10 @@
 events for live updates, and the WebUI's static files.
 
 Routes live in one module per area of this package (``experiments``, ``cluster``,
-``webhooks``, ``tensorboards``, ``stream``, ``spa``, ``auth``, ``proxy``; ``codec`` and ``json`` encode); this module
-assembles them, puts every API route behind ``auth.authenticate``, and maps errors, here and nowhere
-else: the shared hierarchy's HTTP status with its message, anything unexpected as a logged
-500 with a generic message.
+``webhooks``, ``tensorboards``, ``stream``, ``spa``, ``auth``, ``proxy``; ``codec`` and
+``json`` encode); this module assembles them, puts every API route behind
+``auth.authenticate``, and maps errors, here and nowhere else: the shared hierarchy's HTTP
+status with its message, anything unexpected as a logged 500 with a generic message.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from pydet.master.gateway import experiments as gateway_experiments
 from pydet.master.gateway import proxy as gateway_proxy
 from pydet.master.gateway import spa as gateway_spa
 from pydet.master.gateway import stream as gateway_stream
-from pydet.master.gateway import webhooks as gateway_webhooks
 from pydet.master.gateway import tensorboards as gateway_tensorboards
+from pydet.master.gateway import webhooks as gateway_webhooks
 from pydet.master.service import Service
 
 log = logging.getLogger(__name__)
