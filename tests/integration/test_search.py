@@ -139,12 +139,53 @@ def test_grid_search_runs_each_point_of_the_product_once(cluster: Cluster) -> No
 @pytest.mark.slow
 def test_random_search_runs_max_trials_with_distinct_hparams_in_bounds(cluster: Cluster) -> None:
     _, trials = digits_search(cluster, "random", seed=2)
+    assert_four_distinct_two_epoch_trials(trials)
+
+
+def assert_four_distinct_two_epoch_trials(trials: list[dict[str, Any]]) -> None:
+    """5_random.yaml's and 5_optuna.yaml's budget: four trials of two epochs, all different."""
     assert len(trials) == 4
     for t in trials:
         assert t["state"] == "COMPLETED"
         assert_in_bounds(t["hparams"])
         assert t["steps_completed"] == batches(2, t["hparams"])
+        assert t["best_validation_metric"] is not None
     assert len({json.dumps(t["hparams"], sort_keys=True) for t in trials}) == 4
+
+
+@pytest.mark.slow
+def test_optuna_tpe_search_over_digits_runs_its_budget_in_bounds(cluster: Cluster) -> None:
+    exp_id, trials = digits_search(cluster, "optuna", seed=4)
+    assert_four_distinct_two_epoch_trials(trials)
+    best = min(t["best_validation_metric"] for t in trials)
+    described = json.loads(cluster.det("experiment", "describe", "--json", str(exp_id)).stdout)
+    assert described[0]["experiment"]["searcher_name"] == "optuna"
+    assert described[0]["experiment"]["best_searcher_metric"] == pytest.approx(best)
+
+
+@pytest.mark.slow
+def test_pbt_over_digits_forks_the_best_trial_from_its_checkpoint(cluster: Cluster) -> None:
+    exp_id, trials = digits_search(cluster, "pbt", seed=5)
+    # Three members, then one child that replaces the worst after round 1.
+    assert len(trials) == 4 and all(t["state"] == "COMPLETED" for t in trials)
+    for t in trials:
+        assert_in_bounds({**t["hparams"], "hidden": 64})
+    founders = [t for t in trials if not t.get("parent_trial_id")]
+    assert {t["hparams"]["hidden"] for t in trials} == {64}
+    children = [t for t in trials if t.get("parent_trial_id")]
+    assert len(founders) == 3 and len(children) == 1
+    child = children[0]
+    # The parent was the best of round 1: the lowest val_loss after one epoch.
+    after_one_epoch = {
+        t["id"]: next(m["val_loss"] for step, m in validations(cluster, t["id"])) for t in founders
+    }
+    assert child["parent_trial_id"] == min(after_one_epoch, key=lambda i: after_one_epoch[i])
+    # The child started from the parent's checkpoint: 4_hparams.py says what it loaded.
+    logs = cluster.det("trial", "logs", str(child["id"])).stdout
+    assert "loaded checkpoint" in logs, logs[-2000:]
+    assert child["warm_start_checkpoint_uuid"]
+    out = cluster.det("experiment", "describe", str(exp_id)).stdout
+    assert "Lineage" in out
 
 
 @pytest.mark.slow
