@@ -16,7 +16,9 @@ Rows (each labelled with what it changes):
 - pydet optuna warm-started (``searcher.source_experiment_id``) from the random search's
   trials: the same budget of new trials, the old ones modelled, not re-run;
 - Ray Tune ``OptunaSearch`` (TPE) with the FIFO scheduler; Ray Tune random search
-  (``BasicVariantGenerator``) with ``ASHAScheduler`` (same divisor, grace period and length).
+  (``BasicVariantGenerator``) with ``ASHAScheduler`` (same divisor, grace period and length);
+  each at Ray's defaults (a new worker process per trial) and at its fastest documented
+  setting, ``reuse_actors=True`` (one process runs many trials).
 
 "Best value" is the smallest ``val_loss`` any trial reported (the search's best trial; lower
 is better). Each search is seeded (``--seed``); one seed is one sample of a noisy quantity,
@@ -219,7 +221,15 @@ def run_ray(w: Workload) -> list[Row] | str:
     ]
     try:
         with tempfile.TemporaryDirectory(prefix="ray-bench-quality-") as tmp:
-            for setting, changes, search_alg, scheduler in peers:
+            runs = [
+                (f"{setting}{mode}", changes + extra, search_alg, scheduler, reuse)
+                for setting, changes, search_alg, scheduler in peers
+                for mode, extra, reuse in (
+                    ("", "; defaults: a new worker process per trial", False),
+                    (", reuse_actors", "; fastest: one process runs many trials", True),
+                )
+            ]
+            for setting, changes, search_alg, scheduler, reuse in runs:
                 tuner = tune.Tuner(
                     ray_trainable,
                     param_space=space,
@@ -230,6 +240,7 @@ def run_ray(w: Workload) -> list[Row] | str:
                         max_concurrent_trials=w.concurrency,
                         search_alg=search_alg(),
                         scheduler=scheduler() if scheduler else None,
+                        reuse_actors=reuse,
                     ),
                     run_config=tune.RunConfig(name="quality", storage_path=tmp, verbose=0),
                 )
