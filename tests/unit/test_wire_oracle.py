@@ -133,6 +133,7 @@ message Kinds {
     Empty choice_empty = 47;
   }
   Empty empty = 48;
+  map<string, float> by_text = 49;
   uint32 last = 536870911;
 }
 """
@@ -388,6 +389,12 @@ def _bits(x: float) -> bytes:
     return struct.pack("<d", x)
 
 
+def _quiet(x: float) -> float:
+    """The NaN ``x`` with its quiet bit set."""
+    (bits,) = struct.unpack("<Q", _bits(x))
+    return float(struct.unpack("<d", struct.pack("<Q", bits | 1 << 51))[0])
+
+
 def _assert_same(want: message.Message, got: Any, path: str = "") -> None:
     meta = type(got)._betterproto
     name_of = {fmeta.number: name for name, fmeta in meta.meta_by_field_name.items()}
@@ -432,6 +439,10 @@ def _assert_value(f: descriptor.FieldDescriptor, want: Any, got: Any, where: str
         _assert_same(want, got, where)
     elif f.type == FD.TYPE_ENUM:
         assert isinstance(got, betterproto2.Enum) and int(got) == want, (where, got, want)
+    elif f.type == FD.TYPE_FLOAT and want != want:
+        # upb widens a float32 NaN with a C cast, which sets the quiet bit; wire keeps it
+        # clear for a signaling NaN (_canonical compares the bytes, quiet bit included).
+        assert type(got) is float and _bits(_quiet(got)) == _bits(want), (where, got, want)
     elif f.type in (FD.TYPE_DOUBLE, FD.TYPE_FLOAT):
         assert type(got) is float and _bits(got) == _bits(want), (where, got, want)
     else:
@@ -698,6 +709,69 @@ def test_negative_zero_is_written_like_any_other_non_default_double(protos: Prot
     for kwargs in [{"dbl": -0.0}, {"flt": -0.0}, {"maybe_dbl": 0.0}, {"dbl": math.nan}]:
         assert wire.encode(kinds(**kwargs)) == official(**kwargs).SerializeToString() != b""
     assert wire.encode(kinds(dbl=0.0, flt=0.0)) == b""
+
+
+# float32 NaNs (payload and signaling bit), infinities and -0.0: struct's "f" alone would
+# set the quiet bit, and upb keeps the bits.
+FLOAT32_BITS = [
+    0x7F800001,  # signaling NaN, payload 1
+    0x7FA00005,  # signaling NaN, payload 0x200005
+    0x7FBFFFFF,  # signaling NaN, every payload bit
+    0xFF800001,  # negative signaling NaN
+    0x7FC00123,  # quiet NaN with a payload
+    0xFFC00000,  # negative quiet NaN
+    0x7FC00000,  # the usual NaN
+    0x7F800000,  # inf
+    0xFF800000,  # -inf
+    0x80000000,  # -0.0
+    0x3FC00000,  # 1.5
+]
+
+
+@pytest.mark.parametrize("bits", FLOAT32_BITS, ids=hex)
+def test_float32_bits_survive_decode_and_encode(protos: Protos, bits: int) -> None:
+    word = struct.pack("<I", bits)
+    flt = _tag(11, 5) + word  # a singular float
+    packed = _field(29, word * 2 + struct.pack("<f", 2.0))  # repeated float, packed
+    unpacked = _tag(29, 5) + word  # and one element unpacked
+    entry = _field(49, _field(1, b"k") + _tag(2, 5) + word)  # a map's float value
+    data = flt + packed + unpacked + entry
+    decoded = _check(protos, "oracle.Kinds", data)
+    # The double is the float32 widened bit for bit (a NaN stays signaling if it was).
+    sign, exponent, mantissa = bits >> 31, (bits >> 23) & 0xFF, bits & 0x7FFFFF
+    if exponent == 0xFF and mantissa:
+        (want,) = struct.unpack("<d", struct.pack("<Q", sign << 63 | 0x7FF << 52 | mantissa << 29))
+    else:
+        (want,) = struct.unpack("<f", word)
+    got = [decoded.flt, *decoded.r_flt, decoded.by_text["k"]]
+    assert [_bits(x) for x in got] == [_bits(x) for x in [want, want, want, 2.0, want, want]]
+    # Written back, the same bytes (repeated floats packed).
+    expected = flt + _field(29, word * 2 + struct.pack("<f", 2.0) + word) + entry
+    assert wire.encode(decoded) == expected
+
+
+def test_a_nan_double_is_written_as_the_float32_nan_with_its_top_bits(protos: Protos) -> None:
+    _, kinds = protos.pair("oracle.Kinds")
+
+    def nan(bits: int) -> float:
+        return float(struct.unpack("<d", struct.pack("<Q", bits))[0])
+
+    cases = [
+        (0x7FF0000020000000, 0x7F800001),  # signaling, payload in the top bits: kept
+        (0xFFF4000000000000, 0xFFA00000),  # negative signaling
+        (0x7FF8000000000000, 0x7FC00000),  # quiet
+        (0x7FF0000000000001, 0x7FC00000),  # payload only in the low bits: quiet, not inf
+        (0xFFF000001FFFFFFF, 0xFFC00000),
+    ]
+    for double, single in cases:
+        word = struct.pack("<I", single)
+        message = kinds(flt=nan(double), r_flt=[nan(double), 1.0], by_text={"k": nan(double)})
+        assert wire.encode(message) == (
+            _tag(11, 5)
+            + word
+            + _field(29, word + struct.pack("<f", 1.0))
+            + _field(49, _field(1, b"k") + _tag(2, 5) + word)
+        )
 
 
 MALFORMED = [

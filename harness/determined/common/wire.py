@@ -18,6 +18,8 @@ the same ``.proto`` files). Where betterproto2 departs from the spec, this modul
   also inside a oneof and as a map value (betterproto2 keeps the last); a map entry without a
   value holds an empty message, not None;
 - an implicit-presence double or float of -0.0 is written (only +0.0 is the default);
+- a float's NaN keeps its float32 bits, payload and signaling bit included (struct's "f"
+  sets the quiet bit);
 - enums are read as int32, like int32 fields (``ff ff ff ff 0f`` is -1, not 4294967295);
 - unknown fields, groups included, are skipped and kept, and written back after the known
   fields, as the official runtime does;
@@ -100,6 +102,55 @@ _FIXED_FORMATS = {
     betterproto2.TYPE_FIXED32: ("I", _FIXED32, 4),
     betterproto2.TYPE_SFIXED32: ("i", _FIXED32, 4),
 }
+
+# struct's "f" widens a float32 to a double (and narrows it back) with C casts, which on x86
+# set a NaN's quiet bit: a signaling NaN read and written again would come back quiet. The
+# official runtime keeps a float32's bits, so a NaN goes through these instead (a NaN is
+# rare, so the common case stays struct's): its sign and mantissa are moved bit for bit into
+# the double's sign and the top of its mantissa, through "<Q" and "<d", which copy bits and
+# do no arithmetic.
+_F32 = struct.Struct("<f")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_F64 = struct.Struct("<d")
+
+
+def _f32_nan(bits: int) -> float:
+    """The double for the float32 NaN ``bits``, its payload and signaling bit kept."""
+    return float(
+        _F64.unpack(_U64.pack((bits >> 31) << 63 | 0x7FF << 52 | (bits & 0x7FFFFF) << 29))[0]
+    )
+
+
+def _f32_nan_bytes(v: float) -> bytes:
+    """The float32 bytes for the NaN ``v``: the top 23 bits of its mantissa (and its sign).
+
+    A mantissa whose top bits are all zero gets the quiet bit, so a NaN never becomes infinity.
+    """
+    (bits,) = _U64.unpack(_F64.pack(v))
+    return _U32.pack((bits >> 63) << 31 | 0xFF << 23 | ((bits >> 29) & 0x7FFFFF or 0x400000))
+
+
+def _f32_bytes(v: float) -> bytes:
+    return _F32.pack(v) if v == v else _f32_nan_bytes(v)
+
+
+def _f32s(data: bytes, start: int, count: int) -> Any:
+    """``count`` float32s from ``data[start:]``; NaNs keep their bits."""
+    values = struct.unpack_from(f"<{count}f", data, start)
+    s = sum(values)  # NaN if a value is (or if inf meets -inf: a false alarm, still right)
+    if s != s:
+        words = struct.unpack_from(f"<{count}I", data, start)
+        values = tuple(_f32_nan(w) if v != v else v for v, w in zip(values, words, strict=True))
+    return values
+
+
+def _f32s_bytes(values: Any) -> bytes:
+    body = struct.pack(f"<{len(values)}f", *values)
+    s = sum(values)  # as in _f32s
+    if s != s:
+        body = b"".join([_f32_bytes(v) for v in values])
+    return body
 
 
 class _Unsupported(Exception):
@@ -263,6 +314,13 @@ def _field(
     if ptype in _VARINT_TYPES or ptype in _FIXED_FORMATS:
         packed_key = _key(number, _LEN)
         readers[(number << 3) | _LEN] = _packed_reader(name, ptype, sub_cls)
+        if ptype == betterproto2.TYPE_FLOAT:
+
+            def write_floats(values: Any, parts: list[bytes]) -> None:
+                body = _f32s_bytes(values)
+                parts += (packed_key, _varint(len(body)), body)
+
+            return write_floats
         if ptype in _FIXED_FORMATS:
             code = _FIXED_FORMATS[ptype][0]
 
@@ -322,6 +380,9 @@ def _inline(fmeta: Any, n: int, namespace: dict[str, Any]) -> list[str]:
         code, wire_type, _ = _FIXED_FORMATS[ptype]
         namespace[f"K{n}"] = _key(fmeta.number, wire_type)
         namespace[f"P{n}"] = struct.Struct("<" + code).pack
+        if ptype == betterproto2.TYPE_FLOAT:
+            namespace["_f32_nan_bytes"] = _f32_nan_bytes
+            return [f"parts += (K{n}, P{n}(v) if v == v else _f32_nan_bytes(v))"]
         return [f"parts += (K{n}, P{n}(v))"]
     namespace[f"K{n}"] = _key(fmeta.number, _LEN)
     if ptype == betterproto2.TYPE_STRING:
@@ -440,6 +501,21 @@ def _scalar(
             return from_wire(v), pos
 
         return enc_varint, _VARINT, dec_varint
+    if ptype == betterproto2.TYPE_FLOAT:
+        pack_f32, unpack_f32 = _F32.pack, _F32.unpack_from
+
+        def enc_float(v: Any, parts: list[bytes]) -> None:
+            parts.append(pack_f32(v) if v == v else _f32_nan_bytes(v))
+
+        def dec_float(data: bytes, pos: int, end: int) -> tuple[Any, int]:
+            if pos + 4 > end:
+                raise DecodeError("fixed-width field runs past the end of its message")
+            (v,) = unpack_f32(data, pos)
+            if v != v:
+                v = _f32_nan(_U32.unpack_from(data, pos)[0])
+            return v, pos + 4
+
+        return enc_float, _FIXED32, dec_float
     if ptype in _FIXED_FORMATS:
         code, wire_type, size = _FIXED_FORMATS[ptype]
         packer = struct.Struct("<" + code)
@@ -493,6 +569,17 @@ def _scalar(
 
 def _packed_reader(name: str, ptype: str, sub_cls: type | None) -> _Reader:
     """Reads a packed run of numbers into the list ``values[name]``."""
+    if ptype == betterproto2.TYPE_FLOAT:
+
+        def read_floats(data: bytes, pos: int, end: int, values: dict[str, Any]) -> int:
+            start, stop = _len_prefix(data, pos, end)
+            count, extra = divmod(stop - start, 4)
+            if extra:
+                raise DecodeError("packed field is not a whole number of values")
+            values[name].extend(_f32s(data, start, count))
+            return stop
+
+        return read_floats
     if ptype in _FIXED_FORMATS:
         code, _, size = _FIXED_FORMATS[ptype]
 
