@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: static checks, then the default test suite (no slow or docker suites).
+# The test command: static checks, then the default test suite
+# (no slow, docker, webui or slurm suites).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -9,4 +10,4 @@ ruff check .
 ruff format --check .
 mypy
 scripts/webui.sh test
-pytest -m "not slow and not docker and not webui" -p no:cacheprovider "$@"
+pytest -m "not slow and not docker and not webui and not slurm" -p no:cacheprovider "$@"
