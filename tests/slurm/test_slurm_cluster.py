@@ -3,13 +3,17 @@
 These are checks of Slurm itself (22.05.8 from Debian 12) as configured by
 scripts/slurm/start.sh: batch jobs run and write their output file, an impossible request
 pends with a reason, scancel's end is visible without an accounting daemon, and srun
-inside a batch job starts ranked tasks.
+inside a batch job starts ranked tasks. The last tests run what master/slurm builds.
 """
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
+from pydet.master.slurm.sbatch import SlurmPoolConfig, TrialJob, job_dir, sbatch_script
+from pydet.master.slurm.squeue import SQUEUE_ARGS, parse_squeue, parse_squeue_json
 from tests.cluster import wait_until
 from tests.slurm.conftest import CPUS, SlurmCluster
 
@@ -108,3 +112,47 @@ def test_srun_in_sbatch_starts_ranked_tasks(slurm: SlurmCluster) -> None:
         "rank=0 ntasks=2 nodes=pydet1",
         "rank=1 ntasks=2 nodes=pydet1",
     ]
+
+
+def test_a_trial_batch_script_runs_its_command_through_srun(slurm: SlurmCluster) -> None:
+    pool = SlurmPoolConfig(
+        pool_name="slurm",
+        partition="pydet",
+        slots_per_node=CPUS,
+        sbatch_args=("--time=00:10:00",),
+        job_storage_root=str(slurm.dir / "jobs"),
+    )
+    job = TrialJob(
+        allocation_id="1.1.1",
+        slots=2,
+        env={"DET_TRIAL_ID": "1", "DET_HPARAMS": '{"a": "b c"}'},
+        sbatch_args=("--time=00:05:00",),
+        command=(
+            "bash",
+            "-c",
+            "echo rank=$DET_CONTAINER_RANK trial=$DET_TRIAL_ID hp=$DET_HPARAMS"
+            " cpus=$SLURM_CPUS_PER_TASK",
+        ),
+    )
+    out = pathlib.Path(str(job_dir(pool, job.allocation_id)))
+    out.mkdir(parents=True)
+    script = out / "job.sh"
+    script.write_text(sbatch_script(pool, job))
+    job_id = slurm.sbatch(str(script))
+    assert slurm.wait_state(job_id, "COMPLETED", "FAILED", "CANCELLED") == "COMPLETED"
+    assert (out / f"slurm-{job_id}.out").read_text() == 'rank=0 trial=1 hp={"a": "b c"} cpus=2\n'
+    assert slurm.job(job_id)["TimeLimit"] == "00:05:00"
+
+
+def test_the_queue_parsers_read_what_squeue_prints(slurm: SlurmCluster) -> None:
+    never = slurm.sbatch("-c", str(CPUS * 2), "--wrap", "true")
+    try:
+        wait_until(lambda: slurm.state(never)[1] == "PartitionConfig", 30, "PartitionConfig", 0.3)
+        jobs = parse_squeue(slurm.run(*SQUEUE_ARGS).stdout)
+        assert jobs[never].never_runs
+        json_jobs = parse_squeue_json(slurm.run("squeue", "--json").stdout)
+        assert json_jobs[never] == jobs[never]
+    finally:
+        slurm.run("scancel", str(never))
+    slurm.wait_state(never, "CANCELLED")
+    assert parse_squeue(slurm.run(*SQUEUE_ARGS).stdout)[never].phase == "CANCELED"

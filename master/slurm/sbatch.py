@@ -1,0 +1,194 @@
+"""The batch script of one trial allocation on a Slurm pool.
+
+The job has one Slurm task per node, each running pydet's task entry through ``srun``, as
+the agents run one container per agent: the task entry starts the per-slot workers itself.
+So a trial of ``slots`` slots on a pool of ``slots_per_node`` takes ``slots`` on one node
+when it fits, else ``slots / slots_per_node`` whole nodes. Slots are GPUs when the pool
+names a ``gres`` (``--gres=gpu:N`` per node), else CPUs (``--cpus-per-task=N``).
+
+The script carries the allocation's launch environment (its session token included), so
+whoever writes it should keep it private to the master's user (mode 0600).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import PurePosixPath
+
+from pydet.master.task_spec import TASK_ENTRY
+
+# sbatch options the pool derives from the allocation; sbatch_args may not set them, or the
+# job would no longer match what the scheduler allocated (or where its output goes).
+RESERVED_OPTIONS = frozenset(
+    {
+        "-N",
+        "--nodes",
+        "-n",
+        "--ntasks",
+        "--ntasks-per-node",
+        "-c",
+        "--cpus-per-task",
+        "--gres",
+        "-G",
+        "--gpus",
+        "--gpus-per-node",
+        "--gpus-per-task",
+        "-p",
+        "--partition",
+        "-o",
+        "--output",
+        "-e",
+        "--error",
+        "-D",
+        "--chdir",
+        "-J",
+        "--job-name",
+        "-a",
+        "--array",
+        "--wrap",
+    }
+)
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class SbatchError(ValueError):
+    """A trial allocation that cannot become a batch job on this pool."""
+
+
+@dataclass(frozen=True)
+class SlurmPoolConfig:
+    """The master's ``{pool_name, type: slurm, ...}`` resource pool entry."""
+
+    pool_name: str
+    partition: str | None = None
+    slots_per_node: int = 1
+    # A generic resource whose units are the slots ("gpu"); None: slots are CPUs.
+    gres: str | None = None
+    sbatch_args: tuple[str, ...] = ()
+    job_storage_root: str = "/var/lib/pydet/slurm"
+
+
+@dataclass(frozen=True)
+class TrialJob:
+    """What one trial allocation asks of Slurm."""
+
+    allocation_id: str
+    slots: int
+    env: Mapping[str, str] = field(default_factory=dict)
+    # The experiment's ``slurm.sbatch_args`` (its kept ``slurm`` section).
+    sbatch_args: tuple[str, ...] = ()
+    time_limit: timedelta | None = None
+    command: tuple[str, ...] = tuple(TASK_ENTRY)
+
+
+@dataclass(frozen=True)
+class JobShape:
+    nodes: int
+    slots_per_node: int
+
+
+def job_shape(slots: int, slots_per_node: int) -> JobShape:
+    """How many nodes a trial of ``slots`` takes, and how many slots on each."""
+    if slots_per_node < 1:
+        raise SbatchError(f"slots_per_node must be at least 1, not {slots_per_node}")
+    if slots < 0:
+        raise SbatchError(f"a trial cannot ask for {slots} slots")
+    if slots <= slots_per_node:
+        # Zero slots: one CPU on one node, for a trial that needs no accelerator.
+        return JobShape(1, max(slots, 1))
+    if slots % slots_per_node:
+        raise SbatchError(
+            f"{slots} slots do not fill whole nodes of {slots_per_node} slots: ask for at "
+            f"most {slots_per_node}, or a multiple of it"
+        )
+    return JobShape(slots // slots_per_node, slots_per_node)
+
+
+def job_dir(pool: SlurmPoolConfig, allocation_id: str) -> PurePosixPath:
+    """Where the allocation's batch script and Slurm output go."""
+    if not _SAFE_ID.fullmatch(allocation_id):
+        raise SbatchError(f"allocation id {allocation_id!r} is not safe in a path")
+    root = PurePosixPath(pool.job_storage_root)
+    if not root.is_absolute():
+        raise SbatchError(f"job_storage_root must be absolute, not {pool.job_storage_root!r}")
+    return root / allocation_id
+
+
+def format_time_limit(limit: timedelta) -> str:
+    """``--time`` as ``D-HH:MM:SS``, rounded up to a whole second (at least one)."""
+    total = max(1, int(-(-limit.total_seconds() // 1)))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{days}-{hours:02d}:{minutes:02d}:{seconds:02d}"
+
+
+def check_sbatch_args(args: Sequence[str], where: str) -> None:
+    """Refuse arguments that are not options or that set what the pool derives."""
+    for arg in args:
+        if not arg.startswith("-"):
+            raise SbatchError(f"{where}: {arg!r} is not an sbatch option")
+        name = arg.split("=", 1)[0]
+        if name.startswith("-") and not name.startswith("--"):
+            name = name[:2]  # -N2, -pdebug
+        if name in RESERVED_OPTIONS:
+            raise SbatchError(f"{where}: {name} is set by the pool from the trial's resources")
+
+
+def sbatch_script(pool: SlurmPoolConfig, job: TrialJob) -> str:
+    """The batch script for ``job`` on ``pool``: submit it with ``sbatch SCRIPT``.
+
+    Later ``#SBATCH`` lines win, so the pool's ``sbatch_args`` come before the
+    experiment's: an experiment may refine what the pool sets (``--time``, ``--qos``).
+    """
+    shape = job_shape(job.slots, pool.slots_per_node)
+    out = job_dir(pool, job.allocation_id)
+    check_sbatch_args(pool.sbatch_args, f"resource pool {pool.pool_name} sbatch_args")
+    check_sbatch_args(job.sbatch_args, "slurm.sbatch_args")
+    for name in job.env:
+        if not _ENV_NAME.fullmatch(name):
+            raise SbatchError(f"environment variable name {name!r} is not valid")
+    if not job.command:
+        raise SbatchError("the task entry command is empty")
+
+    options = [
+        f"--job-name=pydet-{job.allocation_id}",
+        f"--nodes={shape.nodes}",
+        "--ntasks-per-node=1",
+    ]
+    if pool.partition:
+        options.append(f"--partition={pool.partition}")
+    if pool.gres and job.slots > 0:
+        options.append(f"--gres={pool.gres}:{shape.slots_per_node}")
+    else:
+        options.append(f"--cpus-per-task={shape.slots_per_node}")
+    if job.time_limit is not None:
+        options.append(f"--time={format_time_limit(job.time_limit)}")
+    options += [f"--chdir={out}", f"--output={out}/slurm-%j.out"]
+    options += [*pool.sbatch_args, *job.sbatch_args]
+
+    lines = ["#!/bin/bash"]
+    lines += [f"#SBATCH {opt}" for opt in options]
+    lines.append("")
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(job.env.items())]
+    # Each node's task learns its rank from Slurm: one task per node, so the node's rank.
+    per_task = 'export DET_CONTAINER_RANK="$SLURM_PROCID"; exec "$@"'
+    srun = [
+        "srun",
+        "--kill-on-bad-exit=1",
+        f"--ntasks={shape.nodes}",
+        "--ntasks-per-node=1",
+        "bash",
+        "-c",
+        per_task,
+        "pydet-task",
+        *job.command,
+    ]
+    lines.append("exec " + " ".join(shlex.quote(a) for a in srun))
+    return "\n".join(lines) + "\n"
