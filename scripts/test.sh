@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: static checks, then the default test suite
-# (no slow, docker, webui or slurm suites).
+# (no slow, docker, webui, slurm or postgres suites).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -10,4 +10,4 @@ ruff check .
 ruff format --check .
 mypy
 scripts/webui.sh test
-pytest -m "not slow and not docker and not webui and not slurm" -p no:cacheprovider "$@"
+pytest -m "not slow and not docker and not webui and not slurm and not postgres" -p no:cacheprovider "$@"
