@@ -25,7 +25,9 @@ _KEYS = {
     "security",
     "webui_dir",
     "webhooks",
+    "db",
 }
+_DB_KEYS = {"type", "host", "port", "name", "user", "password_file"}
 _SECURITY_KEYS = {
     "agent_token_file",
     "session_lifetime",
@@ -66,6 +68,19 @@ class SecurityConfig:
 
 
 @dataclass(frozen=True)
+class DbConfig:
+    """The store: sqlite (embedded, <data_dir>/pydet.db) or a PostgreSQL server."""
+
+    type: str = "sqlite"
+    host: str = "127.0.0.1"
+    port: int = 5432
+    name: str = "pydet"
+    user: str = "pydet"
+    # The password, in a file (never in the config itself); none: the server's other means.
+    password_file: pathlib.Path | None = None
+
+
+@dataclass(frozen=True)
 class MasterConfig:
     host: str = "0.0.0.0"
     port: int = 8080
@@ -84,6 +99,7 @@ class MasterConfig:
     # The key webhook POSTs are signed with (Determined's webhooks.signing_key); when the
     # config has none, one generated at first start is kept in <data_dir>/webhook-signing-key.
     webhook_signing_key: str | None = None
+    db: DbConfig = field(default_factory=DbConfig)
 
     @property
     def db_path(self) -> pathlib.Path:
@@ -192,6 +208,41 @@ def _security(raw: Any) -> SecurityConfig:
     )
 
 
+def _db(raw: Any) -> DbConfig:
+    if raw is None:
+        return DbConfig()
+    if not isinstance(raw, dict):
+        raise _fail("db: expected a mapping")
+    unknown = sorted(set(raw) - _DB_KEYS)
+    if unknown:
+        raise _fail(f"db.{unknown[0]}: unknown key (known: {', '.join(sorted(_DB_KEYS))})")
+    kind = raw.get("type", "sqlite")
+    if kind not in ("sqlite", "postgres"):
+        raise _fail(f"db.type: expected sqlite or postgres, not {kind!r}")
+    if kind == "sqlite":
+        extra = sorted(set(raw) - {"type"})
+        if extra:
+            raise _fail(f"db.{extra[0]}: only for db.type postgres")
+        return DbConfig()
+    defaults = DbConfig()
+    strings: dict[str, str] = {}
+    for key in ("host", "name", "user"):
+        value = raw.get(key, getattr(defaults, key))
+        if not isinstance(value, str) or not value:
+            raise _fail(f"db.{key}: expected a non-empty string")
+        strings[key] = value
+    port = raw.get("port", defaults.port)
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise _fail("db.port: expected a port number (1-65535)")
+    password_file = raw.get("password_file")
+    path = None
+    if password_file is not None:
+        path = _path(password_file, "db.password_file")
+        if not path.is_file():
+            raise _fail(f"db.password_file: {path} is not a file")
+    return DbConfig(type="postgres", port=port, password_file=path, **strings)
+
+
 def load(args: argparse.Namespace) -> MasterConfig:
     raw: dict[str, Any] = {}
     if args.config_file:
@@ -241,6 +292,7 @@ def load(args: argparse.Namespace) -> MasterConfig:
         security=_security(raw.get("security")),
         webui_dir=_webui_dir(raw.get("webui_dir")),
         webhook_signing_key=_signing_key(raw.get("webhooks")),
+        db=_db(raw.get("db")),
     )
 
 

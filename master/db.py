@@ -1,7 +1,13 @@
-"""The master's store: SQLite through aiosqlite, in WAL mode, with versioned migrations.
+"""The master's store: SQLite through aiosqlite, in WAL mode (the embedded default), or
+PostgreSQL through asyncpg (``db: {type: postgres}``), with one set of versioned migrations.
+
+Statements are written once, in SQLite's dialect; on PostgreSQL the dialect layer
+(master/dialect.py) rewrites what differs (placeholders, upserts, new rows' ids, a few
+functions, the migrations' column types). Rows are read by column name on both.
 
 One connection serves the whole master; aiosqlite runs it on its own thread, so statements
-never block the event loop. Writes take a lock so that one coroutine's transaction never
+never block the event loop (asyncpg's connection is asynchronous itself, and runs one
+statement at a time). Writes take a lock so that one coroutine's transaction never
 interleaves with another's statements (one writer). Each public write commits before
 returning: whatever the master acknowledged to a caller is durable.
 
@@ -28,10 +34,14 @@ from typing import Any
 
 import aiosqlite
 
+from pydet.master import dialect
+from pydet.master.config import DbConfig
 from pydet.master.migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
 
+# aiosqlite's rows, or asyncpg's Records on PostgreSQL: both are read by column name (and by
+# position), iterate over their values and give their names from keys().
 Row = aiosqlite.Row
 
 # Test-only: the master exits (as if killed) right after this many commits, so that tests can
@@ -69,28 +79,189 @@ async def _run_after_commit(work: AfterCommit) -> None:
         log.exception("work after a commit failed")
 
 
+class _SQLite:
+    """aiosqlite's connection, as today's store has always used it."""
+
+    dialect = "sqlite"
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self.conn = conn
+
+    @classmethod
+    async def connect(cls, path: pathlib.Path) -> _SQLite:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = await aiosqlite.connect(path, isolation_level=None)
+        conn.row_factory = aiosqlite.Row
+        await conn.execute("PRAGMA journal_mode=WAL")
+        await conn.execute("PRAGMA synchronous=NORMAL")
+        await conn.execute("PRAGMA foreign_keys=ON")
+        await conn.execute("PRAGMA busy_timeout=5000")
+        return cls(conn)
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.conn.in_transaction
+
+    async def begin(self) -> None:
+        await self.conn.execute("BEGIN IMMEDIATE")
+
+    async def commit(self) -> None:
+        await self.conn.execute("COMMIT")
+
+    async def rollback(self) -> None:
+        await self.conn.execute("ROLLBACK")
+
+    async def script(self, sql: str) -> None:
+        await self.conn.executescript(sql)
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        cursor = await self.conn.execute(sql, params)
+        rowid = cursor.lastrowid or 0
+        await cursor.close()
+        return rowid
+
+    async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        await self.conn.executemany(sql, rows)
+
+    async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        async with self.conn.execute(sql, params) as cursor:
+            row: Row | None = await cursor.fetchone()
+            return row
+
+    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        async with self.conn.execute(sql, params) as cursor:
+            return list(await cursor.fetchall())
+
+
+class _Postgres:
+    """One asyncpg connection; statements are rewritten from SQLite's dialect."""
+
+    dialect = "postgres"
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        # asyncpg refuses a second operation while one is in flight on the connection:
+        # they queue here, as aiosqlite's queue to its thread.
+        self._op = asyncio.Lock()
+
+    @classmethod
+    async def connect(cls, cfg: DbConfig) -> _Postgres:
+        import asyncpg  # only a master on PostgreSQL needs it
+
+        password = None
+        if cfg.password_file is not None:
+            password = cfg.password_file.read_text().strip()
+        conn = await asyncpg.connect(
+            host=cfg.host,
+            port=cfg.port,
+            database=cfg.name,
+            user=cfg.user,
+            password=password,
+            timeout=30,
+        )
+        return cls(conn)
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(self.conn.is_in_transaction())
+
+    async def begin(self) -> None:
+        await self.script("BEGIN")
+
+    async def commit(self) -> None:
+        await self.script("COMMIT")
+
+    async def rollback(self) -> None:
+        await self.script("ROLLBACK")
+
+    async def script(self, sql: str) -> None:
+        async with self._op:
+            await self.conn.execute(sql)
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        query, returns_id = dialect.postgres(sql, new_id=True)
+        async with self._op:
+            if returns_id:
+                return int(await self.conn.fetchval(query, *params) or 0)
+            await self.conn.execute(query, *params)
+            return 0
+
+    async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        query, _ = dialect.postgres(sql)
+        args = [tuple(row) for row in rows]
+        if not args:
+            return
+        async with self._op:
+            await self.conn.executemany(query, args)
+
+    async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        query, _ = dialect.postgres(sql)
+        async with self._op:
+            row: Row | None = await self.conn.fetchrow(query, *params)
+            return row
+
+    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        query, _ = dialect.postgres(sql)
+        async with self._op:
+            return list(await self.conn.fetch(query, *params))
+
+
+# What migrations and units of work run their statements on.
+Connection = _SQLite | _Postgres
+
+
 class Database:
-    def __init__(self, path: pathlib.Path) -> None:
+    """The store: ``Database(path)`` is SQLite at ``path``; with ``config`` of type postgres
+    it is that PostgreSQL database (``path`` then only names it in messages)."""
+
+    def __init__(self, path: pathlib.Path, config: DbConfig | None = None) -> None:
         self.path = path
-        self._conn: aiosqlite.Connection | None = None
+        self.config = config if config is not None and config.type == "postgres" else None
+        self._conn: Connection | None = None
         self._write = asyncio.Lock()
         self._commits = 0
         self._exit_after = _exit_after_commits()
 
     @property
-    def conn(self) -> aiosqlite.Connection:
+    def dialect(self) -> str:
+        """sqlite or postgres: for the few statements written in each."""
+        return "sqlite" if self.config is None else "postgres"
+
+    @property
+    def where(self) -> str:
+        if self.config is None:
+            return str(self.path)
+        return f"postgresql://{self.config.user}@{self.config.host}:{self.config.port}/{self.config.name}"
+
+    @property
+    def backend(self) -> Connection:
         if self._conn is None:
             raise RuntimeError("the database is not open")
         return self._conn
 
+    @property
+    def conn(self) -> aiosqlite.Connection:
+        """SQLite's connection (tests look at it)."""
+        backend = self.backend
+        if not isinstance(backend, _SQLite):
+            raise RuntimeError("the store is on PostgreSQL")
+        return backend.conn
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.backend.in_transaction
+
     async def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = await aiosqlite.connect(self.path, isolation_level=None)
-        self._conn.row_factory = aiosqlite.Row
-        await self._conn.execute("PRAGMA journal_mode=WAL")
-        await self._conn.execute("PRAGMA synchronous=NORMAL")
-        await self._conn.execute("PRAGMA foreign_keys=ON")
-        await self._conn.execute("PRAGMA busy_timeout=5000")
+        if self.config is None:
+            self._conn = await _SQLite.connect(self.path)
+        else:
+            self._conn = await _Postgres.connect(self.config)
         await self._migrate()
 
     async def close(self) -> None:
@@ -99,34 +270,32 @@ class Database:
             await conn.close()
 
     async def _migrate(self) -> None:
-        await self.conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
-        )
+        conn = self.backend
+        await conn.script("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         row = await self.fetch_one("SELECT MAX(version) AS v FROM schema_version")
         current = int(row["v"]) if row is not None and row["v"] is not None else 0
         if current > len(MIGRATIONS):
             raise RuntimeError(
-                f"the database at {self.path} has schema version {current}, newer than this "
+                f"the database at {self.where} has schema version {current}, newer than this "
                 f"master understands ({len(MIGRATIONS)}); upgrade pydet"
             )
         for version, migration in enumerate(MIGRATIONS[current:], start=current + 1):
             log.info("migrating the database to version %d", version)
             if isinstance(migration, str):
-                await self.conn.executescript(
-                    f"BEGIN;\n{migration}\nINSERT INTO schema_version (version) VALUES"
+                ddl = migration if conn.dialect == "sqlite" else dialect.postgres_ddl(migration)
+                await conn.script(
+                    f"BEGIN;\n{ddl}\nINSERT INTO schema_version (version) VALUES"
                     f" ({version});\nCOMMIT;"
                 )
                 continue
-            await self.conn.execute("BEGIN IMMEDIATE")
+            await conn.begin()
             try:
-                await migration(self.conn)
-                await self.conn.execute(
-                    "INSERT INTO schema_version (version) VALUES (?)", (version,)
-                )
+                await migration(conn)
+                await conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
             except BaseException:
                 await self._rollback()
                 raise
-            await self.conn.execute("COMMIT")
+            await conn.commit()
 
     # -- units of work ----------------------------------------------------------------------
 
@@ -150,7 +319,7 @@ class Database:
             return
         unit = _Unit(self, asyncio.current_task())
         async with self._write:
-            await self.conn.execute("BEGIN IMMEDIATE")
+            await self.backend.begin()
             token = _current.set(unit)
             try:
                 yield
@@ -160,7 +329,7 @@ class Database:
                 raise
             _current.reset(token)
             try:
-                await self.conn.execute("COMMIT")
+                await self.backend.commit()
             except BaseException:
                 await self._rollback()
                 raise
@@ -169,8 +338,8 @@ class Database:
             await _run_after_commit(work)
 
     async def _rollback(self) -> None:
-        if self.conn.in_transaction:
-            await self.conn.execute("ROLLBACK")
+        if self.backend.in_transaction:
+            await self.backend.rollback()
 
     async def after_commit(self, work: AfterCommit) -> None:
         """Run ``work`` once the current unit has committed (at once outside a unit); it is
@@ -200,14 +369,11 @@ class Database:
             return rowid
 
     async def _run(self, sql: str, params: Sequence[Any]) -> int:
-        cursor = await self.conn.execute(sql, params)
-        rowid = cursor.lastrowid or 0
-        await cursor.close()
-        return rowid
+        return await self.backend.execute(sql, params)
 
     async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         async with self.atomic():
-            await self.conn.executemany(sql, rows)
+            await self.backend.execute_many(sql, rows)
 
     async def transaction(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[int]:
         """Run statements atomically; returns each one's last inserted row id."""
@@ -215,10 +381,7 @@ class Database:
             return [await self._run(sql, params) for sql, params in statements]
 
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        async with self.conn.execute(sql, params) as cursor:
-            row: Row | None = await cursor.fetchone()
-            return row
+        return await self.backend.fetch_one(sql, params)
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        async with self.conn.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+        return await self.backend.fetch_all(sql, params)

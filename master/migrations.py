@@ -1,31 +1,41 @@
 """Schema migrations, applied in order; never edit one that has shipped, append a new one.
 
 A migration is an SQL script, or a coroutine given the connection for the few that need
-Python; each runs in one transaction with its version's row."""
+Python; each runs in one transaction with its version's row. They are written once, in
+SQLite's dialect, for both stores: on PostgreSQL the scripts' column types and the
+statements are rewritten (master/dialect.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
-import aiosqlite
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Protocol
 
 from pydet.master.report_merge import fold
 
-Migration = str | Callable[[aiosqlite.Connection], Awaitable[None]]
+
+class Connection(Protocol):
+    """What a Python migration runs its statements on (master/db.py's connections)."""
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int: ...
+
+    async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+
+    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
 
-async def _one_report_per_step(conn: aiosqlite.Connection) -> None:
+Migration = str | Callable[[Connection], Awaitable[None]]
+
+
+async def _one_report_per_step(conn: Connection) -> None:
     """Reports of one trial, run, group and step become one (retries had stored some twice;
     reports of different metrics at one step are folded together, as new ones now are),
     and the store keeps it so from now on."""
-    cursor = await conn.execute(
+    rows = await conn.fetch_all(
         "SELECT m.id, m.trial_id, m.run_id, m.grp, m.steps_completed, m.metrics,"
         " m.batch_metrics FROM metrics m JOIN (SELECT trial_id, run_id, grp, steps_completed"
         " FROM metrics GROUP BY trial_id, run_id, grp, steps_completed HAVING COUNT(*) > 1)"
-        " USING (trial_id, run_id, grp, steps_completed) ORDER BY m.id"
+        " AS twice USING (trial_id, run_id, grp, steps_completed) ORDER BY m.id"
     )
-    rows = await cursor.fetchall()
-    await cursor.close()
     first: dict[tuple[int, int, str, int], tuple[int, str, str]] = {}
     folded: set[int] = set()
     doomed = []
@@ -40,11 +50,11 @@ async def _one_report_per_step(conn: aiosqlite.Connection) -> None:
         if merged is not None:
             first[key] = (kept_id, merged.metrics, merged.batch_metrics)
             folded.add(kept_id)
-    await conn.executemany(
+    await conn.execute_many(
         "UPDATE metrics SET metrics = ?, batch_metrics = ? WHERE id = ?",
         [(m, b, row_id) for row_id, m, b in first.values() if row_id in folded],
     )
-    await conn.executemany("DELETE FROM metrics WHERE id = ?", doomed)
+    await conn.execute_many("DELETE FROM metrics WHERE id = ?", doomed)
     # The unique index serves the reads the old one did (a trial's group in step order).
     await conn.execute("DROP INDEX metrics_trial")
     await conn.execute(

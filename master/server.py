@@ -59,7 +59,7 @@ VERSION = "0.1.0"
 class Master:
     def __init__(self, cfg: master_config.MasterConfig) -> None:
         self.cfg = cfg
-        self.db = Database(cfg.db_path)
+        self.db = Database(cfg.db_path, cfg.db)
         self._listener: Listener | None = None
         self._tls: ssl.SSLContext | None = None
         self._stopping = asyncio.Event()

@@ -61,7 +61,7 @@ async def trial_metrics_json(
     max_points: int = 0,
 ) -> str:
     """A trial's metric reports as the JSON list of MetricReport the HTTP API returns,
-    built by SQLite in one statement: a trial can have 100,000 reports, which as API
+    built by the database in one statement: a trial can have 100,000 reports, which as API
     messages take seconds to encode and as one JSON text a fraction of one.
 
     With ``max_points``, each group (training, validation, ...) with more reports than that
@@ -71,20 +71,33 @@ async def trial_metrics_json(
     """
     await ensure_trial(db, trial_id)
     where, params = _where(trial_id, group, after_steps)
-    row = await db.fetch_one(
-        "SELECT json_group_array(json_object('group', grp,"
-        " 'steps_completed', CAST(steps_completed AS TEXT), 'metrics', metrics,"
-        " 'timestamp', timestamp, 'batch_metrics', batch_metrics)) AS reports FROM ("
+    thinned = (
         "  SELECT * FROM ("
         "   SELECT m.*,"
         "    ROW_NUMBER() OVER (PARTITION BY trial_id, grp ORDER BY steps_completed, id) AS pos,"
         "    COUNT(*) OVER (PARTITION BY trial_id, grp) AS n"
         f"   FROM metrics m WHERE {where}"
-        "  )"
+        "  ) AS numbered"
         "  WHERE ? <= 0 OR n <= ? OR (pos - 1) % ((n + ? - 1) / ?) = 0 OR pos = n"
         "  ORDER BY steps_completed, id LIMIT ?"
-        ")",
-        [*params, max_points, max_points, max_points, max_points, limit or -1],
+    )
+    if db.dialect == "postgres":
+        sql = (
+            "SELECT COALESCE(json_agg(json_build_object('group', grp,"
+            " 'steps_completed', CAST(steps_completed AS TEXT), 'metrics', metrics,"
+            " 'timestamp', timestamp, 'batch_metrics', batch_metrics)"
+            " ORDER BY steps_completed, id), '[]') AS reports"
+            f" FROM ({thinned}) AS kept"
+        )
+    else:
+        sql = (
+            "SELECT json_group_array(json_object('group', grp,"
+            " 'steps_completed', CAST(steps_completed AS TEXT), 'metrics', metrics,"
+            " 'timestamp', timestamp, 'batch_metrics', batch_metrics)) AS reports"
+            f" FROM ({thinned})"
+        )
+    row = await db.fetch_one(
+        sql, [*params, max_points, max_points, max_points, max_points, limit or -1]
     )
     return str(row["reports"]) if row is not None else "[]"
 

@@ -61,3 +61,33 @@ def test_the_webhook_signing_key_is_read_and_a_bad_one_refused(tmp_path: pathlib
     for bad in ("webhooks: {signing_key: 5}", "webhooks: {signing_key: ''}", "webhooks: {key: x}"):
         with pytest.raises(errors.InvalidArgument, match="master config: webhooks"):
             load(tmp_path, bad + "\n")
+
+
+def test_the_store_is_sqlite_unless_the_db_names_a_postgres(tmp_path: pathlib.Path) -> None:
+    assert load(tmp_path, "port: 9000\n").db == config.DbConfig()
+    assert load(tmp_path, "db: {type: sqlite}\n").db.type == "sqlite"
+    password = tmp_path / "password"
+    password.write_text("secret\n")
+    cfg = load(
+        tmp_path,
+        f"db: {{type: postgres, host: db.example, port: 5433, name: det, user: det,"
+        f" password_file: {password}}}\n",
+    ).db
+    assert cfg == config.DbConfig("postgres", "db.example", 5433, "det", "det", password)
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("db: postgres", "db: expected a mapping"),
+        ("db: {type: mysql}", "db.type: expected sqlite or postgres"),
+        ("db: {type: postgres, prot: 1}", "db.prot: unknown key"),
+        ("db: {type: sqlite, host: x}", "db.host: only for db.type postgres"),
+        ("db: {type: postgres, port: 0}", "db.port: expected a port number"),
+        ("db: {type: postgres, user: ''}", "db.user: expected a non-empty string"),
+        ("db: {type: postgres, password_file: /nonexistent/pw}", "db.password_file: .* not a file"),
+    ],
+)
+def test_a_bad_db_names_its_field(tmp_path: pathlib.Path, text: str, named: str) -> None:
+    with pytest.raises(errors.InvalidArgument, match=named):
+        load(tmp_path, text + "\n")
