@@ -14,10 +14,8 @@ from pydet.master import queries
 from pydet.master.db import Database
 
 
-@pytest.fixture
-async def db(tmp_path: pathlib.Path) -> AsyncIterator[Database]:
-    store = Database(tmp_path / "pydet.db")
-    await store.open()
+async def two_trials(store: Database) -> None:
+    """Experiment 1 with trials 1 and 2."""
     await store.execute(
         "INSERT INTO experiments (id, state, config, original_config, start_time, job_id)"
         " VALUES (1, 'ACTIVE', '{}', '', 0, 'job-1')"
@@ -28,6 +26,13 @@ async def db(tmp_path: pathlib.Path) -> AsyncIterator[Database]:
             " VALUES (?, 1, ?, 'ACTIVE', '{}', 0, 0)",
             (trial, f"r{trial}"),
         )
+
+
+@pytest.fixture
+async def db(tmp_path: pathlib.Path) -> AsyncIterator[Database]:
+    store = Database(tmp_path / "pydet.db")
+    await store.open()
+    await two_trials(store)
     yield store
     await store.close()
 
