@@ -9,6 +9,8 @@ SQLite way; this module rewrites that for PostgreSQL:
 - an ``INSERT`` into a table with an id column returns the new row's id (SQLite's
   ``lastrowid``), and ``last_insert_rowid()`` becomes ``lastval()``;
 - ``GROUP_CONCAT(x)`` becomes ``STRING_AGG(x, ',')`` and ``instr(a, b)`` ``strpos(a, b)``;
+- SQLite's two-argument ``MAX(a, b)`` and ``MIN(a, b)`` become ``GREATEST`` and ``LEAST``,
+  and ``CAST(x AS REAL)`` a cast to ``DOUBLE PRECISION`` (PostgreSQL's REAL has 32 bits);
 - ``NOT archived`` (SQLite's booleans are integers) becomes ``archived = 0``;
 - ``LIMIT ?`` takes SQLite's -1 for no limit (``LIMIT NULLIF(?, -1)``);
 - in the migrations, ``INTEGER PRIMARY KEY AUTOINCREMENT`` becomes ``BIGSERIAL PRIMARY KEY``,
@@ -45,6 +47,35 @@ _COLUMNS = re.compile(r"^\s*INSERT\s+(?:OR\s+\w+\s+)?INTO\s+\w+\s*\(([^)]*)\)", 
 _GROUP_CONCAT = re.compile(r"\bGROUP_CONCAT\(([^()]*)\)", re.IGNORECASE)
 
 
+def _scalar_extremes(sql: str) -> str:
+    """MAX(a, b) -> GREATEST(a, b), MIN(a, b) -> LEAST(a, b); aggregates (one argument) stay.
+
+    On the values the store passes them (never NULL where it matters: the statements test
+    for NULL first), both mean the same."""
+    out: list[str] = []
+    pos = 0
+    for found in re.finditer(r"\b(MAX|MIN)\(", sql, flags=re.IGNORECASE):
+        start = found.end()
+        if start <= pos:
+            continue
+        depth, comma, end = 1, False, start
+        while end < len(sql) and depth:
+            ch = sql[end]
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+            elif ch == "," and depth == 1:
+                comma = True
+            end += 1
+        if comma:
+            name = "GREATEST" if found.group(1).upper() == "MAX" else "LEAST"
+            out.append(sql[pos : found.start()] + name + "(")
+            pos = start
+    out.append(sql[pos:])
+    return "".join(out)
+
+
 def _placeholders(sql: str) -> str:
     out: list[str] = []
     n = 0
@@ -67,7 +98,8 @@ def _placeholders(sql: str) -> str:
 def postgres(sql: str, *, new_id: bool = False) -> tuple[str, bool]:
     """``sql`` for PostgreSQL, and whether it returns the new row's id (asked with
     ``new_id``: an INSERT into a table with an id column)."""
-    query = _GROUP_CONCAT.sub(r"STRING_AGG(\1, ',')", sql)
+    query = _GROUP_CONCAT.sub(r"STRING_AGG(\1, ',')", _scalar_extremes(sql))
+    query = re.sub(r"\bAS\s+REAL\)", "AS DOUBLE PRECISION)", query, flags=re.IGNORECASE)
     query = re.sub(r"\blast_insert_rowid\(\)", "lastval()", query, flags=re.IGNORECASE)
     query = re.sub(r"\bNOT\s+archived\b", "archived = 0", query, flags=re.IGNORECASE)
     query = re.sub(r"\binstr\(", "strpos(", query, flags=re.IGNORECASE)

@@ -153,7 +153,7 @@ class Reports:
         await self._db.execute(
             f"UPDATE trials SET steps_completed = MAX(steps_completed, ?),"
             f" latest_validation = COALESCE(?, latest_validation),"
-            f" best_validation = CASE WHEN ? IS NULL THEN best_validation"
+            f" best_validation = CASE WHEN CAST(? AS REAL) IS NULL THEN best_validation"
             f" WHEN best_validation IS NULL THEN ? ELSE {better}(best_validation, ?) END"
             f" WHERE id = ?",
             (batch.steps, latest, best, best, best, trial_id),
