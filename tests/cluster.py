@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,29 @@ EXAMPLES = ROOT / "examples"
 # What the API shows for an experiment or trial that is stored ACTIVE (Determined's states,
 # from what its allocations are doing).
 ACTIVE_STATES = ("QUEUED", "PULLING", "STARTING", "RUNNING")
+
+
+# A directory scripts/postgres/start.sh started a PostgreSQL under: when set, every cluster's
+# master keeps its store in a database of its own there (the integration suite on
+# PostgreSQL). Unset, masters use SQLite under their data directory.
+POSTGRES_ENV = "PYDET_TEST_POSTGRES"
+
+
+def postgres_database(where: pathlib.Path) -> str:
+    """A new database in the PostgreSQL started under ``where``: the master's db: settings."""
+    port = (where / "port").read_text().strip()
+    name = f"cluster_{uuid.uuid4().hex[:16]}"
+    admin = ["psql", "-q", "-h", str(where), "-p", port, "-U", "postgres", "-d", "postgres"]
+    subprocess.run(
+        [*admin, "-v", "ON_ERROR_STOP=1", "-c", f"CREATE DATABASE {name} OWNER pydet"],
+        check=True,
+        timeout=30,
+        capture_output=True,
+    )
+    return (
+        f"db:\n  type: postgres\n  host: 127.0.0.1\n  port: {port}\n  name: {name}\n"
+        f"  user: pydet\n  password_file: {where / 'password'}\n"
+    )
 
 
 def free_port() -> int:
@@ -72,6 +96,7 @@ class Cluster:
         self.master: subprocess.Popen[bytes] | None = None
         self.agents: dict[str, subprocess.Popen[bytes]] = {}
         self._token: str | None = None
+        self._db_config: str | None = None
 
     @property
     def admin_password(self) -> str:
@@ -177,10 +202,16 @@ class Cluster:
         wait_until(self.healthy, 30, "the master to answer /health")
 
     def _config_flag(self) -> list[str]:
-        if self.master_config is None:
+        config = self.master_config
+        postgres = os.environ.get(POSTGRES_ENV)
+        if postgres:
+            if self._db_config is None:  # one database for every start of this master
+                self._db_config = postgres_database(pathlib.Path(postgres))
+            config = (config or "").rstrip("\n") + "\n" + self._db_config
+        if config is None:
             return []
         path = self.root / "master.yaml"
-        path.write_text(self.master_config)
+        path.write_text(config)
         return ["--config-file", str(path)]
 
     def healthy(self) -> bool:
