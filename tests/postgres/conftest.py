@@ -27,6 +27,7 @@ ENABLED = os.environ.get("POSTGRES_TESTS") == "1"
 _databases = itertools.count(1)
 
 
+@pytest.hookimpl(tryfirst=True)  # marked before -m selects
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = pathlib.Path(__file__).parent
     for item in items:
