@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import pathlib
 import sqlite3
 
 import asyncpg
 import pytest
 
+from pydet.master import dialect
+from pydet.master.config import DbConfig
 from pydet.master.db import Database
 from pydet.master.migrations import MIGRATIONS
+from tests.postgres.conftest import fresh_database
+from tests.unit.test_migrations import reports_are_folded
 
 
 async def values(db: Database) -> list[int]:
@@ -123,3 +129,45 @@ async def test_concurrent_writers_and_readers_share_the_connection(db: Database)
     await asyncio.gather(*(writer(n) for n in range(4)), reader(), reader())
     row = await db.fetch_one("SELECT COUNT(*) AS n FROM t")
     assert row is not None and row["n"] == 4 * 10 * 2
+
+
+async def test_the_python_migration_folds_an_older_stores_reports_on_postgres(
+    postgres: tuple[DbConfig, pathlib.Path], tmp_path: pathlib.Path
+) -> None:
+    """tests/unit/test_migrations.py's first case, on a PostgreSQL store at version 5."""
+    cfg = await fresh_database(postgres)
+    assert cfg.password_file is not None
+    conn = await asyncpg.connect(
+        host=cfg.host,
+        port=cfg.port,
+        user=cfg.user,
+        database=cfg.name,
+        password=cfg.password_file.read_text().strip(),
+    )
+    try:
+        await conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        for n, migration in enumerate(MIGRATIONS[:5], start=1):
+            assert isinstance(migration, str)
+            await conn.execute(dialect.postgres_ddl(migration))
+            await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", n)
+        await conn.execute(
+            "INSERT INTO experiments (id, state, config, original_config, start_time, job_id)"
+            " VALUES (1, 'ACTIVE', '{}', '', 0, 'j');"
+            "INSERT INTO trials (id, experiment_id, request_id, state, hparams, seed, start_time)"
+            " VALUES (1, 1, 'r', 'ACTIVE', '{}', 0, 0)"
+        )
+        await conn.executemany(
+            "INSERT INTO metrics (trial_id, run_id, grp, steps_completed, metrics, timestamp)"
+            " VALUES (1, $1, $2, $3, $4, 0)",
+            [
+                (1, "training", 10, json.dumps({"loss": 0.5})),
+                (1, "training", 10, json.dumps({"loss": 0.5})),
+                (1, "validation", 10, json.dumps({"loss": 0.4})),
+                (1, "validation", 10, json.dumps({"acc": 0.9, "loss": 0.3})),
+                (2, "training", 10, json.dumps({"loss": 0.6})),
+            ],
+        )
+    finally:
+        await conn.close()
+
+    await reports_are_folded(Database(tmp_path / "unused.db", cfg), asyncpg.UniqueViolationError)

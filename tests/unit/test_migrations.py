@@ -50,7 +50,12 @@ async def test_reports_stored_twice_become_one_and_stay_one(tmp_path: pathlib.Pa
         )
     conn.close()
 
-    db = Database(tmp_path / "pydet.db")
+    await reports_are_folded(Database(tmp_path / "pydet.db"), sqlite3.IntegrityError)
+
+
+async def reports_are_folded(db: Database, duplicate: type[Exception]) -> None:
+    """Opened (migrated), the store above holds one report per step, and keeps it so:
+    another is refused with ``duplicate``."""
     await db.open()
     try:
         rows = await db.fetch_all("SELECT run_id, grp, metrics FROM metrics ORDER BY id")
@@ -61,7 +66,7 @@ async def test_reports_stored_twice_become_one_and_stay_one(tmp_path: pathlib.Pa
         ]
         version = await db.fetch_one("SELECT MAX(version) AS v FROM schema_version")
         assert version is not None and version["v"] == len(MIGRATIONS)
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises(duplicate):
             await db.execute(
                 "INSERT INTO metrics (trial_id, run_id, grp, steps_completed, metrics, timestamp)"
                 " VALUES (1, 1, 'training', 10, '{}', 0)"
