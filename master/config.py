@@ -26,6 +26,7 @@ _KEYS = {
     "webui_dir",
     "webhooks",
     "db",
+    "retention_policy",
 }
 _DB_KEYS = {"type", "host", "port", "name", "user", "password_file"}
 _SECURITY_KEYS = {
@@ -100,6 +101,9 @@ class MasterConfig:
     # config has none, one generated at first start is kept in <data_dir>/webhook-signing-key.
     webhook_signing_key: str | None = None
     db: DbConfig = field(default_factory=DbConfig)
+    # Days an ended experiment's logs are kept unless its config says (Determined's
+    # retention_policy.log_retention_days); None: forever (master/log_retention.py).
+    log_retention_days: int | None = None
 
     @property
     def db_path(self) -> pathlib.Path:
@@ -293,7 +297,23 @@ def load(args: argparse.Namespace) -> MasterConfig:
         webui_dir=_webui_dir(raw.get("webui_dir")),
         webhook_signing_key=_signing_key(raw.get("webhooks")),
         db=_db(raw.get("db")),
+        log_retention_days=_log_retention_days(raw.get("retention_policy")),
     )
+
+
+def _log_retention_days(raw: Any) -> int | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - {"log_retention_days"}:
+        raise _fail("retention_policy: expected a mapping with log_retention_days")
+    days = raw.get("log_retention_days")
+    if days is None:
+        return None
+    if isinstance(days, bool) or not isinstance(days, int) or not -1 <= days <= 32767:
+        raise _fail(
+            "retention_policy.log_retention_days: expected a whole number of days, -1 to 32767"
+        )
+    return days
 
 
 def _signing_key(raw: Any) -> str | None:

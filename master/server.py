@@ -12,7 +12,7 @@ import grpclib.config
 import grpclib.server
 
 from determined.common import wire
-from pydet.master import auth, authz, gateway, scheduler
+from pydet.master import auth, authz, gateway, log_retention, scheduler
 from pydet.master import config as master_config
 from pydet.master.agents import AgentHub, AgentTable
 from pydet.master.api import DeterminedServicer
@@ -207,9 +207,11 @@ class Master:
             async with asyncio.TaskGroup() as tg:
                 scheduling = tg.create_task(tasks.run())
                 delivering = tg.create_task(hooks.run())
+                retaining = tg.create_task(log_retention.run(self.db, self.cfg.log_retention_days))
                 await self._stopping.wait()
                 scheduling.cancel()
                 delivering.cancel()
+                retaining.cancel()
         finally:
             await self._listener.close()
             log.info("master stopped")

@@ -265,3 +265,31 @@ def test_a_warm_started_trial_shows_its_checkpoint(
     assert f"starting from {uuid}" in cluster.logs(trial["id"])
     described = cluster.det("trial", "describe", str(trial["id"])).stdout
     assert "Warm Start Checkpoint" in described and uuid in described
+
+
+def test_logs_of_an_experiment_past_its_retention_go_when_the_master_checks(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    # log_retention_days: 0 keeps the logs until the next retention pass, which a master
+    # makes when it starts (and every hour); the experiment, trial and metrics stay.
+    cfg, ctx = make_context(
+        tmp_path,
+        """
+        print("a line to forget", flush=True)
+        """,
+        """
+        entrypoint: python3 train.py
+        searcher: {name: single, metric: x, max_length: 1}
+        max_restarts: 0
+        retention_policy: {log_retention_days: 0}
+        """,
+    )
+    exp_id = cluster.create(cfg, ctx)
+    assert cluster.wait_state(exp_id, "COMPLETED", "ERROR", timeout=60) == "COMPLETED"
+    (trial,) = cluster.trials(exp_id)
+    wait_until(lambda: "a line to forget" in cluster.logs(trial["id"]), 30, "the trial's log")
+    cluster.stop_master()
+    cluster.start_master()
+    wait_until(lambda: cluster.logs(trial["id"]).strip() == "", 30, "the logs to be deleted")
+    assert cluster.state(exp_id) == "COMPLETED"
+    assert [t["id"] for t in cluster.trials(exp_id)] == [trial["id"]]

@@ -91,3 +91,16 @@ def test_the_store_is_sqlite_unless_the_db_names_a_postgres(tmp_path: pathlib.Pa
 def test_a_bad_db_names_its_field(tmp_path: pathlib.Path, text: str, named: str) -> None:
     with pytest.raises(errors.InvalidArgument, match=named):
         load(tmp_path, text + "\n")
+
+
+def test_log_retention_days_is_read_and_a_bad_one_named(tmp_path: pathlib.Path) -> None:
+    assert load(tmp_path, "port: 9000\n").log_retention_days is None
+    got = load(tmp_path, "retention_policy: {log_retention_days: 90}\n")
+    assert got.log_retention_days == 90
+    for bad, named in (
+        ("retention_policy: {log_retention_days: x}", "retention_policy.log_retention_days"),
+        ("retention_policy: {log_retention_days: -2}", "retention_policy.log_retention_days"),
+        ("retention_policy: {days: 3}", "retention_policy: expected a mapping"),
+    ):
+        with pytest.raises(errors.InvalidArgument, match=named):
+            load(tmp_path, bad + "\n")
