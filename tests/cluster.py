@@ -15,6 +15,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -162,6 +163,17 @@ class Cluster:
         if self.ca_file is not None:
             context = ssl.create_default_context(cafile=str(self.ca_file))
         return urllib.request.urlopen(req, timeout=timeout, context=context)
+
+    def fetch(self, path: str, token: str | None) -> tuple[int, bytes]:
+        """GET ``path`` with ``token`` (none: no credentials): its status and body, errors
+        included."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        req = urllib.request.Request(f"{self.url}{path}", headers=headers)
+        try:
+            with self.urlopen(req, timeout=30) as r:
+                return r.status, bytes(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
 
     def _spawn(
         self,

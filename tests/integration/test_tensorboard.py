@@ -35,16 +35,6 @@ with core.init() as ctx:
 """
 
 
-def _get(cluster: Cluster, path: str, token: str | None) -> tuple[int, bytes]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    req = urllib.request.Request(f"{cluster.url}{path}", headers=headers)
-    try:
-        with cluster.urlopen(req, timeout=30) as r:
-            return r.status, bytes(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-
-
 def _completed_trial(
     cluster: Cluster, tmp_path: pathlib.Path, train: str, metric: str, extra: str = ""
 ) -> tuple[int, int]:
@@ -101,18 +91,17 @@ def test_tensorboard_serves_a_trials_metrics_through_the_master(
     tasks = json.loads(cluster.det("task", "list", "--json").stdout)
     (summary,) = [t for t in tasks.values() if t["task_id"] == tb_id]
     assert summary["slots_needed"] == 0 and summary["name"] == f"TensorBoard ({tb_id[:8]})"
-    status, page = _get(cluster, f"/proxy/{tb_id}/", cluster.token)
+    status, page = cluster.fetch(f"/proxy/{tb_id}/", cluster.token)
     assert status == 200 and b"TensorBoard" in page
 
     def tags() -> dict[str, Any] | None:
-        status, body = _get(cluster, f"/proxy/{tb_id}/data/plugin/scalars/tags", cluster.token)
+        status, body = cluster.fetch(f"/proxy/{tb_id}/data/plugin/scalars/tags", cluster.token)
         found = json.loads(body) if status == 200 else {}
         return found if found.get(f"trial_{trial_id}") else None
 
     runs = wait_until(tags, 60, "TensorBoard to load the trial's scalars")
     assert {"loss", "val_accuracy"} <= set(runs[f"trial_{trial_id}"])
-    status, body = _get(
-        cluster,
+    status, body = cluster.fetch(
         f"/proxy/{tb_id}/data/plugin/scalars/scalars?run=trial_{trial_id}&tag=loss",
         cluster.token,
     )
@@ -124,15 +113,15 @@ def test_tensorboard_serves_a_trials_metrics_through_the_master(
     ]
 
     # No session, or another user's: refused.
-    assert _get(cluster, f"/proxy/{tb_id}/", None)[0] == 401
+    assert cluster.fetch(f"/proxy/{tb_id}/", None)[0] == 401
     cluster.det("user", "create", "bob", "--password", "bob-secret-1")
     bob = cluster.login("bob", "bob-secret-1")
-    assert _get(cluster, f"/proxy/{tb_id}/", bob)[0] == 403
+    assert cluster.fetch(f"/proxy/{tb_id}/", bob)[0] == 403
 
     assert f"Killed tensorboard {tb_id}" in cluster.det("tensorboard", "kill", tb_id).stdout
     wait_until(lambda: not _tensorboards(cluster), 30, "the TensorBoard to end")
     assert tb_id not in cluster.det("tensorboard", "list").stdout
-    assert _get(cluster, f"/proxy/{tb_id}/", cluster.token)[0] == 404
+    assert cluster.fetch(f"/proxy/{tb_id}/", cluster.token)[0] == 404
     gone = cluster.det("tensorboard", "open", tb_id, "--no-browser", check=False)
     assert gone.returncode == 1 and "STATE_TERMINATED" in gone.stderr
 
@@ -196,7 +185,7 @@ def test_a_tensorboard_reads_trials_whose_storage_is_s3(
     tb_id = cluster.det("tensorboard", "start", str(exp_id), "--detach").stdout.strip()
 
     def tags() -> dict[str, Any] | None:
-        status, body = _get(cluster, f"/proxy/{tb_id}/data/plugin/scalars/tags", cluster.token)
+        status, body = cluster.fetch(f"/proxy/{tb_id}/data/plugin/scalars/tags", cluster.token)
         found = json.loads(body) if status == 200 else {}
         return found if found.get(f"trial_{trial_id}") else None
 
