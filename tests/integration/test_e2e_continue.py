@@ -23,13 +23,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from cluster_fixture(tmp_path_factory.mktemp("continue-cluster"), agents=1, slots=4)
 
 
-@pytest.fixture(scope="module")
-def det(cluster: Cluster) -> Iterator[client.Determined]:
-    d = client.Determined(master=cluster.address, user="admin", password=cluster.admin_password)
-    yield d
-    d.close()
-
-
 def continue_(cluster: Cluster, exp_id: int, *extra: str) -> str:
     return cluster.det("experiment", "continue", str(exp_id), *extra).stdout
 

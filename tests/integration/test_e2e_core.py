@@ -22,13 +22,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from cluster_fixture(tmp_path_factory.mktemp("core-cluster"), agents=1, slots=2)
 
 
-@pytest.fixture(scope="module")
-def det(cluster: Cluster) -> Iterator[client.Determined]:
-    d = client.Determined(master=cluster.address, user="admin", password=cluster.admin_password)
-    yield d
-    d.close()
-
-
 def test_reports_in_every_order_are_all_stored(cluster: Cluster, det: client.Determined) -> None:
     exp_id = cluster.create(CORE / "workload_order.yaml", CORE)
     assert cluster.wait_state(exp_id, *TERMINAL) == "COMPLETED"

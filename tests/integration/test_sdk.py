@@ -60,13 +60,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture(scope="module")
-def det(cluster: Cluster) -> Iterator[client.Determined]:
-    d = client.Determined(master=cluster.address, user="admin", password=cluster.admin_password)
-    yield d
-    d.close()
-
-
-@pytest.fixture(scope="module")
 def grid(det: client.Determined, tmp_path_factory: pytest.TempPathFactory) -> client.Experiment:
     model_dir = tmp_path_factory.mktemp("grid")
     (model_dir / "train.py").write_text(TRAIN)
