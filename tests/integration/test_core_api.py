@@ -551,8 +551,9 @@ def test_core_api_timm_port_fragments_run_and_resume(
 def test_a_script_at_debug_level_sees_its_own_lines_and_no_transport_chatter(
     cluster: Cluster, api: Api, tmp_path: pathlib.Path
 ) -> None:
-    # Determined's Core API tutorials configure logging.DEBUG; the harness's HTTP/2 client
-    # (hpack, h2, grpclib) and its event loop must not fill the trial's log at that level.
+    # Determined's Core API tutorials configure logging.DEBUG; the harness's HTTP/2 clients
+    # (hpack, h2, grpclib: the Core API's and the SDK's) and their event loops must not fill
+    # the trial's log at that level.
     context = write_context(
         tmp_path / "debug",
         {
@@ -560,6 +561,7 @@ def test_a_script_at_debug_level_sees_its_own_lines_and_no_transport_chatter(
                 import logging
 
                 import determined as det
+                from determined.experimental import client
 
                 logging.basicConfig(level=logging.DEBUG, format=det.LOG_FORMAT)
                 with det.core.init() as core_context:
@@ -569,13 +571,17 @@ def test_a_script_at_debug_level_sees_its_own_lines_and_no_transport_chatter(
                             core_context.train.report_training_metrics(step, {"x": step})
                         core_context.train.report_validation_metrics(3, {"x": 3})
                         op.report_completed(3)
+                exp = client.get_experiment(det.get_cluster_info().trial.experiment_id)
+                logging.debug("user debug line: the SDK sees experiment %d", exp.id)
                 logging.debug("user debug line after close")
             """,
-            "debug.yaml": """
+            "debug.yaml": f"""
                 name: core-api-debug-logging
                 entrypoint: python3 debug.py
-                searcher: {name: single, metric: x, max_length: 1}
+                searcher: {{name: single, metric: x, max_length: 1}}
                 max_restarts: 0
+                environment:
+                  environment_variables: ["DET_USER=admin", "DET_PASS={cluster.admin_password}"]
             """,
         },
     )
@@ -583,7 +589,8 @@ def test_a_script_at_debug_level_sees_its_own_lines_and_no_transport_chatter(
     api.wait(exp_id, "COMPLETED")
     (trial,) = api.trials(exp_id)
     lines = api.logs(trial.id)
-    assert sum(line.startswith("DEBUG:") and "user debug line" in line for line in lines) == 4
+    assert sum(line.startswith("DEBUG:") and "user debug line" in line for line in lines) == 5
+    assert f"the SDK sees experiment {exp_id}" in "\n".join(lines)
     # The harness's own debug lines (``determined.core: report ...``) are the user's to see.
     chatter = [
         line

@@ -21,6 +21,7 @@ import grpclib.exceptions
 from determined.common import errors
 
 if TYPE_CHECKING:
+    import asyncio
     import ssl
 
     import grpclib.client
@@ -132,18 +133,35 @@ def blocking_channel(address: str, *, cert_file: str | None = None) -> channel.C
     return channel.Channel(host, port, tls=tls)
 
 
-# The HTTP/2 stack's loggers: at DEBUG, hpack alone writes a dozen lines per call.
-TRANSPORT_LOGGERS = ("hpack",)
+# The HTTP/2 stack's loggers: at DEBUG, hpack alone writes a dozen lines per call, grpclib
+# one per keepalive ping; below WARNING none of them says anything a user acts on.
+TRANSPORT_LOGGERS = ("hpack", "h2", "grpclib")
 
 
 def quiet_transport_logs() -> None:
-    """Keep the transport's debug lines out of a task's log: a training script that sets
+    """Keep the transport's chatter out of a user's log: a training script that sets
     ``logging.DEBUG`` (as Determined's tutorials do) wants its own lines, not HTTP/2 frames.
-    A level the script set on one of these loggers itself is left alone."""
+    Called where the harness and the SDK make their clients, never by the master or agent.
+    Their warnings still reach the user's handlers, and a level the script set on one of
+    these loggers itself is left alone; the root logger is never touched."""
     for name in TRANSPORT_LOGGERS:
         logger = logging.getLogger(name)
         if logger.level == logging.NOTSET:
-            logger.setLevel(logging.INFO)
+            logger.setLevel(logging.WARNING)
+
+
+def quiet_event_loop() -> asyncio.AbstractEventLoop:
+    """A new event loop, without asyncio's "Using selector" line: a loop the harness or the
+    SDK runs in a thread of its own is their business, not a line in a user's DEBUG log."""
+    import asyncio
+
+    asyncio_log = logging.getLogger("asyncio")
+    level = asyncio_log.level
+    asyncio_log.setLevel(max(level, logging.INFO))
+    try:
+        return asyncio.new_event_loop()
+    finally:
+        asyncio_log.setLevel(level)
 
 
 def metadata(token: str | None) -> dict[str, str]:

@@ -47,18 +47,6 @@ def is_transient(exc: BaseException) -> bool:
     ) and not isinstance(exc, TimeoutError)
 
 
-def _quiet_event_loop() -> asyncio.AbstractEventLoop:
-    """A new event loop, without asyncio's "Using selector" line: this loop is the
-    harness's business, not a line in the log of a script that runs at DEBUG."""
-    asyncio_log = logging.getLogger("asyncio")
-    level = asyncio_log.level
-    asyncio_log.setLevel(max(level, logging.INFO))
-    try:
-        return asyncio.new_event_loop()
-    finally:
-        asyncio_log.setLevel(level)
-
-
 class Session:
     """An event-loop thread, a channel to the master, and the tasks running on that loop."""
 
@@ -74,7 +62,7 @@ class Session:
         # None: DET_MASTER_CERT_FILE, which the agent sets for every task of a TLS master.
         self._cert_file = cert_file
         self._metadata = client.metadata(token)
-        self._loop = _quiet_event_loop()
+        self._loop = client.quiet_event_loop()
         self._channel: channel.Channel | None = None
         self._stub: Any = None
         # Calls in flight (a long poll holds one for its whole wait).

@@ -50,6 +50,7 @@ class MasterSession:
         noverify: bool = False,
     ) -> None:
         self.address = client.master_address(master)
+        client.quiet_transport_logs()
         self._user = user
         self._password = password
         self._session = client.Session(
@@ -181,7 +182,7 @@ class MasterSession:
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
-                loop = asyncio.new_event_loop()
+                loop = client.quiet_event_loop()
                 thread = threading.Thread(
                     target=loop.run_forever, name=f"det-sdk {self.address}", daemon=True
                 )
