@@ -50,6 +50,46 @@ def test_create_follow_streams_logs_and_exits_zero(cluster: Cluster) -> None:
     assert "COMPLETED" in proc.stdout
 
 
+def test_a_trials_last_lines_are_stored_before_it_counts_as_completed(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    # The agent reports a container's exit as soon as it sees it; the output the process
+    # wrote just before must still reach the master first. `det e create -f` stops following
+    # the logs once the trial is done, so it shows a line only if it was stored by then.
+    cfg, ctx = make_context(
+        tmp_path,
+        """
+        import os
+        import sys
+
+        import determined as det
+
+        with det.core.init() as core_context:
+            for op in core_context.searcher.operations():
+                core_context.train.report_validation_metrics(1, {"x": 1.0})
+                op.report_completed(1.0)
+        for i in range(3000):
+            print(f"burst line {i}")
+        print("the last line on stderr", file=sys.stderr, flush=True)
+        print("the last line on stdout", flush=True)
+        os._exit(0)  # no teardown: the exit follows the last lines at once
+        """,
+        """
+        entrypoint: python3 train.py
+        searcher: {name: single, metric: x, max_length: 1}
+        max_restarts: 0
+        """,
+    )
+    proc = cluster.det("experiment", "create", str(cfg), str(ctx), "-f")
+    assert "COMPLETED" in proc.stdout
+    burst = [line for line in proc.stdout.splitlines() if "burst line " in line]
+    assert len(burst) == 3000 and burst[-1].endswith("burst line 2999")
+    assert "the last line on stderr" in proc.stdout
+    assert "the last line on stdout" in proc.stdout
+    # The launcher's own last line, written just before it exits.
+    assert "the entrypoint exited with status 0" in proc.stdout
+
+
 def test_failing_entrypoint_restarts_then_errors(cluster: Cluster, tmp_path: pathlib.Path) -> None:
     cfg, ctx = make_context(
         tmp_path,
