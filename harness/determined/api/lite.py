@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from determined.api.gen import v1_schema
@@ -87,7 +87,7 @@ class _Field:
         "type_name",
     )
 
-    def __init__(self, row: tuple[Any, ...]) -> None:
+    def __init__(self, row: Sequence[Any]) -> None:
         name, number, kind, type_name, repeated, presence, oneof = row
         self.name: str = name
         self.number: int = number
