@@ -2,9 +2,12 @@
 
 Prints a table: time from the CreateExperiment call to the first line of user code (as
 timestamped by the agent), and to COMPLETED for a no-op experiment, as medians over
-several runs; `python3 -c 'import determined'` beside `python3 -c pass`; and the master's
-resident memory when idle. Targets are issue 12's; the load average is printed with the
-figures, which a busy machine inflates.
+several runs; the parts of a trial's start on their own (`python3 -c pass`, the launcher's
+imports, `import determined`, what a script's `core.init()` imports on a cluster), each as
+wall and CPU time, and whether the harness has a byte-code cache (without one, every task
+compiles the harness's modules again); and the master's resident memory when idle. Targets
+are issue 12's; the load average is printed with the figures, which a busy machine
+inflates (CPU time less so).
 
     python bench/startup.py [--runs 7]
 """
@@ -15,6 +18,7 @@ import argparse
 import asyncio
 import os
 import pathlib
+import resource
 import statistics
 import subprocess
 import sys
@@ -70,14 +74,43 @@ async def one_run(address: str, token: str, ctx: bytes) -> tuple[float, float]:
         return first_line - began, done - began
 
 
-def command_seconds(code: str, runs: int) -> float:
-    """Median wall seconds of `python3 -c code`."""
-    times = []
+def command_seconds(code: str, runs: int) -> tuple[float, float]:
+    """Median wall seconds and median CPU seconds (user + system) of `python3 -c code`."""
+    wall, cpu = [], []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         began = time.perf_counter()
         subprocess.run([sys.executable, "-c", code], check=True)
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
+        wall.append(time.perf_counter() - began)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(wall), statistics.median(cpu)
+
+
+# Each part of a trial's start that runs Python, timed on its own: (measure, code, target).
+PARTS = [
+    ("`python3 -c pass`", "pass", ""),
+    ("`python3 -c 'import determined'`", "import determined", "<= 0.060 s"),
+    ("the launcher's imports (`determined.exec.launch`)", "import determined.exec.launch", ""),
+    (
+        "a script's imports for `core.init()` on a cluster",
+        "import determined.core._rpc, determined.core._session, determined.core._metrics",
+        "",
+    ),
+]
+
+
+def bytecode_cache() -> str:
+    """Whether the harness's modules load from a byte-code cache or are compiled per task."""
+    import determined.core
+
+    source = pathlib.Path(determined.core.__file__)
+    if sys.pycache_prefix:
+        return f"under PYTHONPYCACHEPREFIX={sys.pycache_prefix}"
+    if (source.parent / "__pycache__").is_dir():
+        return "present"
+    reason = " (PYTHONDONTWRITEBYTECODE is set)" if sys.dont_write_bytecode else ""
+    return f"none: each task compiles the harness{reason}"
 
 
 def main() -> None:
@@ -109,14 +142,12 @@ def main() -> None:
         ("create -> first user line (median)", f"{statistics.median(first):.3f} s", "<= 0.25 s"),
         ("create -> first user line (max)", f"{max(first):.3f} s", ""),
         ("create -> COMPLETED, no-op (median)", f"{statistics.median(done):.3f} s", ""),
-        (
-            "`python3 -c 'import determined'` (median)",
-            f"{command_seconds('import determined', import_runs):.3f} s",
-            "<= 0.060 s",
-        ),
-        ("`python3 -c pass` (median)", f"{command_seconds('pass', import_runs):.3f} s", ""),
-        ("master idle RSS", f"{idle:.1f} MiB", ""),
     ]
+    for name, code, target in PARTS:
+        wall, cpu = command_seconds(code, import_runs)
+        rows.append((f"{name} (median wall)", f"{wall:.3f} s", target))
+        rows.append((f"{name} (median CPU)", f"{cpu:.3f} s", ""))
+    rows.append(("master idle RSS", f"{idle:.1f} MiB", ""))
     width = max(len(r[0]) for r in rows)
     print(f"{'measure'.ljust(width)} | {'value':>10} | target")
     print(f"{'-' * width}-+-{'-' * 10}-+-------")
@@ -126,7 +157,8 @@ def main() -> None:
     print(
         f"({args.runs} runs, process runtime, 1 agent; {os.cpu_count()} CPUs, load average "
         f"(1/5/15 min) {'/'.join(f'{x:.1f}' for x in load_before)} before, "
-        f"{'/'.join(f'{x:.1f}' for x in load_after)} after)"
+        f"{'/'.join(f'{x:.1f}' for x in load_after)} after; harness byte-code cache: "
+        f"{bytecode_cache()})"
     )
 
 
