@@ -49,6 +49,13 @@ def test_the_core_api_loads_no_generated_api(code: str) -> None:
     assert offenders(loaded_after(code), (*GENERATED_API, *UNNEEDED)) == []
 
 
+def test_a_scripts_start_loads_uuid_and_pickle_only_when_it_needs_them() -> None:
+    # uuid (with platform) is for a checkpoint's id, pickle for a collective across workers:
+    # ~10 ms of a start that a trial which does neither should not pay.
+    code = "import determined.core._rpc, determined.core._session, determined.core._metrics"
+    assert offenders(loaded_after(code), ("uuid", "platform", "pickle")) == []
+
+
 def test_import_determined_core_alone_starts_no_event_loop_machinery() -> None:
     # asyncio (and the channel) are for the cluster: core.init() loads them there.
     modules = loaded_after("import determined.core")

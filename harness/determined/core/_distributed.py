@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -315,6 +314,9 @@ class DistributedContext:
     ) -> list[Any]:
         if size == 1:
             return [stuff]
+        # Imported here: only a task with more than one worker needs it (~4 ms of a start).
+        import pickle
+
         try:
             data = pickle.dumps(stuff)
         except Exception as e:

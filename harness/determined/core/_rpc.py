@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,7 +72,7 @@ class MasterClient:
             size=size,
             data=data,
             timeout_seconds=timeout,
-            request_id=uuid.uuid4().hex,
+            request_id=os.urandom(16).hex(),  # not uuid: its import is ~7 ms of a start
         )
 
         async def call() -> list[bytes]:
