@@ -49,11 +49,12 @@ def test_the_core_api_loads_no_generated_api(code: str) -> None:
     assert offenders(loaded_after(code), (*GENERATED_API, *UNNEEDED)) == []
 
 
-def test_a_scripts_start_loads_uuid_and_pickle_only_when_it_needs_them() -> None:
-    # uuid (with platform) is for a checkpoint's id, pickle for a collective across workers:
-    # ~10 ms of a start that a trial which does neither should not pay.
+def test_a_scripts_start_loads_uuid_pickle_and_s3_only_when_it_needs_them() -> None:
+    # uuid (with platform) is for a checkpoint's id, pickle for a collective across workers,
+    # the S3 client for S3 storage: a start that a trial which uses none of them should not pay.
     code = "import determined.core._rpc, determined.core._session, determined.core._metrics"
-    assert offenders(loaded_after(code), ("uuid", "platform", "pickle")) == []
+    banned = ("uuid", "platform", "pickle", "determined.common.s3")
+    assert offenders(loaded_after(code), banned) == []
 
 
 def test_import_determined_core_alone_starts_no_event_loop_machinery() -> None:

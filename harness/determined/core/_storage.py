@@ -14,10 +14,12 @@ import pathlib
 import shutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from determined.common import errors
-from determined.common.s3 import S3Storage
+
+if TYPE_CHECKING:
+    from determined.common.s3 import S3Storage
 
 CLOUD_TYPES = ("gcs", "azure")
 _URL_SCHEMES = {"gs://": "gcs", "az://": "azure", "azure://": "azure"}
@@ -144,6 +146,13 @@ class Storage:
 Backend: TypeAlias = "Storage | S3Storage"
 
 
+def _s3_storage(config: dict[str, Any], *, what: str) -> S3Storage:
+    # Imported here: only S3 storage needs it, and most trials' scripts never do.
+    from determined.common.s3 import S3Storage
+
+    return S3Storage(config, what=what)
+
+
 def from_config(value: str | dict[str, Any] | os.PathLike[str] | None, *, what: str) -> Backend:
     """The storage described by a ``checkpoint_storage`` config section or a directory path
     (``s3://bucket/prefix`` names a bucket)."""
@@ -152,7 +161,7 @@ def from_config(value: str | dict[str, Any] | os.PathLike[str] | None, *, what: 
     if isinstance(value, str):
         if value.startswith("s3://"):
             bucket, _, prefix = value.removeprefix("s3://").partition("/")
-            return S3Storage({"type": "s3", "bucket": bucket, "prefix": prefix}, what=what)
+            return _s3_storage({"type": "s3", "bucket": bucket, "prefix": prefix}, what=what)
         for scheme, cloud in _URL_SCHEMES.items():
             if value.startswith(scheme):
                 _unsupported(cloud, what)
@@ -177,7 +186,7 @@ def from_config(value: str | dict[str, Any] | os.PathLike[str] | None, *, what: 
         container_path = _required_path(value, "container_path", what)
         return Storage(pathlib.Path(container_path).expanduser().absolute(), dict(value))
     if kind == "s3":
-        return S3Storage(value, what=what)
+        return _s3_storage(value, what=what)
     if kind in CLOUD_TYPES:
         _unsupported(str(kind), what)
     raise ValueError(
