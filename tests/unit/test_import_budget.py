@@ -66,3 +66,9 @@ def test_import_determined_core_alone_starts_no_event_loop_machinery() -> None:
 def test_the_launcher_loads_no_generated_api_no_event_loop_and_no_dataclasses() -> None:
     modules = loaded_after("import determined.exec.launch")
     assert offenders(modules, (*GENERATED_API, *UNNEEDED, "asyncio", "dataclasses")) == []
+
+
+def test_the_launcher_loads_the_context_reader_without_the_packer() -> None:
+    modules = loaded_after("import determined.exec.launch")
+    assert "determined.common.context_archive" in modules
+    assert offenders(modules, ("determined.common.context", "gzip")) == []

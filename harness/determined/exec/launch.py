@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 
 import determined as det
 from determined.common import errors
-from determined.common.context import unpack_context
+from determined.common.context_archive import unpack_context
 from determined.launch import rpc
 from determined.launch._supervisor import Worker, supervise
 
