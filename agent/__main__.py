@@ -51,6 +51,13 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 async def _daemon(cfg: config.AgentConfig, agent_slots: list[slots.SlotSpec]) -> Daemon:
+    if cfg.runtime == "hollow":
+        from pydet.agent.hollow_runtime import HollowRuntime
+
+        hollow = HollowRuntime(
+            master=cfg.master, agent_id=cfg.agent_id, master_cert_file=cfg.master_cert_file
+        )
+        return Daemon(cfg, slots=agent_slots, runtime=hollow)
     if cfg.runtime != "docker":
         return Daemon(cfg, slots=agent_slots)
     # Imported here: aiohttp costs an agent on the process runtime startup time for nothing.

@@ -19,7 +19,8 @@ import yaml
 
 from determined.common import client, errors
 
-RUNTIMES = ("process", "docker")
+# "hollow" is a test and benchmark tool (agent/hollow_runtime.py): it runs no task.
+RUNTIMES = ("process", "docker", "hollow")
 DOCKER_HARNESS_MODES = ("auto", "image", "mount")
 DEFAULT_IMAGE = "pydet-task:latest"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -54,7 +55,11 @@ _KEYS: dict[str, tuple[type, str]] = {
     "agent_id": (str, "this agent's id (default: the hostname)"),
     "slots": (int, "number of artificial CPU slots (default: the GPUs found, else 1)"),
     "resource_pool": (str, "resource pool to join (default: default)"),
-    "runtime": (str, "container runtime: process or docker (default: process)"),
+    "runtime": (
+        str,
+        "container runtime: process or docker (default: process); hollow, a test and "
+        "benchmark tool, runs nothing and plays each trial's calls to the master",
+    ),
     "work_dir": (
         str,
         "parent of the containers' working directories (default: /tmp/pydet-agent-AGENT_ID)",
