@@ -12,6 +12,10 @@ from determined.common import errors
 from pydet.master import config
 from pydet.master.server import Master
 
+# A benchmark's hook (bench/scale.py --profile): profile the master's event loop thread with
+# cProfile and write the stats to this path when it stops (on SIGTERM, not on SIGKILL).
+PROFILE_ENV = "PYDET_MASTER_PROFILE"
+
 
 async def _main(cfg: config.MasterConfig) -> None:
     master = Master(cfg)
@@ -45,10 +49,24 @@ def main(argv: list[str] | None = None) -> None:
     for noisy in ("hpack", "h2", "aiosqlite"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        asyncio.run(_main(cfg))
+        _run_profiled(cfg, os.environ.get(PROFILE_ENV, ""))
     except errors.DetError as e:
         print(f"det-master: {e.message}", file=sys.stderr)
         sys.exit(1)
+
+
+def _run_profiled(cfg: config.MasterConfig, profile_to: str) -> None:
+    """Run the master; with a path, under cProfile, its stats written there at the end."""
+    if not profile_to:
+        asyncio.run(_main(cfg))
+        return
+    import cProfile
+
+    profiler = cProfile.Profile()
+    try:
+        profiler.runcall(asyncio.run, _main(cfg))
+    finally:
+        profiler.dump_stats(profile_to)
 
 
 if __name__ == "__main__":
