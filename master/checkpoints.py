@@ -55,9 +55,14 @@ class Checkpoints:
             )
             for c in await queries.experiment_checkpoints(self._db, exp.id)
         ]
+        if not checkpoints:
+            return  # runs at every trial's end: an experiment without checkpoints costs nothing
+        # Only trials with checkpoints bear on what is kept.
+        owners = {c.trial_id for c in checkpoints}
         trials = [
             retention.TrialRecord(t.id, t.state.value, latest_checkpoint=t.latest_checkpoint)
             for t in exp.trials.values()
+            if t.id in owners or t.latest_checkpoint is not None
         ]
         policy = retention.RetentionPolicy.from_config(exp.config)
         doomed = retention.checkpoints_to_delete(checkpoints, trials, policy)

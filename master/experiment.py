@@ -73,9 +73,28 @@ class Experiment:
     # by that script (CreateTrial, StartTrial, PatchTrial), never scheduled or searched.
     unmanaged: bool = False
     trials: dict[int, Trial] = field(default_factory=dict)
+    # Trial ids by request id, caught up from ``trials`` when it misses: the searcher names
+    # trials by request id at every event, and an experiment may have thousands.
+    _by_request: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def by_request(self, request_id: str) -> Trial | None:
-        return next((t for t in self.trials.values() if t.request_id == request_id), None)
+        trial = self._indexed(request_id)
+        if trial is not None:
+            return trial
+        # New trials are added last: index them, newest first, up to one already indexed.
+        for t in reversed(self.trials.values()):
+            if self._by_request.get(t.request_id) == t.id:
+                break
+            self._by_request[t.request_id] = t.id
+        trial = self._indexed(request_id)
+        if trial is None:  # unknown, or ``trials`` was replaced: index it all again
+            self._by_request = {t.request_id: t.id for t in self.trials.values()}
+            trial = self._indexed(request_id)
+        return trial
+
+    def _indexed(self, request_id: str) -> Trial | None:
+        trial = self.trials.get(self._by_request.get(request_id, -1))
+        return trial if trial is not None and trial.request_id == request_id else None
 
     # -- the experiment as a job (task_list.Job) --------------------------------------------
     # Its config is the one place its priority, weight, pool and max slots are kept: the

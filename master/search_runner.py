@@ -133,7 +133,12 @@ class SearchRunner:
     async def finish_if_done(self, exp: Experiment) -> None:
         """End the experiment if none of its trials is left and it is stopping, or its
         searcher has shut down."""
-        if exp.state.terminal or any(not t.state.terminal for t in exp.trials.values()):
+        if exp.state.terminal or not (
+            exp.state.stopping or (exp.state == State.ACTIVE and exp.searcher_done)
+        ):
+            return
+        # Newest first: a trial still running is most likely among the latest.
+        if any(not t.state.terminal for t in reversed(exp.trials.values())):
             return
         if exp.state.stopping:
             final = STOPPED[exp.state]

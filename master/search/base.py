@@ -315,7 +315,7 @@ class SearchMethod(abc.ABC):
         return {
             "rng": [version, list(internal), gauss],
             "created": self.created,
-            "finished": sorted(self.finished, key=_rid_order),
+            "finished": rid_sorted(self.finished),
             "done": self.done,
         }
 
@@ -329,11 +329,12 @@ class SearchMethod(abc.ABC):
         self.done = bool(state["done"])
 
 
-def _rid_order(request_id: str) -> tuple[int, str]:
-    digits = request_id[1:]
-    return (int(digits) if digits.isdigit() else -1, request_id)
-
-
 def rid_sorted(request_ids: set[str] | list[str]) -> list[str]:
-    """Request ids in creation order: JSON state and iteration must not depend on set order."""
-    return sorted(request_ids, key=_rid_order)
+    """Request ids in creation order: JSON state and iteration must not depend on set order.
+
+    The searcher's ids are "r1", "r2", ... (``_create``), so shorter first and then
+    alphabetical is creation order. Two sorts with built-in keys, not one with a Python key:
+    the searcher's state is saved at every event, and a search has thousands of ids."""
+    ordered = sorted(request_ids)
+    ordered.sort(key=len)
+    return ordered

@@ -70,7 +70,7 @@ class OneShotSearch(SearchMethod):
     def on_validation_completed(
         self, request_id: str, metric: float, length: int
     ) -> list[Operation]:
-        if not self._known(request_id) or request_id in self.finished | self.closing:
+        if not self._known(request_id) or request_id in self.finished or request_id in self.closing:
             return []
         self.completed[request_id] = max(length, self.completed.get(request_id, 0))
         if length < self.length:
@@ -112,15 +112,12 @@ class OneShotSearch(SearchMethod):
     def progress(self) -> float:
         if self.done:
             return 1.0
-        credit = 0.0
-        for n in range(1, self.created + 1):
-            rid = f"r{n}"
-            if rid in self.invalid:
-                continue
-            if rid in self.finished:
-                credit += 1.0
-            else:
-                credit += min(1.0, self.completed.get(rid, 0) / max(1, self.length))
+        # A finished trial counts whole, an unfinished one by how far it trained; invalid ones
+        # not at all. Set operations, not a loop over every trial: this runs at every event.
+        credit = float(len(self.finished) - len(self.finished & self.invalid))
+        training = self.completed.keys() - self.finished - self.invalid
+        length = max(1, self.length)
+        credit += sum(min(1.0, self.completed[rid] / length) for rid in training)
         return min(1.0, credit / max(1, self.target_trials()))
 
     def state_dict(self) -> dict[str, Any]:
