@@ -361,6 +361,12 @@ class Experiments:
             exp, exp.search.on_validation_completed(trial.request_id, metric, length)
         )
 
+    def acts_on_reports(self, trial_id: int) -> bool:
+        """Whether ``validation_reported`` can matter for a trial: it is live, managed, and
+        its search acts on plain reports (others learn at the completed operation)."""
+        found = self._live.trial(trial_id)
+        return found is not None and not found[0].unmanaged and found[0].search.acts_on_reports
+
     @_transition
     async def validation_reported(
         self, trial_id: int, metrics: dict[str, Any], steps_completed: int

@@ -342,6 +342,8 @@ class Service:
     async def report_metrics(self, req: v1.ReportTrialMetricsRequest) -> None:
         # Only what changed the store reaches the searcher: a retried batch is not news.
         validations = await self.reports.metrics(req.trial_id, req.run_id, req.reports)
+        if not self.experiments.acts_on_reports(req.trial_id):
+            return
         for v in validations:
             metrics = json.loads(v.metrics)
             await self.locked(

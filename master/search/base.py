@@ -261,6 +261,13 @@ class SearchMethod(abc.ABC):
         """Only stop-driven searchers act on plain validation reports."""
         return []
 
+    @property
+    def acts_on_reports(self) -> bool:
+        """Whether a plain validation report can change the search: only if its class
+        overrides ``on_validation_reported``. The master neither calls nor saves a search
+        that does not, at each report of each trial."""
+        return type(self).on_validation_reported is not SearchMethod.on_validation_reported
+
     def on_trial_exited_early(self, request_id: str, reason: str) -> list[Operation]:
         if reason not in EXIT_REASONS:
             raise ValueError(f"exit reason {reason!r}: expected one of {', '.join(EXIT_REASONS)}")

@@ -218,3 +218,23 @@ def test_a_restored_search_continues_exactly_where_it_was(name: str) -> None:
             restore_at=split,
             restored=lambda: searcher.new_search(cfg, seed=123),
         )
+
+
+def test_only_searches_that_read_plain_validation_reports_are_told_of_them() -> None:
+    random_search = searcher.new_search(
+        config({"name": "random", "metric": "x", "max_trials": 2, "max_length": 1}), seed=0
+    )
+    stop_driven = searcher.new_search(
+        config(
+            {
+                "name": "adaptive_asha",
+                "metric": "x",
+                "max_trials": 4,
+                "time_metric": "batches",
+                "max_time": 8,
+            }
+        ),
+        seed=0,
+    )
+    assert not random_search.acts_on_reports
+    assert stop_driven.acts_on_reports
