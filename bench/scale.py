@@ -57,6 +57,7 @@ from bench.search import (  # noqa: E402
     run_pydet_search,
 )
 from determined.common import context  # noqa: E402
+from tests import hollow  # noqa: E402
 from tests.cluster import wait_until  # noqa: E402
 
 PY = sys.executable
@@ -130,22 +131,6 @@ def search(cluster: BenchCluster, cfg: dict[str, Any], ctx_dir: pathlib.Path) ->
     )
 
 
-def hollow_config(trials: int, slots: int) -> dict[str, Any]:
-    return {
-        "name": "bench-scale-hollow",
-        "entrypoint": "python3 -c 'raise SystemExit(1)'",  # never run: the agents are hollow
-        "hyperparameters": {"x": {"type": "double", "minval": 0.0, "maxval": 1.0}},
-        "searcher": {
-            "name": "random",
-            "metric": "val_loss",
-            "max_length": {"batches": 1},
-            "max_trials": trials,
-            "max_concurrent_trials": slots,
-        },
-        "max_restarts": 0,
-    }
-
-
 def run_hollow(trials: int, slots: int, agents: int, profile: str) -> Measured:
     with tempfile.TemporaryDirectory(prefix="pydet-bench-scale-") as tmp:
         root = pathlib.Path(tmp)
@@ -179,7 +164,10 @@ def run_hollow(trials: int, slots: int, agents: int, profile: str) -> Measured:
                 f"{agents} hollow agents to connect",
             )
             (root / "context").mkdir()
-            measured = search(cluster, hollow_config(trials, slots), root / "context")
+            cfg = hollow.random_search(
+                "bench-scale-hollow", trials=trials, concurrency=slots, length=1
+            )
+            measured = search(cluster, cfg, root / "context")
             if profile:  # the profile is written when the master stops in order
                 cluster.stop_master(signal.SIGTERM)
             return measured

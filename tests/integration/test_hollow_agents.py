@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from pydet.agent.hollow_runtime import hollow_metric
+from tests import hollow
 from tests.cluster import Cluster, running
 
 TRIALS = 20
@@ -30,20 +31,8 @@ def hollow_cluster(tmp_path: pathlib.Path) -> Iterator[Cluster]:
 def test_random_search_on_hollow_agents_completes_with_every_metric(
     hollow_cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
-    config = {
-        "name": "hollow-search",
-        "entrypoint": "python3 -c 'raise SystemExit(1)'",  # never run: the agents are hollow
-        "hyperparameters": {"x": {"type": "double", "minval": 0.0, "maxval": 1.0}},
-        "searcher": {
-            "name": "random",
-            "metric": "val_loss",
-            "max_length": {"batches": 3},
-            "max_trials": TRIALS,
-            "max_concurrent_trials": 10,
-        },
-        "max_restarts": 0,
-        "reproducibility": {"experiment_seed": 7},
-    }
+    config = hollow.random_search("hollow-search", trials=TRIALS, concurrency=10, length=3)
+    config["reproducibility"] = {"experiment_seed": 7}
     (tmp_path / "hollow.yaml").write_text(json.dumps(config))
     context = tmp_path / "context"
     context.mkdir()
