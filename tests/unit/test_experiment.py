@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 from determined.common import expconf
-from pydet.master.experiment import DEFAULT_PRIORITY, Experiment
+from pydet.master.experiment import DEFAULT_PRIORITY, Experiment, Trial
 from pydet.master.search import searcher
 from pydet.master.states import State
 from pydet.master.task_list import TaskRequest
+from pydet.master.trial_lifecycle import TrialPhase
 
 
 def experiment(resources: dict[str, object]) -> Experiment:
@@ -50,3 +51,20 @@ def test_a_changed_config_is_what_waiting_requests_show_the_scheduler() -> None:
     resources = dataclasses.replace(exp.config.resources, priority=5, resource_pool="cpu")
     exp.config = dataclasses.replace(exp.config, resources=resources)
     assert (request.job.priority, request.job.resource_pool) == (5, "cpu")
+
+
+def test_trials_are_found_by_request_id_as_they_are_added_and_replaced() -> None:
+    exp = experiment({})
+
+    def trial(trial_id: int, request_id: str) -> Trial:
+        return Trial(trial_id, exp.id, request_id, TrialPhase.QUEUED, {}, 0)
+
+    exp.trials[1] = trial(1, "r1")
+    assert exp.by_request("r1") is exp.trials[1]
+    assert exp.by_request("r2") is None
+    exp.trials[2] = trial(2, "r2")
+    assert exp.by_request("r2") is exp.trials[2]
+    # Restored from the store: new objects, and ids that now belong to other requests.
+    exp.trials = {1: trial(1, "r2"), 2: trial(2, "r1")}
+    assert exp.by_request("r1") is exp.trials[2]
+    assert exp.by_request("r2") is exp.trials[1]
