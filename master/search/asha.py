@@ -36,7 +36,8 @@ import bisect
 import math
 from typing import Any, Literal
 
-from pydet.master.search.base import Close, Operation, Stop, ValidateAfter, rid_sorted, signed
+from pydet.master.search.base import Close, Operation, Stop, ValidateAfter, signed
+from pydet.master.search.request_ids import rid_sorted
 
 Kind = Literal["promote", "stop_once", "by_time"]
 KINDS: tuple[Kind, ...] = ("promote", "stop_once", "by_time")

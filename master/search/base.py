@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from determined.common import expconf
+from pydet.master.search.request_ids import RequestIds
 
 EXIT_REASONS = ("errored", "invalid_hp", "user_canceled")
 
@@ -192,7 +193,7 @@ class SearchMethod(abc.ABC):
         self.rng = random.Random(seed)
         self.created = 0
         # Trials the master has ended (closed or exited early): each ends exactly once.
-        self.finished: set[str] = set()
+        self.finished = RequestIds()
         self.done = False
 
     # -- helpers for subclasses ----------------------------------------------------------------
@@ -322,7 +323,7 @@ class SearchMethod(abc.ABC):
         return {
             "rng": [version, list(internal), gauss],
             "created": self.created,
-            "finished": rid_sorted(self.finished),
+            "finished": self.finished.ordered(),
             "done": self.done,
         }
 
@@ -332,16 +333,5 @@ class SearchMethod(abc.ABC):
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
         self.created = int(state["created"])
-        self.finished = set(state["finished"])
+        self.finished = RequestIds(state["finished"])
         self.done = bool(state["done"])
-
-
-def rid_sorted(request_ids: set[str] | list[str]) -> list[str]:
-    """Request ids in creation order: JSON state and iteration must not depend on set order.
-
-    The searcher's ids are "r1", "r2", ... (``_create``), so shorter first and then
-    alphabetical is creation order. Two sorts with built-in keys, not one with a Python key:
-    the searcher's state is saved at every event, and a search has thousands of ids."""
-    ordered = sorted(request_ids)
-    ordered.sort(key=len)
-    return ordered

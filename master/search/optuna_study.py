@@ -35,7 +35,8 @@ from optuna.distributions import (
 from optuna.trial import TrialState
 
 from determined.common import expconf
-from pydet.master.search.base import ImportedTrial, Operation, Stop, rid_sorted
+from pydet.master.search.base import ImportedTrial, Operation, Stop
+from pydet.master.search.request_ids import rid_sorted
 from pydet.master.search.simple import BudgetedSearch
 
 log = logging.getLogger(__name__)

@@ -31,10 +31,10 @@ from pydet.master.search.base import (
     Operation,
     SearchMethod,
     ValidateAfter,
-    rid_sorted,
     sample_one,
     signed,
 )
+from pydet.master.search.request_ids import rid_sorted
 
 WORST = math.inf
 

@@ -17,8 +17,8 @@ from pydet.master.search.base import (
     SearchMethod,
     ValidateAfter,
     max_length_units,
-    rid_sorted,
 )
+from pydet.master.search.request_ids import rid_sorted
 
 
 class OneShotSearch(SearchMethod):
@@ -104,9 +104,15 @@ class OneShotSearch(SearchMethod):
     def _trial_exited(self, request_id: str, reason: str) -> list[Operation]:
         if reason == "invalid_hp" and self.replaces_invalid:
             self.invalid.add(request_id)
-        return self._fill()
+        return self._trial_ended(request_id)
 
     def _trial_ended(self, request_id: str) -> list[Operation]:
+        # A finished trial counts whole in the progress, and `finished` ignores its late
+        # reports: what it trained to, and that it was closing, need not be kept. The state
+        # is saved at every event, so what a finished trial leaves in it is paid for at
+        # every later event (a reopened trial counts from its next report on).
+        self.completed.pop(request_id, None)
+        self.closing.discard(request_id)
         return self._fill()
 
     def progress(self) -> float:
