@@ -252,6 +252,10 @@ def real_rows(m: Measured) -> list[list[str]]:
     ]
 
 
+def print_rows(rows: list[list[str]]) -> None:
+    print(tabulate(rows, headers=["workload", "measure", "value", "target", "load"]), flush=True)
+
+
 def print_profile(path: str, top: int = 30) -> None:
     stats = pstats.Stats(path)
     stats.sort_stats("tottime").print_stats(top)
@@ -270,15 +274,13 @@ def main() -> None:
     if args.slots % args.agents:
         parser.error("--slots must be a multiple of --agents")
     only = set(args.only.split(","))
-    rows: list[list[str]] = []
+    print(f"cpus: {os.cpu_count()}; load average (1 min) before -> after each run", flush=True)
+    # Each part's rows as soon as it is measured: a later part may fail or be cut short.
     if "hollow" in only:
-        rows += hollow_rows(
-            run_hollow(args.trials, args.slots, args.agents, args.profile), args.slots, args.agents
-        )
+        measured = run_hollow(args.trials, args.slots, args.agents, args.profile)
+        print_rows(hollow_rows(measured, args.slots, args.agents))
     if "real" in only:
-        rows += real_rows(run_real(args.real_trials))
-    print(f"cpus: {os.cpu_count()}; load average (1 min) before -> after each run")
-    print(tabulate(rows, headers=["workload", "measure", "value", "target", "load"]))
+        print_rows(real_rows(run_real(args.real_trials)))
     if args.profile and "hollow" in only:
         print_profile(args.profile)
 
