@@ -6,11 +6,13 @@ Every process started here is stopped at teardown.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pathlib
 import signal
 import socket
+import sqlite3
 import ssl
 import subprocess
 import sys
@@ -18,7 +20,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -39,7 +41,7 @@ ACTIVE_STATES = ("QUEUED", "PULLING", "STARTING", "RUNNING")
 POSTGRES_ENV = "PYDET_TEST_POSTGRES"
 
 
-def postgres_database(where: pathlib.Path) -> str:
+def postgres_database(where: pathlib.Path) -> dict[str, str]:
     """A new database in the PostgreSQL started under ``where``: the master's db: settings."""
     port = (where / "port").read_text().strip()
     name = f"cluster_{uuid.uuid4().hex[:16]}"
@@ -50,10 +52,38 @@ def postgres_database(where: pathlib.Path) -> str:
         timeout=30,
         capture_output=True,
     )
-    return (
-        f"db:\n  type: postgres\n  host: 127.0.0.1\n  port: {port}\n  name: {name}\n"
-        f"  user: pydet\n  password_file: {where / 'password'}\n"
-    )
+    return {
+        "type": "postgres",
+        "host": "127.0.0.1",
+        "port": port,
+        "name": name,
+        "user": "pydet",
+        "password_file": str(where / "password"),
+    }
+
+
+def _on_postgres(db: dict[str, str], query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """``query`` (SQLite's dialect) on PostgreSQL, rewritten as the master rewrites its own."""
+    import asyncpg
+
+    from pydet.master import dialect
+
+    async def run() -> list[tuple[Any, ...]]:
+        conn = await asyncpg.connect(
+            host=db["host"],
+            port=int(db["port"]),
+            database=db["name"],
+            user=db["user"],
+            password=pathlib.Path(db["password_file"]).read_text().strip(),
+            timeout=30,
+        )
+        try:
+            rows = await conn.fetch(dialect.postgres(query)[0], *params, timeout=30)
+            return [tuple(row.values()) for row in rows]
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
 
 
 def free_port() -> int:
@@ -97,7 +127,8 @@ class Cluster:
         self.master: subprocess.Popen[bytes] | None = None
         self.agents: dict[str, subprocess.Popen[bytes]] = {}
         self._token: str | None = None
-        self._db_config: str | None = None
+        # This master's PostgreSQL database (its db: settings), if it keeps its store there.
+        self.postgres: dict[str, str] | None = None
 
     @property
     def admin_password(self) -> str:
@@ -217,14 +248,29 @@ class Cluster:
         config = self.master_config
         postgres = os.environ.get(POSTGRES_ENV)
         if postgres:
-            if self._db_config is None:  # one database for every start of this master
-                self._db_config = postgres_database(pathlib.Path(postgres))
-            config = (config or "").rstrip("\n") + "\n" + self._db_config
+            if self.postgres is None:  # one database for every start of this master
+                self.postgres = postgres_database(pathlib.Path(postgres))
+            settings = "".join(f"  {k}: {v}\n" for k, v in self.postgres.items())
+            config = (config or "").rstrip("\n") + "\ndb:\n" + settings
         if config is None:
             return []
         path = self.root / "master.yaml"
         path.write_text(config)
         return ["--config-file", str(path)]
+
+    def sql(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement on this master's store, wherever it is (SQLite under its data
+        directory, or its PostgreSQL database): the rows it returns. ``query`` is written in
+        SQLite's dialect and rewritten for PostgreSQL by the master's own dialect layer, so
+        a test reads (or, with the master stopped, changes) the same rows on both stores."""
+        if self.postgres is not None:
+            return _on_postgres(self.postgres, query, params)
+        db = sqlite3.connect(self.root / "master" / "pydet.db", timeout=30)
+        try:
+            with db:  # commits a write
+                return [tuple(row) for row in db.execute(query, params).fetchall()]
+        finally:
+            db.close()
 
     def healthy(self) -> bool:
         try:

@@ -20,7 +20,6 @@ import pathlib
 import random
 import re
 import signal
-import sqlite3
 import textwrap
 import time
 from collections.abc import Iterator
@@ -245,57 +244,54 @@ class Walk:
         return Run(exp_id, commits, took, died)
 
     def outcome(self, exp_id: int) -> Outcome:
-        db = sqlite3.connect(f"file:{self.cluster.root / 'master' / 'pydet.db'}?mode=ro", uri=True)
-        try:
-            state = db.execute("SELECT state FROM experiments WHERE id = ?", (exp_id,)).fetchone()
-            rows = db.execute(
-                "SELECT id, request_id, hparams, searcher_length, state, phase, steps_completed,"
-                " best_validation FROM trials WHERE experiment_id = ? ORDER BY id",
-                (exp_id,),
-            ).fetchall()
-            rids = [str(r[1]) for r in rows]
-            assert len(rids) == len(set(rids)), f"a trial ran twice: {rids}"
-            by_id = {int(r[0]): str(r[1]) for r in rows}
-            trials = {
-                str(r[1]): (
-                    float(json.loads(r[2])["x"]),
-                    int(r[3]),
-                    str(r[4]),
-                    str(r[5]),
-                    int(r[6]),
-                    None if r[7] is None else round(float(r[7]), 6),
+        sql = self.cluster.sql
+        (state,) = sql("SELECT state FROM experiments WHERE id = ?", (exp_id,))
+        rows = sql(
+            "SELECT id, request_id, hparams, searcher_length, state, phase, steps_completed,"
+            " best_validation FROM trials WHERE experiment_id = ? ORDER BY id",
+            (exp_id,),
+        )
+        rids = [str(r[1]) for r in rows]
+        assert len(rids) == len(set(rids)), f"a trial ran twice: {rids}"
+        by_id = {int(r[0]): str(r[1]) for r in rows}
+        trials = {
+            str(r[1]): (
+                float(json.loads(r[2])["x"]),
+                int(r[3]),
+                str(r[4]),
+                str(r[5]),
+                int(r[6]),
+                None if r[7] is None else round(float(r[7]), 6),
+            )
+            for r in rows
+        }
+        metrics: dict[str, set[tuple[str, int, float]]] = {rid: set() for rid in rids}
+        for trial_id, grp, steps, text in sql(
+            "SELECT m.trial_id, m.grp, m.steps_completed, m.metrics FROM metrics m"
+            " JOIN trials t ON t.id = m.trial_id WHERE t.experiment_id = ?",
+            (exp_id,),
+        ):
+            metrics[by_id[trial_id]].add((grp, steps, json.loads(text)["loss"]))
+        kept: dict[str, set[int]] = {rid: set() for rid in rids}
+        storage = self.work / "checkpoints"
+        for uuid, trial_id, steps, ckpt_state in sql(
+            "SELECT uuid, trial_id, steps_completed, state FROM checkpoints"
+            " WHERE experiment_id = ?",
+            (exp_id,),
+        ):
+            if ckpt_state != "DELETED":
+                # A checkpoint on record has its files: retention marks first and
+                # removes files only after the mark has committed.
+                assert (storage / uuid / "step").exists(), f"checkpoint {uuid} lost its files"
+                kept[by_id[trial_id]].add(int(steps))
+        # Every metric a trial saw acknowledged is in the store.
+        acks = self.work / "acks.jsonl"
+        for line in acks.read_text().splitlines() if acks.exists() else []:
+            trial_id, grp, steps, loss = json.loads(line)
+            if trial_id in by_id:
+                assert (grp, steps, loss) in metrics[by_id[trial_id]], (
+                    f"trial {trial_id}: acknowledged {grp} metric at step {steps} is missing"
                 )
-                for r in rows
-            }
-            metrics: dict[str, set[tuple[str, int, float]]] = {rid: set() for rid in rids}
-            for trial_id, grp, steps, text in db.execute(
-                "SELECT m.trial_id, m.grp, m.steps_completed, m.metrics FROM metrics m"
-                " JOIN trials t ON t.id = m.trial_id WHERE t.experiment_id = ?",
-                (exp_id,),
-            ):
-                metrics[by_id[trial_id]].add((grp, steps, json.loads(text)["loss"]))
-            kept: dict[str, set[int]] = {rid: set() for rid in rids}
-            storage = self.work / "checkpoints"
-            for uuid, trial_id, steps, ckpt_state in db.execute(
-                "SELECT uuid, trial_id, steps_completed, state FROM checkpoints"
-                " WHERE experiment_id = ?",
-                (exp_id,),
-            ):
-                if ckpt_state != "DELETED":
-                    # A checkpoint on record has its files: retention marks first and
-                    # removes files only after the mark has committed.
-                    assert (storage / uuid / "step").exists(), f"checkpoint {uuid} lost its files"
-                    kept[by_id[trial_id]].add(int(steps))
-            # Every metric a trial saw acknowledged is in the store.
-            acks = self.work / "acks.jsonl"
-            for line in acks.read_text().splitlines() if acks.exists() else []:
-                trial_id, grp, steps, loss = json.loads(line)
-                if trial_id in by_id:
-                    assert (grp, steps, loss) in metrics[by_id[trial_id]], (
-                        f"trial {trial_id}: acknowledged {grp} metric at step {steps} is missing"
-                    )
-        finally:
-            db.close()
         return Outcome(str(state[0]), trials, metrics, kept)
 
 

@@ -6,7 +6,6 @@ import json
 import os
 import pathlib
 import signal
-import sqlite3
 import textwrap
 import time
 
@@ -140,11 +139,10 @@ def test_a_stored_config_this_version_refuses_ends_its_experiment_not_the_master
     wait_until(pid_file.exists, 60, "the trial to start")
     pid = int(pid_file.read_text())
     cluster.stop_master(signal.SIGKILL)
-    with sqlite3.connect(cluster.root / "master" / "pydet.db") as db:
-        (text,) = db.execute("SELECT config FROM experiments WHERE id = ?", (exp_id,)).fetchone()
-        stored = json.loads(text)
-        stored["searcher"]["max_length"] = {"batches": 0}
-        db.execute("UPDATE experiments SET config = ? WHERE id = ?", (json.dumps(stored), exp_id))
+    ((text,),) = cluster.sql("SELECT config FROM experiments WHERE id = ?", (exp_id,))
+    stored = json.loads(text)
+    stored["searcher"]["max_length"] = {"batches": 0}
+    cluster.sql("UPDATE experiments SET config = ? WHERE id = ?", (json.dumps(stored), exp_id))
     cluster.start_master()
     assert cluster.wait_state(exp_id, "ERROR", "COMPLETED", timeout=60) == "ERROR"
     assert [t["state"] for t in cluster.trials(exp_id)] == ["ERROR"]

@@ -15,7 +15,6 @@ import json
 import math
 import pathlib
 import signal
-import sqlite3
 import textwrap
 import time
 from collections.abc import Iterator
@@ -580,15 +579,11 @@ def test_cancel_ends_a_search_whose_trials_wait_for_the_verdict(
 
 
 def cluster_trials_from_db(cluster: Cluster, exp_id: int) -> list[tuple[str, str]]:
-    """(request_id, state) of each trial, read from the master's store (read-only)."""
-    db = sqlite3.connect(f"file:{cluster.root / 'master' / 'pydet.db'}?mode=ro", uri=True)
-    try:
-        rows = db.execute(
-            "SELECT request_id, state FROM trials WHERE experiment_id = ? ORDER BY id", (exp_id,)
-        )
-        return [(str(r[0]), str(r[1])) for r in rows]
-    finally:
-        db.close()
+    """(request_id, state) of each trial, read from the master's store."""
+    rows = cluster.sql(
+        "SELECT request_id, state FROM trials WHERE experiment_id = ? ORDER BY id", (exp_id,)
+    )
+    return [(str(r[0]), str(r[1])) for r in rows]
 
 
 def kill_master_mid_search(

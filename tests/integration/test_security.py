@@ -16,7 +16,6 @@ import os
 import pathlib
 import re
 import socket
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -833,12 +832,8 @@ def secret_values(cluster: Cluster) -> dict[str, str]:
     for master in json.loads(auth_json.read_text())["masters"].values():
         for user, token in master["tokens"].items():
             found[f"CLI session of {user}"] = token
-    db = sqlite3.connect(f"file:{cluster.root / 'master' / 'pydet.db'}?mode=ro", uri=True)
-    try:
-        for alloc_id, token in db.execute("SELECT id, token FROM allocations"):
-            found[f"task token of {alloc_id}"] = token
-    finally:
-        db.close()
+    for alloc_id, token in cluster.sql("SELECT id, token FROM allocations"):
+        found[f"task token of {alloc_id}"] = token
     return found
 
 
@@ -913,11 +908,7 @@ def test_describe_and_the_webui_show_no_secret_from_a_config(
     assert shown["environment"]["registry_auth"]["username"] == "robot"
     assert "# credentials below" in webui["original_config"]
     # The task still gets them: the stored config is complete.
-    db = sqlite3.connect(f"file:{cluster.root / 'master' / 'pydet.db'}?mode=ro", uri=True)
-    try:
-        (stored,) = db.execute("SELECT config FROM experiments WHERE id = ?", (exp_id,)).fetchone()
-    finally:
-        db.close()
+    ((stored,),) = cluster.sql("SELECT config FROM experiments WHERE id = ?", (exp_id,))
     assert all(secret in stored for secret in CREDENTIALS.values())
 
     # A fork of the config as shown runs with the parent's credentials.
@@ -932,11 +923,7 @@ def test_describe_and_the_webui_show_no_secret_from_a_config(
         ).read()
     )
     fork_id = fork["experiment"]["id"]
-    db = sqlite3.connect(f"file:{cluster.root / 'master' / 'pydet.db'}?mode=ro", uri=True)
-    try:
-        (stored,) = db.execute("SELECT config FROM experiments WHERE id = ?", (fork_id,)).fetchone()
-    finally:
-        db.close()
+    ((stored,),) = cluster.sql("SELECT config FROM experiments WHERE id = ?", (int(fork_id),))
     assert json.loads(stored)["checkpoint_storage"]["secret_key"] == CREDENTIALS["secret_key"]
 
     # A refused config does not quote the secret it refuses.
