@@ -2,6 +2,8 @@
 # A throw-away PostgreSQL cluster under DIR: initdb, listening on 127.0.0.1 on a free port
 # (and a unix socket in DIR), a database "pydet" owned by a user "pydet" whose password is
 # in DIR/password. Prints the master's db settings as YAML. Stop it with stop.sh DIR.
+# On a DIR it already set up (stopped by stop.sh), it starts that cluster again, on the same
+# port, with its databases and password: a restart, as a master sees one.
 set -euo pipefail
 dir=${1:?usage: start.sh DIR}
 mkdir -p "$dir"
@@ -19,32 +21,39 @@ if [ "$(id -u)" = 0 ]; then
   as=(runuser -u postgres --)
 fi
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-password=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
-printf '%s\n' "$password" >"$dir/password"
-chmod 600 "$dir/password"
-mkdir -p "$dir/data"
-chown "$owner" "$dir" "$dir/data"
-chmod 700 "$dir/data"
+if [ -f "$dir/port" ] && [ -f "$dir/data/PG_VERSION" ]; then
+  port=$(cat "$dir/port")
+  password=$(cat "$dir/password")
+  "${as[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start >/dev/null \
+    || { cat "$dir/postgres.log" >&2; exit 1; }
+else
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  password=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+  printf '%s\n' "$password" >"$dir/password"
+  chmod 600 "$dir/password"
+  mkdir -p "$dir/data"
+  chown "$owner" "$dir" "$dir/data"
+  chmod 700 "$dir/data"
 
-"${as[@]}" "$bin/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 \
-  || { cat "$dir/initdb.log" >&2; exit 1; }
-cat >>"$dir/data/postgresql.conf" <<CONF
+  "${as[@]}" "$bin/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 \
+    || { cat "$dir/initdb.log" >&2; exit 1; }
+  cat >>"$dir/data/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$dir'
 fsync = off
 CONF
-# Local socket: trust (the script's own setup); TCP: the password.
-cat >"$dir/data/pg_hba.conf" <<CONF
+  # Local socket: trust (the script's own setup); TCP: the password.
+  cat >"$dir/data/pg_hba.conf" <<CONF
 local all all trust
 host all all 127.0.0.1/32 scram-sha-256
 CONF
-"${as[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start >/dev/null \
-  || { cat "$dir/postgres.log" >&2; exit 1; }
-timeout 30 "${as[@]}" "$bin/psql" -q -h "$dir" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 \
-  -c "CREATE USER pydet PASSWORD '$password'" -c "CREATE DATABASE pydet OWNER pydet" >/dev/null
-echo "$port" >"$dir/port"
+  "${as[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start >/dev/null \
+    || { cat "$dir/postgres.log" >&2; exit 1; }
+  timeout 30 "${as[@]}" "$bin/psql" -q -h "$dir" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 \
+    -c "CREATE USER pydet PASSWORD '$password'" -c "CREATE DATABASE pydet OWNER pydet" >/dev/null
+  echo "$port" >"$dir/port"
+fi
 cat <<YAML
 db:
   type: postgres
