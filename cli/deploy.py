@@ -26,8 +26,9 @@ from typing import NoReturn
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, auth, images, local_cluster
+from pydet.cli import Subparsers, auth, images, local_cluster, local_config
 from pydet.cli.local_cluster import ClusterState, Proc
+from pydet.cli.local_config import LocalMaster
 
 DEFAULT_DATA_DIR = "~/.local/share/pydet/local"
 ADMIN = "admin"
@@ -62,7 +63,13 @@ def add_parser(nouns: Subparsers) -> None:
         default="127.0.0.1",
         help="address the master listens on (default: 127.0.0.1, this machine only)",
     )
-    up.add_argument("--agents", type=_count(0), default=1, metavar="N", help="number of agents")
+    up.add_argument(
+        "--agents",
+        type=_count(0),
+        default=1,
+        metavar="N",
+        help="number of agents (0: the master alone; cluster-up returns once it is healthy)",
+    )
     up.add_argument(
         "--slots",
         type=_count(1),
@@ -83,6 +90,15 @@ def add_parser(nouns: Subparsers) -> None:
         help=f"docker runtime: image for tasks whose config names none "
         f"(default: {DEFAULT_TASK_IMAGE}, built locally when missing)",
     )
+    up.add_argument(
+        "--master-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="YAML master config merged over cluster-up's own settings for its master (FILE's "
+        "keys win, even over --master-port and --host; mappings merge key by key; "
+        "resource_pools and other lists are replaced whole)",
+    )
     up.set_defaults(func=cluster_up)
 
     down = verbs.add_parser("cluster-down", help="stop the local cluster")
@@ -90,18 +106,15 @@ def add_parser(nouns: Subparsers) -> None:
     down.set_defaults(func=cluster_down)
 
 
-def master_argv(port: int, data_dir: Path, host: str = "127.0.0.1") -> list[str]:
+def master_argv(
+    port: int, data_dir: Path, host: str = "127.0.0.1", *, config_file: Path | None = None
+) -> list[str]:
     # -P: a `master.py` in the user's working directory must not shadow the package.
-    argv = [sys.executable, "-P", "-m", "pydet.master", "--host", host, "--port", str(port)]
+    argv = [sys.executable, "-P", "-m", "pydet.master"]
+    if config_file is not None:  # it holds the address and data directory (local_config.py)
+        return [*argv, "--config-file", str(config_file)]
+    argv += ["--host", host, "--port", str(port)]
     return [*argv, "--data-dir", str(data_dir / "master")]
-
-
-def admin_password_file(data_dir: Path) -> Path:
-    return data_dir / "master" / "admin-password"
-
-
-def agent_token_file(data_dir: Path) -> Path:
-    return data_dir / "master" / "agent-token"
 
 
 def agent_argv(
@@ -113,11 +126,12 @@ def agent_argv(
     *,
     default_image: str | None = None,
     token_file: Path | None = None,
+    resource_pool: str = "default",
 ) -> list[str]:
     argv = [sys.executable, "-P", "-m", "pydet.agent", "--master", f"localhost:{port}"]
     if token_file is not None:
         argv += ["--token-file", str(token_file)]
-    argv += ["--agent-id", agent_id, "--work-dir", str(work_dir), "--resource-pool", "default"]
+    argv += ["--agent-id", agent_id, "--work-dir", str(work_dir), "--resource-pool", resource_pool]
     if default_image:
         argv += ["--default-image", default_image]
     argv += ["--runtime", runtime]
@@ -146,7 +160,6 @@ def healthy(port: int) -> bool:
 
 def cluster_up(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).expanduser().resolve()
-    port: int = args.master_port
     old = local_cluster.read_state(data_dir)
     if old is not None:
         if all(local_cluster.alive(p) for p in old.procs) and healthy(old.port):
@@ -157,6 +170,13 @@ def cluster_up(args: argparse.Namespace) -> int:
         local_cluster.stop(old.agents)
         local_cluster.stop([old.master])
         local_cluster.remove_state(data_dir)
+    master = local_config.prepare(
+        getattr(args, "master_config", None),
+        port=args.master_port,
+        host=getattr(args, "host", "127.0.0.1"),
+        data_dir=data_dir,
+    )
+    port = master.port
     if port_in_use(port):
         raise errors.FailedPrecondition(f"port {port} is in use; choose another with --master-port")
     if args.runtime == "docker":
@@ -168,7 +188,7 @@ def cluster_up(args: argparse.Namespace) -> int:
     print(f"Starting a master and {args.agents} agent(s); logs in {data_dir}", flush=True)
     started: list[Proc] = []
     try:
-        start_and_wait(args, data_dir, started)
+        start_and_wait(args, data_dir, started, master)
     except BaseException:
         local_cluster.stop(started[1:])  # the agents, then the master
         local_cluster.stop(started[:1])
@@ -177,7 +197,7 @@ def cluster_up(args: argparse.Namespace) -> int:
     print(f"Master at http://localhost:{port} (DET_MASTER=localhost:{port})")
     print(
         f"Logged in as {ADMIN}; the {ADMIN} password (for the WebUI and other machines) is in "
-        f"{admin_password_file(data_dir)}"
+        f"{master.admin_password_file}"
     )
     # Not through pydet.master.gateway, which would import the whole master into `det`.
     built = resources.files("pydet.master").joinpath("gateway", "webui", "index.html").is_file()
@@ -187,14 +207,25 @@ def cluster_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def start_and_wait(args: argparse.Namespace, data_dir: Path, started: list[Proc]) -> None:
+def start_and_wait(
+    args: argparse.Namespace,
+    data_dir: Path,
+    started: list[Proc],
+    local: LocalMaster | None = None,
+) -> None:
     """Start the master, wait for /health, start the agents, wait until all are connected.
 
     `started` is filled as processes start, so the caller can stop them on any failure.
+    `local` is the master's config (local_config.py); none: cluster-up's defaults.
     """
-    port: int = args.master_port
+    if local is None:
+        local = local_config.prepare(
+            None, port=args.master_port, host="127.0.0.1", data_dir=data_dir
+        )
+    port = local.port
     deadline = time.monotonic() + READY_TIMEOUT
-    argv = master_argv(port, data_dir, getattr(args, "host", "127.0.0.1"))
+    listen = getattr(args, "host", "127.0.0.1")
+    argv = master_argv(port, data_dir, listen, config_file=local.config_file)
     master = local_cluster.start("master", argv, data_dir / "master.log", data_dir)
     started.append(master)
     agents: list[Proc] = []
@@ -216,21 +247,22 @@ def start_and_wait(args: argparse.Namespace, data_dir: Path, started: list[Proc]
             args.slots,
             args.runtime,
             default_image=args.default_image,
-            token_file=agent_token_file(data_dir),
+            token_file=local.agent_token_file,
+            resource_pool=local.resource_pool,
         )
         log = data_dir / f"agent-{i}.log"
         agents.append(local_cluster.start(agent_id, argv, log, data_dir))
         started.append(agents[-1])
         local_cluster.write_state(data_dir, ClusterState(port, master, agents))
-    asyncio.run(_wait_for_agents(port, master, agents, deadline, data_dir))
+    asyncio.run(_wait_for_agents(port, master, agents, deadline, local.admin_password_file))
 
 
 async def _wait_for_agents(
-    port: int, master: Proc, agents: list[Proc], deadline: float, data_dir: Path
+    port: int, master: Proc, agents: list[Proc], deadline: float, password_file: Path
 ) -> None:
     async with client.session(f"127.0.0.1:{port}") as s:
         # The local CLI logs in as admin with the password the master generated.
-        password = admin_password_file(data_dir).read_text().strip()
+        password = password_file.read_text().strip()
         await auth.login(s, ADMIN, password, active=True)
         while True:
             for p in [master, *agents]:

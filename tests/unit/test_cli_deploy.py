@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pydet.cli import deploy, local_cluster
+from pydet.cli import deploy, local_cluster, local_config
 from pydet.cli.__main__ import main
 from pydet.cli.local_cluster import ClusterState, Proc
 
@@ -136,3 +136,14 @@ def test_a_master_that_dies_on_start_is_reported_with_its_log(
     assert err.startswith(f"Error: the master exited; last lines of {tmp_path / 'master.log'}:")
     assert "  cannot open database: disk full" in err
     assert not (tmp_path / local_cluster.STATE_FILE).exists()  # nothing left behind
+
+
+def test_a_master_config_file_merges_mappings_and_replaces_lists() -> None:
+    ours = {"port": 8080, "security": {"max_connections": 10, "session_lifetime": 60}}
+    ours["resource_pools"] = [{"pool_name": "default"}]
+    theirs = {"security": {"session_lifetime": 5}, "resource_pools": [{"pool_name": "gpu"}]}
+    assert local_config.merged(ours, theirs) == {
+        "port": 8080,
+        "security": {"max_connections": 10, "session_lifetime": 5},
+        "resource_pools": [{"pool_name": "gpu"}],
+    }

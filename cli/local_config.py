@@ -1,0 +1,93 @@
+"""The master config of a `det deploy local` cluster: cluster-up's own settings for its
+master (address, port, data directory), with a user's ``--master-config FILE`` merged over
+them.
+
+FILE's keys win; mappings (``security``, ``db``, ...) are merged key by key, anything else
+(``resource_pools`` included) is replaced whole. The merged config is checked the way the
+master will check it, before anything starts, so that a bad FILE is one line naming the
+file and the field rather than a master that dies in the background.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from determined.common import errors
+
+# Where cluster-up writes the merged config its master starts with.
+MERGED_FILE = "master.yaml"
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalMaster:
+    """What cluster-up needs to know of the master it starts."""
+
+    port: int
+    data_dir: Path  # the master's own data directory
+    agent_token_file: Path
+    resource_pool: str  # the pool its agents join
+    config_file: Path | None = None  # None: started with flags alone
+
+    @property
+    def admin_password_file(self) -> Path:
+        return self.data_dir / "admin-password"
+
+
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` on top of ``base``: mappings key by key, anything else replaced whole."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _invalid(path: Path, what: str) -> errors.InvalidArgument:
+    return errors.InvalidArgument(f"--master-config {path}: {what}")
+
+
+def read(path: Path) -> dict[str, Any]:
+    """FILE as a mapping, or an error naming it and what is wrong."""
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise _invalid(path, f"cannot read it ({e.strerror})") from None
+    except yaml.YAMLError as e:
+        raise _invalid(path, f"not valid YAML ({' '.join(str(e).split())})") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        kind = type(loaded).__name__
+        raise _invalid(path, f"expected a mapping of master settings, not a {kind}")
+    return loaded
+
+
+def prepare(user_file: Path | None, *, port: int, host: str, data_dir: Path) -> LocalMaster:
+    """The master cluster-up starts: with flags alone, or (given ``user_file``) with the
+    merged config written to DATA_DIR/master.yaml and checked."""
+    master_dir = data_dir / "master"
+    if user_file is None:
+        return LocalMaster(port, master_dir, master_dir / "agent-token", "default")
+    # Imported here: `det` without --master-config need not load the master's config module.
+    from pydet.master import config as master_config
+
+    defaults = {"host": host, "port": port, "data_dir": str(master_dir)}
+    settings = merged(defaults, read(user_file))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    out = data_dir / MERGED_FILE
+    out.write_text(yaml.safe_dump(settings, sort_keys=False))
+    try:
+        cfg = master_config.load(argparse.Namespace(config_file=str(out)))
+    except errors.DetError as e:
+        out.unlink(missing_ok=True)
+        raise _invalid(user_file, e.message.removeprefix("master config: ")) from None
+    return LocalMaster(
+        cfg.port, cfg.data_dir, cfg.agent_token_path, cfg.default_resource_pool, config_file=out
+    )
