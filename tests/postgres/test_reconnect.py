@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from pydet.master.config import DbConfig
-from tests.cluster import ACTIVE_STATES, EXAMPLES, Cluster, free_port, running, wait_until
+from tests.cluster import EXAMPLES, Cluster, free_port, running, wait_until
 from tests.postgres.conftest import SCRIPTS, fresh_database
 
 
@@ -31,7 +31,11 @@ def database(postgres: tuple[DbConfig, pathlib.Path]) -> DbConfig:
 
 @pytest.fixture
 def cluster(tmp_path: pathlib.Path, database: DbConfig) -> Iterator[Cluster]:
-    yield from running(Cluster(tmp_path, master_config=db_settings(database)), Cluster.start_master)
+    def start(c: Cluster) -> None:
+        c.start_master()
+        c.start_agent("agent-0", 1)
+
+    yield from running(Cluster(tmp_path, master_config=db_settings(database)), start)
 
 
 def test_a_master_serves_again_after_its_postgres_restarts(
@@ -58,9 +62,10 @@ def test_a_master_serves_again_after_its_postgres_restarts(
         return proc.returncode == 0 and f'"id": {exp_id}' in proc.stdout
 
     wait_until(lists_it, 30, "the master to serve again", interval=0.5)
-    # Writes too: the paused experiment is activated (and waits for an agent).
+    # And runs work again: the paused experiment, activated, runs to the end on the agent
+    # that stayed connected through the outage.
     cluster.det("experiment", "activate", str(exp_id))
-    assert cluster.state(exp_id) in ACTIVE_STATES
+    assert cluster.wait_state(exp_id, "COMPLETED", "ERROR", "CANCELED") == "COMPLETED"
     assert cluster.master is not None and cluster.master.poll() is None
 
 
