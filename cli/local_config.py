@@ -49,6 +49,34 @@ def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# The settings that are file paths: relative ones are taken from where cluster-up runs (the
+# master itself runs in the data directory).
+_PATHS = (
+    ("data_dir",),
+    ("webui_dir",),
+    ("db", "password_file"),
+    ("security", "agent_token_file"),
+    ("security", "tls", "cert"),
+    ("security", "tls", "key"),
+    ("checkpoint_storage", "host_path"),
+)
+
+
+def _absolute(settings: dict[str, Any]) -> dict[str, Any]:
+    out = settings
+    for keys in _PATHS:
+        parent: Any = out
+        for key in keys[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        value = parent.get(keys[-1]) if isinstance(parent, dict) else None
+        if isinstance(value, str) and value:
+            over: Any = Path(value).expanduser().absolute().as_posix()
+            for key in reversed(keys):
+                over = {key: over}
+            out = merged(out, over)
+    return out
+
+
 def _invalid(path: Path, what: str) -> errors.InvalidArgument:
     return errors.InvalidArgument(f"--master-config {path}: {what}")
 
@@ -79,7 +107,7 @@ def prepare(user_file: Path | None, *, port: int, host: str, data_dir: Path) -> 
     from pydet.master import config as master_config
 
     defaults = {"host": host, "port": port, "data_dir": str(master_dir)}
-    settings = merged(defaults, read(user_file))
+    settings = _absolute(merged(defaults, read(user_file)))
     data_dir.mkdir(parents=True, exist_ok=True)
     out = data_dir / MERGED_FILE
     out.write_text(yaml.safe_dump(settings, sort_keys=False))

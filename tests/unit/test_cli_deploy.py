@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from pydet.cli import deploy, local_cluster, local_config
 from pydet.cli.__main__ import main
@@ -147,3 +148,23 @@ def test_a_master_config_file_merges_mappings_and_replaces_lists() -> None:
         "security": {"max_connections": 10, "session_lifetime": 5},
         "resource_pools": [{"pool_name": "gpu"}],
     }
+
+
+def test_relative_paths_in_a_master_config_file_are_from_where_cluster_up_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The master runs in the data directory: it gets the paths as the user meant them.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pw").write_text("secret\n")
+    user = tmp_path / "mine.yaml"
+    user.write_text(
+        "db: {type: postgres, password_file: pw}\n"
+        "checkpoint_storage: {type: shared_fs, host_path: ckpts}\n"
+    )
+    master = local_config.prepare(user, port=8123, host="127.0.0.1", data_dir=tmp_path / "d")
+    assert master.config_file is not None
+    written = yaml.safe_load(master.config_file.read_text())
+    assert written["db"] == {"type": "postgres", "password_file": str(tmp_path / "pw")}
+    assert written["checkpoint_storage"]["host_path"] == str(tmp_path / "ckpts")
+    assert written["port"] == 8123 and written["data_dir"] == str(tmp_path / "d" / "master")
+    assert master.agent_token_file == tmp_path / "d" / "master" / "agent-token"
