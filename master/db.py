@@ -152,6 +152,8 @@ class _Postgres:
     def __init__(self, cfg: DbConfig) -> None:
         self.cfg = cfg
         self.conn: Any = None
+        # Between BEGIN and its COMMIT or ROLLBACK; and whether the connection was lost then.
+        self._transaction = False
         self._lost_transaction = False
         # asyncpg refuses a second operation while one is in flight on the connection:
         # they queue here, as aiosqlite's queue to its thread.
@@ -208,11 +210,15 @@ class _Postgres:
                     f"the connection to {self.where} was lost in a transaction"
                 )
             if self.conn is None or self.conn.is_closed():
+                if self._transaction:  # lost between two statements of a transaction
+                    self._lost_transaction = True
+                    raise errors.Unavailable(
+                        f"the connection to {self.where} was lost in a transaction"
+                    )
                 if self.conn is not None:
                     log.warning("the connection to %s was lost; connecting again", self.where)
                 self.conn = None
                 await self._reconnect(timeout=5)
-            in_transaction = bool(self.conn.is_in_transaction())
             try:
                 yield self.conn
             except Exception as e:
@@ -220,7 +226,7 @@ class _Postgres:
                     raise
                 self.conn.terminate()
                 self.conn = None
-                self._lost_transaction = in_transaction
+                self._lost_transaction = self._transaction
                 raise errors.Unavailable(
                     f"lost the connection to {self.where} ({_reason(e)})"
                 ) from None
@@ -232,21 +238,23 @@ class _Postgres:
 
     @property
     def in_transaction(self) -> bool:
-        if self._lost_transaction:
-            return True
-        return self.conn is not None and bool(self.conn.is_in_transaction())
+        return self._transaction
 
     async def begin(self) -> None:
         await self.script("BEGIN")
+        self._transaction = True
 
     async def commit(self) -> None:
         await self.script("COMMIT")
+        self._transaction = False
 
     async def rollback(self) -> None:
-        if self._lost_transaction:  # the server ended the transaction with the connection
-            self._lost_transaction = False
-            return
-        await self.script("ROLLBACK")
+        if not self._lost_transaction:
+            # A connection lost now ends the transaction as surely as ROLLBACK does.
+            with contextlib.suppress(errors.Unavailable):
+                await self.script("ROLLBACK")
+        # The server ended a transaction it lost the connection of.
+        self._transaction = self._lost_transaction = False
 
     async def script(self, sql: str) -> None:
         async with self._connection() as conn:

@@ -12,7 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from determined.common import errors
 from pydet.master.config import DbConfig
+from pydet.master.db import Database
 from tests.cluster import EXAMPLES, Cluster, free_port, running, wait_until
 from tests.postgres.conftest import SCRIPTS, fresh_database
 
@@ -22,6 +24,11 @@ def db_settings(db: DbConfig, *, port: int | None = None) -> str:
         f"db:\n  type: postgres\n  host: {db.host}\n  port: {port or db.port}\n"
         f"  name: {db.name}\n  user: {db.user}\n  password_file: {db.password_file}\n"
     )
+
+
+def restart(where: pathlib.Path) -> None:
+    subprocess.run([SCRIPTS / "stop.sh", where], check=True, timeout=60)
+    subprocess.run([SCRIPTS / "start.sh", where], check=True, timeout=120, capture_output=True)
 
 
 @pytest.fixture
@@ -96,3 +103,23 @@ def test_a_master_whose_postgres_is_down_says_where_and_exits(
     assert len(lines) == 1, proc.stderr
     assert f"{database.host}:{port}" in lines[0] and database.name in lines[0]
     assert "Traceback" not in proc.stderr
+
+
+async def test_a_unit_cut_short_by_a_restart_fails_whole_and_the_store_goes_on(
+    tmp_path: pathlib.Path, database: DbConfig, postgres: tuple[DbConfig, pathlib.Path]
+) -> None:
+    db = Database(tmp_path / "pydet.db", database)
+    await db.open()
+    try:
+        with pytest.raises(errors.Unavailable, match=f"PostgreSQL database {database.name} at"):
+            async with db.atomic():
+                await db.execute("INSERT INTO cluster (key, value) VALUES ('a', '1')")
+                await asyncio.to_thread(restart, postgres[1])
+                # Not run on a new connection outside the transaction.
+                await db.execute("INSERT INTO cluster (key, value) VALUES ('b', '2')")
+        assert await db.fetch_all("SELECT key FROM cluster WHERE key IN ('a', 'b')") == []
+        await db.execute("INSERT INTO cluster (key, value) VALUES ('c', '3')")
+        row = await db.fetch_one("SELECT value FROM cluster WHERE key = 'c'")
+        assert row is not None and row["value"] == "3"
+    finally:
+        await db.close()
