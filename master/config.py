@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from determined.common import errors
+from pydet.master.slurm.sbatch import SbatchError, SlurmPoolConfig, check_sbatch_args
 
 _KEYS = {
     "host",
@@ -47,6 +48,8 @@ class PoolConfig:
     scheduler: str = "priority"
     fitting_policy: str = "best"
     preemption: bool = False
+    # type: slurm pools run each allocation as one Slurm batch job (master/slurm/pool.py).
+    slurm: SlurmPoolConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,9 @@ def _pools(raw: Any) -> tuple[PoolConfig, ...]:
         kind = sched.get("type", "priority")
         if kind not in ("priority", "fair_share"):
             raise _fail(f"resource_pools[{i}].scheduler.type: expected priority or fair_share")
+        pool_type = item.get("type", "agent")
+        if pool_type not in ("agent", "slurm"):
+            raise _fail(f"resource_pools[{i}].type: expected agent or slurm, not {pool_type!r}")
         pools.append(
             PoolConfig(
                 name=item["pool_name"],
@@ -156,9 +162,53 @@ def _pools(raw: Any) -> tuple[PoolConfig, ...]:
                 scheduler=kind,
                 fitting_policy=str(sched.get("fitting_policy", "best")),
                 preemption=bool(sched.get("preemption", False)),
+                slurm=_slurm_pool(item, f"resource_pools[{i}]") if pool_type == "slurm" else None,
             )
         )
     return tuple(pools)
+
+
+_POOL_KEYS = {"pool_name", "description", "scheduler", "type"}
+_SLURM_KEYS = {"partition", "slots_per_node", "gres", "sbatch_args", "job_storage_root", "nodes"}
+
+
+def _slurm_pool(item: dict[str, Any], where: str) -> SlurmPoolConfig:
+    unknown = sorted(set(item) - _POOL_KEYS - _SLURM_KEYS)
+    if unknown:
+        known = ", ".join(sorted(_POOL_KEYS | _SLURM_KEYS))
+        raise _fail(f"{where}.{unknown[0]}: unknown key for a slurm pool (known: {known})")
+    for key in ("partition", "gres"):
+        value = item.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise _fail(f"{where}.{key}: expected a non-empty string")
+    counts = {}
+    for key in ("slots_per_node", "nodes"):
+        value = item.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise _fail(f"{where}.{key}: expected a whole number >= 1, not {value!r}")
+        counts[key] = value
+    args = item.get("sbatch_args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise _fail(f"{where}.sbatch_args: expected a list of strings")
+    try:
+        check_sbatch_args(args, f"{where}.sbatch_args")
+    except SbatchError as e:
+        raise _fail(str(e)) from None
+    root = item.get("job_storage_root")
+    if not isinstance(root, str) or not os.path.isabs(os.path.expanduser(root)):
+        raise _fail(
+            f"{where}.job_storage_root: expected the absolute path of a directory that the "
+            "master and every Slurm node share"
+        )
+    return SlurmPoolConfig(
+        pool_name=item["pool_name"],
+        partition=item.get("partition"),
+        slots_per_node=counts["slots_per_node"],
+        nodes=counts["nodes"],
+        gres=item.get("gres"),
+        sbatch_args=tuple(args),
+        job_storage_root=os.path.expanduser(root),
+    )
 
 
 def _path(value: Any, where: str) -> pathlib.Path:

@@ -72,6 +72,8 @@ class SlurmPoolConfig:
     gres: str | None = None
     sbatch_args: tuple[str, ...] = ()
     job_storage_root: str = "/var/lib/pydet/slurm"
+    # How many of the partition's nodes the master fills at once (its virtual agents).
+    nodes: int = 1
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,18 @@ def check_sbatch_args(args: Sequence[str], where: str) -> None:
             raise SbatchError(f"{where}: {name} is set by the pool from the trial's resources")
 
 
+def _placement_options(
+    pool: SlurmPoolConfig,
+    time_limit: timedelta | None,
+    out: PurePosixPath,
+    sbatch_args: Sequence[str],
+) -> list[str]:
+    """The time limit, where output goes, then the pool's and the experiment's options."""
+    options = [f"--time={format_time_limit(time_limit)}"] if time_limit is not None else []
+    options += [f"--chdir={out}", f"--output={out}/slurm-%j.out"]
+    return [*options, *pool.sbatch_args, *sbatch_args]
+
+
 def sbatch_script(pool: SlurmPoolConfig, job: TrialJob) -> str:
     """The batch script for ``job`` on ``pool``: submit it with ``sbatch SCRIPT``.
 
@@ -168,10 +182,7 @@ def sbatch_script(pool: SlurmPoolConfig, job: TrialJob) -> str:
         options.append(f"--gres={pool.gres}:{shape.slots_per_node}")
     else:
         options.append(f"--cpus-per-task={shape.slots_per_node}")
-    if job.time_limit is not None:
-        options.append(f"--time={format_time_limit(job.time_limit)}")
-    options += [f"--chdir={out}", f"--output={out}/slurm-%j.out"]
-    options += [*pool.sbatch_args, *job.sbatch_args]
+    options += _placement_options(pool, job.time_limit, out, job.sbatch_args)
 
     lines = ["#!/bin/bash"]
     lines += [f"#SBATCH {opt}" for opt in options]
@@ -191,4 +202,132 @@ def sbatch_script(pool: SlurmPoolConfig, job: TrialJob) -> str:
         *job.command,
     ]
     lines.append("exec " + " ".join(shlex.quote(a) for a in srun))
+    return "\n".join(lines) + "\n"
+
+
+# -- one allocation, one job: a Slurm task per container ----------------------------------
+
+
+@dataclass(frozen=True)
+class ContainerTask:
+    """One container of an allocation: Slurm task ``rank`` of the job."""
+
+    rank: int
+    slots: int
+    # The container's own launch environment (its rank, slot ids, ...).
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AllocationJob:
+    """What one allocation of several containers asks of Slurm."""
+
+    allocation_id: str
+    tasks: tuple[ContainerTask, ...]
+    sbatch_args: tuple[str, ...] = ()
+    time_limit: timedelta | None = None
+    command: tuple[str, ...] = tuple(TASK_ENTRY)
+    # Put first on each task's PATH (where ``python3`` with ``determined`` lives).
+    bindir: str = ""
+
+
+# The batch script's part that turns the job's nodes into one address per task, in rank
+# order (tasks are laid out in blocks: SLURM_TASKS_PER_NODE reads like "2(x3),1").
+_ADDRS = r"""addrs=()
+mapfile -t hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+i=0
+IFS=, read -ra groups <<< "$SLURM_TASKS_PER_NODE"
+for g in "${groups[@]}"; do
+  if [[ $g =~ ^([0-9]+)\(x([0-9]+)\)$ ]]; then n=${BASH_REMATCH[1]}; reps=${BASH_REMATCH[2]}
+  else n=$g; reps=1; fi
+  for ((r = 0; r < reps; r++)); do
+    addr=$(scontrol show node -o "${hosts[i]}" | sed -n 's/.* NodeAddr=\([^ ]*\).*/\1/p')
+    for ((t = 0; t < n; t++)); do addrs+=("\"${addr:-${hosts[i]}}\""); done
+    i=$((i + 1))
+  done
+done
+DET_CONTAINER_ADDRS="[$(IFS=,; echo "${addrs[*]}")]"
+export DET_CONTAINER_ADDRS
+"""
+
+# Each task: its container's environment, its own working directory, output and exit files.
+# SIGTERM (scancel --signal=TERM) goes on to the task's command, whose exit code is still
+# written; exit.N appears whole (written aside, then renamed).
+_WRAPPER = r"""#!/bin/bash
+rank=$SLURM_PROCID
+dir=$(dirname "$0")
+set -a
+. "$dir/env.$rank"
+set +a
+export DET_CONTAINER_RANK=$rank PYTHONUNBUFFERED=1
+mkdir -p "$dir/work.$rank" && cd "$dir/work.$rank" || exit 1
+touch "$dir/started.$rank"
+"$@" >"$dir/out.$rank" 2>"$dir/err.$rank" </dev/null &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null' TERM
+wait "$child"
+code=$?
+while kill -0 "$child" 2>/dev/null; do
+  wait "$child"
+  code=$?
+done
+echo "$code" >"$dir/exit.$rank.tmp" && mv "$dir/exit.$rank.tmp" "$dir/exit.$rank"
+exit "$code"
+"""
+
+
+def task_wrapper() -> str:
+    """``task.sh``, run by every Slurm task of an allocation's job."""
+    return _WRAPPER
+
+
+def env_file(task: ContainerTask, bindir: str = "") -> str:
+    """``env.N``: the container's environment, sourced by task N (DET_CONTAINER_ADDRS is the
+    batch script's, from the nodes Slurm chose)."""
+    for name in task.env:
+        if not _ENV_NAME.fullmatch(name):
+            raise SbatchError(f"environment variable name {name!r} is not valid")
+    lines = [
+        f"{name}={shlex.quote(value)}"
+        for name, value in sorted(task.env.items())
+        if name != "DET_CONTAINER_ADDRS"
+    ]
+    if bindir:
+        lines.append(f'PATH={shlex.quote(bindir)}:"$PATH"')
+    return "\n".join(lines) + "\n"
+
+
+def allocation_script(pool: SlurmPoolConfig, job: AllocationJob) -> str:
+    """The batch script of an allocation: one Slurm task per container, task N running
+    ``task.sh`` with container N's environment (``env.N``) from the job's directory.
+
+    Slots are GPUs when the pool names a ``gres``: one task per node, each with
+    ``--gres=GRES:N``. Otherwise they are CPUs and Slurm may put several tasks on a node.
+    """
+    ntasks = len(job.tasks)
+    if not ntasks:
+        raise SbatchError("an allocation without containers")
+    if sorted(t.rank for t in job.tasks) != list(range(ntasks)):
+        raise SbatchError("the containers' ranks are not 0..N-1")
+    out = job_dir(pool, job.allocation_id)
+    check_sbatch_args(pool.sbatch_args, f"resource pool {pool.pool_name} sbatch_args")
+    check_sbatch_args(job.sbatch_args, "slurm.sbatch_args")
+    if not job.command:
+        raise SbatchError("the task entry command is empty")
+    per_task = max(max(t.slots for t in job.tasks), 1)
+    if per_task > pool.slots_per_node:
+        raise SbatchError(
+            f"a container of {per_task} slots does not fit a node of {pool.slots_per_node}"
+        )
+    options = [f"--job-name=pydet-{job.allocation_id}", f"--ntasks={ntasks}"]
+    if pool.partition:
+        options.append(f"--partition={pool.partition}")
+    if pool.gres:
+        options += [f"--nodes={ntasks}", "--ntasks-per-node=1", f"--gres={pool.gres}:{per_task}"]
+    else:
+        options.append(f"--cpus-per-task={per_task}")
+    options += _placement_options(pool, job.time_limit, out, job.sbatch_args)
+    srun = ["srun", "--kill-on-bad-exit=0", f"--ntasks={ntasks}", "bash", f"{out}/task.sh"]
+    lines = ["#!/bin/bash", *(f"#SBATCH {opt}" for opt in options), "", _ADDRS]
+    lines.append("exec " + " ".join(shlex.quote(a) for a in [*srun, *job.command]))
     return "\n".join(lines) + "\n"

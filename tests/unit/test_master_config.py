@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pathlib
+import re
 
 import pytest
 
@@ -104,3 +105,40 @@ def test_log_retention_days_is_read_and_a_bad_one_named(tmp_path: pathlib.Path) 
     ):
         with pytest.raises(errors.InvalidArgument, match=named):
             load(tmp_path, bad + "\n")
+
+
+SLURM_POOL = (
+    "resource_pools:\n- pool_name: default\n- pool_name: hpc\n  type: slurm\n"
+    "  partition: gpu\n  slots_per_node: 8\n  gres: gpu\n  sbatch_args: [--qos=low]\n"
+    "  job_storage_root: /shared/pydet\n"
+)
+
+
+def test_a_slurm_pool_is_read(tmp_path: pathlib.Path) -> None:
+    agents, slurm = load(tmp_path, SLURM_POOL).resource_pools
+    assert agents.slurm is None
+    assert slurm.slurm is not None
+    assert (slurm.slurm.pool_name, slurm.slurm.partition, slurm.slurm.gres) == ("hpc", "gpu", "gpu")
+    assert (slurm.slurm.slots_per_node, slurm.slurm.nodes) == (8, 1)
+    assert slurm.slurm.sbatch_args == ("--qos=low",)
+    assert slurm.slurm.job_storage_root == "/shared/pydet"
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (("type: slurm", "type: pbs"), "resource_pools[1].type: expected agent or slurm"),
+        (("slots_per_node: 8", "slots_per_node: 0"), "resource_pools[1].slots_per_node:"),
+        (("slots_per_node: 8", "slots_per_node: two"), "resource_pools[1].slots_per_node:"),
+        (("[--qos=low]", "[--partition=x]"), "resource_pools[1].sbatch_args: --partition is set"),
+        (("[--qos=low]", "[qos]"), "resource_pools[1].sbatch_args: 'qos' is not an sbatch"),
+        (("/shared/pydet", "shared"), "resource_pools[1].job_storage_root: expected the abs"),
+        (("gres: gpu", "gres: ''"), "resource_pools[1].gres: expected a non-empty string"),
+        (("gres: gpu", "gpus: 2"), "resource_pools[1].gpus: unknown key for a slurm pool"),
+    ],
+)
+def test_a_bad_slurm_pool_names_its_field(
+    tmp_path: pathlib.Path, change: tuple[str, str], named: str
+) -> None:
+    with pytest.raises(errors.InvalidArgument, match=re.escape(named)):
+        load(tmp_path, SLURM_POOL.replace(*change))
