@@ -98,7 +98,13 @@ def list_jobs(args: argparse.Namespace) -> int:
     # The queue position stays each job's own when a page starts further down.
     shown = listing.page(list(enumerate(jobs)), args)
     as_json = [render.message_dict(j) for _, j in shown]
-    listing.show(args, HEADERS, [job_row(i, j) for i, j in shown], as_json)
+    rows = [job_row(i, j) for i, j in shown]
+    headers: tuple[str, ...] = HEADERS
+    if any(j.note for _, j in shown):
+        # A Slurm pool's pending reasons (and the like), only when some job has one.
+        headers = (*HEADERS, "Note")
+        rows = [[*row, j.note] for row, (_, j) in zip(rows, shown, strict=True)]
+    listing.show(args, headers, rows, as_json)
     return 0
 
 

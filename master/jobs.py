@@ -29,7 +29,11 @@ class Jobs:
         live: LiveExperiments,
         agents: AgentTable,
         tasks: TaskList,
+        *,
+        notes: dict[str, str] | None = None,
     ) -> None:
+        # Allocation id -> what its resource manager says of it (a Slurm pending reason).
+        self._notes = notes if notes is not None else {}
         self._cfg = cfg
         self._db = db
         self._store = store
@@ -108,9 +112,18 @@ class Jobs:
                     username=exp.username,
                     resource_pool=job.resource_pool,
                     entity_id=exp.id,
+                    note=self._note(exp),
                 )
             )
         return out
+
+    def _note(self, exp: Experiment) -> str:
+        notes = []
+        for trial in exp.trials.values():
+            alloc = self._tasks.allocation_of(trial.task_id)
+            if alloc is not None and alloc.id in self._notes:
+                notes.append(f"trial {trial.id}: {self._notes[alloc.id]}")
+        return "; ".join(notes)
 
     async def update(self, updates: list[v1.JobUpdate]) -> None:
         """Apply `det job update(-batch)`: all of it, or nothing when any part is invalid."""

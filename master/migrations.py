@@ -311,4 +311,14 @@ MIGRATIONS: list[Migration] = [
         end_time REAL
     );
     """,
+    # 18: the Slurm job of each allocation on a slurm pool, stored as soon as sbatch answers
+    # (master/slurm/pool.py adopts it after a restart).
+    """
+    CREATE TABLE slurm_jobs (
+        allocation_id TEXT PRIMARY KEY,
+        pool TEXT NOT NULL,
+        job_id INTEGER NOT NULL,
+        submit_time REAL NOT NULL
+    );
+    """,
 ]

@@ -29,6 +29,7 @@ from pydet.master.log_policies import LogPolicyWatch
 from pydet.master.logs import LogStore
 from pydet.master.reports import Reports
 from pydet.master.service import Service
+from pydet.master.slurm.pool import SlurmPool
 from pydet.master.task_list import TaskList
 from pydet.master.task_owners import TaskOwners
 from pydet.master.task_tokens import LiveTaskTokens
@@ -125,6 +126,14 @@ class Master:
             agent_reconnect_timeout=self.cfg.agent_reconnect_timeout,
         )
         hub = AgentHub(agents, tasks, cluster_id=cluster_id, version=VERSION)
+        slurm_reasons: dict[str, str] = {}
+        slurm_pools = [
+            SlurmPool(p.slurm, agents, tasks, self.db, reasons=slurm_reasons)
+            for p in self.cfg.resource_pools
+            if p.slurm is not None
+        ]
+        for pool in slurm_pools:
+            pool.register()
         reports = Reports(self.db, live, events)
         signing_key = self.cfg.webhook_signing_key or auth.load_or_create_signing_key(
             self.cfg.webhook_signing_key_path
@@ -145,7 +154,7 @@ class Master:
             info=info,
             version=VERSION,
             events=events,
-            jobs=Jobs(self.cfg, self.db, store, live, agents, task_list),
+            jobs=Jobs(self.cfg, self.db, store, live, agents, task_list, notes=slurm_reasons),
             webhooks=hooks,
             templates=Templates(self.db),
             tensorboards=tensorboards,
@@ -163,6 +172,9 @@ class Master:
             restored = await tasks.restore(live.experiment_of)
             await experiments.restore(restored)
             tensorboards.restore(restored)
+        # Outside the lock: the pool reports to the task manager, which takes it.
+        for pool in slurm_pools:
+            await pool.adopt()
         lookup = authz.Lookup(self.db)
         grpc_server = grpclib.server.Server(
             [
@@ -208,10 +220,13 @@ class Master:
                 scheduling = tg.create_task(tasks.run())
                 delivering = tg.create_task(hooks.run())
                 retaining = tg.create_task(log_retention.run(self.db, self.cfg.log_retention_days))
+                bridges = [tg.create_task(pool.run()) for pool in slurm_pools]
                 await self._stopping.wait()
                 scheduling.cancel()
                 delivering.cancel()
                 retaining.cancel()
+                for bridge in bridges:
+                    bridge.cancel()
         finally:
             await self._listener.close()
             log.info("master stopped")

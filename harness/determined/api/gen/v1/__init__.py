@@ -1753,6 +1753,11 @@ class Job(betterproto2.Message):
     The experiment id for experiment jobs.
     """
 
+    note: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    """
+    What the resource manager says of it, e.g. a Slurm job's pending reason; "" if nothing.
+    """
+
 
 default_message_pool.register_message("v1", "Job", Job)
 
