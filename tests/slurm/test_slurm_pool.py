@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import pathlib
+import signal
 import textwrap
 from collections.abc import Iterator
 
 import pytest
 
-from tests.cluster import EXAMPLES, Cluster, running
+from tests.cluster import EXAMPLES, Cluster, running, wait_until
 from tests.slurm.conftest import CPUS, SlurmCluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -74,3 +75,188 @@ def test_a_single_slot_trial_completes_with_metrics_and_logs(
     )
     (job,) = slurm_jobs(slurm)
     assert job.endswith("|COMPLETED")
+
+
+# Twelve half-second steps, a checkpoint after each; resumes from the latest one.
+STEPS_SCRIPT = """\
+import pathlib
+import signal
+import time
+
+import determined as det
+
+STEPS = 12
+
+info = det.get_cluster_info()
+with det.core.init() as core:
+    start = 0
+    if info.latest_checkpoint:
+        with core.checkpoint.restore_path(info.latest_checkpoint) as path:
+            start = int(pathlib.Path(path, "step").read_text())
+        print(f"resumed from step {start}", flush=True)
+    for step in range(start + 1, STEPS + 1):
+        time.sleep(0.5)
+        core.train.report_training_metrics(steps_completed=step, metrics={"loss": 1 / step})
+        with core.checkpoint.store_path({"steps_completed": step}) as (path, _):
+            pathlib.Path(path, "step").write_text(str(step))
+        print(f"step {step}", flush=True)
+        if core.preempt.should_preempt():
+            print("preempted", flush=True)
+            break
+    else:
+        core.train.report_validation_metrics(steps_completed=STEPS, metrics={"loss": 1 / STEPS})
+"""
+
+
+def steps_experiment(
+    where: pathlib.Path, max_restarts: int = 0
+) -> tuple[pathlib.Path, pathlib.Path]:
+    context = where / "context"
+    context.mkdir()
+    (context / "steps.py").write_text(STEPS_SCRIPT)
+    config = write_config(
+        where,
+        f"""\
+        name: slurm-steps
+        entrypoint: python3 steps.py
+        searcher: {{name: single, metric: loss, max_length: 12}}
+        max_restarts: {max_restarts}
+        """,
+    )
+    return config, context
+
+
+def newest_job_id(slurm: SlurmCluster) -> int:
+    ids = [int(x) for x in slurm.run("squeue", "-h", "-t", "all", "-o", "%i").stdout.split()]
+    return max(ids, default=0)
+
+
+def jobs_since(slurm: SlurmCluster, baseline: int) -> list[tuple[int, str]]:
+    """The pydet jobs submitted after ``baseline``: ``(id, state)``."""
+    out = []
+    for line in slurm_jobs(slurm):
+        job_id, _, state = line.split("|")
+        if int(job_id) > baseline:
+            out.append((int(job_id), state))
+    return sorted(out)
+
+
+def wait_step(master: Cluster, trial_id: int, step: int, timeout: float = 60) -> None:
+    wait_until(lambda: f"step {step}" in master.logs(trial_id), timeout, f"step {step}", 0.5)
+
+
+def test_a_two_task_torch_distributed_trial_completes(
+    master: Cluster, slurm: SlurmCluster, tmp_path: pathlib.Path
+) -> None:
+    digits = EXAMPLES / "digits"
+    config = write_config(
+        tmp_path,
+        """\
+        name: slurm-distributed
+        entrypoint: >-
+          python3 -m determined.launch.torch_distributed
+          python3 1_distributed.py --epochs 1
+        resources: {slots_per_trial: 2}
+        searcher: {name: single, metric: val_loss, max_length: 1}
+        max_restarts: 0
+        """,
+    )
+    baseline = newest_job_id(slurm)
+    exp = master.create(config, digits)
+    assert master.wait_state(exp, "COMPLETED", "ERROR", timeout=180) == "COMPLETED"
+    (job,) = jobs_since(slurm, baseline)
+    # One job with a Slurm task per container.
+    assert slurm.job(job[0])["NumTasks"] == "2"
+    logs = master.logs(master.trials(exp)[0]["id"])
+    assert "[rank=0]" in logs and "[rank=1]" in logs
+
+
+def test_an_asha_search_runs_its_trials_as_slurm_jobs(master: Cluster, slurm: SlurmCluster) -> None:
+    baseline = newest_job_id(slurm)
+    exp = master.create(CORE_API / "3_hpsearch.yaml", CORE_API)
+    assert master.wait_state(exp, "COMPLETED", "ERROR", timeout=180) == "COMPLETED"
+    trials = master.trials(exp)
+    assert len(trials) >= 4
+    assert len(jobs_since(slurm, baseline)) >= len(trials)
+
+
+def test_pause_then_activate_resumes_from_the_checkpoint(
+    master: Cluster, slurm: SlurmCluster, tmp_path: pathlib.Path
+) -> None:
+    exp = master.create(*steps_experiment(tmp_path))
+    trial_id = wait_until(lambda: master.trials(exp), 30, "the trial")[0]["id"]
+    wait_step(master, trial_id, 2)
+    master.det("experiment", "pause", str(exp))
+    master.wait_state(exp, "PAUSED", timeout=60)
+    master.det("experiment", "activate", str(exp))
+    assert master.wait_state(exp, "COMPLETED", "ERROR", timeout=120) == "COMPLETED"
+    assert "resumed from step" in master.logs(trial_id)
+
+
+def test_an_admin_scancel_fails_the_run_and_the_trial_restarts(
+    master: Cluster, slurm: SlurmCluster, tmp_path: pathlib.Path
+) -> None:
+    baseline = newest_job_id(slurm)
+    exp = master.create(*steps_experiment(tmp_path, max_restarts=1))
+    trial_id = wait_until(lambda: master.trials(exp), 30, "the trial")[0]["id"]
+    wait_step(master, trial_id, 2)
+    ((first, _),) = jobs_since(slurm, baseline)
+    slurm.run("scancel", str(first))
+    assert master.wait_state(exp, "COMPLETED", "ERROR", timeout=120) == "COMPLETED"
+    logs = master.logs(trial_id)
+    assert f"Slurm job {first} ended CANCELLED" in logs
+    assert "resumed from step" in logs
+    assert [state for _, state in jobs_since(slurm, baseline)] == ["CANCELLED", "COMPLETED"]
+    assert master.trials(exp)[0]["restarts"] == 1
+
+
+def test_a_restarted_master_adopts_the_running_job(
+    master: Cluster, slurm: SlurmCluster, tmp_path: pathlib.Path
+) -> None:
+    baseline = newest_job_id(slurm)
+    exp = master.create(*steps_experiment(tmp_path))
+    trial_id = wait_until(lambda: master.trials(exp), 30, "the trial")[0]["id"]
+    wait_step(master, trial_id, 2)
+    master.stop_master(signal.SIGKILL)
+    master.start_master()
+    assert master.wait_state(exp, "COMPLETED", "ERROR", timeout=120) == "COMPLETED"
+    # The same job ran to its end: none was submitted again, and the run never restarted.
+    assert [state for _, state in jobs_since(slurm, baseline)] == ["COMPLETED"]
+    assert master.trials(exp)[0]["restarts"] == 0
+    assert "step 12" in master.logs(trial_id)
+
+
+def test_a_pending_reason_shows_in_det_job_list(
+    master: Cluster, slurm: SlurmCluster, tmp_path: pathlib.Path
+) -> None:
+    blocker = slurm.sbatch("-p", "pydet", "-c", str(CPUS), "--wrap", "sleep 300")
+    try:
+        slurm.wait_state(blocker, "RUNNING")
+        exp = master.create(*steps_experiment(tmp_path))
+
+        def note() -> str:
+            (job,) = json.loads(
+                master.det("job", "list", "--resource-pool", "slurm", "--json").stdout
+            )
+            return str(job.get("note", ""))
+
+        assert "pending (Resources)" in wait_until(note, 30, "the pending reason", 0.5)
+        trial_id = master.trials(exp)[0]["id"]
+        assert "is pending (Resources)" in master.logs(trial_id)
+        assert "Note" in master.det("job", "list", "--resource-pool", "slurm").stdout
+    finally:
+        slurm.run("scancel", str(blocker))
+    assert master.wait_state(exp, "COMPLETED", "ERROR", timeout=120) == "COMPLETED"
+
+
+def test_an_unknown_partition_fails_the_trial_with_the_sbatch_error(
+    slurm: SlurmCluster, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_CONF", slurm.env["SLURM_CONF"])
+    config = pool_config(tmp_path / "jobs", partition="nosuch")
+    for cluster in running(Cluster(tmp_path, master_config=config), Cluster.start_master):
+        exp = cluster.create(CORE_API / "1_metrics.yaml", CORE_API)
+        assert cluster.wait_state(exp, "ERROR", "COMPLETED", timeout=60) == "ERROR"
+        logs = cluster.logs(cluster.trials(exp)[0]["id"])
+        assert "the Slurm job could not be submitted: sbatch failed:" in logs
+        assert "invalid partition" in logs.lower()
