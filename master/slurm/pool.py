@@ -51,6 +51,9 @@ POLL_INTERVAL = 1.0
 MISSING_GRACE = 10.0
 # Exit code of a task that Slurm ended without it writing one (or that never started).
 EXIT_SLURM = 1
+# Seconds a failed task's exit waits for its job's end in the queue (an admin's scancel
+# shows as CANCELLED a moment after the tasks' SIGTERM).
+FAILED_GRACE = 2.0
 
 
 class SlurmCommandError(Exception):
@@ -93,6 +96,9 @@ class _Task:
     order: v1.StartContainer | None = None
     started: bool = False
     exited: bool = False
+    # When its exit file first showed a failure (reported after FAILED_GRACE, or with the
+    # job's end if Slurm ends it first, so that the error can name Slurm's state).
+    failed_at: float | None = None
     # Bytes of out.N / err.N already shipped.
     offsets: dict[str, int] = field(default_factory=lambda: {"stdout": 0, "stderr": 0})
 
@@ -321,7 +327,7 @@ class SlurmPool:
         if seen is not None and seen.phase == "RUNNING":
             self._reasons.pop(job.allocation_id, None)
         ended = seen is None or seen.phase not in ("PENDING", "RUNNING")
-        await self._read_files(job, final=ended)
+        await self._read_files(job, now, final=ended)
         if not ended:
             return
         if seen is None and now - job.submitted_at < MISSING_GRACE:
@@ -350,7 +356,7 @@ class SlurmPool:
         self._reasons.pop(job.allocation_id, None)
         self._jobs.pop(job.allocation_id, None)
 
-    async def _read_files(self, job: _Job, *, final: bool) -> None:
+    async def _read_files(self, job: _Job, now: float, *, final: bool) -> None:
         running = job.state in ("RUNNING", "COMPLETING") or final
         for task in job.tasks.values():
             if task.exited:
@@ -368,9 +374,11 @@ class SlurmPool:
             await self._ship_logs(job, task)
             code = self._exit_code(job, task)
             # A task that ended well waits for its job's end (Slurm may yet cancel the job);
-            # one that failed is reported now, so that its siblings are stopped.
-            if code is not None and code != 0:
-                await self._exited(job, task, code, "")
+            # one that failed is reported soon, so that its siblings are stopped.
+            if code is not None and code != 0 and not final:
+                task.failed_at = task.failed_at or now
+                if now - task.failed_at >= FAILED_GRACE:
+                    await self._exited(job, task, code, "")
 
     def _file(self, job: _Job, name: str) -> pathlib.Path:
         return self._root / job.allocation_id / name
