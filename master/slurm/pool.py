@@ -282,6 +282,10 @@ class SlurmPool:
         if job.killing:
             return
         job.killing = True
+        if job.state in ("", "PENDING"):
+            # Nothing runs yet that could stop gracefully.
+            await self._scancel(job)
+            return
         job.kill_at = time.time() + max(kill.grace_seconds, 1.0)
         await self._scancel(job, "--signal=TERM")
 

@@ -8,11 +8,15 @@ from datetime import timedelta
 import pytest
 
 from pydet.master.slurm.sbatch import (
+    AllocationJob,
+    ContainerTask,
     JobShape,
     SbatchError,
     SlurmPoolConfig,
     TrialJob,
+    allocation_script,
     check_sbatch_args,
+    env_file,
     format_time_limit,
     job_dir,
     job_shape,
@@ -122,3 +126,52 @@ def test_time_limits_round_up_to_seconds() -> None:
     assert format_time_limit(timedelta(seconds=0)) == "0-00:00:01"
     assert format_time_limit(timedelta(seconds=59.2)) == "0-00:01:00"
     assert format_time_limit(timedelta(days=2, hours=3, minutes=4, seconds=5)) == "2-03:04:05"
+
+
+def allocation(slots: int = 1, ntasks: int = 2, **kw: object) -> AllocationJob:
+    tasks = tuple(
+        ContainerTask(rank, slots, {"DET_CONTAINER_RANK": str(rank), "DET_CONTAINER_ADDRS": "[]"})
+        for rank in range(ntasks)
+    )
+    return AllocationJob("7.7.7", tasks, **kw)  # type: ignore[arg-type]
+
+
+def sbatch_lines(script: str) -> list[str]:
+    return [x.removeprefix("#SBATCH ") for x in script.splitlines() if x.startswith("#SBATCH ")]
+
+
+def test_an_allocation_is_one_job_with_a_task_per_container() -> None:
+    cpus = SlurmPoolConfig(pool_name="cpu", partition="pydet", job_storage_root="/jobs")
+    script = allocation_script(cpus, allocation(sbatch_args=("--qos=low",)))
+    assert sbatch_lines(script) == [
+        "--job-name=pydet-7.7.7",
+        "--ntasks=2",
+        "--partition=pydet",
+        "--cpus-per-task=1",
+        "--chdir=/jobs/7.7.7",
+        "--output=/jobs/7.7.7/slurm-%j.out",
+        "--qos=low",
+    ]
+    assert script.splitlines()[-1].startswith("exec srun --kill-on-bad-exit=0 --ntasks=2 bash")
+
+
+def test_gpu_slots_put_one_task_on_each_node_with_its_gres() -> None:
+    options = sbatch_lines(allocation_script(POOL, allocation(slots=4, ntasks=2)))
+    assert "--nodes=2" in options and "--ntasks-per-node=1" in options
+    assert "--gres=gpu:4" in options
+
+
+def test_a_container_larger_than_a_node_is_refused() -> None:
+    with pytest.raises(SbatchError, match="does not fit a node of 4"):
+        allocation_script(POOL, allocation(slots=8, ntasks=1))
+
+
+def test_the_env_file_leaves_the_addresses_to_the_batch_script() -> None:
+    task = ContainerTask(1, 1, {"DET_HPARAMS": '{"a": "b c"}', "DET_CONTAINER_ADDRS": "[]"})
+    text = env_file(task, "/opt/py/bin")
+    assert "DET_CONTAINER_ADDRS" not in text
+    hparams = '{"a": "b c"}'
+    assert "DET_HPARAMS=" + shlex.quote(hparams) + "\n" in text
+    assert text.endswith('PATH=/opt/py/bin:"$PATH"\n')
+    with pytest.raises(SbatchError, match="not valid"):
+        env_file(ContainerTask(0, 1, {"BAD-NAME": "x"}))
