@@ -219,7 +219,6 @@ class SlurmPool:
         except (sbatch.SbatchError, SlurmCommandError, OSError) as e:
             reason = f"the Slurm job could not be submitted: {e}"
             log.error("allocation %s: %s", job.allocation_id, reason)
-            self._reasons[job.allocation_id] = reason
             await self._fail_all(job, reason)
             return
         job.job_id = job_id
@@ -439,6 +438,7 @@ class SlurmPool:
         for task in job.tasks.values():
             await self._exited(job, task, EXIT_SLURM, reason)
         self._jobs.pop(job.allocation_id, None)
+        self._reasons.pop(job.allocation_id, None)
 
     async def _log(self, job: _Job, text: str) -> None:
         """A line in the allocation's log (on its first container) from the pool."""

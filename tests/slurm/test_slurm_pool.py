@@ -61,6 +61,7 @@ def slurm_jobs(slurm: SlurmCluster) -> list[str]:
 def test_a_single_slot_trial_completes_with_metrics_and_logs(
     master: Cluster, slurm: SlurmCluster, tmp_path: pathlib.Path
 ) -> None:
+    baseline = newest_job_id(slurm)
     exp = master.create(CORE_API / "1_metrics.yaml", CORE_API)
     assert master.wait_state(exp, "COMPLETED", "ERROR", timeout=120) == "COMPLETED"
     trial = master.trials(exp)[0]
@@ -73,8 +74,7 @@ def test_a_single_slot_trial_completes_with_metrics_and_logs(
     assert [m["steps_completed"] for m in reports if m["group"] == "training"] == list(
         range(10, 101, 10)
     )
-    (job,) = slurm_jobs(slurm)
-    assert job.endswith("|COMPLETED")
+    assert [state for _, state in jobs_since(slurm, baseline)] == ["COMPLETED"]
 
 
 # Twelve half-second steps, a checkpoint after each; resumes from the latest one.
