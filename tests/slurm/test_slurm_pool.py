@@ -23,14 +23,14 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 CORE_API = EXAMPLES / "core_api"
 
 
-def pool_config(jobs: pathlib.Path, partition: str = "pydet") -> str:
+def pool_config(jobs: pathlib.Path, partition: str = "pydet", slots_per_node: int = CPUS) -> str:
     return textwrap.dedent(
         f"""\
         resource_pools:
           - pool_name: slurm
             type: slurm
             partition: {partition}
-            slots_per_node: {CPUS}
+            slots_per_node: {slots_per_node}
             sbatch_args: ["--time=00:10:00"]
             job_storage_root: {jobs}
         """
@@ -260,3 +260,49 @@ def test_an_unknown_partition_fails_the_trial_with_the_sbatch_error(
         logs = cluster.logs(cluster.trials(exp)[0]["id"])
         assert "the Slurm job could not be submitted: sbatch failed:" in logs
         assert "invalid partition" in logs.lower()
+
+
+def test_killing_a_trial_cancels_its_job(
+    master: Cluster, slurm: SlurmCluster, tmp_path: pathlib.Path
+) -> None:
+    baseline = newest_job_id(slurm)
+    exp = master.create(*steps_experiment(tmp_path))
+    trial_id = wait_until(lambda: master.trials(exp), 30, "the trial")[0]["id"]
+    wait_step(master, trial_id, 1)
+    master.det("experiment", "kill", str(exp))
+    assert master.wait_state(exp, "CANCELED", "ERROR", "COMPLETED", timeout=60) == "CANCELED"
+    ((job, _),) = jobs_since(slurm, baseline)
+    # scancel --signal=TERM reached the task, which ended (143) before the grace ran out:
+    # the batch script then exits non-zero on its own.
+    assert slurm.wait_state(job, "CANCELLED", "COMPLETED", "FAILED") in ("FAILED", "CANCELLED")
+    (exit_file,) = (tmp_path / "jobs").glob("*/exit.0")
+    assert exit_file.read_text().strip() == "143"
+
+
+def test_a_job_slurm_can_never_run_fails_the_trial_with_the_reason(
+    slurm: SlurmCluster, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pool that claims more CPUs per node than the node has: Slurm takes the job and
+    # leaves it pending for good (PartitionConfig).
+    monkeypatch.setenv("SLURM_CONF", slurm.env["SLURM_CONF"])
+    config = pool_config(tmp_path / "jobs", slots_per_node=CPUS * 2)
+    for cluster in running(Cluster(tmp_path, master_config=config), Cluster.start_master):
+        context = tmp_path / "context"
+        context.mkdir()
+        (context / "noop.py").write_text("print('never printed')\n")
+        exp = cluster.create(
+            write_config(
+                tmp_path,
+                f"""\
+                name: slurm-never
+                entrypoint: python3 noop.py
+                resources: {{slots_per_trial: {CPUS * 2}}}
+                searcher: {{name: single, metric: x, max_length: 1}}
+                max_restarts: 0
+                """,
+            ),
+            context,
+        )
+        assert cluster.wait_state(exp, "ERROR", "COMPLETED", timeout=60) == "ERROR"
+        logs = cluster.logs(cluster.trials(exp)[0]["id"])
+        assert "can never run: PartitionConfig" in logs
