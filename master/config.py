@@ -181,9 +181,12 @@ def _slurm_pool(item: dict[str, Any], where: str) -> SlurmPoolConfig:
         value = item.get(key)
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise _fail(f"{where}.{key}: expected a non-empty string")
-    counts = {}
+    counts: dict[str, int | None] = {}
     for key in ("slots_per_node", "nodes"):
-        value = item.get(key, 1)
+        value = item.get(key, 1 if key == "slots_per_node" else None)
+        if value is None:
+            counts[key] = None
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise _fail(f"{where}.{key}: expected a whole number >= 1, not {value!r}")
         counts[key] = value
@@ -203,7 +206,7 @@ def _slurm_pool(item: dict[str, Any], where: str) -> SlurmPoolConfig:
     return SlurmPoolConfig(
         pool_name=item["pool_name"],
         partition=item.get("partition"),
-        slots_per_node=counts["slots_per_node"],
+        slots_per_node=counts["slots_per_node"] or 1,
         nodes=counts["nodes"],
         gres=item.get("gres"),
         sbatch_args=tuple(args),

@@ -133,7 +133,7 @@ class Master:
             if p.slurm is not None
         ]
         for pool in slurm_pools:
-            pool.register()
+            await pool.register()
         reports = Reports(self.db, live, events)
         signing_key = self.cfg.webhook_signing_key or auth.load_or_create_signing_key(
             self.cfg.webhook_signing_key_path

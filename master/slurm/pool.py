@@ -145,15 +145,15 @@ class SlurmPool:
 
     # -- virtual agents -------------------------------------------------------------------
 
-    def register(self) -> None:
+    async def register(self) -> None:
         """Put the pool's virtual agents in the table, connected, with their outboxes."""
         cfg = self.cfg
+        nodes = cfg.nodes or await self._partition_nodes()
+        name = f"slurm-{cfg.pool_name}"
         if cfg.gres:
-            shapes = [(f"slurm-{cfg.pool_name}-{n}", cfg.slots_per_node) for n in range(cfg.nodes)]
+            shapes = [(f"{name}-{n}", cfg.slots_per_node) for n in range(nodes)]
         else:
-            shapes = [
-                (f"slurm-{cfg.pool_name}-{n}", 1) for n in range(cfg.nodes * cfg.slots_per_node)
-            ]
+            shapes = [(f"{name}-{n}", 1) for n in range(nodes * cfg.slots_per_node)]
         for agent_id, slots in shapes:
             agent = self._agents.get_or_add(agent_id)
             agent.hostname = f"slurm partition {cfg.partition or '(default)'}"
@@ -169,6 +169,25 @@ class SlurmPool:
             agent.connected = True
             agent.outbox = asyncio.Queue()
             self._mine.append(agent)
+
+    async def _partition_nodes(self) -> int:
+        """How many nodes the pool's partition (else the default one) has; 1 if Slurm
+        does not say."""
+        try:
+            text = await slurm_command("sinfo", "-h", "-o", "%P|%D")
+        except SlurmCommandError as e:
+            log.warning("slurm pool %s: %s; counting 1 node", self.cfg.pool_name, e)
+            return 1
+        total = 0
+        for line in text.splitlines():
+            part, _, count = line.strip().partition("|")
+            default = part.endswith("*")
+            part = part.rstrip("*")
+            if count.isdigit() and (
+                part == self.cfg.partition or (default and not self.cfg.partition)
+            ):
+                total += int(count)
+        return max(total, 1)
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -352,8 +371,10 @@ class SlurmPool:
             if task.exited:
                 continue
             code = self._exit_code(job, task)
-            if code is None or (by_slurm and code == 0):
-                await self._exited(job, task, code or EXIT_SLURM, f"{what} without an exit code")
+            if code is None:
+                await self._exited(job, task, EXIT_SLURM, f"{what} without an exit code")
+            elif by_slurm and code == 0:
+                await self._exited(job, task, EXIT_SLURM, f"{what} (the task had exited 0)")
             else:
                 await self._exited(job, task, code, what if by_slurm else "")
         self._reasons.pop(job.allocation_id, None)

@@ -72,8 +72,9 @@ class SlurmPoolConfig:
     gres: str | None = None
     sbatch_args: tuple[str, ...] = ()
     job_storage_root: str = "/var/lib/pydet/slurm"
-    # How many of the partition's nodes the master fills at once (its virtual agents).
-    nodes: int = 1
+    # How many of the partition's nodes the master fills at once (its virtual agents);
+    # None: as many as the partition has (sinfo, at the master's start).
+    nodes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,14 @@ class SlurmCluster:
         return result
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Keep each phase's report on the test (``item.rep_call``), for fixtures that print
+    what their processes logged when the test failed."""
+    outcome = yield
+    setattr(item, f"rep_{call.when}", outcome.get_result())  # type: ignore[attr-defined]
+
+
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     if not os.environ.get("SLURM_TESTS"):

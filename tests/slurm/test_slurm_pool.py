@@ -39,11 +39,20 @@ def pool_config(jobs: pathlib.Path, partition: str = "pydet", slots_per_node: in
 
 @pytest.fixture
 def master(
-    slurm: SlurmCluster, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    slurm: SlurmCluster,
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> Iterator[Cluster]:
     monkeypatch.setenv("SLURM_CONF", slurm.env["SLURM_CONF"])
     cluster = Cluster(tmp_path, master_config=pool_config(tmp_path / "jobs"))
-    yield from running(cluster, Cluster.start_master)
+    for started in running(cluster, Cluster.start_master):
+        yield started
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            # What the master and the Slurm queue said, in the failed test's report.
+            print(started.dump_logs())
+            print(slurm.run("squeue", "-h", "-t", "all", "-o", "%i|%j|%T|%r").stdout)
 
 
 def write_config(where: pathlib.Path, text: str) -> pathlib.Path:
@@ -61,6 +70,9 @@ def slurm_jobs(slurm: SlurmCluster) -> list[str]:
 def test_a_single_slot_trial_completes_with_metrics_and_logs(
     master: Cluster, slurm: SlurmCluster, tmp_path: pathlib.Path
 ) -> None:
+    # One virtual agent per CPU slot of the partition's one node (sinfo).
+    agents = [a for a in master.agents_json() if a["resource_pool"] == "slurm"]
+    assert len(agents) == CPUS
     baseline = newest_job_id(slurm)
     exp = master.create(CORE_API / "1_metrics.yaml", CORE_API)
     assert master.wait_state(exp, "COMPLETED", "ERROR", timeout=120) == "COMPLETED"
@@ -141,8 +153,16 @@ def jobs_since(slurm: SlurmCluster, baseline: int) -> list[tuple[int, str]]:
     return sorted(out)
 
 
-def wait_step(master: Cluster, trial_id: int, step: int, timeout: float = 60) -> None:
-    wait_until(lambda: f"step {step}" in master.logs(trial_id), timeout, f"step {step}", 0.5)
+def start_steps(
+    master: Cluster, slurm: SlurmCluster, where: pathlib.Path, *, max_restarts: int = 0
+) -> tuple[int, int, int]:
+    """Create the steps experiment and wait for its second step: ``(baseline job id,
+    experiment id, trial id)``."""
+    baseline = newest_job_id(slurm)
+    exp = master.create(*steps_experiment(where, max_restarts))
+    trial_id = wait_until(lambda: master.trials(exp), 30, "the trial")[0]["id"]
+    wait_until(lambda: "step 2" in master.logs(trial_id), 60, "step 2", 0.5)
+    return baseline, exp, trial_id
 
 
 def test_a_two_task_torch_distributed_trial_completes(
@@ -183,9 +203,7 @@ def test_an_asha_search_runs_its_trials_as_slurm_jobs(master: Cluster, slurm: Sl
 def test_pause_then_activate_resumes_from_the_checkpoint(
     master: Cluster, slurm: SlurmCluster, tmp_path: pathlib.Path
 ) -> None:
-    exp = master.create(*steps_experiment(tmp_path))
-    trial_id = wait_until(lambda: master.trials(exp), 30, "the trial")[0]["id"]
-    wait_step(master, trial_id, 2)
+    _, exp, trial_id = start_steps(master, slurm, tmp_path)
     master.det("experiment", "pause", str(exp))
     master.wait_state(exp, "PAUSED", timeout=60)
     master.det("experiment", "activate", str(exp))
@@ -196,10 +214,7 @@ def test_pause_then_activate_resumes_from_the_checkpoint(
 def test_an_admin_scancel_fails_the_run_and_the_trial_restarts(
     master: Cluster, slurm: SlurmCluster, tmp_path: pathlib.Path
 ) -> None:
-    baseline = newest_job_id(slurm)
-    exp = master.create(*steps_experiment(tmp_path, max_restarts=1))
-    trial_id = wait_until(lambda: master.trials(exp), 30, "the trial")[0]["id"]
-    wait_step(master, trial_id, 2)
+    baseline, exp, trial_id = start_steps(master, slurm, tmp_path, max_restarts=1)
     ((first, _),) = jobs_since(slurm, baseline)
     slurm.run("scancel", str(first))
     assert master.wait_state(exp, "COMPLETED", "ERROR", timeout=120) == "COMPLETED"
@@ -213,10 +228,7 @@ def test_an_admin_scancel_fails_the_run_and_the_trial_restarts(
 def test_a_restarted_master_adopts_the_running_job(
     master: Cluster, slurm: SlurmCluster, tmp_path: pathlib.Path
 ) -> None:
-    baseline = newest_job_id(slurm)
-    exp = master.create(*steps_experiment(tmp_path))
-    trial_id = wait_until(lambda: master.trials(exp), 30, "the trial")[0]["id"]
-    wait_step(master, trial_id, 2)
+    baseline, exp, trial_id = start_steps(master, slurm, tmp_path)
     master.stop_master(signal.SIGKILL)
     master.start_master()
     assert master.wait_state(exp, "COMPLETED", "ERROR", timeout=120) == "COMPLETED"
@@ -265,10 +277,7 @@ def test_an_unknown_partition_fails_the_trial_with_the_sbatch_error(
 def test_killing_a_trial_cancels_its_job(
     master: Cluster, slurm: SlurmCluster, tmp_path: pathlib.Path
 ) -> None:
-    baseline = newest_job_id(slurm)
-    exp = master.create(*steps_experiment(tmp_path))
-    trial_id = wait_until(lambda: master.trials(exp), 30, "the trial")[0]["id"]
-    wait_step(master, trial_id, 1)
+    baseline, exp, _ = start_steps(master, slurm, tmp_path)
     master.det("experiment", "kill", str(exp))
     assert master.wait_state(exp, "CANCELED", "ERROR", "COMPLETED", timeout=60) == "CANCELED"
     ((job, _),) = jobs_since(slurm, baseline)

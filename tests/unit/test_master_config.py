@@ -119,7 +119,7 @@ def test_a_slurm_pool_is_read(tmp_path: pathlib.Path) -> None:
     assert agents.slurm is None
     assert slurm.slurm is not None
     assert (slurm.slurm.pool_name, slurm.slurm.partition, slurm.slurm.gres) == ("hpc", "gpu", "gpu")
-    assert (slurm.slurm.slots_per_node, slurm.slurm.nodes) == (8, 1)
+    assert (slurm.slurm.slots_per_node, slurm.slurm.nodes) == (8, None)
     assert slurm.slurm.sbatch_args == ("--qos=low",)
     assert slurm.slurm.job_storage_root == "/shared/pydet"
 
