@@ -206,6 +206,8 @@ def test_pause_then_activate_resumes_from_the_checkpoint(
     _, exp, trial_id = start_steps(master, slurm, tmp_path)
     master.det("experiment", "pause", str(exp))
     master.wait_state(exp, "PAUSED", timeout=60)
+    # The experiment says PAUSED at once; its trial once its job has ended.
+    wait_until(lambda: master.trials(exp)[0]["state"] == "PAUSED", 60, "the trial to stop", 0.5)
     master.det("experiment", "activate", str(exp))
     assert master.wait_state(exp, "COMPLETED", "ERROR", timeout=120) == "COMPLETED"
     assert "resumed from step" in master.logs(trial_id)
