@@ -89,7 +89,8 @@ def test_a_single_slot_trial_completes_with_metrics_and_logs(
     assert [state for _, state in jobs_since(slurm, baseline)] == ["COMPLETED"]
 
 
-# Twelve half-second steps, a checkpoint after each; resumes from the latest one.
+# Twelve one-second steps (time for a pause or a kill to land mid-run under load), a
+# checkpoint after each; resumes from the latest one.
 STEPS_SCRIPT = """\
 import pathlib
 import signal
@@ -107,7 +108,7 @@ with det.core.init() as core:
             start = int(pathlib.Path(path, "step").read_text())
         print(f"resumed from step {start}", flush=True)
     for step in range(start + 1, STEPS + 1):
-        time.sleep(0.5)
+        time.sleep(1)
         core.train.report_training_metrics(steps_completed=step, metrics={"loss": 1 / step})
         with core.checkpoint.store_path({"steps_completed": step}) as (path, _):
             pathlib.Path(path, "step").write_text(str(step))
