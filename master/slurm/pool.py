@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import pathlib
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -51,6 +52,10 @@ POLL_INTERVAL = 1.0
 MISSING_GRACE = 10.0
 # Exit code of a task that Slurm ended without it writing one (or that never started).
 EXIT_SLURM = 1
+# Seconds squeue may go unanswered (slurmctld down or unreachable) before the running
+# jobs' Note says so; the jobs themselves go on (slurmd runs them without slurmctld).
+QUEUE_SILENCE = 60.0
+_SILENT = "Slurm has not answered"
 # Seconds a failed task's exit waits for its job's end in the queue (an admin's scancel
 # shows as CANCELLED a moment after the tasks' SIGTERM).
 FAILED_GRACE = 2.0
@@ -83,9 +88,32 @@ async def slurm_command(*argv: str, stdin: str | None = None) -> str:
             f"{argv[0]} did not answer within {COMMAND_TIMEOUT:.0f}s (is slurmctld up?)"
         ) from None
     if proc.returncode != 0:
-        text = " ".join(err.decode(errors="replace").split()) or f"exit code {proc.returncode}"
+        text = one_line(err.decode(errors="replace")) or f"exit code {proc.returncode}"
         raise SlurmCommandError(f"{argv[0]} failed: {text}")
     return out.decode(errors="replace")
+
+
+def one_line(stderr: str) -> str:
+    """A Slurm client's error output as one readable line: its last error (the outcome),
+    with the munge error that caused it, if any, and a hint where the cause is common.
+
+    A client that cannot authenticate prints four lines of which the last says only
+    "Protocol authentication error"; the munge line says which socket it tried."""
+    lines = []
+    for raw in stderr.splitlines():
+        line = " ".join(raw.split())
+        line = re.sub(r"^[a-z_]+: error: ", "", line)
+        if line:
+            lines.append(line)
+    if not lines:
+        return ""
+    text = lines[-1]
+    munge = next((line for line in lines if line.startswith("Munge ")), None)
+    if munge is not None and munge != text:
+        text = f"{text} ({munge})"
+    if "Unable to contact slurm controller" in text:
+        text += "; is slurmctld up and SLURM_CONF right?"
+    return text
 
 
 @dataclass
@@ -142,6 +170,11 @@ class SlurmPool:
         self._jobs: dict[str, _Job] = {}
         self._mine: list[Agent] = []
         self._agents, self._events, self._db = agents, events, db
+        # Why the last submission failed (None once one succeeds): shown on the next
+        # allocation's Note while its sbatch runs, so a down controller is visible.
+        self._submit_error: str | None = None
+        # Since when squeue has failed, and why (None while it answers).
+        self._silent_since: float | None = None
 
     # -- virtual agents -------------------------------------------------------------------
 
@@ -232,14 +265,24 @@ class SlurmPool:
             await self._submit(job)
 
     async def _submit(self, job: _Job) -> None:
+        if self._submit_error is not None:
+            self._reasons[job.allocation_id] = (
+                f"submitting to Slurm; the last submission failed: {self._submit_error}"
+            )
         try:
             alloc_job = self._allocation_job(job)
             job_id = await self._sbatch(alloc_job)
         except (sbatch.SbatchError, SlurmCommandError, OSError) as e:
+            # A refused submission fails the run, which the trial retries per its
+            # max_restarts: a controller down for good ends the experiment instead of
+            # leaving it queued without a word.
+            self._submit_error = str(e)
             reason = f"the Slurm job could not be submitted: {e}"
             log.error("allocation %s: %s", job.allocation_id, reason)
             await self._fail_all(job, reason)
             return
+        self._submit_error = None
+        self._reasons.pop(job.allocation_id, None)
         job.job_id = job_id
         job.submitted_at = time.time()
         log.info("allocation %s is Slurm job %d", job.allocation_id, job_id)
@@ -323,11 +366,38 @@ class SlurmPool:
         try:
             queue = parse_squeue(await slurm_command(*SQUEUE_ARGS))
         except (SlurmCommandError, ValueError) as e:
-            log.warning("slurm pool %s: %s", self.cfg.pool_name, e)
+            await self._queue_silent(live, str(e))
+            # The files need no controller: running tasks' output still reaches their logs.
+            for job in live:
+                await self._read_files(job, time.time(), final=False)
             return
+        if self._silent_since is not None:
+            log.info("slurm pool %s: squeue answers again", self.cfg.pool_name)
+            self._silent_since = None
+            for job in live:
+                if self._reasons.get(job.allocation_id, "").startswith(_SILENT):
+                    self._reasons.pop(job.allocation_id)
         now = time.time()
         for job in live:
             await self._follow(job, queue.get(job.job_id or 0), now)
+
+    async def _queue_silent(self, live: list[_Job], error: str) -> None:
+        """squeue failed: the jobs go on as they were (a controller restart must not fail
+        running trials); past QUEUE_SILENCE their Note and log say why nothing moves."""
+        now = time.time()
+        if self._silent_since is None:
+            self._silent_since = now
+            log.warning("slurm pool %s: %s", self.cfg.pool_name, error)
+        silent = now - self._silent_since
+        if silent < QUEUE_SILENCE:
+            return
+        text = f"{_SILENT} for {silent:.0f}s: {error}"
+        for job in live:
+            announced = self._reasons.get(job.allocation_id, "").startswith(_SILENT)
+            self._reasons[job.allocation_id] = text
+            if not announced:
+                log.error("allocation %s: %s", job.allocation_id, text)
+                await self._log(job, text)
 
     async def _follow(self, job: _Job, seen: SlurmJob | None, now: float) -> None:
         if job.kill_at is not None and now >= job.kill_at:
@@ -455,7 +525,7 @@ class SlurmPool:
         )
 
     async def _fail_all(self, job: _Job, reason: str) -> None:
-        await self._log(job, reason)
+        # The reason reaches the trial's log once, as its containers' exit error.
         for task in job.tasks.values():
             await self._exited(job, task, EXIT_SLURM, reason)
         self._jobs.pop(job.allocation_id, None)

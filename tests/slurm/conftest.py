@@ -9,9 +9,11 @@ by ``scripts/slurm/stop.sh`` at the end.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -76,6 +78,46 @@ class SlurmCluster:
 
         result: str = wait_until(reached, timeout, f"job {job_id} to be {'/'.join(states)}", 0.3)
         return result
+
+    @contextlib.contextmanager
+    def controller_down(self) -> Iterator[None]:
+        """slurmctld stopped (slurmd and munged go on) for the block, then started again
+        from its saved state, as start.sh starts it but without ``-i``, so the jobs it knew
+        are kept; the block returns once it answers, so later tests find it healthy."""
+        pidfile = self.dir / "run" / "slurmctld.pid"
+        pid = int(pidfile.read_text())
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: not _alive(pid), 30, "slurmctld to stop", 0.2)
+        try:
+            yield
+        finally:
+            with (self.dir / "log" / "slurmctld.out").open("a") as out:
+                subprocess.Popen(
+                    ["slurmctld", "-D", "-f", self.env["SLURM_CONF"]],
+                    env=self.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=out,
+                    start_new_session=True,
+                )
+            wait_until(
+                lambda: self.run("sinfo", "-h", check=False).returncode == 0,
+                60,
+                "slurmctld to answer again",
+                0.5,
+            )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie of ours that has not been reaped yet is gone too.
+    with contextlib.suppress(ChildProcessError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    return True
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -318,3 +318,77 @@ def test_a_job_slurm_can_never_run_fails_the_trial_with_the_reason(
         assert cluster.wait_state(exp, "ERROR", "COMPLETED", timeout=60) == "ERROR"
         logs = cluster.logs(cluster.trials(exp)[0]["id"])
         assert "can never run: PartitionConfig" in logs
+
+
+def job_note(master: Cluster) -> str:
+    """The Note of the pool's one job in ``det job list`` ("" when it has none or none)."""
+    jobs = json.loads(master.det("job", "list", "--resource-pool", "slurm", "--json").stdout)
+    return str(jobs[0].get("note", "")) if jobs else ""
+
+
+def master_log(cluster: Cluster) -> str:
+    return (cluster.root / "master.log").read_text(errors="replace")
+
+
+def test_a_down_controller_fails_each_run_with_one_clear_line(
+    master: Cluster, slurm: SlurmCluster, tmp_path: pathlib.Path
+) -> None:
+    unreachable = "Unable to contact slurm controller"
+    with slurm.controller_down():
+        exp = master.create(*steps_experiment(tmp_path, max_restarts=1))
+        # The second run's Note names why the first one failed while it tries again.
+        assert unreachable in wait_until(
+            lambda: job_note(master) if unreachable in job_note(master) else None,
+            45,
+            "the Note to say the controller is unreachable",
+            0.5,
+        )
+        assert master.wait_state(exp, "ERROR", "COMPLETED", timeout=60) == "ERROR"
+    trial = master.trials(exp)[0]
+    assert trial["restarts"] == 1
+    failures = [
+        line
+        for line in master.logs(trial["id"]).splitlines()
+        if "the Slurm job could not be submitted" in line
+    ]
+    assert len(failures) == 2
+    assert all(unreachable in line and "is slurmctld up" in line for line in failures)
+    assert unreachable in master_log(master)
+
+
+def test_a_running_trial_outlives_a_controller_restart(
+    master: Cluster, slurm: SlurmCluster, tmp_path: pathlib.Path
+) -> None:
+    baseline, exp, trial_id = start_steps(master, slurm, tmp_path)
+    with slurm.controller_down():
+        wait_until(lambda: "step 5" in master.logs(trial_id), 60, "step 5", 0.5)
+    assert master.wait_state(exp, "COMPLETED", "ERROR", timeout=120) == "COMPLETED"
+    assert [state for _, state in jobs_since(slurm, baseline)] == ["COMPLETED"]
+    assert master.trials(exp)[0]["restarts"] == 0
+
+
+def test_a_master_that_cannot_authenticate_fails_the_run_with_the_munge_error(
+    slurm: SlurmCluster, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The master's SLURM_CONF points munge at a socket where no munged listens.
+    conf = (slurm.dir / "slurm.conf").read_text()
+    wrong = tmp_path / "munge.socket"
+    bad = tmp_path / "slurm.conf"
+    bad.write_text(
+        "\n".join(
+            f"AuthInfo=socket={wrong}" if line.startswith("AuthInfo=") else line
+            for line in conf.splitlines()
+        )
+    )
+    monkeypatch.setenv("SLURM_CONF", str(bad))
+    for cluster in running(
+        Cluster(tmp_path, master_config=pool_config(tmp_path / "jobs")), Cluster.start_master
+    ):
+        exp = cluster.create(*steps_experiment(tmp_path, max_restarts=1))
+        assert cluster.wait_state(exp, "ERROR", "COMPLETED", timeout=60) == "ERROR"
+        trial = cluster.trials(exp)[0]
+        assert trial["restarts"] == 1
+        logs = cluster.logs(trial["id"])
+        assert "Protocol authentication error (Munge encode failed" in logs
+        assert str(wrong) in logs
+        assert "Protocol authentication error" in master_log(cluster)
