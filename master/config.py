@@ -11,7 +11,12 @@ from typing import Any
 import yaml
 
 from determined.common import errors
-from pydet.master.slurm.sbatch import SbatchError, SlurmPoolConfig, check_sbatch_args
+from pydet.master.slurm.sbatch import (
+    SbatchError,
+    SlurmPoolConfig,
+    check_sbatch_args,
+    parse_time_limit,
+)
 
 _KEYS = {
     "host",
@@ -169,7 +174,15 @@ def _pools(raw: Any) -> tuple[PoolConfig, ...]:
 
 
 _POOL_KEYS = {"pool_name", "description", "scheduler", "type"}
-_SLURM_KEYS = {"partition", "slots_per_node", "gres", "sbatch_args", "job_storage_root", "nodes"}
+_SLURM_KEYS = {
+    "partition",
+    "slots_per_node",
+    "gres",
+    "sbatch_args",
+    "job_storage_root",
+    "nodes",
+    "time_limit",
+}
 
 
 def _slurm_pool(item: dict[str, Any], where: str) -> SlurmPoolConfig:
@@ -195,6 +208,8 @@ def _slurm_pool(item: dict[str, Any], where: str) -> SlurmPoolConfig:
         raise _fail(f"{where}.sbatch_args: expected a list of strings")
     try:
         check_sbatch_args(args, f"{where}.sbatch_args")
+        limit = item.get("time_limit")
+        time_limit = parse_time_limit(limit, f"{where}.time_limit") if limit is not None else None
     except SbatchError as e:
         raise _fail(str(e)) from None
     root = item.get("job_storage_root")
@@ -211,6 +226,7 @@ def _slurm_pool(item: dict[str, Any], where: str) -> SlurmPoolConfig:
         gres=item.get("gres"),
         sbatch_args=tuple(args),
         job_storage_root=os.path.expanduser(root),
+        time_limit=time_limit,
     )
 
 

@@ -75,6 +75,9 @@ class SlurmPoolConfig:
     # How many of the partition's nodes the master fills at once (its virtual agents);
     # None: as many as the partition has (sinfo, at the master's start).
     nodes: int | None = None
+    # Each job's ``--time`` (an experiment's ``--time`` in its sbatch_args wins); None:
+    # the partition's default.
+    time_limit: timedelta | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,34 @@ def format_time_limit(limit: timedelta) -> str:
     return f"{days}-{hours:02d}:{minutes:02d}:{seconds:02d}"
 
 
+_TIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
+
+
+def parse_time_limit(value: object, where: str) -> timedelta:
+    """A time limit as Slurm's ``--time`` reads it: whole minutes (an integer or
+    ``"M"``), ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M`` or ``D-H:M:S``; at least one second."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise SbatchError(f"{where}: expected at least 1 minute, not {value}")
+        return timedelta(minutes=value)
+    text = value.strip() if isinstance(value, str) else ""
+    m = _TIME.fullmatch(text)
+    if m is None:
+        raise SbatchError(
+            f"{where}: expected whole minutes or Slurm's D-HH:MM:SS (as in --time), not {value!r}"
+        )
+    days, first, second, third = (int(g) if g is not None else None for g in m.groups())
+    if days is not None:  # D-H, D-H:M, D-H:M:S
+        limit = timedelta(days=days, hours=first or 0, minutes=second or 0, seconds=third or 0)
+    elif third is not None:  # H:M:S
+        limit = timedelta(hours=first or 0, minutes=second or 0, seconds=third)
+    else:  # M, M:S
+        limit = timedelta(minutes=first or 0, seconds=second or 0)
+    if limit < timedelta(seconds=1):
+        raise SbatchError(f"{where}: a time limit of zero would never let a job run")
+    return limit
+
+
 def check_sbatch_args(args: Sequence[str], where: str) -> None:
     """Refuse arguments that are not options or that set what the pool derives."""
     for arg in args:
@@ -183,7 +214,7 @@ def sbatch_script(pool: SlurmPoolConfig, job: TrialJob) -> str:
         options.append(f"--gres={pool.gres}:{shape.slots_per_node}")
     else:
         options.append(f"--cpus-per-task={shape.slots_per_node}")
-    options += _placement_options(pool, job.time_limit, out, job.sbatch_args)
+    options += _placement_options(pool, job.time_limit or pool.time_limit, out, job.sbatch_args)
 
     lines = ["#!/bin/bash"]
     lines += [f"#SBATCH {opt}" for opt in options]
@@ -327,7 +358,7 @@ def allocation_script(pool: SlurmPoolConfig, job: AllocationJob) -> str:
         options += [f"--nodes={ntasks}", "--ntasks-per-node=1", f"--gres={pool.gres}:{per_task}"]
     else:
         options.append(f"--cpus-per-task={per_task}")
-    options += _placement_options(pool, job.time_limit, out, job.sbatch_args)
+    options += _placement_options(pool, job.time_limit or pool.time_limit, out, job.sbatch_args)
     srun = ["srun", "--kill-on-bad-exit=0", f"--ntasks={ntasks}", "bash", f"{out}/task.sh"]
     lines = ["#!/bin/bash", *(f"#SBATCH {opt}" for opt in options), "", _ADDRS]
     lines.append("exec " + " ".join(shlex.quote(a) for a in [*srun, *job.command]))

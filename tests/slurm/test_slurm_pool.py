@@ -23,7 +23,12 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 CORE_API = EXAMPLES / "core_api"
 
 
-def pool_config(jobs: pathlib.Path, partition: str = "pydet", slots_per_node: int = CPUS) -> str:
+def pool_config(
+    jobs: pathlib.Path,
+    partition: str = "pydet",
+    slots_per_node: int = CPUS,
+    time_limit: str = "00:10:00",
+) -> str:
     return textwrap.dedent(
         f"""\
         resource_pools:
@@ -31,7 +36,7 @@ def pool_config(jobs: pathlib.Path, partition: str = "pydet", slots_per_node: in
             type: slurm
             partition: {partition}
             slots_per_node: {slots_per_node}
-            sbatch_args: ["--time=00:10:00"]
+            time_limit: "{time_limit}"
             job_storage_root: {jobs}
         """
     )
@@ -392,3 +397,60 @@ def test_a_master_that_cannot_authenticate_fails_the_run_with_the_munge_error(
         assert "Protocol authentication error (Munge encode failed" in logs
         assert str(wrong) in logs
         assert "Protocol authentication error" in master_log(cluster)
+
+
+# Three steps with a checkpoint each, then (on its first run only) a wait far past any
+# time limit; resumed, it finishes at once.
+OUTLASTS_SCRIPT = """\
+import pathlib
+import time
+
+import determined as det
+
+info = det.get_cluster_info()
+with det.core.init() as core:
+    if info.latest_checkpoint:
+        print("resumed from the checkpoint", flush=True)
+    else:
+        for step in (1, 2, 3):
+            core.train.report_training_metrics(steps_completed=step, metrics={"loss": 1 / step})
+            with core.checkpoint.store_path({"steps_completed": step}) as (path, _):
+                pathlib.Path(path, "step").write_text(str(step))
+        print("waiting past the time limit", flush=True)
+        time.sleep(600)
+    core.train.report_validation_metrics(steps_completed=3, metrics={"loss": 1 / 3})
+"""
+
+
+def test_a_job_slurm_ends_at_its_time_limit_fails_the_run_and_the_trial_resumes(
+    slurm: SlurmCluster, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Slurm's smallest limit is a minute, checked about every 30 s: ~90 s in all.
+    monkeypatch.setenv("SLURM_CONF", slurm.env["SLURM_CONF"])
+    config = pool_config(tmp_path / "jobs", time_limit="1")
+    for cluster in running(Cluster(tmp_path, master_config=config), Cluster.start_master):
+        context = tmp_path / "context"
+        context.mkdir()
+        (context / "outlast.py").write_text(OUTLASTS_SCRIPT)
+        baseline = newest_job_id(slurm)
+        exp = cluster.create(
+            write_config(
+                tmp_path,
+                """\
+                name: slurm-time-limit
+                entrypoint: python3 outlast.py
+                searcher: {name: single, metric: loss, max_length: 3}
+                max_restarts: 1
+                """,
+            ),
+            context,
+        )
+        assert cluster.wait_state(exp, "COMPLETED", "ERROR", timeout=150) == "COMPLETED"
+        ((first, _), *_) = jobs_since(slurm, baseline)
+        assert slurm.job(first)["TimeLimit"] == "00:01:00"
+        assert [state for _, state in jobs_since(slurm, baseline)] == ["TIMEOUT", "COMPLETED"]
+        trial = cluster.trials(exp)[0]
+        assert trial["restarts"] == 1
+        logs = cluster.logs(trial["id"])
+        assert f"Slurm job {first} ended TIMEOUT" in logs
+        assert "resumed from the checkpoint" in logs

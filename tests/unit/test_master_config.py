@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pathlib
 import re
+from datetime import timedelta
 
 import pytest
 
@@ -122,6 +123,19 @@ def test_a_slurm_pool_is_read(tmp_path: pathlib.Path) -> None:
     assert (slurm.slurm.slots_per_node, slurm.slurm.nodes) == (8, None)
     assert slurm.slurm.sbatch_args == ("--qos=low",)
     assert slurm.slurm.job_storage_root == "/shared/pydet"
+    assert slurm.slurm.time_limit is None
+
+
+@pytest.mark.parametrize(
+    ("written", "minutes"),
+    [("90", 90), ("'90'", 90), ("'1:30:00'", 90), ("'0-01:30'", 90), ("'1-0'", 1440)],
+)
+def test_a_slurm_pool_time_limit_reads_as_slurm_does(
+    tmp_path: pathlib.Path, written: str, minutes: int
+) -> None:
+    text = SLURM_POOL.replace("gres: gpu", f"gres: gpu\n  time_limit: {written}")
+    slurm = load(tmp_path, text).resource_pools[1].slurm
+    assert slurm is not None and slurm.time_limit == timedelta(minutes=minutes)
 
 
 @pytest.mark.parametrize(
@@ -135,6 +149,8 @@ def test_a_slurm_pool_is_read(tmp_path: pathlib.Path) -> None:
         (("/shared/pydet", "shared"), "resource_pools[1].job_storage_root: expected the abs"),
         (("gres: gpu", "gres: ''"), "resource_pools[1].gres: expected a non-empty string"),
         (("gres: gpu", "gpus: 2"), "resource_pools[1].gpus: unknown key for a slurm pool"),
+        (("gres: gpu", "time_limit: 1h"), "resource_pools[1].time_limit: expected whole min"),
+        (("gres: gpu", "time_limit: 0"), "resource_pools[1].time_limit: expected at least 1"),
     ],
 )
 def test_a_bad_slurm_pool_names_its_field(

@@ -155,6 +155,14 @@ def test_an_allocation_is_one_job_with_a_task_per_container() -> None:
     assert script.splitlines()[-1].startswith("exec srun --kill-on-bad-exit=0 --ntasks=2 bash")
 
 
+def test_the_pool_time_limit_is_the_jobs_unless_the_experiment_sets_one() -> None:
+    pool = SlurmPoolConfig(pool_name="cpu", job_storage_root="/jobs", time_limit=timedelta(hours=2))
+    assert "--time=0-02:00:00" in sbatch_lines(allocation_script(pool, allocation()))
+    # The experiment's --time comes later, and sbatch takes the last one.
+    options = sbatch_lines(allocation_script(pool, allocation(sbatch_args=("--time=5",))))
+    assert options.index("--time=0-02:00:00") < options.index("--time=5")
+
+
 def test_gpu_slots_put_one_task_on_each_node_with_its_gres() -> None:
     options = sbatch_lines(allocation_script(POOL, allocation(slots=4, ntasks=2)))
     assert "--nodes=2" in options and "--ntasks-per-node=1" in options
