@@ -12,6 +12,7 @@ import pathlib
 import signal
 import textwrap
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -64,6 +65,29 @@ def write_config(where: pathlib.Path, text: str) -> pathlib.Path:
     path = where / "exp.yaml"
     path.write_text(textwrap.dedent(text))
     return path
+
+
+def own_master(
+    slurm: SlurmCluster,
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    slurm_conf: pathlib.Path | None = None,
+    **pool: Any,
+) -> Iterator[Cluster]:
+    """A master of its own, for a pool unlike the fixture's (``pool_config``'s keywords)
+    or a ``slurm_conf`` of its own: ``for cluster in own_master(...)``."""
+    monkeypatch.setenv("SLURM_CONF", str(slurm_conf or slurm.env["SLURM_CONF"]))
+    config = pool_config(tmp_path / "jobs", **pool)
+    yield from running(Cluster(tmp_path, master_config=config), Cluster.start_master)
+
+
+def script_context(where: pathlib.Path, name: str, text: str) -> pathlib.Path:
+    """A model directory holding the one script ``name``."""
+    context = where / "context"
+    context.mkdir()
+    (context / name).write_text(text)
+    return context
 
 
 def slurm_jobs(slurm: SlurmCluster) -> list[str]:
@@ -129,9 +153,7 @@ with det.core.init() as core:
 def steps_experiment(
     where: pathlib.Path, max_restarts: int = 0
 ) -> tuple[pathlib.Path, pathlib.Path]:
-    context = where / "context"
-    context.mkdir()
-    (context / "steps.py").write_text(STEPS_SCRIPT)
+    context = script_context(where, "steps.py", STEPS_SCRIPT)
     config = write_config(
         where,
         f"""\
@@ -272,9 +294,7 @@ def test_a_pending_reason_shows_in_det_job_list(
 def test_an_unknown_partition_fails_the_trial_with_the_sbatch_error(
     slurm: SlurmCluster, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SLURM_CONF", slurm.env["SLURM_CONF"])
-    config = pool_config(tmp_path / "jobs", partition="nosuch")
-    for cluster in running(Cluster(tmp_path, master_config=config), Cluster.start_master):
+    for cluster in own_master(slurm, tmp_path, monkeypatch, partition="nosuch"):
         exp = cluster.create(CORE_API / "1_metrics.yaml", CORE_API)
         assert cluster.wait_state(exp, "ERROR", "COMPLETED", timeout=60) == "ERROR"
         logs = cluster.logs(cluster.trials(exp)[0]["id"])
@@ -301,12 +321,8 @@ def test_a_job_slurm_can_never_run_fails_the_trial_with_the_reason(
 ) -> None:
     # A pool that claims more CPUs per node than the node has: Slurm takes the job and
     # leaves it pending for good (PartitionConfig).
-    monkeypatch.setenv("SLURM_CONF", slurm.env["SLURM_CONF"])
-    config = pool_config(tmp_path / "jobs", slots_per_node=CPUS * 2)
-    for cluster in running(Cluster(tmp_path, master_config=config), Cluster.start_master):
-        context = tmp_path / "context"
-        context.mkdir()
-        (context / "noop.py").write_text("print('never printed')\n")
+    for cluster in own_master(slurm, tmp_path, monkeypatch, slots_per_node=CPUS * 2):
+        context = script_context(tmp_path, "noop.py", "print('never printed')\n")
         exp = cluster.create(
             write_config(
                 tmp_path,
@@ -385,10 +401,7 @@ def test_a_master_that_cannot_authenticate_fails_the_run_with_the_munge_error(
             for line in conf.splitlines()
         )
     )
-    monkeypatch.setenv("SLURM_CONF", str(bad))
-    for cluster in running(
-        Cluster(tmp_path, master_config=pool_config(tmp_path / "jobs")), Cluster.start_master
-    ):
+    for cluster in own_master(slurm, tmp_path, monkeypatch, slurm_conf=bad):
         exp = cluster.create(*steps_experiment(tmp_path, max_restarts=1))
         assert cluster.wait_state(exp, "ERROR", "COMPLETED", timeout=60) == "ERROR"
         trial = cluster.trials(exp)[0]
@@ -426,12 +439,8 @@ def test_a_job_slurm_ends_at_its_time_limit_fails_the_run_and_the_trial_resumes(
     slurm: SlurmCluster, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Slurm's smallest limit is a minute, checked about every 30 s: ~90 s in all.
-    monkeypatch.setenv("SLURM_CONF", slurm.env["SLURM_CONF"])
-    config = pool_config(tmp_path / "jobs", time_limit="1")
-    for cluster in running(Cluster(tmp_path, master_config=config), Cluster.start_master):
-        context = tmp_path / "context"
-        context.mkdir()
-        (context / "outlast.py").write_text(OUTLASTS_SCRIPT)
+    for cluster in own_master(slurm, tmp_path, monkeypatch, time_limit="1"):
+        context = script_context(tmp_path, "outlast.py", OUTLASTS_SCRIPT)
         baseline = newest_job_id(slurm)
         exp = cluster.create(
             write_config(
