@@ -598,3 +598,38 @@ def test_a_script_at_debug_level_sees_its_own_lines_and_no_transport_chatter(
         if line.startswith("DEBUG:") and "user debug" not in line and "] determined." not in line
     ]
     assert chatter == [], "\n".join(chatter[:20])
+
+
+def test_a_script_that_ends_without_closing_the_context_still_delivers_its_metrics(
+    cluster: Cluster, api: Api, tmp_path: pathlib.Path
+) -> None:
+    # A script that fails before it leaves `with core.init()` (or never uses `with`) ends
+    # with the Core API still open: the context is closed at exit, before Python stops its
+    # thread pools, so the reports still pending reach the master, and the log shows the
+    # script's own traceback and nothing of the harness's background tasks.
+    context = write_context(
+        tmp_path / "raises",
+        {
+            "raises.py": """
+                import determined as det
+
+                core_context = det.core.init()
+                core_context.train.report_training_metrics(1, {"x": 1})
+                raise ValueError("the user's own failure")
+            """,
+            "raises.yaml": """
+                name: core-api-raises
+                entrypoint: python3 raises.py
+                searcher: {name: single, metric: x, max_length: 1}
+                max_restarts: 0
+            """,
+        },
+    )
+    exp_id = cluster.create(context / "raises.yaml", context)
+    api.wait(exp_id, "ERROR")
+    (trial,) = api.trials(exp_id)
+    text = "\n".join(api.logs(trial.id))
+    assert "ValueError: the user's own failure" in text
+    assert "background task" not in text
+    assert "not recorded by the master" not in text
+    assert api.metrics(trial.id, "training") == [(1, {"x": 1})]

@@ -13,6 +13,7 @@ import logging
 import os
 import pathlib
 import tempfile
+import threading
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,33 @@ if TYPE_CHECKING:
     from determined.core._rpc import MasterClient
 
 log = logging.getLogger("determined.core")
+
+# Contexts that are open: closed when the script ends without closing them.
+_open_contexts: set[Context] = set()
+_exit_hook_registered = False
+
+
+def _close_open_contexts() -> None:
+    for context in list(_open_contexts):
+        context._close_at_exit()
+
+
+def _close_at_interpreter_exit(context: Context) -> None:
+    """Close ``context`` at exit if the script does not.
+
+    The hook runs among threading's exit hooks, registered after concurrent.futures' own
+    (the session's call pool imports it first), so it runs before that one stops every
+    thread pool: a plain ``atexit`` hook runs after it, when no call can be made any more,
+    and the pending metrics were lost ("cannot schedule new futures after interpreter
+    shutdown").
+    """
+    global _exit_hook_registered
+    _open_contexts.add(context)
+    if not _exit_hook_registered:
+        register = getattr(threading, "_register_atexit", atexit.register)
+        register(_close_open_contexts)
+        _exit_hook_registered = True
+
 
 DEFAULT_LOCAL_STORAGE = "checkpoints"
 
@@ -67,7 +95,7 @@ class Context:
         self._failed = False
         if _client is not None:
             # A script that never closes its context still gets its metrics delivered.
-            atexit.register(self._close_at_exit)
+            _close_at_interpreter_exit(self)
 
     def start(self) -> Context:
         """Kept for compatibility: ``core.init()`` has already started everything."""
@@ -112,7 +140,7 @@ class Context:
             return
         self._closed = True
         if self._client is not None:
-            atexit.unregister(self._close_at_exit)
+            _open_contexts.discard(self)
         try:
             self.train._close()
         finally:
