@@ -27,8 +27,10 @@ from tests.unit.test_wire_oracle import (
     _bits,
     _canonical,
     _examples,
+    _field,
     _message,
     _mutate,
+    _tag,
     _unknown_fields,
     assert_fields,
     protos,
@@ -97,6 +99,16 @@ def test_exactly_what_the_official_runtime_rejects_is_rejected(
             _lite_class(name).FromString(mutated)
         return
     _round_trip(protos, name, mutated)
+
+
+def test_a_map_entry_with_other_fields_is_skipped_as_the_official_runtime_does(
+    protos: Protos,
+) -> None:
+    entry = _field(1, "æ".encode()) + _tag(2048, 0) + b"\x42"  # key, then a field 2048
+    kept = _field(1, b"k") + _tag(2, 0) + b"\x07"
+    data = _field(8, entry) + _field(8, kept)  # v1.Checkpoint.resources
+    _round_trip(protos, "v1.Checkpoint", data)
+    assert _lite_class("v1.Checkpoint").FromString(data).resources == {"k": 7}
 
 
 def test_metric_reports_reach_the_master_as_sent(protos: Protos) -> None:

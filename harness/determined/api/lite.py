@@ -297,8 +297,9 @@ def _read(cls: type[Message], data: bytes, pos: int, end: int) -> Message:
             pos = pw._skip(data, pos, end, tag, 0)
         elif f.map is not None and wire_type == pw._LEN:
             start, pos = pw._len_prefix(data, pos, end)
-            key, value = _read_entry(f, data, start, pos)
-            values[f.name][key] = value
+            entry = _read_entry(f, data, start, pos)
+            if entry is not None:
+                values[f.name][entry[0]] = entry[1]
         elif f.repeated and wire_type == pw._LEN and f.kind not in ("string", "bytes", "message"):
             start, pos = pw._len_prefix(data, pos, end)
             while start < pos:
@@ -329,11 +330,14 @@ def _merge(old: Message, new: Message) -> Message:
     return merged
 
 
-def _read_entry(f: _Field, data: bytes, pos: int, end: int) -> tuple[Any, Any]:
+def _read_entry(f: _Field, data: bytes, pos: int, end: int) -> tuple[Any, Any] | None:
+    """A map entry's key and value; None for an entry with other fields (a wrong wire type,
+    say), which the official runtime keeps among the unknown fields and lite skips."""
     assert f.map is not None
     key_kind, value_kind, value_type = f.map
     key: Any = _zero(key_kind)
     value: Any = message_class(value_type)() if value_type else _zero(value_kind)
+    skipped = False
     while pos < end:
         tag, pos = pw._read_varint(data, pos)
         number, wire_type = tag >> 3, tag & 7
@@ -343,7 +347,8 @@ def _read_entry(f: _Field, data: bytes, pos: int, end: int) -> tuple[Any, Any]:
             value, pos = _read_one(value_kind, value_type, data, pos, end)
         else:
             pos = pw._skip(data, pos, end, tag, 0)
-    return key, value
+            skipped = True
+    return None if skipped else (key, value)
 
 
 # Calls.
