@@ -111,6 +111,15 @@ def test_a_map_entry_with_other_fields_is_skipped_as_the_official_runtime_does(
     assert _lite_class("v1.Checkpoint").FromString(data).resources == {"k": 7}
 
 
+def test_a_map_value_that_runs_past_its_entry_is_rejected(protos: Protos) -> None:
+    cut = _field(1, b"") + _tag(2, 0) + b"\x80"  # the value's varint goes on past the entry
+    data = _field(8, cut) + _field(8, _field(1, b"1") + _tag(2, 0) + b"\x00")
+    with pytest.raises(message.DecodeError):
+        protos.official["v1.Checkpoint"].FromString(data)
+    with pytest.raises(lite.DecodeError):
+        _lite_class("v1.Checkpoint").FromString(data)
+
+
 def test_metric_reports_reach_the_master_as_sent(protos: Protos) -> None:
     records = [
         MetricRecord("training", 5, '{"loss":NaN}', 1700000000.25, ""),

@@ -348,6 +348,8 @@ def _read_entry(f: _Field, data: bytes, pos: int, end: int) -> tuple[Any, Any] |
         else:
             pos = pw._skip(data, pos, end, tag, 0)
             skipped = True
+    if pos > end:
+        raise DecodeError("map entry runs past its length")
     return None if skipped else (key, value)
 
 
