@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import os
 from typing import TYPE_CHECKING, Any
 
 from determined import _invalid_hp
@@ -23,7 +22,7 @@ class InvalidHP(Exception):
     invalid (not failed), and the searcher may replace it."""
 
 
-_invalid_hp.install(InvalidHP, dict(os.environ))
+_invalid_hp.install(InvalidHP)
 
 # Submodules loaded on first use (``det.core``), so that ``import determined`` stays fast.
 _LAZY_SUBMODULES = ("core", "pytorch")

@@ -8,6 +8,7 @@ master, knowing the reason, does not restart the trial.
 
 from __future__ import annotations
 
+import os
 import sys
 from types import TracebackType
 
@@ -32,13 +33,14 @@ def _report(info_env: dict[str, str]) -> None:
         channel.close()
 
 
-def install(invalid_hp: type[BaseException], env: dict[str, str]) -> None:
-    if not env.get("DET_TRIAL_ID") or not env.get("DET_MASTER"):
-        return
+def install(invalid_hp: type[BaseException]) -> None:
+    """Install the hook; it acts in a trial's process, as its environment says when the
+    exception comes (a launcher started ahead of its task imports ``determined`` first)."""
     previous = sys.excepthook
 
     def hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
-        if isinstance(value, invalid_hp):
+        env = dict(os.environ)
+        if isinstance(value, invalid_hp) and env.get("DET_TRIAL_ID") and env.get("DET_MASTER"):
             try:
                 _report(env)
                 print("det.InvalidHP: the trial ends as invalid", file=sys.stderr)
