@@ -10,6 +10,11 @@ It downloads the experiment's context from the master into that directory, runs
   Horovod for it, but Horovod cannot build against the torch that pydet supports, so pydet
   runs ``python3 -m determined.launch.torch_distributed --trial model_def:MyTrial``.
 
+An entrypoint that only runs a Python script with this interpreter (``python3 train.py
+--lr 0.1``) runs in a fork of the launcher instead, as ``python3`` would run it, without a new
+interpreter and its imports (``determined.exec._script``). The agent may start the launcher
+before it has a task for it, in standby (``await_order``).
+
 SIGTERM and SIGINT are passed on to the entrypoint's process group; the exit status is the
 entrypoint's (128+N if a signal N ended it).
 """
@@ -17,6 +22,7 @@ entrypoint's (128+N if a signal N ended it).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -28,6 +34,7 @@ from typing import Any, NoReturn
 import determined as det
 from determined.common import errors
 from determined.common.context_archive import unpack_context
+from determined.exec import _script
 from determined.launch import rpc
 from determined.launch._supervisor import Worker, supervise
 
@@ -81,8 +88,18 @@ def run_startup_hook(directory: str | os.PathLike[str], env: Mapping[str, str]) 
     return supervise([Worker(["sh", STARTUP_HOOK], env=env, cwd=os.fspath(directory))])
 
 
-def run_task(directory: str | os.PathLike[str], entrypoint: Any, *, python: str = "python3") -> int:
-    """Everything after the download: the startup hook, then the entrypoint; an exit status."""
+def run_task(
+    directory: str | os.PathLike[str],
+    entrypoint: Any,
+    *,
+    python: str = "python3",
+    fork_scripts: bool = False,
+) -> int:
+    """Everything after the download: the startup hook, then the entrypoint; an exit status.
+
+    ``fork_scripts``: a plain ``python3 script.py`` entrypoint runs in a fork of this process
+    (``determined.exec._script``); only for the launcher's own process, which ends with it.
+    """
     try:
         argv = entrypoint_argv(entrypoint, python=python)
     except InvalidEntrypoint as e:
@@ -93,13 +110,45 @@ def run_task(directory: str | os.PathLike[str], entrypoint: Any, *, python: str 
     if code != 0:
         print(f"{STARTUP_HOOK} failed with exit code {code}", file=sys.stderr, flush=True)
         return code
-    log.info("running the entrypoint: %s", argv)
-    code = supervise([Worker(argv, env=env, cwd=os.fspath(directory))])
+    script, args = _script.forkable(argv, env, os.fspath(directory)) if fork_scripts else ("", [])
+    if script:
+        log.info("running the entrypoint in a fork of the launcher: %s", argv)
+        child = functools.partial(_script.run, script, args)
+        code = supervise([Worker(argv, child=child)])
+    else:
+        log.info("running the entrypoint: %s", argv)
+        code = supervise([Worker(argv, env=env, cwd=os.fspath(directory))])
     log.info("the entrypoint exited with status %d", code)
     return code
 
 
+STANDBY_ENV = "PYDET_LAUNCH_STANDBY"
+
+
+def await_order() -> bool:
+    """Standby mode: the agent starts a launcher before it has a task for it, and hands it
+    one as a line of JSON on stdin, ``{"env": {...}, "cwd": "..."}``: the task's whole
+    environment and its working directory. False if stdin closed first (no task came)."""
+    import json
+
+    _script.preload()
+    line = sys.stdin.buffer.readline()
+    if not line.strip():
+        return False
+    order = json.loads(line)
+    os.environ.clear()
+    os.environ.update(order["env"])
+    os.chdir(order["cwd"])
+    sys.path[0] = order["cwd"]  # as `python3 -m` started there would have it
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return True
+
+
 def main() -> int:
+    if os.environ.get(STANDBY_ENV) == "1" and not await_order():
+        return 0
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # a TextIOWrapper
     logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
     info = det.get_cluster_info()
@@ -127,7 +176,8 @@ def main() -> int:
         print(f"cannot unpack the experiment's context: {e}", file=sys.stderr, flush=True)
         return 1
     log.info("unpacked the context (%d bytes packed) into %s", len(data), os.getcwd())
-    return run_task(os.getcwd(), info.trial.config.get("entrypoint"), python=sys.executable)
+    entrypoint = info.trial.config.get("entrypoint")
+    return run_task(os.getcwd(), entrypoint, python=sys.executable, fork_scripts=True)
 
 
 def exit_now(code: int) -> NoReturn:

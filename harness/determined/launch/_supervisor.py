@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from determined.launch import _process
@@ -34,11 +34,14 @@ _WAKE_SECONDS = 0.25
 
 # A NamedTuple, not a dataclass: dataclasses (with inspect) is ~10 ms of every launcher's start.
 class Worker(NamedTuple):
-    """One command to supervise, with its environment (``None``: inherit ours)."""
+    """One command to supervise, with its environment (``None``: inherit ours); or, with
+    ``child``, a forked copy of this process that calls it (``argv`` then only names it, and
+    ``env`` and ``cwd`` are the caller's business: see ``_process.fork_call``)."""
 
     argv: Sequence[str]
     env: Mapping[str, str] | None = None
     cwd: str | None = None
+    child: Callable[[], None] | None = None
 
 
 class _Run:
@@ -46,7 +49,7 @@ class _Run:
 
     def __init__(self, grace_seconds: float) -> None:
         self.grace_seconds = grace_seconds
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs: list[subprocess.Popen[bytes] | _process.Forked] = []
         self.first_failure: int | None = None
         self.kill_at: float | None = None
         self.signals_received = 0
@@ -96,9 +99,9 @@ class _ExitWaiter:
     """Sleeps until a worker exits (a pidfd turns readable), without polling where Linux has
     pidfds: a trial's end is seen as it happens, not up to a poll interval later."""
 
-    def __init__(self, procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    def __init__(self, procs: Sequence[subprocess.Popen[bytes] | _process.Forked]) -> None:
         self._poller: select.poll | None = select.poll()
-        self._fds: dict[int, subprocess.Popen[bytes]] = {}
+        self._fds: dict[int, subprocess.Popen[bytes] | _process.Forked] = {}
         try:
             for proc in procs:
                 fd = os.pidfd_open(proc.pid)
@@ -143,7 +146,13 @@ def supervise(workers: Sequence[Worker], *, grace_seconds: float = GRACE_SECONDS
     with _process.forward_signals(run.on_signal):
         for worker in workers:
             try:
-                proc = _process.spawn(worker.argv, env=worker.env, cwd=worker.cwd, new_session=True)
+                proc: subprocess.Popen[bytes] | _process.Forked
+                if worker.child is not None:
+                    proc = _process.fork_call(worker.child, worker.argv)
+                else:
+                    proc = _process.spawn(
+                        worker.argv, env=worker.env, cwd=worker.cwd, new_session=True
+                    )
             except OSError as e:
                 name = worker.argv[0] if worker.argv else "(empty command)"
                 print(f"cannot run {name}: {e.strerror or e}", file=sys.stderr, flush=True)

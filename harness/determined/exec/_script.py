@@ -1,0 +1,113 @@
+"""Running an entrypoint's Python script in a fork of the launcher, not a new interpreter.
+
+``python3 train.py`` costs a trial a new interpreter, ``import determined`` and the Core API's
+imports, while the launcher that starts it has all of them loaded. So when the entrypoint is
+plainly that command (this interpreter, then a script file, then plain words that a shell
+would pass on unchanged), the launcher forks and the copy runs the script as ``python3``
+would: as a fresh ``__main__`` module, with a script run's ``sys.argv``, ``sys.path[0]`` and
+``__file__``, the default signal handlers, logging unconfigured, and the interpreter's own
+shutdown at its end (threads joined, ``atexit`` hooks, files flushed). The trial still runs
+in a process of its own, which starts from the launcher's state after its imports, before
+anyone's code ran. Anything else (a shell pipeline, ``-m`` or other interpreter options,
+another interpreter, variables set on the command line) starts as a command, as before;
+``PYDET_FORK_SCRIPTS=0`` in the experiment's environment turns forking off.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import importlib
+import importlib.machinery
+import logging
+import os
+import re
+import shutil
+import sys
+import threading
+import types
+from collections.abc import Mapping, Sequence
+
+FORK_ENV = "PYDET_FORK_SCRIPTS"
+# A command a shell passes on word for word: no quotes, variables, globs, redirections,
+# pipes, separators or assignments, so splitting on whitespace is what sh would do.
+_PLAIN = re.compile(r"[\w./,:@%+-]+(?:[ \t]+[\w./,:@%+=-]+)*")
+
+
+def preload() -> None:
+    """Import what a Core API script imports, so that forked scripts find it loaded."""
+    import determined.core  # noqa: F401
+    from determined.core import _metrics, _rpc, _session  # noqa: F401
+
+
+def forkable(argv: Sequence[str], env: Mapping[str, str], cwd: str) -> tuple[str, list[str]]:
+    """The script and its arguments if ``argv`` (an entrypoint's command) only runs a Python
+    script with this interpreter, and forking it is safe here; else ``("", [])``."""
+    if env.get(FORK_ENV, "1") == "0" or threading.active_count() != 1:
+        return "", []
+    words = list(argv)
+    if len(words) == 3 and words[:2] == ["sh", "-c"]:
+        text = words[2].strip()
+        words = text.split() if _PLAIN.fullmatch(text) else []
+    if len(words) < 2 or not _is_this_python(words[0], env):
+        return "", []
+    script = words[1]
+    if script.startswith("-") or not os.path.isfile(os.path.join(cwd, script)):
+        return "", []
+    return script, words[2:]
+
+
+def _is_this_python(name: str, env: Mapping[str, str]) -> bool:
+    found = shutil.which(name, path=env.get("PATH", os.defpath)) if os.sep not in name else name
+    if not found or not sys.executable:
+        return False
+    # The same interpreter binary in the same directory: the same environment (a venv's
+    # python3 is the system's binary, told apart only by where it lies).
+    same_dir = os.path.dirname(os.path.abspath(found)) == os.path.dirname(sys.executable)
+    with contextlib.suppress(OSError):
+        return same_dir and os.path.samefile(found, sys.executable)
+    return False
+
+
+def run(script: str, args: Sequence[str]) -> None:
+    """In the forked copy: run ``script`` as ``python3 script args...`` would. Ends by raising
+    ``SystemExit`` (the script's own, or 1 after printing an uncaught exception's traceback)."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.setLevel(logging.WARNING)
+    # As the launcher starts commands: with PYTHONUNBUFFERED (its output is the task's log).
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(line_buffering=False, write_through=True)  # type: ignore[union-attr]
+    path = os.path.abspath(script)
+    sys.argv = [script, *args]
+    sys.path[0] = os.path.dirname(os.path.realpath(path))
+    main = types.ModuleType("__main__")
+    main.__dict__.update(
+        __file__=path,
+        __builtins__=builtins,
+        __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+        __spec__=None,
+        __package__=None,
+    )
+    sys.modules["__main__"] = main
+    importlib.invalidate_caches()  # the startup hook may have installed packages
+    try:
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec", dont_inherit=True)
+        exec(code, main.__dict__)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        tb = _from_script(e.__traceback__, path)
+        sys.excepthook(type(e), e.with_traceback(tb), tb)
+        raise SystemExit(130 if isinstance(e, KeyboardInterrupt) else 1) from None
+
+
+def _from_script(tb: types.TracebackType | None, path: str) -> types.TracebackType | None:
+    """The traceback from the script's first frame on, as ``python3 script`` prints it."""
+    while tb is not None and tb.tb_frame.f_code.co_filename != path:
+        tb = tb.tb_next
+    return tb
