@@ -4,12 +4,22 @@ A container is its argv run directly (no shell) in a new session, so it leads it
 process group and a kill reaches its children too, in a fresh working directory
 ``<work_dir>/<container_id>``. Like a real container, it ends with its main process: when
 that exits, whatever else is left in its group is killed.
+
+A trial's container is ``python3 -m determined.exec.launch``, whose interpreter and imports
+take a few hundred milliseconds. The runtime keeps launchers started ahead of their tasks
+(standbys, one per slot up to ``MAX_STANDBYS``), waiting on stdin with their imports done; a
+start order for a trial hands one its environment and working directory
+(``determined.exec.launch.await_order``) and a new standby starts behind it. Each standby
+runs one task, as a cold-started launcher would. A task whose environment differs where an
+interpreter reads it at startup (``PYTHON*``, locale, loader, ``PATH``, ``HOME``, ``TZ``)
+starts cold.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import math
 import os
@@ -40,6 +50,14 @@ _READ_SIZE = 64 * 1024
 # How long to keep reading a container's pipes after its process group was killed; only a
 # process that escaped the group (its own setsid) can hold them open longer.
 _DRAIN_SECONDS = 5.0
+# The command of a trial's container, which standbys run ahead of their tasks.
+LAUNCHER = ("python3", "-m", "determined.exec.launch")
+MAX_STANDBYS = 4
+STANDBY_ENV = "PYDET_LAUNCH_STANDBY"
+# Environment variables an interpreter reads as it starts: a standby that started with other
+# values than a task's cannot run that task.
+_STARTUP_PREFIXES = ("PYTHON", "LC_", "LD_")
+_STARTUP_NAMES = frozenset({"LANG", "PATH", "HOME", "TZ"})
 # Exit codes for containers that never ran, as a shell would report them.
 EXIT_NOT_FOUND = 127
 EXIT_START_FAILED = 1
@@ -69,6 +87,23 @@ class _Spawned:
     proc: asyncio.subprocess.Process
     transport: asyncio.SubprocessTransport
     protocol: _Protocol
+
+
+@dataclass(eq=False)
+class _Standby:
+    """A launcher started ahead of its task, waiting on stdin for its order."""
+
+    spawned: _Spawned
+    env: dict[str, str]
+
+    def fits(self, env: dict[str, str]) -> bool:
+        keys = {k for k in (*self.env, *env) if k != STANDBY_ENV and _read_at_startup(k)}
+        alive = self.spawned.proc.returncode is None
+        return alive and all(self.env.get(k) == env.get(k) for k in keys)
+
+
+def _read_at_startup(name: str) -> bool:
+    return name.startswith(_STARTUP_PREFIXES) or name in _STARTUP_NAMES
 
 
 @dataclass(eq=False)
@@ -108,6 +143,7 @@ class ProcessRuntime:
         slots: Sequence[SlotSpec],
         base_env: dict[str, str] | None = None,
         master_cert_file: str | None = None,
+        standbys: int | None = None,
     ) -> None:
         self._work_dir = work_dir
         self._agent_id = agent_id
@@ -121,6 +157,12 @@ class ProcessRuntime:
         self._containers: dict[str, _Container] = {}
         self._starting: set[str] = set()
         self._closed = False
+        self._max_standbys = (
+            min(MAX_STANDBYS, max(1, len(slots))) if standbys is None else max(0, standbys)
+        )
+        self._standbys: list[_Standby] = []
+        self._standbys_starting = 0
+        self._standby_tasks: set[asyncio.Task[None]] = set()
 
     @property
     def name(self) -> str:
@@ -137,6 +179,7 @@ class ProcessRuntime:
         self._starting.add(cid)
         try:
             spawned = await self._spawn(order)
+            self._refill_standbys()
         except _StartFailed as e:
             log.warning("container %s could not start: %s", cid, e.message)
             _report_failure(order, on_event, e.message, e.exit_code)
@@ -183,6 +226,12 @@ class ProcessRuntime:
     async def close(self) -> None:
         self._closed = True
         self.kill_now()
+        for task in self._standby_tasks:
+            task.cancel()
+        await asyncio.gather(*self._standby_tasks, return_exceptions=True)
+        for standby in self._standbys:
+            await _end_standby(standby)
+        self._standbys.clear()
         watchers = [c.watcher for c in self._containers.values() if c.watcher is not None]
         if not watchers:
             return
@@ -204,7 +253,7 @@ class ProcessRuntime:
                 f"slot id(s) {', '.join(unknown)} do not exist on agent {self._agent_id} "
                 f"(it has {', '.join(self._slots) or 'no slots'})"
             )
-        env = self._environment(order)
+        env = self._environment(order.env, order.slot_ids)
         exe = order.argv[0]
         if os.sep not in exe and shutil.which(exe, path=env["PATH"]) is None:
             raise _StartFailed(f"executable {exe!r} not found on PATH", EXIT_NOT_FOUND)
@@ -213,12 +262,23 @@ class ProcessRuntime:
             await asyncio.to_thread(_fresh_directory, cwd)
         except OSError as e:
             raise _StartFailed(f"cannot create working directory {cwd}: {e.strerror or e}") from e
+        if tuple(order.argv) == LAUNCHER:
+            standby = self._take_standby(env)
+            if standby is not None:
+                if await _hand_over(standby, env, cwd):
+                    return standby.spawned
+                await _end_standby(standby)
+        return await self._exec(order.argv, env, cwd)
+
+    async def _exec(self, argv: Sequence[str], env: dict[str, str], cwd: Path) -> _Spawned:
+        exe = argv[0]
+        stdin = asyncio.subprocess.PIPE if env.get(STANDBY_ENV) else asyncio.subprocess.DEVNULL
         loop = asyncio.get_running_loop()
         try:
             transport, protocol = await loop.subprocess_exec(
                 lambda: _Protocol(loop),
-                *order.argv,
-                stdin=asyncio.subprocess.DEVNULL,
+                *argv,
+                stdin=stdin,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 cwd=cwd,
@@ -233,8 +293,41 @@ class ProcessRuntime:
             raise _StartFailed(f"cannot execute {exe!r}: {e}") from e
         return _Spawned(asyncio.subprocess.Process(transport, protocol, loop), transport, protocol)
 
-    def _environment(self, order: StartOrder) -> dict[str, str]:
-        env = {**self._base_env, **order.env}
+    def _take_standby(self, env: dict[str, str]) -> _Standby | None:
+        for i, standby in enumerate(self._standbys):
+            if standby.fits(env):
+                return self._standbys.pop(i)
+        return None
+
+    def _refill_standbys(self) -> None:
+        """Start launchers ahead of tasks until ``_max_standbys`` wait or are starting."""
+        while (
+            not self._closed and len(self._standbys) + self._standbys_starting < self._max_standbys
+        ):
+            self._standbys_starting += 1
+            task = asyncio.create_task(self._start_standby(), name="standby-launcher")
+            self._standby_tasks.add(task)
+            task.add_done_callback(self._standby_tasks.discard)
+
+    async def _start_standby(self) -> None:
+        env = self._environment({}, ())
+        env[STANDBY_ENV] = "1"
+        try:
+            spawned = await self._exec(LAUNCHER, env, self._work_dir)
+        except _StartFailed as e:
+            log.warning("cannot start a standby launcher: %s", e.message)
+            return
+        finally:
+            self._standbys_starting -= 1
+        del env[STANDBY_ENV]
+        standby = _Standby(spawned, env)
+        if self._closed:
+            await _end_standby(standby)
+        else:
+            self._standbys.append(standby)
+
+    def _environment(self, order_env: dict[str, str], slot_ids: Sequence[str]) -> dict[str, str]:
+        env = {**self._base_env, **order_env}
         env["DET_MASTER"] = self._master
         if self._master_cert_file:
             env["DET_MASTER_CERT_FILE"] = self._master_cert_file
@@ -245,7 +338,7 @@ class ProcessRuntime:
         rest = [d for d in env.get("PATH", "").split(os.pathsep) if d]
         env["PATH"] = os.pathsep.join([bindir, *rest])
         if self._has_gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(order.slot_ids)
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(slot_ids)
         return env
 
     async def _watch(self, container: _Container) -> None:
@@ -314,6 +407,33 @@ async def _pump(stream: asyncio.StreamReader, stdtype: str, container: _Containe
             container.on_event(Output(order.container_id, order.allocation_id, lines))
         if not data:
             return
+
+
+async def _hand_over(standby: _Standby, env: dict[str, str], cwd: Path) -> bool:
+    """Give ``standby`` its task; False if it is gone (it then runs nothing)."""
+    stdin = standby.spawned.proc.stdin
+    assert stdin is not None
+    try:
+        stdin.write(json.dumps({"env": env, "cwd": str(cwd)}).encode() + b"\n")
+        await stdin.drain()
+        stdin.close()
+    except (BrokenPipeError, ConnectionResetError):
+        return False
+    return True
+
+
+async def _end_standby(standby: _Standby) -> None:
+    """Close an unused standby's stdin, which ends it; SIGKILL if it lingers."""
+    proc = standby.spawned.proc
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            await standby.spawned.protocol.main_exited.wait()
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    standby.spawned.transport.close()
 
 
 def _describe(argv: Sequence[str], limit: int = 200) -> str:

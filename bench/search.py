@@ -257,19 +257,19 @@ def breakdown(trials: list[dict[str, Any]]) -> list[tuple[str, float]]:
             lambda t: t["alloc"][0] - t["start_time"],
         ),
         (
-            "start order to the agent, agent spawns the launcher",
-            lambda t: t["times"]["t_launch"] - t["alloc"][0],
+            "start order to the agent, agent spawns the launcher (0: a standby took it)",
+            lambda t: max(0.0, t["times"]["t_launch"] - t["alloc"][0]),
         ),
         (
-            "launcher: interpreter, imports, context download and unpack",
-            lambda t: t["unpacked"] - t["times"]["t_launch"],
+            "launcher: interpreter and imports (unless a standby), context download+unpack",
+            lambda t: t["unpacked"] - max(t["times"]["t_launch"], t["alloc"][0]),
         ),
         (
-            "launcher: startup hook check, `sh -c`, spawn of the script",
+            "launcher: startup hook check, fork (or `sh -c` and spawn) of the script",
             lambda t: t["times"]["t_proc"] - t["unpacked"],
         ),
         (
-            "script: interpreter start (to its first line)",
+            "script: fork or interpreter start (to its first line)",
             lambda t: t["times"]["t_start"] - t["times"]["t_proc"],
         ),
         (
