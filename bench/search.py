@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -47,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -643,6 +644,29 @@ def fastest_peer(results: list[Result], searcher: str) -> Result | None:
     return min(peers, key=lambda r: r.wall, default=None)
 
 
+@contextlib.contextmanager
+def installed_bytecode() -> Iterator[str]:
+    """pydet's processes load its modules from a byte-code cache, as those of an installed
+    package do (pip compiles them, as it did Ray's): where this machine says not to write
+    one beside the sources (PYTHONDONTWRITEBYTECODE), under a temporary PYTHONPYCACHEPREFIX
+    for the run. Yields the note printed with the workload."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
+        yield ""
+        return
+    saved = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="pydet-bench-pyc-") as cache:
+        del os.environ["PYTHONDONTWRITEBYTECODE"]
+        os.environ["PYTHONPYCACHEPREFIX"] = cache
+        try:
+            yield (
+                "; pydet's modules byte-compiled as an installed package's are (this machine "
+                "sets PYTHONDONTWRITEBYTECODE: the run caches under a PYTHONPYCACHEPREFIX)"
+            )
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=200)
@@ -679,10 +703,12 @@ def main() -> None:
     parts: list[tuple[str, float]] = []
     imports: list[Any] = []
     ray_note = ""
+    bytecode_note = ""
     if "pydet" in platforms:
-        pydet, stages, parts, imports = run_pydet(
-            w, searchers, args.agents, args.slots, args.profile_runs
-        )
+        with installed_bytecode() as bytecode_note:
+            pydet, stages, parts, imports = run_pydet(
+                w, searchers, args.agents, args.slots, args.profile_runs
+            )
         results += pydet
         loads.append(os.getloadavg())
     if "ray" in platforms:
@@ -699,7 +725,7 @@ def main() -> None:
         f"\nSearch workload: {w.trials} trials x {w.steps} steps of {args.work_ms:g} ms (a sleep), "
         f"one validation each; concurrency {w.concurrency} ({args.agents} agents x "
         f"{args.slots} slots); {os.cpu_count()} CPUs; load average (1/5/15 min) before and "
-        f"after each platform: {load_text}\n"
+        f"after each platform: {load_text}{bytecode_note}\n"
     )
     rows = [
         [

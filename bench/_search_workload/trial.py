@@ -29,7 +29,8 @@ def started_at(pid):
 
 
 def launcher_pid():
-    pid = os.getpid()
+    # From the parent up: a script forked by the launcher has the launcher's command line.
+    pid = os.getppid()
     while pid > 1:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             if b"determined.exec.launch" in f.read():
