@@ -30,8 +30,10 @@ they are part of the state, so a replayed search knows them exactly as the live 
 from __future__ import annotations
 
 import abc
+import base64
 import math
 import random
+import struct
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -321,9 +323,9 @@ class SearchMethod(abc.ABC):
     def state_dict(self) -> dict[str, Any]:
         version, internal, gauss = self.rng.getstate()
         return {
-            "rng": [version, list(internal), gauss],
+            "rng": [version, _words_json(internal), gauss],
             "created": self.created,
-            "finished": self.finished.ordered(),
+            "finished": self.finished.to_json(),
             "done": self.done,
         }
 
@@ -331,7 +333,22 @@ class SearchMethod(abc.ABC):
         if not state:
             return
         version, internal, gauss = state["rng"]
-        self.rng.setstate((version, tuple(internal), gauss))
+        self.rng.setstate((version, _words_from_json(internal), gauss))
         self.created = int(state["created"])
-        self.finished = RequestIds(state["finished"])
+        self.finished = RequestIds.from_json(state["finished"])
         self.done = bool(state["done"])
+
+
+def _words_json(words: tuple[int, ...]) -> str:
+    """The random generator's state words (625 of them, each under 2**32) in base64, four
+    bytes each, little-endian: written at every save, as a list of numbers they cost more
+    than the rest of a search's state together."""
+    return base64.b64encode(struct.pack(f"<{len(words)}I", *words)).decode("ascii")
+
+
+def _words_from_json(saved: str | list[int]) -> tuple[int, ...]:
+    """``_words_json``'s form, or the list of numbers that states saved before it hold."""
+    if not isinstance(saved, str):
+        return tuple(int(w) for w in saved)
+    packed = base64.b64decode(saved)
+    return struct.unpack(f"<{len(packed) // 4}I", packed)

@@ -1,9 +1,13 @@
-"""A searcher's set of request ids that also keeps them in creation order.
+"""A searcher's set of request ids that also keeps them in creation order, and in a compact
+form for the searcher's saved state.
 
 The searcher's whole state is saved at every event, and its set of finished trials grows
 with the experiment: sorting thousands of ids again at each save made a 10,000-trial
-search quadratic. This set keeps its order as ids are added (a binary search and an
-insertion); any other change drops the order, to be sorted again once when next asked.
+search quadratic, and so did writing every one of them. This set keeps its order as ids are
+added (a binary search and an insertion), and its ids as runs of consecutive numbers
+(``[first, last]`` for "r<first>" to "r<last>"): trials finish roughly in the order they
+were created, so the runs stay about as many as the trials running at once. Any other
+change drops both, to be rebuilt once when next asked.
 """
 
 from __future__ import annotations
@@ -11,6 +15,9 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Set
 from typing import Any, Self
+
+# One item of the saved form: an id, or a run of ids "r<first>".."r<last>" as [first, last].
+JsonItem = str | list[int]
 
 
 def creation_order(request_id: str) -> tuple[int, str]:
@@ -26,17 +33,85 @@ def rid_sorted(request_ids: Iterable[str]) -> list[str]:
     return ordered
 
 
+def _number(request_id: str) -> int | None:
+    """n for the searcher's own spelling "r<n>" (no leading zeros), else None."""
+    digits = request_id[1:]
+    if request_id[:1] != "r" or not digits.isdigit() or digits != str(int(digits)):
+        return None
+    return int(digits)
+
+
+class _Runs:
+    """Ids "r<n>" as sorted, disjoint, non-adjacent runs of n, and the other ids apart."""
+
+    def __init__(self) -> None:
+        self.firsts: list[int] = []
+        self.lasts: list[int] = []
+        self.others: set[str] = set()
+
+    def add(self, request_id: str) -> None:
+        """Adds an id the set did not hold."""
+        n = _number(request_id)
+        if n is None:
+            self.others.add(request_id)
+            return
+        firsts, lasts = self.firsts, self.lasts
+        i = bisect.bisect_right(firsts, n) - 1  # the run that starts at or before n
+        joins_left = i >= 0 and lasts[i] == n - 1
+        joins_right = i + 1 < len(firsts) and firsts[i + 1] == n + 1
+        if joins_left and joins_right:
+            lasts[i] = lasts[i + 1]
+            del firsts[i + 1], lasts[i + 1]
+        elif joins_left:
+            lasts[i] = n
+        elif joins_right:
+            firsts[i + 1] = n
+        else:
+            firsts.insert(i + 1, n)
+            lasts.insert(i + 1, n)
+
+    def to_json(self) -> list[JsonItem]:
+        items: list[JsonItem] = [[a, b] for a, b in zip(self.firsts, self.lasts, strict=True)]
+        return items + rid_sorted(self.others)
+
+
 class RequestIds(set[str]):
-    """A set of request ids; ``ordered()`` lists them in creation order."""
+    """A set of request ids; ``ordered()`` lists them in creation order, ``to_json()`` gives
+    them in a compact form that ``from_json`` reads back."""
 
     def __init__(self, request_ids: Iterable[str] = ()) -> None:
         super().__init__(request_ids)
         self._ordered: list[str] | None = None
+        self._runs: _Runs | None = None
+
+    @classmethod
+    def from_json(cls, items: Iterable[JsonItem]) -> RequestIds:
+        """Reads ``to_json``'s form, and the plain list of ids that states saved before it
+        hold."""
+        ids = cls()
+        for item in items:
+            if isinstance(item, str):
+                ids.add(item)
+            else:
+                first, last = item
+                for n in range(int(first), int(last) + 1):
+                    ids.add(f"r{n}")
+        return ids
 
     def ordered(self) -> list[str]:
         if self._ordered is None:
             self._ordered = rid_sorted(self)
         return list(self._ordered)
+
+    def to_json(self) -> list[JsonItem]:
+        """The ids as runs ``[first, last]`` of "r<first>".."r<last>" in order, then any
+        other ids in creation order."""
+        if self._runs is None:
+            runs = _Runs()
+            for rid in self:
+                runs.add(rid)
+            self._runs = runs
+        return self._runs.to_json()
 
     def add(self, request_id: str) -> None:
         if request_id in self:
@@ -44,11 +119,14 @@ class RequestIds(set[str]):
         super().add(request_id)
         if self._ordered is not None:
             bisect.insort(self._ordered, request_id, key=creation_order)
+        if self._runs is not None:
+            self._runs.add(request_id)
 
-    # Every other change forgets the order.
+    # Every other change forgets the order and the runs.
 
     def _forget(self) -> None:
         self._ordered = None
+        self._runs = None
 
     def discard(self, request_id: object) -> None:
         self._forget()

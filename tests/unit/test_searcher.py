@@ -137,6 +137,24 @@ def test_same_seed_same_trials_and_state_round_trips() -> None:
     assert restored.on_trial_closed("r1") == a.on_trial_closed("r1")
 
 
+def test_a_state_saved_by_an_older_master_restores_the_same_search() -> None:
+    # Before the compact form, the generator's words and the finished trials were saved as
+    # plain lists; a master upgraded mid-search reads them and goes on the same way.
+    cfg = config(
+        {"name": "random", "metric": "x", "max_trials": 6, "max_concurrent_trials": 2}, HPS
+    )
+    a = searcher.new_search(cfg, seed=11)
+    a.initial_operations()
+    a.on_trial_closed("r1")
+    a.on_trial_closed("r2")
+    version, words, gauss = a.rng.getstate()
+    old = {**a.state_dict(), "rng": [version, list(words), gauss], "finished": ["r1", "r2"]}
+    restored = searcher.new_search(cfg, seed=999)
+    restored.load_state_dict(old)
+    assert restored.state_dict() == a.state_dict()
+    assert restored.on_trial_closed("r3") == a.on_trial_closed("r3")
+
+
 def test_random_keeps_to_max_concurrent_and_max_trials() -> None:
     cfg = config({"name": "random", "metric": "x", "max_trials": 3, "max_concurrent_trials": 2})
     s = searcher.new_search(cfg, seed=0)
