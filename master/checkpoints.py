@@ -84,7 +84,7 @@ class Checkpoints:
             raise errors.InvalidArgument("checkpoint metadata must include steps_completed")
         await queries.ensure_trial(self._db, c.trial_id)
         async with self._db.atomic():
-            await self._db.execute(
+            await self._db.write(
                 "INSERT OR REPLACE INTO checkpoints (uuid, trial_id, experiment_id, allocation_id,"
                 " task_id, steps_completed, metadata, resources, size, state, report_time, storage)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -103,7 +103,7 @@ class Checkpoints:
                     c.storage or "{}",
                 ),
             )
-            await self._db.execute(
+            await self._db.write(
                 "UPDATE trials SET latest_checkpoint = ? WHERE id = ?", (c.uuid, c.trial_id)
             )
 

@@ -18,6 +18,13 @@ lock from BEGIN to COMMIT, so code inside a unit must never wait for another cor
 writes; in particular a unit never waits for the master's lock (take that lock first, then
 open the unit). Work that must follow the commit (removing files the transaction marked
 deleted) is handed to ``after_commit``.
+
+Inside a unit, ``write`` and ``execute_many`` (the statements whose caller needs no result)
+wait in the unit and go to the database together with the next statement that needs an
+answer (``execute``'s row id, a read by the unit's own task) or with the COMMIT; BEGIN waits
+with them. On SQLite each such batch is one hand-off to aiosqlite's thread: a transition's
+writes cost one round trip, not one or two per statement. An error in a waiting write is
+raised where the batch runs, still inside the unit, which rolls back as for any error.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import contextvars
 import logging
 import os
 import pathlib
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,11 +66,19 @@ def _exit_after_commits() -> int:
     return int(raw) if raw.strip() else 0
 
 
+# One statement of a batch: SQL, its parameters (a sequence of rows for executemany) and
+# whether it is an executemany.
+Statement = tuple[str, Any, bool]
+
+
 @dataclass(eq=False)
 class _Unit:
     db: Database
     task: asyncio.Task[Any] | None
     after_commit: list[AfterCommit] = field(default_factory=list)
+    # Writes not sent yet, and whether BEGIN has been.
+    pending: list[Statement] = field(default_factory=list)
+    begun: bool = False
 
 
 # The unit of work the running coroutine is inside, if any.
@@ -118,23 +134,71 @@ class _SQLite:
     async def script(self, sql: str) -> None:
         await self.conn.executescript(sql)
 
+    # Each call below is one hand-off to aiosqlite's thread, which runs a whole function
+    # there (its cursor API takes one per step: execute, fetch, close). ``_execute`` is
+    # aiosqlite's own way to run a function on its thread; it has no public name for it.
+
+    async def _on_thread(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        conn = self.conn
+        # aiosqlite leaves _execute untyped.
+        return await conn._execute(lambda: fn(conn._conn))  # type: ignore[no-untyped-call]
+
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        cursor = await self.conn.execute(sql, params)
-        rowid = cursor.lastrowid or 0
-        await cursor.close()
-        return rowid
+        return int(await self._on_thread(lambda c: _run_one(c, sql, params)))
 
     async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         await self.conn.executemany(sql, rows)
 
+    async def batch(self, statements: Sequence[Statement], *, begin: bool, commit: bool) -> int:
+        """BEGIN (with ``begin``), ``statements`` in order and COMMIT (with ``commit``) in one
+        hand-off; returns the last statement's row id."""
+
+        def run(c: sqlite3.Connection) -> int:
+            if begin:
+                c.execute("BEGIN IMMEDIATE")
+            rowid = 0
+            for sql, params, many in statements:
+                if many:
+                    c.executemany(sql, params)
+                else:
+                    rowid = _run_one(c, sql, params)
+            if commit:
+                c.execute("COMMIT")
+            return rowid
+
+        return int(await self._on_thread(run))
+
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        async with self.conn.execute(sql, params) as cursor:
-            row: Row | None = await cursor.fetchone()
-            return row
+        def run(c: sqlite3.Connection) -> Row | None:
+            cursor = c.execute(sql, params)
+            try:
+                row: Row | None = cursor.fetchone()
+                return row
+            finally:
+                cursor.close()
+
+        row: Row | None = await self._on_thread(run)
+        return row
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        async with self.conn.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+        def run(c: sqlite3.Connection) -> list[Row]:
+            cursor = c.execute(sql, params)
+            try:
+                return list(cursor.fetchall())
+            finally:
+                cursor.close()
+
+        rows: list[Row] = await self._on_thread(run)
+        return rows
+
+
+def _run_one(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
+    """One statement on aiosqlite's thread; its row id (lastrowid, 0 for none)."""
+    cursor = conn.execute(sql, params)
+    try:
+        return cursor.lastrowid or 0
+    finally:
+        cursor.close()
 
 
 class _Postgres:
@@ -276,6 +340,20 @@ class _Postgres:
         async with self._connection() as conn:
             await conn.executemany(query, args)
 
+    async def batch(self, statements: Sequence[Statement], *, begin: bool, commit: bool) -> int:
+        """As SQLite's: BEGIN, the statements and COMMIT, in order; the last one's row id."""
+        if begin:
+            await self.begin()
+        rowid = 0
+        for sql, params, many in statements:
+            if many:
+                await self.execute_many(sql, params)
+            else:
+                rowid = await self.execute(sql, params)
+        if commit:
+            await self.commit()
+        return rowid
+
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         query, _ = dialect.postgres(sql)
         async with self._connection() as conn:
@@ -399,7 +477,6 @@ class Database:
             return
         unit = _Unit(self, asyncio.current_task())
         async with self._write:
-            await self.backend.begin()
             token = _current.set(unit)
             try:
                 yield
@@ -408,11 +485,13 @@ class Database:
                 await self._rollback()
                 raise
             _current.reset(token)
-            try:
-                await self.backend.commit()
-            except BaseException:
-                await self._rollback()
-                raise
+            if unit.pending or unit.begun:
+                pending, unit.pending = unit.pending, []
+                try:
+                    await self.backend.batch(pending, begin=not unit.begun, commit=True)
+                except BaseException:
+                    await self._rollback()
+                    raise
             self._committed()
         for work in unit.after_commit:
             await _run_after_commit(work)
@@ -441,27 +520,54 @@ class Database:
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; returns the last inserted row id."""
-        if self._unit() is not None:
-            return await self._run(sql, params)
+        unit = self._unit()
+        if unit is not None:
+            return await self._send(unit, (sql, params, False))
         async with self._write:
-            rowid = await self._run(sql, params)
+            rowid = await self.backend.execute(sql, params)
             self._committed()
             return rowid
 
-    async def _run(self, sql: str, params: Sequence[Any]) -> int:
-        return await self.backend.execute(sql, params)
+    async def write(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run one statement whose result the caller does not need: inside a unit it waits
+        to go with the unit's next batch; outside one it runs and commits at once."""
+        unit = self._unit()
+        if unit is not None:
+            unit.pending.append((sql, params, False))
+            return
+        await self.execute(sql, params)
+
+    async def _send(self, unit: _Unit, last: Statement | None) -> int:
+        """The unit's waiting writes (and BEGIN if not sent yet), then ``last``; its row id."""
+        statements = unit.pending + ([last] if last is not None else [])
+        unit.pending = []
+        begin = not unit.begun
+        unit.begun = True
+        return await self.backend.batch(statements, begin=begin, commit=False)
 
     async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        unit = self._unit()
+        if unit is not None:
+            unit.pending.append((sql, [tuple(r) for r in rows], True))
+            return
         async with self.atomic():
-            await self.backend.execute_many(sql, rows)
+            await self.execute_many(sql, rows)
 
     async def transaction(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[int]:
         """Run statements atomically; returns each one's last inserted row id."""
         async with self.atomic():
-            return [await self._run(sql, params) for sql, params in statements]
+            return [await self.execute(sql, params) for sql, params in statements]
+
+    async def _flushed(self) -> None:
+        """Before a read by a unit's own task: its waiting writes, which it must see."""
+        unit = self._unit()
+        if unit is not None and unit.pending:
+            await self._send(unit, None)
 
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        await self._flushed()
         return await self.backend.fetch_one(sql, params)
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        await self._flushed()
         return await self.backend.fetch_all(sql, params)

@@ -2,8 +2,9 @@
 only they need (what to restore after a restart, where new trials start from). A change of
 an experiment's or a trial's state is published on the event bus once it is written.
 
-Each method writes through ``Database.execute``; inside a unit of work (``db.atomic()``) the
-writes of one transition commit together."""
+Each method writes through ``Database.write`` (``execute`` where it needs the new row's id);
+inside a unit of work (``db.atomic()``) the writes of one transition commit together, sent to
+the database in one batch."""
 
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ class ExperimentStore:
         return ids[0]
 
     async def save_state(self, exp: Experiment) -> None:
-        await self._db.execute(
+        await self._db.write(
             "UPDATE experiments SET state = ?, end_time = ? WHERE id = ?",
             (exp.state.value, time.time() if exp.state.terminal else None, exp.id),
         )
@@ -100,7 +101,7 @@ class ExperimentStore:
 
     async def save_search(self, exp: Experiment) -> None:
         """The searcher's state, and the progress it reports."""
-        await self._db.execute(
+        await self._db.write(
             "UPDATE experiments SET searcher_state = ?, progress = ? WHERE id = ?",
             (
                 json.dumps({"method": exp.search.state_dict(), "done": exp.searcher_done}),
@@ -110,20 +111,18 @@ class ExperimentStore:
         )
 
     async def save_progress(self, exp: Experiment, progress: float) -> None:
-        await self._db.execute(
-            "UPDATE experiments SET progress = ? WHERE id = ?", (progress, exp.id)
-        )
+        await self._db.write("UPDATE experiments SET progress = ? WHERE id = ?", (progress, exp.id))
 
     async def save_job(self, exp: Experiment) -> None:
         """Its config (where the job's priority, weight, pool and max slots are) and its
         place in the queue."""
-        await self._db.execute(
+        await self._db.write(
             "UPDATE experiments SET config = ?, queue_order = ? WHERE id = ?",
             (json.dumps(exp.config.to_dict()), exp.queue_order, exp.id),
         )
 
     async def set_archived(self, experiment_id: int, archived: bool) -> None:
-        await self._db.execute(
+        await self._db.write(
             "UPDATE experiments SET archived = ? WHERE id = ?", (int(archived), experiment_id)
         )
 
@@ -192,7 +191,7 @@ class ExperimentStore:
         return trial
 
     async def save_trial(self, t: Trial, *, ended: bool = False) -> None:
-        await self._db.execute(
+        await self._db.write(
             "UPDATE trials SET state = ?, phase = ?, restarts = ?, run_id = ?,"
             " steps_completed = ?, latest_checkpoint = ?, searcher_length = ?,"
             " completed_length = ?, early_exit = ?, excluded_agents = ?,"
@@ -217,14 +216,14 @@ class ExperimentStore:
     async def reopen_trial(self, t: Trial) -> None:
         """An ended trial that runs again (its experiment was continued): no end time, and
         the hyperparameters the continue gave it."""
-        await self._db.execute(
+        await self._db.write(
             "UPDATE trials SET end_time = NULL, hparams = ? WHERE id = ?",
             (json.dumps(t.hparams), t.id),
         )
 
     async def save_log_policy_effects(self, t: Trial) -> None:
         """What log policies did to the trial: its label, excluded agents, canceled retries."""
-        await self._db.execute(
+        await self._db.write(
             "UPDATE trials SET log_signal = ?, excluded_agents = ?, cancel_retries_run = ?"
             " WHERE id = ?",
             (t.log_signal, json.dumps(sorted(t.excluded_agents)), t.cancel_retries_run, t.id),
@@ -273,7 +272,7 @@ class ExperimentStore:
         """A new run of the trial starts from its checkpoint at ``steps``: what earlier runs
         reported past it is archived (the new run reports those steps again), as Determined
         does, so that its metrics show each step once."""
-        await self._db.execute(
+        await self._db.write(
             "UPDATE metrics SET archived = 1"
             " WHERE trial_id = ? AND steps_completed > ? AND run_id < ? AND NOT archived",
             (t.id, steps, t.run_id),
@@ -324,11 +323,11 @@ class ExperimentStore:
         )
         now = time.time()
         ended = ", ".join(f"'{p.value}'" for p in lifecycle.TERMINAL)
-        await self._db.execute(
+        await self._db.write(
             "UPDATE experiments SET state = ?, end_time = ? WHERE id = ?",
             (State.ERROR.value, now, experiment_id),
         )
-        await self._db.execute(
+        await self._db.write(
             f"UPDATE trials SET state = ?, phase = ?, end_time = ? WHERE experiment_id = ?"
             f" AND phase NOT IN ({ended})",
             (State.ERROR.value, TrialPhase.ERRORED.value, now, experiment_id),

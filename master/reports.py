@@ -150,7 +150,7 @@ class Reports:
                 best = value
         latest = batch.validations[-1].metrics if batch.validations else None
         better = "MIN" if smaller else "MAX"
-        await self._db.execute(
+        await self._db.write(
             f"UPDATE trials SET steps_completed = MAX(steps_completed, ?),"
             f" latest_validation = COALESCE(?, latest_validation),"
             f" best_validation = CASE WHEN CAST(? AS REAL) IS NULL THEN best_validation"
@@ -163,7 +163,7 @@ class Reports:
         await queries.ensure_trial(self._db, trial_id)
         progress = min(1.0, max(0.0, progress))
         async with self._db.atomic():
-            await self._db.execute(
+            await self._db.write(
                 "UPDATE trials SET progress = ? WHERE id = ?", (progress, trial_id)
             )
             found = self._live.trial(trial_id)
@@ -177,7 +177,7 @@ class Reports:
             )
             target = max(1, exp.search.target_trials())
             done = float(row["done"] or 0) if row is not None else 0.0
-            await self._db.execute(
+            await self._db.write(
                 "UPDATE experiments SET progress = ? WHERE id = ?",
                 (min(1.0, done / target), exp.id),
             )

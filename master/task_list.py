@@ -183,7 +183,7 @@ class TaskList:
 
     async def ack_preemption(self, alloc: Allocation) -> None:
         alloc.preemption_acked = True
-        await self._db.execute(
+        await self._db.write(
             "UPDATE allocations SET preemption_acked = 1 WHERE id = ?", (alloc.id,)
         )
 
@@ -197,7 +197,7 @@ class TaskList:
                 "its resources can no longer be marked as daemons"
             )
         alloc.mark_daemon(resources_id)
-        await self._db.execute(
+        await self._db.write(
             "UPDATE allocations SET containers = ? WHERE id = ?",
             (alloc.containers_json(), alloc.id),
         )

@@ -159,7 +159,7 @@ class TaskManager:
         # out before it commits: a master that dies before the commit finds the containers
         # unknown when their agent reconnects and kills them, and runs the task again.
         async with self._db.atomic():
-            await self._db.execute(
+            await self._db.write(
                 "INSERT INTO allocations (id, trial_id, task_id, state, containers, token,"
                 " start_time) VALUES (?,?,?,?,?,?,?)",
                 (
@@ -318,7 +318,7 @@ class TaskManager:
         # The container's exit, and with the last one the allocation's end and its owner's
         # move: one transaction.
         async with self._db.atomic():
-            await self._db.execute(
+            await self._db.write(
                 "UPDATE allocations SET containers = ? WHERE id = ?",
                 (alloc.containers_json(), alloc.id),
             )
@@ -329,7 +329,7 @@ class TaskManager:
 
     async def _finish(self, alloc: Allocation) -> None:
         self._tasks.unindex(alloc)
-        await self._db.execute(
+        await self._db.write(
             "UPDATE allocations SET state = 'TERMINATED', end_time = ?, exit_reason = ? "
             "WHERE id = ?",
             (time.time(), alloc.stop_reason, alloc.id),

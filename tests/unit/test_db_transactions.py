@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+import sqlite3
 from collections.abc import AsyncIterator
 
 import pytest
@@ -140,6 +141,26 @@ async def test_a_failure_after_the_commit_does_not_undo_it(db: Database) -> None
         await insert(db, 1)
         await db.after_commit(fails)
     assert await values(db) == [1]
+
+
+async def test_a_unit_reads_the_writes_it_has_made(db: Database) -> None:
+    async with db.atomic():
+        await db.write("INSERT INTO t (v) VALUES (?)", (1,))
+        await db.execute_many("INSERT INTO t (v) VALUES (?)", [(2,), (3,)])
+        assert await values(db) == [1, 2, 3]
+        await db.write("INSERT INTO t (v) VALUES (?)", (4,))
+    assert await values(db) == [1, 2, 3, 4]
+
+
+async def test_a_failing_write_rolls_its_unit_back_and_the_store_goes_on(db: Database) -> None:
+    await db.write("INSERT INTO t (v) VALUES (?)", (0,))  # outside a unit: committed at once
+    with pytest.raises(sqlite3.OperationalError, match="nowhere"):
+        async with db.atomic():
+            await db.write("INSERT INTO t (v) VALUES (?)", (1,))
+            await db.write("INSERT INTO nowhere (v) VALUES (?)", (2,))
+    assert not db.conn.in_transaction
+    await insert(db, 3)
+    assert await values(db) == [0, 3]
 
 
 class Exited(BaseException):
