@@ -102,6 +102,22 @@ class Allocation:
         default_factory=dict
     )
     _aborted: str = ""
+    # What held() answers until a container exits, and whether any container is a daemon.
+    _held: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+    _has_daemons: bool = False
+
+    def __post_init__(self) -> None:
+        self._has_daemons = any(c.daemon for c in self.containers.values())
+
+    def held(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """(agent, slot ids) of each container that has not exited: what it holds."""
+        if self._held is None:
+            self._held = tuple(
+                (c.agent_id, tuple(c.slot_ids))
+                for c in self.containers.values()
+                if c.exit_code is None
+            )
+        return self._held
 
     def containers_json(self) -> str:
         return json.dumps([c.to_json() for c in self.containers.values()])
@@ -144,12 +160,13 @@ class Allocation:
                 "daemons: at least one container must do the task's work"
             )
         container.daemon = True
+        self._has_daemons = True
         return container
 
     def daemons_to_stop(self) -> list[Container]:
         """Its running daemon containers once every other container has exited (and they
         have not been ordered stopped yet); otherwise none."""
-        if self.daemons_stopped:
+        if self.daemons_stopped or not self._has_daemons:
             return []
         if any(c.exit_code is None for c in self.containers.values() if not c.daemon):
             return []
@@ -158,6 +175,7 @@ class Allocation:
     def container_exited(self, container: Container, exit_code: int, error: str) -> None:
         container.exit_code = exit_code
         container.error = error
+        self._held = None
         if container.daemon:
             # Stopped by the master, or gone early: either way the others decide the outcome
             # (a chief that needed it fails on its own).
