@@ -23,8 +23,8 @@ on two cores the hollow agents, the master and the trials' processes compete for
     python3 bench/scale.py [--trials 10000] [--slots 1000] [--agents 10]
                            [--real-trials 1000] [--only hollow,real] [--profile FILE]
 
-``--profile FILE`` runs the master of (a) under cProfile (PYDET_MASTER_PROFILE) and prints
-its top functions by own time.
+``--profile FILE`` runs the master of (a) under cProfile (PYDET_MASTER_PROFILE, timing its
+event loop thread's CPU time) and prints its top functions by own time.
 """
 
 from __future__ import annotations
