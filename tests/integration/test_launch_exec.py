@@ -148,7 +148,9 @@ def task_env(port: int, entrypoint: object, experiment_id: int = 1) -> dict[str,
     return env
 
 
-async def start_launch(workdir: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
+async def start_launch(
+    workdir: Path, env: dict[str, str], *, stdin: int | None = None
+) -> asyncio.subprocess.Process:
     workdir.mkdir(exist_ok=True)
     return await asyncio.create_subprocess_exec(
         sys.executable,
@@ -156,6 +158,7 @@ async def start_launch(workdir: Path, env: dict[str, str]) -> asyncio.subprocess
         "determined.exec.launch",
         cwd=workdir,
         env=env,
+        stdin=stdin,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -20,7 +20,13 @@ import grpclib.server
 import pytest
 
 from determined.common.context import pack_context
-from tests.integration.test_launch_exec import ContextMaster, free_port, serve, task_env
+from tests.integration.test_launch_exec import (
+    ContextMaster,
+    free_port,
+    serve,
+    start_launch,
+    task_env,
+)
 
 FORKED = b"running the entrypoint in a fork of the launcher"
 
@@ -75,24 +81,8 @@ def agent_env(port: int, entrypoint: object) -> dict[str, str]:
     return env
 
 
-async def launch(
-    workdir: Path, env: dict[str, str], *, stdin: int = asyncio.subprocess.DEVNULL
-) -> asyncio.subprocess.Process:
-    workdir.mkdir(exist_ok=True)
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "determined.exec.launch",
-        cwd=workdir,
-        env=env,
-        stdin=stdin,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
 async def run(workdir: Path, env: dict[str, str]) -> tuple[int, str, str]:
-    proc = await launch(workdir, env)
+    proc = await start_launch(workdir, env, stdin=asyncio.subprocess.DEVNULL)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
@@ -148,7 +138,9 @@ async def test_sigterm_to_the_launcher_reaches_the_forked_script(
         "time.sleep(60)\n"
     )
     stand_in.contexts[1] = pack_context(src)
-    proc = await launch(tmp_path / "work", agent_env(port, "python3 wait.py"))
+    proc = await start_launch(
+        tmp_path / "work", agent_env(port, "python3 wait.py"), stdin=asyncio.subprocess.DEVNULL
+    )
     assert proc.stdout is not None
     assert await asyncio.wait_for(proc.stdout.readline(), 30) == b"ready\n"
     started = time.monotonic()
@@ -183,7 +175,7 @@ async def test_a_standby_launcher_runs_the_task_it_is_handed(
     standby_dir = tmp_path / "standby"
     standby_env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
     standby_env["PYDET_LAUNCH_STANDBY"] = "1"
-    proc = await launch(standby_dir, standby_env, stdin=asyncio.subprocess.PIPE)
+    proc = await start_launch(standby_dir, standby_env, stdin=asyncio.subprocess.PIPE)
     assert proc.stdin is not None
     await asyncio.sleep(0.5)  # it waits, having loaded what it can
     assert proc.returncode is None
@@ -202,7 +194,7 @@ async def test_a_standby_launcher_runs_the_task_it_is_handed(
 async def test_a_standby_given_no_task_exits_quietly(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
     env["PYDET_LAUNCH_STANDBY"] = "1"
-    proc = await launch(tmp_path / "standby", env, stdin=asyncio.subprocess.PIPE)
+    proc = await start_launch(tmp_path / "standby", env, stdin=asyncio.subprocess.PIPE)
     assert proc.stdin is not None
     proc.stdin.close()
     out, err = await asyncio.wait_for(proc.communicate(), 30)
