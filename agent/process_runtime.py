@@ -179,7 +179,6 @@ class ProcessRuntime:
         self._starting.add(cid)
         try:
             spawned = await self._spawn(order)
-            self._refill_standbys()
         except _StartFailed as e:
             log.warning("container %s could not start: %s", cid, e.message)
             _report_failure(order, on_event, e.message, e.exit_code)
@@ -264,6 +263,7 @@ class ProcessRuntime:
             raise _StartFailed(f"cannot create working directory {cwd}: {e.strerror or e}") from e
         if tuple(order.argv) == LAUNCHER:
             standby = self._take_standby(env)
+            self._refill_standbys()  # behind this order, for the trials that follow
             if standby is not None:
                 if await _hand_over(standby, env, cwd):
                     return standby.spawned
