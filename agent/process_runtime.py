@@ -6,20 +6,19 @@ process group and a kill reaches its children too, in a fresh working directory
 that exits, whatever else is left in its group is killed.
 
 A trial's container is ``python3 -m determined.exec.launch``, whose interpreter and imports
-take a few hundred milliseconds. The runtime keeps launchers started ahead of their tasks
-(standbys, one per slot up to ``MAX_STANDBYS``), waiting on stdin with their imports done; a
-start order for a trial hands one its environment and working directory
-(``determined.exec.launch.await_order``) and a new standby starts behind it. Each standby
-runs one task, as a cold-started launcher would. A task whose environment differs where an
-interpreter reads it at startup (``PYTHON*``, locale, loader, ``PATH``, ``HOME``, ``TZ``)
-starts cold.
+take a few hundred milliseconds of CPU. The runtime keeps one launcher loaded as a template
+(``launcher_template.py``, started at the first trial) and has it fork a launcher per trial:
+a process of its own, in a new session, with the task's environment, directory and output
+pipes, that runs as a launcher started from scratch would. A task whose environment
+differs from the template's where an interpreter reads it at startup (``PYTHON*``, locale,
+loader, ``PATH``, ``HOME``, ``TZ``) starts from scratch, as does any other command, and any
+trial while the template cannot run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import os
@@ -28,10 +27,11 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydet.agent.launcher_template import ForkedLauncher, LauncherTemplate, TemplateGone
 from pydet.agent.lines import LineSplitter
 from pydet.agent.runtime import (
     EventSink,
@@ -50,12 +50,10 @@ _READ_SIZE = 64 * 1024
 # How long to keep reading a container's pipes after its process group was killed; only a
 # process that escaped the group (its own setsid) can hold them open longer.
 _DRAIN_SECONDS = 5.0
-# The command of a trial's container, which standbys run ahead of their tasks.
+# The command of a trial's container, which the launcher template forks.
 LAUNCHER = ("python3", "-m", "determined.exec.launch")
-MAX_STANDBYS = 4
-STANDBY_ENV = "PYDET_LAUNCH_STANDBY"
-# Environment variables an interpreter reads as it starts: a standby that started with other
-# values than a task's cannot run that task.
+# Environment variables an interpreter reads as it starts: a template that started with
+# other values than a task's cannot run that task.
 _STARTUP_PREFIXES = ("PYTHON", "LC_", "LD_")
 _STARTUP_NAMES = frozenset({"LANG", "PATH", "HOME", "TZ"})
 # Exit codes for containers that never ran, as a shell would report them.
@@ -82,24 +80,47 @@ class _StartFailed(Exception):
         self.exit_code = exit_code
 
 
-@dataclass(frozen=True)
-class _Spawned:
-    proc: asyncio.subprocess.Process
-    transport: asyncio.SubprocessTransport
-    protocol: _Protocol
-
-
 @dataclass(eq=False)
-class _Standby:
-    """A launcher started ahead of its task, waiting on stdin for its order."""
+class _Main:
+    """A container's main process, exec'd or forked by the template: its pid, its output
+    and its end. ``status()`` is its exit status once ``exited`` is set (128+N for death by
+    signal N), None if no one could tell it."""
 
-    spawned: _Spawned
-    env: dict[str, str]
+    pid: int
+    stdout: asyncio.StreamReader
+    stderr: asyncio.StreamReader
+    exited: asyncio.Event
+    status: Callable[[], int | None]
+    close: Callable[[], None]
 
-    def fits(self, env: dict[str, str]) -> bool:
-        keys = {k for k in (*self.env, *env) if k != STANDBY_ENV and _read_at_startup(k)}
-        alive = self.spawned.proc.returncode is None
-        return alive and all(self.env.get(k) == env.get(k) for k in keys)
+    @classmethod
+    def of_process(
+        cls, proc: asyncio.subprocess.Process, transport: asyncio.SubprocessTransport
+    ) -> _Main:
+        protocol = transport.get_protocol()
+        assert isinstance(protocol, _Protocol)
+        assert proc.stdout is not None and proc.stderr is not None
+
+        def status() -> int | None:
+            code = proc.returncode
+            return None if code is None else (code if code >= 0 else 128 - code)
+
+        return cls(
+            proc.pid, proc.stdout, proc.stderr, protocol.main_exited, status, transport.close
+        )
+
+    @classmethod
+    def of_fork(cls, child: ForkedLauncher) -> _Main:
+        return cls(
+            child.pid, child.stdout, child.stderr, child.exited, lambda: child.status, child.close
+        )
+
+
+def fits_at_startup(started_with: Mapping[str, str], env: Mapping[str, str]) -> bool:
+    """Whether a process started with ``started_with`` can run a task whose environment is
+    ``env``: the same values where an interpreter reads them as it starts."""
+    keys = {k for k in (*started_with, *env) if _read_at_startup(k)}
+    return all(started_with.get(k) == env.get(k) for k in keys)
 
 
 def _read_at_startup(name: str) -> bool:
@@ -109,26 +130,22 @@ def _read_at_startup(name: str) -> bool:
 @dataclass(eq=False)
 class _Container:
     order: StartOrder
-    spawned: _Spawned
+    main: _Main
     on_event: EventSink
     returned: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     watcher: asyncio.Task[None] | None = None
 
     @property
-    def proc(self) -> asyncio.subprocess.Process:
-        return self.spawned.proc
-
-    @property
     def pid(self) -> int:
-        return self.spawned.proc.pid
+        return self.main.pid
 
     def signal_group(self, sig: signal.Signals) -> None:
         # Once the exit was reported the group id may belong to someone else.
         if self.finished.is_set():
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
+            os.killpg(self.main.pid, sig)
 
 
 class ProcessRuntime:
@@ -143,7 +160,7 @@ class ProcessRuntime:
         slots: Sequence[SlotSpec],
         base_env: dict[str, str] | None = None,
         master_cert_file: str | None = None,
-        standbys: int | None = None,
+        launcher_template: bool = True,
     ) -> None:
         self._work_dir = work_dir
         self._agent_id = agent_id
@@ -157,12 +174,9 @@ class ProcessRuntime:
         self._containers: dict[str, _Container] = {}
         self._starting: set[str] = set()
         self._closed = False
-        self._max_standbys = (
-            min(MAX_STANDBYS, max(1, len(slots))) if standbys is None else max(0, standbys)
-        )
-        self._standbys: list[_Standby] = []
-        self._standbys_starting = 0
-        self._standby_tasks: set[asyncio.Task[None]] = set()
+        self._use_template = launcher_template
+        self._template: LauncherTemplate | None = None
+        self._template_lock = asyncio.Lock()
 
     @property
     def name(self) -> str:
@@ -178,18 +192,17 @@ class ProcessRuntime:
             return
         self._starting.add(cid)
         try:
-            spawned = await self._spawn(order)
+            main = await self._spawn(order)
         except _StartFailed as e:
             log.warning("container %s could not start: %s", cid, e.message)
             _report_failure(order, on_event, e.message, e.exit_code)
             return
         finally:
             self._starting.discard(cid)
-        container = _Container(order=order, spawned=spawned, on_event=on_event)
-        proc = spawned.proc
+        container = _Container(order=order, main=main, on_event=on_event)
         self._containers[cid] = container
-        log.info("started container %s (pid %d): %s", cid, proc.pid, _describe(order.argv))
-        on_event(Started(cid, order.allocation_id, proc.pid, time.time()))
+        log.info("started container %s (pid %d): %s", cid, main.pid, _describe(order.argv))
+        on_event(Started(cid, order.allocation_id, main.pid, time.time()))
         container.watcher = asyncio.create_task(self._watch(container), name=f"watch-{cid}")
 
     async def kill(self, container_id: str, grace_seconds: float) -> None:
@@ -225,12 +238,8 @@ class ProcessRuntime:
     async def close(self) -> None:
         self._closed = True
         self.kill_now()
-        for task in self._standby_tasks:
-            task.cancel()
-        await asyncio.gather(*self._standby_tasks, return_exceptions=True)
-        for standby in self._standbys:
-            await _end_standby(standby)
-        self._standbys.clear()
+        if self._template is not None:
+            await self._template.close()
         watchers = [c.watcher for c in self._containers.values() if c.watcher is not None]
         if not watchers:
             return
@@ -240,7 +249,7 @@ class ProcessRuntime:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
 
-    async def _spawn(self, order: StartOrder) -> _Spawned:
+    async def _spawn(self, order: StartOrder) -> _Main:
         if not order.argv or not order.argv[0]:
             raise _StartFailed("the container has no command (empty argv)")
         cid = order.container_id
@@ -261,24 +270,39 @@ class ProcessRuntime:
             await asyncio.to_thread(_fresh_directory, cwd)
         except OSError as e:
             raise _StartFailed(f"cannot create working directory {cwd}: {e.strerror or e}") from e
-        if tuple(order.argv) == LAUNCHER:
-            standby = self._take_standby(env)
-            self._refill_standbys()  # behind this order, for the trials that follow
-            if standby is not None:
-                if await _hand_over(standby, env, cwd):
-                    return standby.spawned
-                await _end_standby(standby)
+        if tuple(order.argv) == LAUNCHER and self._use_template:
+            template = await self._running_template()
+            if template is not None and fits_at_startup(template.env, env):
+                try:
+                    return _Main.of_fork(await template.fork(env, cwd))
+                except TemplateGone as e:
+                    log.warning("%s; starting container %s from scratch", e, cid)
         return await self._exec(order.argv, env, cwd)
 
-    async def _exec(self, argv: Sequence[str], env: dict[str, str], cwd: Path) -> _Spawned:
+    async def _running_template(self) -> LauncherTemplate | None:
+        """The launcher template, started (again) if it is not running; None if it cannot."""
+        async with self._template_lock:
+            if self._template is not None and self._template.running:
+                return self._template
+            if self._template is not None:
+                log.warning("the launcher template ended; starting it again")
+                await self._template.close()
+            self._template = LauncherTemplate(LAUNCHER, self._environment({}, ()), self._work_dir)
+            try:
+                await self._template.start()
+            except TemplateGone as e:
+                log.warning("%s; trials start their launchers from scratch", e)
+                return None
+            return self._template
+
+    async def _exec(self, argv: Sequence[str], env: dict[str, str], cwd: Path) -> _Main:
         exe = argv[0]
-        stdin = asyncio.subprocess.PIPE if env.get(STANDBY_ENV) else asyncio.subprocess.DEVNULL
         loop = asyncio.get_running_loop()
         try:
             transport, protocol = await loop.subprocess_exec(
                 lambda: _Protocol(loop),
                 *argv,
-                stdin=stdin,
+                stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 cwd=cwd,
@@ -291,40 +315,7 @@ class ProcessRuntime:
             raise _StartFailed(f"cannot execute {exe!r}: permission denied") from e
         except (OSError, ValueError) as e:
             raise _StartFailed(f"cannot execute {exe!r}: {e}") from e
-        return _Spawned(asyncio.subprocess.Process(transport, protocol, loop), transport, protocol)
-
-    def _take_standby(self, env: dict[str, str]) -> _Standby | None:
-        for i, standby in enumerate(self._standbys):
-            if standby.fits(env):
-                return self._standbys.pop(i)
-        return None
-
-    def _refill_standbys(self) -> None:
-        """Start launchers ahead of tasks until ``_max_standbys`` wait or are starting."""
-        while (
-            not self._closed and len(self._standbys) + self._standbys_starting < self._max_standbys
-        ):
-            self._standbys_starting += 1
-            task = asyncio.create_task(self._start_standby(), name="standby-launcher")
-            self._standby_tasks.add(task)
-            task.add_done_callback(self._standby_tasks.discard)
-
-    async def _start_standby(self) -> None:
-        env = self._environment({}, ())
-        env[STANDBY_ENV] = "1"
-        try:
-            spawned = await self._exec(LAUNCHER, env, self._work_dir)
-        except _StartFailed as e:
-            log.warning("cannot start a standby launcher: %s", e.message)
-            return
-        finally:
-            self._standbys_starting -= 1
-        del env[STANDBY_ENV]
-        standby = _Standby(spawned, env)
-        if self._closed:
-            await _end_standby(standby)
-        else:
-            self._standbys.append(standby)
+        return _Main.of_process(asyncio.subprocess.Process(transport, protocol, loop), transport)
 
     def _environment(self, order_env: dict[str, str], slot_ids: Sequence[str]) -> dict[str, str]:
         env = {**self._base_env, **order_env}
@@ -346,7 +337,7 @@ class ProcessRuntime:
         cid = order.container_id
         error = ""
         try:
-            exit_code = await self._supervise(container)
+            exit_code, error = await self._supervise(container)
         except Exception as e:
             # A fault here is the agent's, not the task's: report it on this container only.
             log.exception("lost track of container %s", cid)
@@ -359,18 +350,17 @@ class ProcessRuntime:
         container.finished.set()
         del self._containers[cid]
 
-    async def _supervise(self, container: _Container) -> int:
-        proc = container.proc
-        assert proc.stdout is not None and proc.stderr is not None
+    async def _supervise(self, container: _Container) -> tuple[int, str]:
+        """The container's exit status and an error ("" unless the agent failed it)."""
+        main = container.main
         readers = [
-            asyncio.create_task(_pump(proc.stdout, "stdout", container)),
-            asyncio.create_task(_pump(proc.stderr, "stderr", container)),
+            asyncio.create_task(_pump(main.stdout, "stdout", container)),
+            asyncio.create_task(_pump(main.stderr, "stderr", container)),
         ]
         try:
-            # Not proc.wait(): it also waits for the pipes, which a leftover child can hold.
-            await container.spawned.protocol.main_exited.wait()
-            code = proc.returncode
-            assert code is not None
+            # Not the pipes' end: a leftover child can hold them.
+            await main.exited.wait()
+            status = main.status()
             container.returned.set()
             container.signal_group(signal.SIGKILL)
             _, pending = await asyncio.wait(readers, timeout=_DRAIN_SECONDS)
@@ -391,8 +381,10 @@ class ProcessRuntime:
             for task in readers:
                 task.cancel()
             await asyncio.gather(*readers, return_exceptions=True)
-            container.spawned.transport.close()
-        return code if code >= 0 else 128 - code
+            main.close()
+        if status is None:
+            return EXIT_START_FAILED, "the launcher template died; the task's exit status is lost"
+        return status, ""
 
 
 async def _pump(stream: asyncio.StreamReader, stdtype: str, container: _Container) -> None:
@@ -407,33 +399,6 @@ async def _pump(stream: asyncio.StreamReader, stdtype: str, container: _Containe
             container.on_event(Output(order.container_id, order.allocation_id, lines))
         if not data:
             return
-
-
-async def _hand_over(standby: _Standby, env: dict[str, str], cwd: Path) -> bool:
-    """Give ``standby`` its task; False if it is gone (it then runs nothing)."""
-    stdin = standby.spawned.proc.stdin
-    assert stdin is not None
-    try:
-        stdin.write(json.dumps({"env": env, "cwd": str(cwd)}).encode() + b"\n")
-        await stdin.drain()
-        stdin.close()
-    except (BrokenPipeError, ConnectionResetError):
-        return False
-    return True
-
-
-async def _end_standby(standby: _Standby) -> None:
-    """Close an unused standby's stdin, which ends it; SIGKILL if it lingers."""
-    proc = standby.spawned.proc
-    if proc.stdin is not None:
-        proc.stdin.close()
-    try:
-        async with asyncio.timeout(_DRAIN_SECONDS):
-            await standby.spawned.protocol.main_exited.wait()
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    standby.spawned.transport.close()
 
 
 def _describe(argv: Sequence[str], limit: int = 200) -> str:

@@ -258,11 +258,11 @@ def breakdown(trials: list[dict[str, Any]]) -> list[tuple[str, float]]:
             lambda t: t["alloc"][0] - t["start_time"],
         ),
         (
-            "start order to the agent, agent spawns the launcher (0: a standby took it)",
+            "start order to the agent, agent starts the launcher (forked from its template)",
             lambda t: max(0.0, t["times"]["t_launch"] - t["alloc"][0]),
         ),
         (
-            "launcher: interpreter and imports (unless a standby), context download+unpack",
+            "launcher: interpreter and imports (unless forked), context download+unpack",
             lambda t: t["unpacked"] - max(t["times"]["t_launch"], t["alloc"][0]),
         ),
         (

@@ -354,59 +354,39 @@ async def test_close_kills_what_still_runs(tmp_path: Path) -> None:
     assert (await refused.exited(timeout=1)).error == "the agent is shutting down"
 
 
-def started_ticks_ago(pid: int) -> float:
-    """Seconds since process ``pid`` started (10 ms resolution)."""
+def parent_of(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as f:
-        start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-    with open("/proc/uptime") as f:
-        uptime = float(f.read().split()[0])
-    return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+        return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
-async def test_a_trial_launcher_order_goes_to_a_standby_started_ahead_of_it(
+async def test_trial_launchers_are_forked_from_the_template_when_their_environment_fits(
     tmp_path: Path,
 ) -> None:
-    rt = ProcessRuntime(
-        work_dir=tmp_path / "work", agent_id="a", master="m:1", slots=artificial(1), standbys=1
-    )
+    rt = ProcessRuntime(work_dir=tmp_path / "work", agent_id="a", master="m:1", slots=artificial(1))
     launcher = ("python3", "-m", "determined.exec.launch")
     try:
-        first = Recorder()
-        await rt.start(order("c1", *launcher), first)  # no standby yet: started cold
-        assert (await first.exited(60)).exit_code == 2  # not a task: "off cluster"
-        await asyncio.sleep(1.0)  # the standby started behind it waits
-
-        handed = Recorder()
-        await rt.start(order("c2", *launcher, env={"DET_ALLOCATION_ID": "x"}), handed)
-        started = handed.events[0]
+        forked = Recorder()
+        await rt.start(order("c1", *launcher, env={"DET_ALLOCATION_ID": "x"}), forked)
+        started = forked.events[0]
         assert isinstance(started, Started)
-        assert started_ticks_ago(started.pid) > 0.5  # it was running before its order
-        assert (await handed.exited(60)).exit_code == 1
+        template = parent_of(started.pid)
+        assert template != os.getpid()  # not the agent's child: the template's
+        assert (await forked.exited(60)).exit_code == 1
         # The order's environment reached it: a task, but not a trial.
-        assert "this task is not a trial (DET_TRIAL_ID is not set)" in handed.lines("stderr")[-1]
+        assert "this task is not a trial (DET_TRIAL_ID is not set)" in forked.lines("stderr")[-1]
 
-        await asyncio.sleep(1.0)
-        other_path = Recorder()  # PYTHONPATH is read at startup: no standby fits
+        again = Recorder()
+        await rt.start(order("c2", *launcher), again)
+        started = again.events[0]
+        assert isinstance(started, Started) and parent_of(started.pid) == template
+        assert (await again.exited(60)).exit_code == 2  # not a task at all: "off cluster"
+
+        cold = Recorder()  # PYTHONPATH is read at startup: the template does not fit
         env = {"DET_ALLOCATION_ID": "x", "PYTHONPATH": os.pathsep.join(sys.path[1:])}
-        await rt.start(order("c3", *launcher, env=env), other_path)
-        started = other_path.events[0]
-        assert isinstance(started, Started)
-        assert started_ticks_ago(started.pid) < 0.5
-        assert (await other_path.exited(60)).exit_code == 1
+        await rt.start(order("c3", *launcher, env=env), cold)
+        started = cold.events[0]
+        assert isinstance(started, Started) and parent_of(started.pid) == os.getpid()
+        assert (await cold.exited(60)).exit_code == 1
     finally:
         await rt.close()
-    assert not any(alive(p) for p in _standbys_in(tmp_path / "work"))
-
-
-def _standbys_in(work_dir: Path) -> list[int]:
-    """Standby launchers waiting in ``work_dir`` (where they start)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                standby = b"PYDET_LAUNCH_STANDBY=1" in (entry / "environ").read_bytes()
-                if standby and (entry / "cwd").resolve() == work_dir.resolve():
-                    pids.append(int(entry.name))
-            except OSError:
-                pass
-    return pids
+    assert not alive(template)

@@ -1,5 +1,5 @@
 """A ``python3 script.py`` entrypoint run in a fork of the launcher behaves as ``python3``
-would run it, and a standby launcher runs the task it is handed on stdin.
+would run it, and the agent's launcher template forks a launcher per task.
 
 The launcher runs as on an agent: ``python3 -m determined.exec.launch`` with this
 interpreter's directory first on PATH, against a stand-in master serving the context.
@@ -8,7 +8,6 @@ interpreter's directory first on PATH, against a stand-in master serving the con
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sys
@@ -20,6 +19,7 @@ import grpclib.server
 import pytest
 
 from determined.common.context import pack_context
+from pydet.agent.launcher_template import LauncherTemplate, TemplateGone
 from tests.integration.test_launch_exec import (
     ContextMaster,
     free_port,
@@ -71,6 +71,14 @@ async def master(tmp_path: Path) -> AsyncIterator[tuple[ContextMaster, int]]:
     yield stand_in, port
     server.close()
     await server.wait_closed()
+
+
+def serve_script(stand_in: ContextMaster, tmp_path: Path, name: str, text: str) -> None:
+    """Experiment 1's context becomes one script, ``name``."""
+    src = tmp_path / "one-script"
+    src.mkdir()
+    (src / name).write_text(text)
+    stand_in.contexts[1] = pack_context(src)
 
 
 def agent_env(port: int, entrypoint: object) -> dict[str, str]:
@@ -129,15 +137,15 @@ async def test_sigterm_to_the_launcher_reaches_the_forked_script(
     master: tuple[ContextMaster, int], tmp_path: Path
 ) -> None:
     stand_in, port = master
-    src = tmp_path / "src2"
-    src.mkdir()
-    (src / "wait.py").write_text(
+    serve_script(
+        stand_in,
+        tmp_path,
+        "wait.py",
         "import signal, sys, time\n"
         "signal.signal(signal.SIGTERM, lambda *_: sys.exit(42))\n"
         "print('ready', flush=True)\n"
-        "time.sleep(60)\n"
+        "time.sleep(60)\n",
     )
-    stand_in.contexts[1] = pack_context(src)
     proc = await start_launch(
         tmp_path / "work", agent_env(port, "python3 wait.py"), stdin=asyncio.subprocess.DEVNULL
     )
@@ -168,34 +176,71 @@ async def test_anything_but_a_plain_script_command_starts_a_new_interpreter(
     assert "name __main__" in out
 
 
-async def test_a_standby_launcher_runs_the_task_it_is_handed(
+async def test_the_template_forks_a_launcher_per_task(
     master: tuple[ContextMaster, int], tmp_path: Path
 ) -> None:
     _, port = master
-    standby_dir = tmp_path / "standby"
-    standby_env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
-    standby_env["PYDET_LAUNCH_STANDBY"] = "1"
-    proc = await start_launch(standby_dir, standby_env, stdin=asyncio.subprocess.PIPE)
-    assert proc.stdin is not None
-    await asyncio.sleep(0.5)  # it waits, having loaded what it can
-    assert proc.returncode is None
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    order = {"env": agent_env(port, "python3 train.py 3"), "cwd": str(workdir)}
-    proc.stdin.write(json.dumps(order).encode() + b"\n")
-    proc.stdin.close()
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 3, err.decode()
-    assert b"path0 True" in out  # the script ran in the task's directory
-    assert (workdir / "unclosed.txt").read_text() == "kept"
-    assert not (standby_dir / "train.py").exists()
+    base = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
+    launcher = (sys.executable, "-m", "determined.exec.launch")
+    template = LauncherTemplate(launcher, base, tmp_path)
+    await template.start()
+    try:
+        for i, code in enumerate([3, 0]):
+            workdir = tmp_path / f"work-{i}"
+            workdir.mkdir()
+            child = await template.fork(agent_env(port, f"python3 train.py {code}"), workdir)
+            out, err = await asyncio.gather(child.stdout.read(), child.stderr.read())
+            await asyncio.wait_for(child.exited.wait(), 60)
+            child.close()
+            assert child.status == code, err.decode()
+            assert b"path0 True" in out and b"session leader True" in out
+            assert FORKED in err  # the launcher forked the script in turn
+            assert (workdir / "unclosed.txt").read_text() == "kept"
+            assert not (tmp_path / "train.py").exists()
+        assert template.running
+    finally:
+        await template.close()
+    assert not template.running
 
 
-async def test_a_standby_given_no_task_exits_quietly(tmp_path: Path) -> None:
+async def test_an_order_after_the_template_died_fails_clearly(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
-    env["PYDET_LAUNCH_STANDBY"] = "1"
-    proc = await start_launch(tmp_path / "standby", env, stdin=asyncio.subprocess.PIPE)
-    assert proc.stdin is not None
-    proc.stdin.close()
-    out, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert (proc.returncode, out, err) == (0, b"", b"")
+    template = LauncherTemplate((sys.executable, "-m", "determined.exec.launch"), env, tmp_path)
+    await template.start()
+    try:
+        assert template._proc is not None
+        template._proc.kill()
+        await template._proc.wait()
+        await asyncio.sleep(0.2)  # the socket's end reaches its reader
+        with pytest.raises(TemplateGone, match="not running"):
+            await template.fork(env, tmp_path)
+    finally:
+        await template.close()
+
+
+async def test_a_launcher_outliving_its_template_is_seen_gone_without_a_status(
+    master: tuple[ContextMaster, int], tmp_path: Path
+) -> None:
+    stand_in, port = master
+    serve_script(
+        stand_in, tmp_path, "wait.py", "import time\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
+    template = LauncherTemplate((sys.executable, "-m", "determined.exec.launch"), env, tmp_path)
+    await template.start()
+    try:
+        workdir = tmp_path / "work"
+        workdir.mkdir()
+        child = await template.fork(agent_env(port, "python3 wait.py"), workdir)
+        assert await asyncio.wait_for(child.stdout.readline(), 30) == b"ready\n"
+        assert template._proc is not None
+        template._proc.kill()  # the template dies; its launcher runs on
+        await template._proc.wait()
+        await asyncio.sleep(0.5)
+        assert not child.exited.is_set()
+        os.killpg(child.pid, signal.SIGKILL)
+        await asyncio.wait_for(child.exited.wait(), 10)
+        assert child.status is None
+        child.close()
+    finally:
+        await template.close()

@@ -12,8 +12,8 @@ It downloads the experiment's context from the master into that directory, runs
 
 An entrypoint that only runs a Python script with this interpreter (``python3 train.py
 --lr 0.1``) runs in a fork of the launcher instead, as ``python3`` would run it, without a new
-interpreter and its imports (``determined.exec._script``). The agent may start the launcher
-before it has a task for it, in standby (``await_order``).
+interpreter and its imports (``determined.exec._script``). An agent keeps one launcher
+loaded as a template and forks it per trial (``determined.exec._zygote``).
 
 SIGTERM and SIGINT are passed on to the entrypoint's process group; the exit status is the
 entrypoint's (128+N if a signal N ended it).
@@ -122,33 +122,21 @@ def run_task(
     return code
 
 
-STANDBY_ENV = "PYDET_LAUNCH_STANDBY"
-
-
-def await_order() -> bool:
-    """Standby mode: the agent starts a launcher before it has a task for it, and hands it
-    one as a line of JSON on stdin, ``{"env": {...}, "cwd": "..."}``: the task's whole
-    environment and its working directory. False if stdin closed first (no task came)."""
-    import json
-
-    _script.preload()
-    line = sys.stdin.buffer.readline()
-    if not line.strip():
-        return False
-    order = json.loads(line)
-    os.environ.clear()
-    os.environ.update(order["env"])
-    os.chdir(order["cwd"])
-    sys.path[0] = order["cwd"]  # as `python3 -m` started there would have it
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    return True
+# Set by the agent: this process is its launcher template, on the control socket it names.
+ZYGOTE_ENV = "PYDET_LAUNCH_ZYGOTE"
 
 
 def main() -> int:
-    if os.environ.get(STANDBY_ENV) == "1" and not await_order():
-        return 0
+    control = os.environ.pop(ZYGOTE_ENV, "")
+    if control:
+        from determined.exec import _zygote
+
+        return _zygote.serve(int(control), _script.preload, launch)
+    return launch()
+
+
+def launch() -> int:
+    """The launcher's work in this process, as the module docstring says; an exit status."""
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # a TextIOWrapper
     logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
     info = det.get_cluster_info()
