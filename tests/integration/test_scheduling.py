@@ -149,10 +149,14 @@ def test_an_agent_lost_mid_trial_restarts_it_elsewhere_from_its_checkpoint(
     try:
         c.start_master()
         c.start_agent("agent-0", slots=1)
-        exp = c.create(config(tmp_path, "survivor", 40), CONTEXT)
+        # 200 steps of 0.1 s: the trial is still running when agent-1 has connected, even
+        # on a loaded machine.
+        exp = c.create(config(tmp_path, "survivor", 200), CONTEXT)
         trial_id = wait_until(lambda: c.trials(exp), 60, "a trial")[0]["id"]
-        wait_until(lambda: "step 5" in c.logs(trial_id), 60, "progress")
+        wait_until(lambda: "running on agent-0" in c.logs(trial_id), 60, "the trial on agent-0")
         c.start_agent("agent-1", slots=1)
+        wait_until(lambda: "step 2" in c.logs(trial_id), 60, "a checkpoint")
+        assert "finished" not in c.logs(trial_id)
         c.stop_agent("agent-0", signal.SIGKILL)
         assert c.wait_state(exp, "COMPLETED", "ERROR", timeout=180) == "COMPLETED"
         logs = c.logs(trial_id)
