@@ -8,6 +8,7 @@ interpreter's directory first on PATH, against a stand-in master serving the con
 from __future__ import annotations
 
 import asyncio
+import gzip
 import os
 import signal
 import sys
@@ -31,7 +32,7 @@ from tests.integration.test_launch_exec import (
 FORKED = b"running the entrypoint in a fork of the launcher"
 
 SCRIPT = """\
-import logging, os, pickle, signal, sys, threading, time
+import atexit, gzip, logging, os, pickle, signal, sys, threading, time
 
 class Point:
     x = 1
@@ -53,6 +54,20 @@ logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(message)s")
 logging.debug("own debug line")
 unclosed = open("unclosed.txt", "w")
 unclosed.write("kept")
+zipped = gzip.open("unclosed.gz", "wt")
+zipped.write("zipped")
+text = open("hidden.txt", "w")
+text.write("also kept")
+hidden = [text]
+hidden.append(hidden)  # reachable only from a cycle once the globals are gone
+del text
+
+class Finalized:
+    def __del__(self):
+        print("finalized", flush=True)
+
+kept_until_exit = Finalized()
+atexit.register(print, "atexit hook ran")
 threading.Thread(target=later).start()
 if sys.argv[1] == "raise":
     raise ValueError("boom")
@@ -115,9 +130,15 @@ async def test_a_script_runs_in_a_fork_as_python3_would_run_it(
         "sigterm default True",
         "session leader True",
         "thread joined",
+        "atexit hook ran",
+        "finalized",
     ]
     assert "DEBUG own debug line" in err
+    # Files the script left open are written out at its exit, as the interpreter does.
     assert (workdir / "unclosed.txt").read_text() == "kept"
+    assert (workdir / "hidden.txt").read_text() == "also kept"
+    with gzip.open(workdir / "unclosed.gz", "rt") as f:
+        assert f.read() == "zipped"
 
 
 async def test_an_uncaught_exception_prints_the_scripts_traceback_and_exits_1(

@@ -5,8 +5,9 @@ imports, while the launcher that starts it has all of them loaded. So when the e
 plainly that command (this interpreter, then a script file, then plain words that a shell
 would pass on unchanged), the launcher forks and the copy runs the script as ``python3``
 would: as a fresh ``__main__`` module, with a script run's ``sys.argv``, ``sys.path[0]`` and
-``__file__``, the default signal handlers, logging unconfigured, and the interpreter's own
-shutdown at its end (threads joined, ``atexit`` hooks, files flushed). The trial still runs
+``__file__``, the default signal handlers, logging unconfigured, and the interpreter's
+shutdown at its end (threads joined, ``atexit`` hooks, the script's globals and garbage
+finalized, files flushed). The trial still runs
 in a process of its own, which starts from the launcher's state after its imports, before
 anyone's code ran. Anything else (a shell pipeline, ``-m`` or other interpreter options,
 another interpreter, variables set on the command line) starts as a command, as before;
@@ -15,18 +16,23 @@ another interpreter, variables set on the command line) starts as a command, as 
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import contextlib
+import gc
 import importlib
 import importlib.machinery
+import io
 import logging
 import os
 import re
 import shutil
 import sys
 import threading
+import traceback
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import NoReturn
 
 FORK_ENV = "PYDET_FORK_SCRIPTS"
 # A command a shell passes on word for word: no quotes, variables, globs, redirections,
@@ -69,9 +75,10 @@ def _is_this_python(name: str, env: Mapping[str, str]) -> bool:
     return False
 
 
-def run(script: str, args: Sequence[str]) -> None:
-    """In the forked copy: run ``script`` as ``python3 script args...`` would. Ends by raising
-    ``SystemExit`` (the script's own, or 1 after printing an uncaught exception's traceback)."""
+def run(script: str, args: Sequence[str]) -> NoReturn:
+    """In the forked copy: run ``script`` as ``python3 script args...`` would, then end the
+    process with the exit status ``python3`` would give (the script's ``SystemExit``, or 1
+    after printing an uncaught exception's traceback)."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
@@ -98,12 +105,88 @@ def run(script: str, args: Sequence[str]) -> None:
         with open(path, "rb") as f:
             code = compile(f.read(), path, "exec", dont_inherit=True)
         exec(code, main.__dict__)
-    except SystemExit:
-        raise
+    except SystemExit as e:
+        status = _exit_status(e.code)
     except BaseException as e:
         tb = _from_script(e.__traceback__, path)
         sys.excepthook(type(e), e.with_traceback(tb), tb)
-        raise SystemExit(130 if isinstance(e, KeyboardInterrupt) else 1) from None
+        status = 130 if isinstance(e, KeyboardInterrupt) else 1
+    else:
+        status = 0
+    _exit(status, main)
+
+
+def _exit_status(code: object) -> int:
+    """The exit status of ``SystemExit(code)``, printing a message as the interpreter does."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    with contextlib.suppress(Exception):
+        print(code, file=sys.stderr)
+    return 1
+
+
+def _exit(status: int, main: types.ModuleType) -> NoReturn:
+    """End the process as the interpreter's shutdown would for the script, without tearing
+    down what the launcher loaded before the fork.
+
+    The interpreter's shutdown joins the threads, runs the ``atexit`` hooks, then clears
+    every module and frees every object: in a fork, that last part writes to each page the
+    launcher's modules share with it (copy on write), tens of milliseconds of a trial's end
+    for objects that die with the process anyway. So the copy does what the script can see
+    (threads joined, ``atexit`` hooks, the script's globals and garbage finalized, files that
+    it left open closed and their buffers written) and then ``os._exit``.
+    """
+    steps: tuple[Callable[[], object], ...] = (
+        threading._shutdown,  # type: ignore[attr-defined]  # what the interpreter calls first
+        atexit._run_exitfuncs,
+        main.__dict__.clear,  # the script's globals, as module teardown clears them
+        # Before the collection: freed in a cycle, a text file may lose its buffered text
+        # (its buffer can be finalized first); closed here, the layers close in order.
+        _close_files,
+        gc.collect,  # the child's own objects only: the launcher's were frozen before the fork
+    )
+    for step in steps:
+        try:
+            step()
+        except BaseException:  # as the interpreter: report it and go on shutting down
+            traceback.print_exc()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            status = 120  # the interpreter's status when its last flush fails
+    os._exit(status)
+
+
+def _close_files() -> None:
+    """Close the files the script left open, as freeing them at shutdown would (their
+    buffered writes reach the files), wrappers before what they wrap: text files, then other
+    Python-level file classes (``gzip.GzipFile``), then binary buffers, then raw files."""
+    std = {id(s) for s in (sys.stdin, sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)}
+    # Only objects made after the fork: the launcher's are frozen, which get_objects skips.
+    # The base class is looked up in the type's MRO: isinstance() may run a proxy's code.
+    files = [o for o in gc.get_objects() if _IOBASE in type(o).__mro__ and id(o) not in std]
+    for f in sorted(files, key=_layer):
+        with contextlib.suppress(Exception):
+            if not f.closed:
+                f.close()
+
+
+# The C base classes every file object derives from: io's ABCs are not in their MROs.
+_IOBASE: type = io.IOBase.__mro__[1]
+_TEXT: type = io.TextIOWrapper.__mro__[1]
+_BUFFERED: type = io.BufferedWriter.__mro__[1]
+
+
+def _layer(f: object) -> int:
+    mro = type(f).__mro__
+    if _TEXT in mro:
+        return 0
+    if type(f).__module__ != "_io":
+        return 1
+    return 2 if _BUFFERED in mro else 3
 
 
 def _from_script(tb: types.TracebackType | None, path: str) -> types.TracebackType | None:

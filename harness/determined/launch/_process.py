@@ -105,9 +105,9 @@ def fork_call(child: Callable[[], None], args: Sequence[str]) -> Forked:
     receives SIGKILL if this process dies first (Linux), with the default handlers for the
     signals this process forwards. ``args`` only describes it (in logs).
 
-    ``child`` must end the copy itself (by raising ``SystemExit``, so that the interpreter
-    shuts down as any Python program does); the caller must hold no other threads, which a
-    fork would not copy.
+    ``child`` must end the copy itself (``os._exit``, or raising ``SystemExit`` so that the
+    interpreter shuts down as any Python program does); the caller must hold no other
+    threads, which a fork would not copy.
     """
     parent = os.getpid()
     # What exists now is this process's own, loaded before the child's code runs: the
