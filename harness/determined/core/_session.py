@@ -124,14 +124,20 @@ class Session:
             raise
 
     def spawn(self, factory: Callable[[], Coroutine[Any, Any, None]], *, name: str) -> None:
-        """Start a long-lived task on the loop; the session cancels it at ``close()``."""
+        """Start a long-lived task on the loop; the session cancels it at ``close()``.
 
-        async def start() -> None:
-            task = asyncio.create_task(factory(), name=name)
+        Returns without waiting for the loop: the task is created before anything handed to
+        the loop later (``run``, ``close``) starts, so ``close()`` still finds it.
+        """
+        if self._closed:
+            raise RuntimeError("the Core API session is closed (core.Context.close() was called)")
+
+        def start() -> None:
+            task = self._loop.create_task(factory(), name=name)
             self._tasks.add(task)
             task.add_done_callback(self._task_done)
 
-        self.run(start())
+        self._loop.call_soon_threadsafe(start)
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
