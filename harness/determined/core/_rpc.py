@@ -103,7 +103,7 @@ class MasterClient:
         request = v1.AckPreemptionSignalRequest(allocation_id=self.allocation_id)
         self._run(
             "acknowledge preemption",
-            lambda: self.session.stub.ack_allocation_preemption_signal(request),
+            lambda: self.session.blocking_stub.ack_allocation_preemption_signal(request),
         )
 
     # Trials.
@@ -127,19 +127,22 @@ class MasterClient:
 
     def report_early_exit(self, trial_id: int, reason: str) -> None:
         request = v1.ReportTrialEarlyExitRequest(trial_id=trial_id, reason=reason)
-        self._run("report early exit", lambda: self.session.stub.report_trial_early_exit(request))
+        self._run(
+            "report early exit", lambda: self.session.blocking_stub.report_trial_early_exit(request)
+        )
 
     def set_trial_metadata(self, trial_id: int, metadata: dict[str, Any]) -> dict[str, Any]:
         request = v1.PostRunMetadataRequest(run_id=trial_id, metadata=json.dumps(metadata))
         resp = self._run(
-            "set the trial's metadata", lambda: self.session.stub.post_run_metadata(request)
+            "set the trial's metadata",
+            lambda: self.session.blocking_stub.post_run_metadata(request),
         )
         return _json_object(resp.metadata)
 
     def get_trial_metadata(self, trial_id: int) -> dict[str, Any]:
         request = v1.GetRunMetadataRequest(run_id=trial_id)
         resp = self._run(
-            "get the trial's metadata", lambda: self.session.stub.get_run_metadata(request)
+            "get the trial's metadata", lambda: self.session.blocking_stub.get_run_metadata(request)
         )
         return _json_object(resp.metadata)
 
@@ -147,7 +150,8 @@ class MasterClient:
         request = v1.GetBestValidationRequest(experiment_id=experiment_id)
         try:
             resp = self._run(
-                "get best validation", lambda: self.session.stub.get_best_validation(request)
+                "get best validation",
+                lambda: self.session.blocking_stub.get_best_validation(request),
             )
         except errors.NotFound:
             return None
@@ -158,7 +162,7 @@ class MasterClient:
         request = v1.GetCurrentSearcherOperationRequest(trial_id=trial_id)
         resp = self._run(
             "get searcher operation",
-            lambda: self.session.stub.get_current_searcher_operation(request),
+            lambda: self.session.blocking_stub.get_current_searcher_operation(request),
         )
         if resp.completed or resp.op is None:
             return None
@@ -170,7 +174,7 @@ class MasterClient:
         )
         self._run(
             "complete searcher operation",
-            lambda: self.session.stub.complete_searcher_operation(request),
+            lambda: self.session.blocking_stub.complete_searcher_operation(request),
         )
 
     # Checkpoints.
@@ -193,7 +197,7 @@ class MasterClient:
         request = v1.ReportCheckpointRequest(checkpoint=ckpt)
         self._run(
             f"report checkpoint {record.uuid}",
-            lambda: self.session.stub.report_checkpoint(request),
+            lambda: self.session.blocking_stub.report_checkpoint(request),
         )
 
     def get_checkpoint(self, uuid: str) -> CheckpointRecord | None:
@@ -201,7 +205,7 @@ class MasterClient:
         request = v1.GetCheckpointRequest(uuid=uuid)
         try:
             resp = self._run(
-                f"get checkpoint {uuid}", lambda: self.session.stub.get_checkpoint(request)
+                f"get checkpoint {uuid}", lambda: self.session.blocking_stub.get_checkpoint(request)
             )
         except errors.NotFound:
             return None
@@ -224,14 +228,18 @@ class MasterClient:
 
     def delete_checkpoints(self, uuids: list[str]) -> None:
         request = v1.DeleteCheckpointsRequest(uuids=uuids)
-        self._run("delete checkpoints", lambda: self.session.stub.delete_checkpoints(request))
+        self._run(
+            "delete checkpoints", lambda: self.session.blocking_stub.delete_checkpoints(request)
+        )
 
     def post_alert(self, trial_id: int, *, title: str, description: str, level: str) -> None:
         request = v1.PostWebhookEventDataRequest(
             trial_id=trial_id,
             data=v1.CustomWebhookEventData(title=title, description=description, level=level),
         )
-        self._run("send an alert", lambda: self.session.stub.post_webhook_event_data(request))
+        self._run(
+            "send an alert", lambda: self.session.blocking_stub.post_webhook_event_data(request)
+        )
 
     def post_proxy_address(self, address: str) -> None:
         """Tell the master where this task's web server listens (``host:port``)."""
@@ -240,11 +248,11 @@ class MasterClient:
         )
         self._run(
             "report the proxy address",
-            lambda: self.session.stub.post_allocation_proxy_address(request),
+            lambda: self.session.blocking_stub.post_allocation_proxy_address(request),
         )
 
     def _run(self, what: str, rpc: Any) -> Any:
-        return self.session.run(self.session.call(what, rpc))
+        return self.session.call_blocking(what, rpc)
 
 
 def _json_object(text: str) -> dict[str, Any]:

@@ -34,6 +34,7 @@ T = TypeVar("T")
 # How long an RPC keeps being retried while the master cannot be reached (it may be
 # restarting) before the failure is reported to the caller.
 RETRY_FOR_SECONDS = 30.0
+_CLOSED = "the Core API session is closed (core.Context.close() was called)"
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -65,6 +66,7 @@ class Session:
         self._loop = client.quiet_event_loop()
         self._channel: channel.Channel | None = None
         self._stub: Any = None
+        self._blocking_stub: Any = None
         # Calls in flight (a long poll holds one for its whole wait).
         self._calls = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix=f"{name}-call")
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -90,13 +92,28 @@ class Session:
         """A ``determined.api.lite.Stub`` (``v1.DeterminedStub``'s calls with light messages)
         whose calls return awaitables; only for coroutines running on this session's loop."""
         if self._stub is None:
-            self._channel = client.blocking_channel(self.master_url, cert_file=self._cert_file)
             self._stub = lite.stub(self._invoke, metadata=self._metadata)
         return self._stub
 
+    @property
+    def blocking_stub(self) -> Any:
+        """The same calls, made in the calling thread (for ``call_blocking``): a synchronous
+        caller's answer does not pass through the loop and a pool thread."""
+        if self._blocking_stub is None:
+            channel = self._get_channel()
+            self._blocking_stub = lite.stub(channel.unary, metadata=self._metadata)
+        return self._blocking_stub
+
+    def _get_channel(self) -> channel.Channel:
+        with self._lock:
+            if self._channel is None:
+                if self._closed:
+                    raise RuntimeError(_CLOSED)
+                self._channel = client.blocking_channel(self.master_url, cert_file=self._cert_file)
+            return self._channel
+
     def _invoke(self, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
-        assert self._channel is not None
-        call = functools.partial(self._channel.unary, *args, **kwargs)
+        call = functools.partial(self._get_channel().unary, *args, **kwargs)
         return self._loop.run_in_executor(self._calls, call)
 
     @property
@@ -107,7 +124,7 @@ class Session:
         """Schedule ``coro`` on the loop; the caller waits on the returned future."""
         if self._closed:
             coro.close()
-            raise RuntimeError("the Core API session is closed (core.Context.close() was called)")
+            raise RuntimeError(_CLOSED)
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def run(self, coro: Coroutine[Any, Any, T], *, timeout: float | None = None) -> T:
@@ -130,7 +147,7 @@ class Session:
         the loop later (``run``, ``close``) starts, so ``close()`` still finds it.
         """
         if self._closed:
-            raise RuntimeError("the Core API session is closed (core.Context.close() was called)")
+            raise RuntimeError(_CLOSED)
 
         def start() -> None:
             task = self._loop.create_task(factory(), name=name)
@@ -158,26 +175,26 @@ class Session:
         ``rpc`` is called afresh for each attempt. Errors the master answers with (not found,
         invalid argument, aborted, ...) are not retried.
         """
-        deadline = time.monotonic() + retry_for
-        delay = 0.2
+        retry = _Retry(what, self.master_url, retry_for)
         while True:
             try:
                 return await rpc()
             except Exception as e:
-                if isinstance(e, TimeoutError):
-                    # grpclib's client-side deadline; OSError's subclass, but not "unreachable".
-                    raise errors.DeadlineExceeded(
-                        f"{what}: the master did not answer before the deadline"
-                    ) from None
-                if is_transient(e) and time.monotonic() + delay < deadline:
-                    log.debug("%s: master unreachable (%s); retrying in %.1fs", what, e, delay)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 5.0)
-                    continue
-                translated = client.translate(e, self.master_url)
-                if translated is None:
-                    raise
-                raise type(translated)(f"{what}: {translated.message}") from None
+                await asyncio.sleep(retry.delay_after(e))
+
+    def call_blocking(
+        self, what: str, rpc: Callable[[], T], *, retry_for: float = RETRY_FOR_SECONDS
+    ) -> T:
+        """``call`` for a synchronous caller: ``rpc()`` (a ``blocking_stub`` call) runs in the
+        calling thread, retried and translated as ``call`` does."""
+        retry = _Retry(what, self.master_url, retry_for)
+        while True:
+            if self._closed:  # its channel is closed: a call would wait for nothing
+                raise RuntimeError(_CLOSED)
+            try:
+                return rpc()
+            except Exception as e:
+                time.sleep(retry.delay_after(e))
 
     def close(self) -> None:
         """Cancel and await the session's tasks, close the channel, stop and join the thread."""
@@ -204,3 +221,30 @@ class Session:
             self._channel = None
             self._stub = None
         self._calls.shutdown(wait=False, cancel_futures=True)
+
+
+class _Retry:
+    """One call's attempts: how long to wait after a failure, or the error to raise."""
+
+    def __init__(self, what: str, master_url: str, retry_for: float) -> None:
+        self._what = what
+        self._master_url = master_url
+        self._deadline = time.monotonic() + retry_for
+        self._delay = 0.2
+
+    def delay_after(self, e: Exception) -> float:
+        """Seconds to wait before the next attempt; raises when there is none to make."""
+        if isinstance(e, TimeoutError):
+            # grpclib's client-side deadline; OSError's subclass, but not "unreachable".
+            raise errors.DeadlineExceeded(
+                f"{self._what}: the master did not answer before the deadline"
+            ) from None
+        delay = self._delay
+        if is_transient(e) and time.monotonic() + delay < self._deadline:
+            log.debug("%s: master unreachable (%s); retrying in %.1fs", self._what, e, delay)
+            self._delay = min(delay * 2, 5.0)
+            return delay
+        translated = client.translate(e, self._master_url)
+        if translated is None:
+            raise  # the caller's exception, as it is
+        raise type(translated)(f"{self._what}: {translated.message}") from None
