@@ -96,9 +96,7 @@ class MetricShipper:
 
     def flush(self) -> None:
         """Wait until everything queued so far has been shipped; raise an earlier failure."""
-        self._owner.run(self._wait_drained())
-        with self._lock:
-            self._raise_pending_locked()
+        self._drain()
 
     def close(self) -> None:
         """Ship everything queued and wait for it; later reports are refused. Idempotent."""
@@ -106,7 +104,14 @@ class MetricShipper:
             if self._closed:
                 return
             self._closed = True
-        self._owner.run(self._wait_drained())
+        self._drain()
+
+    def _drain(self) -> None:
+        with self._lock:
+            idle = self._idle
+        # Idle: everything put so far was shipped, and there is no need to ask the loop.
+        if not idle:
+            self._owner.run(self._wait_drained())
         with self._lock:
             self._raise_pending_locked()
 
