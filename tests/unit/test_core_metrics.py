@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any
 
 import grpclib.const
 import grpclib.exceptions
@@ -280,3 +282,18 @@ def test_session_close_cancels_its_tasks_and_joins_its_thread() -> None:
     assert not session._thread.is_alive()
     with pytest.raises(RuntimeError, match="closed"):
         session.submit(asyncio.sleep(0))
+
+
+def test_a_task_spawned_just_before_close_ends_cancelled_not_failed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # core.init() spawns its background tasks without waiting for the loop; when init then
+    # fails (a bad config), close() follows at once and a task's first call meets it.
+    def poll(session: _session.Session) -> Coroutine[Any, Any, object]:
+        return session.call("poll", lambda: session.stub.get_master(None))
+
+    for _ in range(20):
+        session = _session.Session("127.0.0.1:1", "")
+        session.spawn(functools.partial(poll, session), name="poll")
+        session.close()
+    assert "background task" not in caplog.text

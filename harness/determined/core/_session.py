@@ -113,6 +113,10 @@ class Session:
             return self._channel
 
     def _invoke(self, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
+        if self._closed:
+            # close() is cancelling the loop's tasks: a call one of them makes meanwhile
+            # ends as they do, not as a failure of the task.
+            raise asyncio.CancelledError
         call = functools.partial(self._get_channel().unary, *args, **kwargs)
         return self._loop.run_in_executor(self._calls, call)
 
