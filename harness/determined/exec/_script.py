@@ -43,6 +43,7 @@ _PLAIN = re.compile(r"[\w./,:@%+-]+(?:[ \t]+[\w./,:@%+=-]+)*")
 def preload() -> None:
     """Import what a Core API script imports, so that forked scripts find it loaded."""
     import concurrent.futures.thread  # noqa: F401  # the session's call pool; imported lazily
+    import encodings.idna  # noqa: F401  # the first connection to a host name's codec
 
     import determined.core  # noqa: F401
     from determined.core import _metrics, _rpc, _session  # noqa: F401
