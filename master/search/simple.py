@@ -32,7 +32,14 @@ class OneShotSearch(SearchMethod):
     def __init__(self, config: expconf.ExperimentConfig, seed: int) -> None:
         super().__init__(config, seed)
         self.length = max_length_units(config.searcher)
+        # How far each unfinished trial trained, and those lengths tallied for progress():
+        # how many reached ``length`` and the steps of those short of it. The tallies change
+        # with ``completed`` (only through _set_completed and _drop_completed), so progress()
+        # need not walk the trials running: it runs at every event, and with 1,000 running
+        # that walk cost the master about 0.4 ms a time.
         self.completed: dict[str, int] = {}
+        self._full = 0
+        self._partial_steps = 0
         self.closing: set[str] = set()
         self.invalid: set[str] = set()
 
@@ -72,7 +79,7 @@ class OneShotSearch(SearchMethod):
     ) -> list[Operation]:
         if not self._known(request_id) or request_id in self.finished or request_id in self.closing:
             return []
-        self.completed[request_id] = max(length, self.completed.get(request_id, 0))
+        self._set_completed(request_id, max(length, self.completed.get(request_id, 0)))
         if length < self.length:
             return []
         self.closing.add(request_id)
@@ -111,24 +118,35 @@ class OneShotSearch(SearchMethod):
         # reports: what it trained to, and that it was closing, need not be kept. The state
         # is saved at every event, so what a finished trial leaves in it is paid for at
         # every later event (a reopened trial counts from its next report on).
-        self.completed.pop(request_id, None)
+        self._drop_completed(request_id)
         self.closing.discard(request_id)
         return self._fill()
+
+    def _set_completed(self, request_id: str, done: int) -> None:
+        self._tally(self.completed.get(request_id), -1)
+        self.completed[request_id] = done
+        self._tally(done, 1)
+
+    def _drop_completed(self, request_id: str) -> None:
+        self._tally(self.completed.pop(request_id, None), -1)
+
+    def _tally(self, done: int | None, sign: int) -> None:
+        if done is None:
+            return
+        if done >= max(1, self.length):
+            self._full += sign
+        else:
+            self._partial_steps += sign * done
 
     def progress(self) -> float:
         if self.done:
             return 1.0
         # A finished trial counts whole, an unfinished one by how far it trained; invalid ones
-        # not at all. Nothing here walks the finished trials: this runs at every event, and
-        # even a set difference with them costs their number (CPython walks the set taken
-        # away), which made a 10,000-trial search quadratic.
+        # not at all. Nothing here walks the finished trials nor the running ones: even a set
+        # difference with the finished costs their number (CPython walks the set taken away),
+        # which made a 10,000-trial search quadratic. A finished trial has left ``completed``.
         credit = float(len(self.finished) - len(self.invalid & self.finished))
-        length = max(1, self.length)
-        credit += sum(
-            min(1.0, done / length)
-            for rid, done in self.completed.items()
-            if rid not in self.finished and rid not in self.invalid
-        )
+        credit += self._full + self._partial_steps / max(1, self.length)
         return min(1.0, credit / max(1, self.target_trials()))
 
     def state_dict(self) -> dict[str, Any]:
@@ -143,7 +161,12 @@ class OneShotSearch(SearchMethod):
         if not state:
             return
         super().load_state_dict(state)
-        self.completed = {k: int(v) for k, v in state["completed"].items()}
+        # States saved before finished trials left ``completed`` may still hold them; they
+        # never counted, and a reopened trial counts from its next report on.
+        self.completed, self._full, self._partial_steps = {}, 0, 0
+        for rid, done in state["completed"].items():
+            if rid not in self.finished:
+                self._set_completed(rid, int(done))
         self.closing = set(state["closing"])
         self.invalid = set(state["invalid"])
 
