@@ -76,7 +76,7 @@ def start_orders(
             "DET_EXPERIMENT_ID": str(launch.experiment_id),
             "DET_TRIAL_SEED": str(launch.seed),
             "DET_HPARAMS": json.dumps(launch.hparams),
-            "DET_EXPERIMENT_CONFIG": json.dumps(cfg.to_dict()),
+            "DET_EXPERIMENT_CONFIG": cfg.json_text,
             "DET_STEPS_COMPLETED": str(launch.steps_completed),
             "DET_TRIAL_RUN_ID": str(launch.run_id),
             "DET_CONTAINER_ADDRS": json.dumps(addrs),

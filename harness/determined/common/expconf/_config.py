@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -103,6 +105,12 @@ class ExperimentConfig:
     def with_seed(self, seed: int) -> ExperimentConfig:
         """The same config with its experiment seed fixed, as the master stores it."""
         return dataclasses.replace(self, reproducibility=Reproducibility(experiment_seed=seed))
+
+    @functools.cached_property
+    def json_text(self) -> str:
+        """``to_dict()`` as JSON text, made once per config (it is frozen): the master puts
+        it in the start order of every trial of the experiment."""
+        return json.dumps(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form with every default explicit, which tasks get as DET_EXPERIMENT_CONFIG
