@@ -150,9 +150,11 @@ class OneShotSearch(SearchMethod):
         return min(1.0, credit / max(1, self.target_trials()))
 
     def state_dict(self) -> dict[str, Any]:
+        # ``completed`` in the order trials first reported, which the same events give
+        # again and loading keeps: sorting it cost more than the rest of the save.
         return {
             **super().state_dict(),
-            "completed": dict(sorted(self.completed.items())),
+            "completed": dict(self.completed),
             "closing": rid_sorted(self.closing),
             "invalid": rid_sorted(self.invalid),
         }
