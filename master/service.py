@@ -145,7 +145,7 @@ class Service:
         exp = self.live.get(experiment_id)
         if exp is None:
             return 0
-        return len(self.tasks.pulling_trials() & set(exp.trials))
+        return sum(1 for trial_id in self.tasks.pulling_trials() if trial_id in exp.trials)
 
     async def get_experiment(self, experiment_id: int) -> v1.GetExperimentResponse:
         row = await queries.experiment(self.db, experiment_id)

@@ -92,6 +92,9 @@ class TaskList:
         # A task token is good exactly while its allocation is in here.
         self._by_token: dict[str, Allocation] = {}
         self._by_task: dict[str, Allocation] = {}
+        # Those for one of whose containers an agent pulled an image: all that
+        # pulling_trials(), which answers every GetExperiment, need look at.
+        self._pulled_for: dict[str, Allocation] = {}
         # Set when a scheduling pass may place something it could not before.
         self.changed = asyncio.Event()
 
@@ -123,16 +126,22 @@ class TaskList:
             del self._by_task[alloc.task_id]
         for cid in alloc.containers:
             self._by_container.pop(cid, None)
+        self._pulled_for.pop(alloc.id, None)
 
     def allocation_of(self, task_id: str) -> Allocation | None:
         return self._by_task.get(task_id)
+
+    def pulling(self, alloc: Allocation, container_id: str) -> None:
+        """An agent pulls the image of the allocation's container."""
+        alloc.containers[container_id].pulling = True
+        self._pulled_for[alloc.id] = alloc
 
     def pulling_trials(self) -> set[int]:
         """The trials whose allocation waits for an agent to pull an image: none of its
         containers has started and one is being pulled for."""
         return {
             a.trial_id
-            for a in self.allocations.values()
+            for a in self._pulled_for.values()
             if a.trial_id is not None
             and not a.running
             and any(c.pulling and not c.started for c in a.containers.values())

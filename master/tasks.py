@@ -273,7 +273,7 @@ class TaskManager:
                 log.info(
                     "container %s: agent %s pulls image %s", msg.container_id, agent.id, msg.image
                 )
-                alloc.containers[msg.container_id].pulling = True
+                self._tasks.pulling(alloc, msg.container_id)
 
     async def container_started(self, agent: Agent, msg: v1.ContainerStarted) -> None:
         async with self._lock:
