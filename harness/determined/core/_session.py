@@ -224,6 +224,7 @@ class Session:
             self._channel.close()
             self._channel = None
             self._stub = None
+            self._blocking_stub = None  # bound to the channel just closed
         self._calls.shutdown(wait=False, cancel_futures=True)
 
 
