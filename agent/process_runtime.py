@@ -12,7 +12,9 @@ a process of its own, in a new session, with the task's environment, directory a
 pipes, that runs as a launcher started from scratch would. A task whose environment
 differs from the template's where an interpreter reads it at startup (``PYTHON*``, locale,
 loader, ``PATH``, ``HOME``, ``TZ``) starts from scratch, as does any other command, and any
-trial while the template cannot run.
+trial while the template cannot run. Its launchers keep experiments' contexts in
+``<work_dir>/contexts``, so an experiment's later trials on this agent do not download them
+again (``determined.launch.context_cache``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from determined.launch import context_cache
 from pydet.agent.launcher_template import ForkedLauncher, LauncherTemplate, TemplateGone
 from pydet.agent.lines import LineSplitter
 from pydet.agent.runtime import (
@@ -52,6 +55,9 @@ _READ_SIZE = 64 * 1024
 _DRAIN_SECONDS = 5.0
 # The command of a trial's container, which the launcher template forks.
 LAUNCHER = ("python3", "-m", "determined.exec.launch")
+# Under the work directory, beside the containers' own: the agent's copies of experiments'
+# contexts (determined.launch.context_cache).
+CONTEXTS_DIR = "contexts"
 # Environment variables an interpreter reads as it starts: a template that started with
 # other values than a task's cannot run that task.
 _STARTUP_PREFIXES = ("PYTHON", "LC_", "LD_")
@@ -324,6 +330,7 @@ class ProcessRuntime:
             env["DET_MASTER_CERT_FILE"] = self._master_cert_file
         env["DET_AGENT_ID"] = self._agent_id
         env["PYTHONUNBUFFERED"] = "1"
+        env[context_cache.CACHE_ENV] = str(self._work_dir / CONTEXTS_DIR)
         # `python3` in an argv means this interpreter, which has `determined` installed.
         bindir = os.path.dirname(sys.executable)
         rest = [d for d in env.get("PATH", "").split(os.pathsep) if d]

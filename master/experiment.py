@@ -72,6 +72,10 @@ class Experiment:
     # Reported into by a script off the cluster: its trials are made, started and ended
     # by that script (CreateTrial, StartTrial, PatchTrial), never scheduled or searched.
     unmanaged: bool = False
+    # The SHA-256 of its context, hex: its trials' launchers find a copy their agent keeps
+    # by it (determined.exec._context_cache). Known from its creation, or from the first
+    # trial this master placed (the context is read once then).
+    context_sha256: str = ""
     trials: dict[int, Trial] = field(default_factory=dict)
     # Trial ids by request id, caught up from ``trials`` when it misses: the searcher names
     # trials by request id at every event, and an experiment may have thousands.

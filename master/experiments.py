@@ -7,6 +7,7 @@ how a restarted master picks everything up in ``restore``."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib.util
 import logging
 import random
@@ -191,6 +192,7 @@ class Experiments:
             username=username,
             start_time=start_time,
             source_checkpoint=source,
+            context_sha256=hashlib.sha256(context).hexdigest(),
         )
         if imported:
             await warm_start.save_imports(
@@ -248,6 +250,9 @@ class Experiments:
         if trial.latest_checkpoint:
             steps = await self._store.checkpoint_steps(trial.latest_checkpoint)
         await self._store.archive_reports_after(trial, steps)
+        if not exp.context_sha256:
+            context = await queries.context(self._db, exp.id)
+            exp.context_sha256 = hashlib.sha256(context).hexdigest()
         return task_spec.start_orders(
             task_spec.TrialLaunch(
                 cluster_id=self._info.cluster_id,
@@ -261,6 +266,7 @@ class Experiments:
                 steps_completed=steps,
                 latest_checkpoint=trial.latest_checkpoint,
                 config=exp.config,
+                context_sha256=exp.context_sha256,
             ),
             allocation,
             self._tasks.agents,

@@ -11,6 +11,7 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import expconf
+from determined.launch import context_cache
 from pydet.master.agents import Agent
 from pydet.master.allocation import Allocation
 
@@ -36,6 +37,7 @@ class TrialLaunch:
     steps_completed: int
     latest_checkpoint: str | None
     config: expconf.ExperimentConfig
+    context_sha256: str = ""
 
 
 def shm_bytes(size: int | str | None) -> int:
@@ -87,6 +89,8 @@ def start_orders(
         }
         if launch.latest_checkpoint:
             env["DET_LATEST_CHECKPOINT"] = launch.latest_checkpoint
+        if launch.context_sha256:
+            env[context_cache.SHA256_ENV] = launch.context_sha256
         variables = cfg.environment.environment_variables
         for item in variables.cuda if cuda else variables.cpu:
             key, _, value = item.partition("=")

@@ -1,7 +1,8 @@
 """``python3 -m determined.exec.launch``: the first process of every trial container.
 
 The agent starts it in an empty working directory with the task's ``DET_*`` environment.
-It downloads the experiment's context from the master into that directory, runs
+It downloads the experiment's context from the master (or takes the agent's copy of it:
+``determined.launch.context_cache``) into that directory, runs
 ``startup-hook.sh`` if the context has one, and then runs the experiment's entrypoint:
 
 - a string: ``sh -c STRING``;
@@ -35,7 +36,7 @@ import determined as det
 from determined.common import errors
 from determined.common.context_archive import unpack_context
 from determined.exec import _script
-from determined.launch import rpc
+from determined.launch import context_cache, rpc
 from determined.launch._supervisor import Worker, supervise
 
 log = logging.getLogger("determined.exec.launch")
@@ -153,17 +154,20 @@ def launch() -> int:
             file=sys.stderr,
         )
         return 1
-    try:
-        data = rpc.fetch_context(info, info.trial.experiment_id)
-    except errors.DetError as e:
-        print(f"cannot download the experiment's context: {e.message}", file=sys.stderr, flush=True)
-        return 1
+    data, source = context_cache.load(os.environ), "the agent's copy"
+    if data is None:
+        try:
+            data, source = rpc.fetch_context(info, info.trial.experiment_id), "downloaded"
+        except errors.DetError as e:
+            print(f"cannot download the experiment's context: {e.message}", file=sys.stderr)
+            return 1
+        context_cache.store(os.environ, data)
     try:
         unpack_context(data, os.getcwd())
     except (errors.DetError, OSError) as e:
         print(f"cannot unpack the experiment's context: {e}", file=sys.stderr, flush=True)
         return 1
-    log.info("unpacked the context (%d bytes packed) into %s", len(data), os.getcwd())
+    log.info("unpacked the context (%s, %d bytes packed) into %s", source, len(data), os.getcwd())
     entrypoint = info.trial.config.get("entrypoint")
     return run_task(os.getcwd(), entrypoint, python=sys.executable, fork_scripts=True)
 
