@@ -41,6 +41,10 @@ class Trial:
     # The run whose lines matched a log policy with cancel_retries (0: none): its failure
     # is final.
     cancel_retries_run: int = 0
+    # The highest step the current run stored in each metric group, while this master has
+    # seen all of them (the run started under it; None after a restore or for an unmanaged
+    # trial): a report past them can have nothing stored to fold into (Reports.metrics).
+    stored_steps: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def retries_canceled(self) -> bool:

@@ -245,6 +245,7 @@ class Experiments:
             )
         exp, trial = found
         trial.run_id += 1
+        trial.stored_steps = {}  # a new run has stored nothing
         await self._moves.fire(exp, trial, E.PLACED)
         steps = 0
         if trial.latest_checkpoint:

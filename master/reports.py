@@ -93,8 +93,14 @@ class Reports:
             await queries.ensure_trial(self._db, trial_id)
             raise errors.FailedPrecondition(f"trial {trial_id} has ended; it takes no more metrics")
         exp, trial = found
+        known = trial.stored_steps if run_id == trial.run_id else None
         async with self._db.atomic():
-            stored = await self._stored(trial_id, run_id, reports)
+            if known is not None and all(
+                r.steps_completed > known.get(r.group, -1) for r in reports
+            ):
+                stored: dict[Key, list[Any]] = {}  # all past what the run stored
+            else:
+                stored = await self._stored(trial_id, run_id, reports)
             batch = _Batch(trial_id, run_id, stored, reports)
             if not batch.groups:
                 return []
@@ -109,6 +115,9 @@ class Reports:
                     [batch.stored[key] for key in batch.folded],
                 )
             await self._update_trial(exp, trial_id, batch)
+        if known is not None:
+            for group, steps in batch.new:
+                known[group] = max(steps, known.get(group, -1))
         trial.steps_completed = max(trial.steps_completed, batch.steps)
         self._events.publish(
             "metrics",
