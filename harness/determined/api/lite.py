@@ -379,6 +379,15 @@ def _method(snake_name: str) -> tuple[str, str, str]:
         raise AttributeError(f"v1 has no unary call {snake_name!r}") from None
 
 
+def make_all() -> None:
+    """Make every message class and the table of calls now, instead of on first use: for a
+    process that forks many clients (the agent's launcher template), whose copies then find
+    them made."""
+    for name in v1_schema.MESSAGES:
+        message_class(name)
+    _method("get_master")
+
+
 Invoke = Callable[..., Any]
 
 

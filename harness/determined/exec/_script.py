@@ -46,7 +46,10 @@ def preload() -> None:
     import encodings.idna  # noqa: F401  # the first connection to a host name's codec
 
     import determined.core  # noqa: F401
+    from determined.api import lite
     from determined.core import _metrics, _rpc, _session  # noqa: F401
+
+    lite.make_all()
 
 
 def forkable(argv: Sequence[str], env: Mapping[str, str], cwd: str) -> tuple[str, list[str]]:
