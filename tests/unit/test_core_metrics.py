@@ -100,6 +100,42 @@ def test_reports_queued_during_a_batch_go_out_together_next(
     assert steps(transport.batches) == list(range(1000))
 
 
+def test_reports_soon_after_a_batch_wait_for_the_interval_to_go_out_together(
+    session: _session.Session, transport: FakeTransport
+) -> None:
+    s = _metrics.MetricShipper(session, transport.send, transport.send_progress, interval=0.3)
+    s.put(record(0))  # the first after a quiet spell: at once
+    assert transport.in_flight.wait(5)
+    for step in range(1, 5):
+        time.sleep(0.01)
+        s.put(record(step))
+    time.sleep(0.1)
+    assert [len(b) for b in transport.batches] == [1]
+    deadline = time.monotonic() + 5
+    while len(transport.batches) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [len(b) for b in transport.batches] == [1, 4]
+    s.close()
+
+
+def test_a_flush_does_not_wait_out_the_interval(
+    session: _session.Session, transport: FakeTransport
+) -> None:
+    s = _metrics.MetricShipper(session, transport.send, transport.send_progress, interval=30)
+    s.put(record(0))
+    assert transport.in_flight.wait(5)
+    s.put(record(1))
+    started = time.monotonic()
+    s.flush()
+    assert time.monotonic() - started < 5
+    assert steps(transport.batches) == [0, 1]
+    s.put(record(2))  # and after a flush, a report soon after it waits again
+    time.sleep(0.2)
+    assert steps(transport.batches) == [0, 1]
+    s.close()
+    assert steps(transport.batches) == [0, 1, 2]
+
+
 def test_a_batch_holds_at_most_max_batch_reports_in_order(
     session: _session.Session, transport: FakeTransport
 ) -> None:

@@ -1,10 +1,12 @@
 """Metric reports leave the training loop at once and reach the master in batches.
 
 ``MetricShipper.put()`` appends a report to a queue and returns; a task on the session's
-event loop takes everything queued (up to ``max_batch`` reports) and ships it in one RPC, and
-as soon as that RPC finishes it ships whatever queued up meanwhile. A training loop that
-reports every step therefore costs one RPC per round trip to the master, not one per step.
-Progress (a single number where only the latest value matters) rides along after each batch.
+event loop takes everything queued (up to ``max_batch`` reports) and ships it in one RPC.
+The first report after a quiet spell goes out at once; later ones wait until ``interval``
+(0.1 s) has passed since the last batch left, unless a ``flush()`` or ``close()`` waits for
+them. A training loop that reports every step therefore costs the master at most one call
+per interval, not one per step (with steps of 10 ms, ten calls became two). Progress (a
+single number where only the latest value matters) rides along after each batch.
 
 A batch that fails (after the session has retried an unreachable master for a while) is
 raised by the next ``put()`` / ``put_progress()`` / ``flush()`` / ``close()``. ``close()``
@@ -14,7 +16,9 @@ ships everything reported before it and waits for the master to acknowledge it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import math
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
@@ -27,6 +31,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_BATCH = 5000
+SHIP_INTERVAL = 0.1
 
 
 class LoopOwner(Protocol):
@@ -54,6 +59,7 @@ class MetricShipper:
         send_progress: SendProgress,
         *,
         max_batch: int = MAX_BATCH,
+        interval: float = SHIP_INTERVAL,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, not {max_batch}")
@@ -62,6 +68,7 @@ class MetricShipper:
         self._send = send
         self._send_progress = send_progress
         self._max_batch = max_batch
+        self._interval = interval
         self._lock = threading.Lock()
         self._queue: deque[MetricRecord] = deque()
         self._progress: float | None = None
@@ -71,6 +78,8 @@ class MetricShipper:
         self._error: BaseException | None = None
         self._closed = False
         self._wakeup = asyncio.Event()
+        # Set while something waits for the queue to drain: the interval is not waited out.
+        self._hurry = asyncio.Event()
         self._drain_waiters: list[asyncio.Future[None]] = []
         owner.spawn(self._run, name="pydet-metrics-shipper")
 
@@ -131,13 +140,16 @@ class MetricShipper:
                 return
         waiter = self._loop.create_future()
         self._drain_waiters.append(waiter)
+        self._hurry.set()
         await waiter
 
     async def _run(self) -> None:
+        last = -math.inf  # when the last batch left (loop time)
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
             while True:
+                await self._linger(last + self._interval - self._loop.time())
                 with self._lock:
                     count = min(len(self._queue), self._max_batch)
                     batch = [self._queue.popleft() for _ in range(count)]
@@ -145,14 +157,23 @@ class MetricShipper:
                     if not batch and progress is None:
                         self._idle = True
                         waiters, self._drain_waiters = self._drain_waiters, []
+                        self._hurry.clear()
                         break
                 if batch:
+                    last = self._loop.time()
                     await self._ship(batch)
                 if progress is not None:
                     await self._ship_progress(progress)
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
+
+    async def _linger(self, delay: float) -> None:
+        """Let reports gather for ``delay`` seconds, or until something waits for them."""
+        if delay <= 0 or self._hurry.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._hurry.wait(), delay)
 
     async def _ship(self, batch: list[MetricRecord]) -> None:
         try:
