@@ -95,6 +95,9 @@ class TaskList:
         # Those for one of whose containers an agent pulled an image: all that
         # pulling_trials(), which answers every GetExperiment, need look at.
         self._pulled_for: dict[str, Allocation] = {}
+        # Allocations indexed, unindexed, told to leave or with a container exited since the
+        # task manager last looked: the only ones whose scheduler view may have changed.
+        self._touched: dict[str, Allocation] = {}
         # Set when a scheduling pass may place something it could not before.
         self.changed = asyncio.Event()
 
@@ -114,6 +117,7 @@ class TaskList:
 
     def index(self, alloc: Allocation) -> None:
         self.allocations[alloc.id] = alloc
+        self._touched[alloc.id] = alloc
         self._by_token[alloc.token] = alloc
         self._by_task[alloc.task_id] = alloc
         for cid in alloc.containers:
@@ -121,12 +125,23 @@ class TaskList:
 
     def unindex(self, alloc: Allocation) -> None:
         del self.allocations[alloc.id]
+        self._touched[alloc.id] = alloc
         self._by_token.pop(alloc.token, None)
         if self._by_task.get(alloc.task_id) is alloc:
             del self._by_task[alloc.task_id]
         for cid in alloc.containers:
             self._by_container.pop(cid, None)
         self._pulled_for.pop(alloc.id, None)
+
+    def touch(self, alloc: Allocation) -> None:
+        """The slots an allocation holds, or its preemption, changed."""
+        self._touched[alloc.id] = alloc
+
+    def take_touched(self) -> list[Allocation]:
+        """The allocations touched since the last call (see ``touch``), once each."""
+        touched = list(self._touched.values())
+        self._touched.clear()
+        return touched
 
     def allocation_of(self, task_id: str) -> Allocation | None:
         return self._by_task.get(task_id)
@@ -189,6 +204,7 @@ class TaskList:
         if not alloc.preempt.is_set():
             alloc.preempt.set()
             alloc.kill_at = time.time() + timeout
+            self.touch(alloc)
 
     async def ack_preemption(self, alloc: Allocation) -> None:
         alloc.preemption_acked = True

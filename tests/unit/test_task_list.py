@@ -84,3 +84,13 @@ def test_preempt_signals_once_and_sets_the_deadline_to_kill(tasks: TaskList) -> 
     assert alloc.preempt.is_set() and deadline is not None and deadline >= before + 30
     tasks.preempt(alloc, reason="paused", timeout=1)
     assert alloc.kill_at == deadline and alloc.stop_reason == "preempted"
+
+
+def test_what_may_change_a_scheduler_view_is_handed_over_once(tasks: TaskList) -> None:
+    first, second = allocation("1.1.1", "1.1"), allocation("2.1.1", "2.1")
+    tasks.index(first)
+    tasks.index(second)
+    assert tasks.take_touched() == [first, second] and tasks.take_touched() == []
+    tasks.preempt(first, reason="preempted", timeout=5.0)
+    tasks.unindex(second)
+    assert tasks.take_touched() == [first, second]
