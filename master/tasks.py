@@ -317,6 +317,7 @@ class TaskManager:
             # One failed process ends its siblings, so distributed jobs never hang; they get
             # a moment first to print why their collectives were aborted.
             alloc.siblings_kill_at = time.time() + SIBLING_GRACE
+            self._tasks.watch(alloc)
             self._tasks.wake()
         # The container's exit, and with the last one the allocation's end and its owner's
         # move: one transaction.
@@ -341,7 +342,8 @@ class TaskManager:
 
     async def _sweep_lost(self) -> None:
         now = time.time()
-        for alloc in list(self._tasks.allocations.values()):
+        # Only allocations with a deadline or daemons can have anything due here.
+        for alloc in list(self._tasks.watched.values()):
             daemons = alloc.daemons_to_stop()
             if daemons:
                 alloc.daemons_stopped = True
@@ -360,6 +362,8 @@ class TaskManager:
                     alloc, "the task did not stop within its preemption_timeout; killing it"
                 )
                 self._tasks.kill(alloc, reason=alloc.stop_reason or "preempted")
+            if _nothing_due(alloc):
+                self._tasks.watched.pop(alloc.id, None)
         for cid, since in list(self._away_since.items()):
             if now - since < self._reconnect_timeout:
                 continue
@@ -375,3 +379,12 @@ class TaskManager:
                 f"{self._reconnect_timeout:.0f}s",
                 lost=True,
             )
+
+
+def _nothing_due(alloc: Allocation) -> bool:
+    """The sweep has nothing left to do for the allocation, now or later."""
+    return (
+        alloc.kill_at is None
+        and alloc.siblings_kill_at in (None, float("inf"))
+        and (alloc.daemons_stopped or not alloc.has_daemons)
+    )
