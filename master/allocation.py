@@ -109,6 +109,10 @@ class Allocation:
     def __post_init__(self) -> None:
         self._has_daemons = any(c.daemon for c in self.containers.values())
 
+    @property
+    def has_daemons(self) -> bool:
+        return self._has_daemons
+
     def held(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """(agent, slot ids) of each container that has not exited: what it holds."""
         if self._held is None:

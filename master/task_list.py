@@ -95,6 +95,12 @@ class TaskList:
         # Those for one of whose containers an agent pulled an image: all that
         # pulling_trials(), which answers every GetExperiment, need look at.
         self._pulled_for: dict[str, Allocation] = {}
+        # Allocations indexed, unindexed, told to leave or with a container exited since the
+        # task manager last looked: the only ones whose scheduler view may have changed.
+        self._touched: dict[str, Allocation] = {}
+        # Those the task manager's sweep must look at: a kill is due at some time, or
+        # daemon containers are to be stopped once the others have exited (see ``watch``).
+        self.watched: dict[str, Allocation] = {}
         # Set when a scheduling pass may place something it could not before.
         self.changed = asyncio.Event()
 
@@ -114,6 +120,9 @@ class TaskList:
 
     def index(self, alloc: Allocation) -> None:
         self.allocations[alloc.id] = alloc
+        self._touched[alloc.id] = alloc
+        if alloc.has_daemons:
+            self.watch(alloc)
         self._by_token[alloc.token] = alloc
         self._by_task[alloc.task_id] = alloc
         for cid in alloc.containers:
@@ -121,12 +130,30 @@ class TaskList:
 
     def unindex(self, alloc: Allocation) -> None:
         del self.allocations[alloc.id]
+        self._touched[alloc.id] = alloc
+        self.watched.pop(alloc.id, None)
         self._by_token.pop(alloc.token, None)
         if self._by_task.get(alloc.task_id) is alloc:
             del self._by_task[alloc.task_id]
         for cid in alloc.containers:
             self._by_container.pop(cid, None)
         self._pulled_for.pop(alloc.id, None)
+
+    def touch(self, alloc: Allocation) -> None:
+        """The slots an allocation holds, or its preemption, changed."""
+        self._touched[alloc.id] = alloc
+
+    def watch(self, alloc: Allocation) -> None:
+        """The allocation has something for the sweep to do later: a kill deadline
+        (``kill_at``, ``siblings_kill_at``) or daemon containers to stop."""
+        if alloc.id in self.allocations:
+            self.watched[alloc.id] = alloc
+
+    def take_touched(self) -> list[Allocation]:
+        """The allocations touched since the last call (see ``touch``), once each."""
+        touched = list(self._touched.values())
+        self._touched.clear()
+        return touched
 
     def allocation_of(self, task_id: str) -> Allocation | None:
         return self._by_task.get(task_id)
@@ -189,6 +216,8 @@ class TaskList:
         if not alloc.preempt.is_set():
             alloc.preempt.set()
             alloc.kill_at = time.time() + timeout
+            self.touch(alloc)
+            self.watch(alloc)
 
     async def ack_preemption(self, alloc: Allocation) -> None:
         alloc.preemption_acked = True
@@ -206,6 +235,7 @@ class TaskList:
                 "its resources can no longer be marked as daemons"
             )
         alloc.mark_daemon(resources_id)
+        self.watch(alloc)
         await self._db.write(
             "UPDATE allocations SET containers = ? WHERE id = ?",
             (alloc.containers_json(), alloc.id),

@@ -19,6 +19,7 @@ from pydet.master.agents import Agent, AgentTable
 from pydet.master.allocation import Allocation, Container
 from pydet.master.db import Database
 from pydet.master.logs import LogLine, LogStore
+from pydet.master.running_views import RunningViews
 from pydet.master.task_list import Job, TaskList, TaskRequest, UnknownJob
 
 log = logging.getLogger(__name__)
@@ -70,8 +71,8 @@ class TaskManager:
         self._reconnect_timeout = agent_reconnect_timeout
         # Containers whose agent is away, with the time it went away.
         self._away_since: dict[str, float] = {}
-        # Each allocation's view for the scheduler, with what it was made from.
-        self._views: dict[str, tuple[_ViewKey, scheduler.RunningAllocation]] = {}
+        # Each pool's running allocations as the scheduler sees them, kept between passes.
+        self._running = RunningViews()
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -88,8 +89,9 @@ class TaskManager:
                 await self._schedule()
 
     async def _schedule(self) -> None:
-        for gone in self._views.keys() - self._tasks.allocations.keys():
-            del self._views[gone]
+        for alloc in self._tasks.take_touched():
+            self._running.update(alloc, live=self._tasks.allocations.get(alloc.id) is alloc)
+        self._running.refresh_jobs()
         for pool, policy in self._pools.items():
             pending = [r for r in self._tasks.pending.values() if r.job.resource_pool == pool]
             if not pending:
@@ -106,7 +108,7 @@ class TaskManager:
                 for a in self._agents.connected()
                 if a.resource_pool == pool
             ]
-            running = self._running(pool)
+            running = self._running.pool(pool)
             requests = [
                 scheduler.Request(
                     r.task_id,
@@ -134,33 +136,6 @@ class TaskManager:
                 )
                 self._tasks.preempt(alloc, reason="preempted", timeout=timeout)
                 await self._owner.allocation_preempted(alloc)
-
-    def _running(self, pool: str) -> list[scheduler.RunningAllocation]:
-        """The pool's allocations as the scheduler sees them. Each job's settings are read
-        afresh (``det job update`` changes them), once per job; an allocation's view is made
-        again only when they, its containers or its preemption changed since the last pass."""
-        settings_of: dict[int, _JobSettings] = {}
-        views = []
-        for alloc in self._tasks.allocations.values():
-            job = alloc.job
-            settings = settings_of.get(id(job))
-            if settings is None:
-                settings = settings_of[id(job)] = (
-                    job.resource_pool,
-                    job.job_id,
-                    job.priority,
-                    job.weight,
-                    job.order,
-                    job.max_slots,
-                )
-            if settings[0] != pool:
-                continue
-            key = (settings, alloc.held(), alloc.preempt.is_set())
-            cached = self._views.get(alloc.id)
-            if cached is None or cached[0] != key:
-                cached = self._views[alloc.id] = (key, _running_view(alloc, *key))
-            views.append(cached[1])
-        return views
 
     async def _start(self, req: TaskRequest, placement: scheduler.Placement) -> None:
         alloc_id = f"{req.task_id}.{int(time.time() * 1000) % 10**9}"
@@ -326,6 +301,7 @@ class TaskManager:
         self._away_since.pop(container_id, None)
         c.lost = lost
         alloc.container_exited(c, exit_code, error)
+        self._tasks.touch(alloc)
         agent = self._agents.agents.get(c.agent_id)
         if agent is not None:
             agent.containers.discard(container_id)
@@ -341,6 +317,7 @@ class TaskManager:
             # One failed process ends its siblings, so distributed jobs never hang; they get
             # a moment first to print why their collectives were aborted.
             alloc.siblings_kill_at = time.time() + SIBLING_GRACE
+            self._tasks.watch(alloc)
             self._tasks.wake()
         # The container's exit, and with the last one the allocation's end and its owner's
         # move: one transaction.
@@ -365,7 +342,8 @@ class TaskManager:
 
     async def _sweep_lost(self) -> None:
         now = time.time()
-        for alloc in list(self._tasks.allocations.values()):
+        # Only allocations with a deadline or daemons can have anything due here.
+        for alloc in list(self._tasks.watched.values()):
             daemons = alloc.daemons_to_stop()
             if daemons:
                 alloc.daemons_stopped = True
@@ -384,6 +362,8 @@ class TaskManager:
                     alloc, "the task did not stop within its preemption_timeout; killing it"
                 )
                 self._tasks.kill(alloc, reason=alloc.stop_reason or "preempted")
+            if _nothing_due(alloc):
+                self._tasks.watched.pop(alloc.id, None)
         for cid, since in list(self._away_since.items()):
             if now - since < self._reconnect_timeout:
                 continue
@@ -401,26 +381,10 @@ class TaskManager:
             )
 
 
-# A job's pool, id, priority, weight, queue order and max slots.
-_JobSettings = tuple[str, str, int, float, float, int | None]
-_ViewKey = tuple[_JobSettings, scheduler.Containers, bool]
-
-
-def _running_view(
-    alloc: Allocation,
-    settings: _JobSettings,
-    held: scheduler.Containers,
-    preempting: bool,
-) -> scheduler.RunningAllocation:
-    _, job_id, priority, weight, order, max_slots = settings
-    return scheduler.RunningAllocation(
-        alloc.id,
-        job_id=job_id,
-        containers=held,
-        priority=priority,
-        weight=weight,
-        order=order,
-        max_slots=max_slots,
-        started=alloc.start_time,
-        preempting=preempting,
+def _nothing_due(alloc: Allocation) -> bool:
+    """The sweep has nothing left to do for the allocation, now or later."""
+    return (
+        alloc.kill_at is None
+        and alloc.siblings_kill_at in (None, float("inf"))
+        and (alloc.daemons_stopped or not alloc.has_daemons)
     )

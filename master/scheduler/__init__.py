@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from pydet.master.scheduler.fairshare import decide_fair_share, fair_shares
 from pydet.master.scheduler.priority import decide_priority
+from pydet.master.scheduler.running import RunningSet
 from pydet.master.scheduler.types import (
     DEFAULT_PRIORITY,
     AgentView,
@@ -43,6 +44,7 @@ __all__ = [
     "PoolPolicy",
     "Request",
     "RunningAllocation",
+    "RunningSet",
     "decide",
     "fair_shares",
 ]
@@ -51,7 +53,7 @@ __all__ = [
 def decide(
     pool: PoolPolicy,
     agents: Sequence[AgentView],
-    running: Sequence[RunningAllocation],
+    running: Sequence[RunningAllocation] | RunningSet,
     pending: Sequence[Request],
 ) -> Decision:
     """One scheduling pass over one pool.
@@ -59,7 +61,8 @@ def decide(
     ``agents`` are the pool's connected agents (disabled and draining ones included: they
     receive nothing, and what runs on them is never preempted); ``running`` every
     allocation holding resources in the pool, so that job caps, pool size and preemption
-    see the whole picture; ``pending`` the requests waiting in the pool.
+    see the whole picture (a ``RunningSet`` kept up to date spares the pass from summing
+    it again); ``pending`` the requests waiting in the pool.
     """
     if pool.scheduler == "fair_share":
         return decide_fair_share(pool, agents, running, pending)

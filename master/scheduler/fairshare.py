@@ -17,7 +17,7 @@ job first, so the pool is not left idle. Priority and queue moves do not apply.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from operator import attrgetter
 
 from pydet.master.scheduler.fit import Capacity, place_zero_slot
@@ -79,7 +79,7 @@ class _Jobs:
     object per job."""
 
     def __init__(
-        self, capacity: Capacity, running: Sequence[RunningAllocation], pending: Sequence[Request]
+        self, capacity: Capacity, running: Collection[RunningAllocation], pending: Sequence[Request]
     ) -> None:
         size = {agent_id: capacity.free_count(agent_id) for agent_id in capacity.agent_ids}
         for alloc in running:
@@ -153,7 +153,7 @@ class _Jobs:
 def decide_fair_share(
     policy: PoolPolicy,
     agents: Sequence[AgentView],
-    running: Sequence[RunningAllocation],
+    running: Collection[RunningAllocation],
     pending: Sequence[Request],
 ) -> Decision:
     capacity = Capacity(agents, policy.fitting_policy)

@@ -23,10 +23,11 @@ import heapq
 import itertools
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
 
 from pydet.master.scheduler.fit import Capacity, place_zero_slot
+from pydet.master.scheduler.running import RunningSet
 from pydet.master.scheduler.types import (
     AgentView,
     Decision,
@@ -43,11 +44,13 @@ queue_key = attrgetter("priority", "order")
 def decide_priority(
     policy: PoolPolicy,
     agents: Sequence[AgentView],
-    running: Sequence[RunningAllocation],
+    running: Sequence[RunningAllocation] | RunningSet,
     pending: Sequence[Request],
 ) -> Decision:
     capacity = Capacity(agents, policy.fitting_policy)
     placements = place_zero_slot(capacity, pending, key=queue_key)
+    if not isinstance(running, RunningSet):
+        running = RunningSet.of(running)
 
     limits = _Limits(running, capacity)
     held = limits.held_by_job()
@@ -105,19 +108,23 @@ def decide_priority(
                 continue  # it waits: victims' slots may be on the agents it avoids
             if planning is None:
                 planning = capacity.copy()
-                for alloc in running:
-                    if alloc.preempting:
-                        for agent_id, slot_ids in alloc.containers:
-                            planning.give(agent_id, slot_ids)
-                preemptor = _Preemptor(running, planning)
-            assert preemptor is not None
+                for alloc in running.preempting.values():
+                    for agent_id, slot_ids in alloc.containers:
+                        planning.give(agent_id, slot_ids)
             # Room left by allocations already leaving, or by victims chosen for an earlier
             # request, may suffice: then it waits for that instead of preempting more.
             plan = planning.fit(request.slots, single_node=request.single_node)
             if plan is None:
                 if request.slots >= hopeless[request.single_node]:
                     continue
-                victims = preemptor.plan(request)
+                # Sorting every running allocation is only worth it when one is behind the
+                # request in the queue (usually none: one experiment's trials are equals).
+                victims = None
+                most = running.most_preemptable()
+                if most is not None and most > (request.priority, request.order):
+                    if preemptor is None:
+                        preemptor = _Preemptor(running, planning)
+                    victims = preemptor.plan(request)
                 if victims is None:
                     hopeless[request.single_node] = request.slots
                     continue
@@ -136,16 +143,12 @@ def decide_priority(
 class _Limits:
     """What the pool could hold if it were empty, and what each job holds now."""
 
-    def __init__(self, running: Sequence[RunningAllocation], cap: Capacity) -> None:
-        size = {agent_id: cap.free_count(agent_id) for agent_id in cap.agent_ids}
-        self._held: defaultdict[str, int] = defaultdict(int)
-        for alloc in running:
-            for agent_id, slot_ids in alloc.containers:
-                self._held[alloc.job] += len(slot_ids)
-                if agent_id in size:
-                    size[agent_id] += len(slot_ids)
-        self.total = sum(size.values())
-        self.largest_agent = max(size.values(), default=0)
+    def __init__(self, running: RunningSet, cap: Capacity) -> None:
+        held_on = running.held_on_agent
+        size = [cap.free_count(agent_id) + held_on.get(agent_id, 0) for agent_id in cap.agent_ids]
+        self._held = running.held_by_job
+        self.total = sum(size)
+        self.largest_agent = max(size, default=0)
 
     def held_by_job(self) -> defaultdict[str, int]:
         return defaultdict(int, self._held)
@@ -167,7 +170,7 @@ class _Preemptor:
     is needed.
     """
 
-    def __init__(self, running: Sequence[RunningAllocation], capacity: Capacity) -> None:
+    def __init__(self, running: Iterable[RunningAllocation], capacity: Capacity) -> None:
         self._cap = capacity
         cands = []
         for a in running:

@@ -84,3 +84,42 @@ def test_preempt_signals_once_and_sets_the_deadline_to_kill(tasks: TaskList) -> 
     assert alloc.preempt.is_set() and deadline is not None and deadline >= before + 30
     tasks.preempt(alloc, reason="paused", timeout=1)
     assert alloc.kill_at == deadline and alloc.stop_reason == "preempted"
+
+
+def test_what_may_change_a_scheduler_view_is_handed_over_once(tasks: TaskList) -> None:
+    first, second = allocation("1.1.1", "1.1"), allocation("2.1.1", "2.1")
+    tasks.index(first)
+    tasks.index(second)
+    assert tasks.take_touched() == [first, second] and tasks.take_touched() == []
+    tasks.preempt(first, reason="preempted", timeout=5.0)
+    tasks.unindex(second)
+    assert tasks.take_touched() == [first, second]
+
+
+async def test_the_sweep_watches_only_allocations_with_a_deadline_or_daemons(
+    tasks: TaskList,
+) -> None:
+    plain, preempted = allocation("1.1.1", "1.1"), allocation("2.1.1", "2.1")
+    pair = Allocation(
+        id="3.1.1",
+        task_id="3.1",
+        trial_id=3,
+        token="token-3",
+        containers={
+            f"3.1.1.{r}": Container(id=f"3.1.1.{r}", agent_id="a", slot_ids=(str(r),), rank=r)
+            for r in range(2)
+        },
+        job=UnknownJob(),
+    )
+    for alloc in (plain, preempted, pair):
+        tasks.index(alloc)
+    assert tasks.watched == {}
+    tasks.preempt(preempted, reason="preempted", timeout=5.0)
+    await tasks.mark_daemon("3.1.1", "3.1.1.1")
+    assert list(tasks.watched) == ["2.1.1", "3.1.1"]
+    tasks.unindex(preempted)
+    assert list(tasks.watched) == ["3.1.1"]
+    # A master restarted with the daemon on record watches it from the start.
+    tasks.unindex(pair)
+    tasks.index(pair)
+    assert list(tasks.watched) == ["3.1.1"]
