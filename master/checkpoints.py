@@ -45,6 +45,8 @@ class Checkpoints:
 
     async def apply_retention(self, exp: Experiment) -> None:
         """Delete the checkpoints the experiment's retention policy no longer keeps."""
+        if not exp.may_have_checkpoints:
+            return  # it runs at every trial's end: a new experiment's reads cost nothing
         checkpoints = [
             retention.CheckpointRecord(
                 uuid=c.uuid,

@@ -77,9 +77,12 @@ class Experiment:
     # by that script (CreateTrial, StartTrial, PatchTrial), never scheduled or searched.
     unmanaged: bool = False
     # The SHA-256 of its context, hex: its trials' launchers find a copy their agent keeps
-    # by it (determined.exec._context_cache). Known from its creation, or from the first
+    # by it (determined.launch.context_cache). Known from its creation, or from the first
     # trial this master placed (the context is read once then).
     context_sha256: str = ""
+    # False only while no checkpoint can have been recorded for it (a new experiment): its
+    # trials' ends then skip the retention policy's reads of the store.
+    may_have_checkpoints: bool = True
     trials: dict[int, Trial] = field(default_factory=dict)
     # Trial ids by request id, caught up from ``trials`` when it misses: the searcher names
     # trials by request id at every event, and an experiment may have thousands.

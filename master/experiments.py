@@ -193,6 +193,7 @@ class Experiments:
             start_time=start_time,
             source_checkpoint=source,
             context_sha256=hashlib.sha256(context).hexdigest(),
+            may_have_checkpoints=False,
         )
         if imported:
             await warm_start.save_imports(
@@ -403,6 +404,10 @@ class Experiments:
 
     async def report_checkpoint(self, checkpoint: v1.Checkpoint) -> None:
         """Record a checkpoint; a live trial resumes from it from now on."""
+        exp = self._live.get(checkpoint.experiment_id)
+        if exp is not None:
+            # Before its row exists: a trial ending meanwhile applies the retention policy.
+            exp.may_have_checkpoints = True
         await self._checkpoints.record(checkpoint)
         found = self._live.trial(checkpoint.trial_id)
         if found is not None:

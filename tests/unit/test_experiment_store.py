@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
+
+import pytest
 
 from determined.common import expconf
+from pydet.master.checkpoints import Checkpoints
 from pydet.master.db import Database
 from pydet.master.events import EventBus
 from pydet.master.experiment import Experiment
@@ -72,3 +76,18 @@ async def test_an_ended_experiment_is_not_loaded_again(store: Database) -> None:
     exp.state = State.COMPLETED
     await experiments.save_state(exp)
     assert await experiments.live_experiments() == []
+
+
+async def test_a_new_experiment_ends_trials_without_reading_checkpoints(tmp_path: Path) -> None:
+    exp = Experiment(
+        id=1,
+        config=CONFIG,
+        state=State.ACTIVE,
+        search=searcher.new_search(CONFIG, 1),
+        may_have_checkpoints=False,
+    )
+    # The store is not even open: the retention policy reads nothing from it.
+    await Checkpoints(Database(tmp_path / "closed.db")).apply_retention(exp)
+    exp.may_have_checkpoints = True
+    with pytest.raises(RuntimeError, match="not open"):
+        await Checkpoints(Database(tmp_path / "closed.db")).apply_retention(exp)
