@@ -11,8 +11,8 @@ take a few hundred milliseconds of CPU. The runtime keeps one launcher loaded as
 a process of its own, in a new session, with the task's environment, directory and output
 pipes, that runs as a launcher started from scratch would. A task whose environment
 differs from the template's where an interpreter reads it at startup (``PYTHON*``, locale,
-loader, ``PATH``, ``HOME``, ``TZ``) starts from scratch, as does any other command, and any
-trial while the template cannot run. Its launchers keep experiments' contexts in
+loader, ``PATH``, ``HOME``, ``TZ``, ``TMPDIR``) starts from scratch, as does any other
+command, and any trial while the template cannot run. Its launchers keep experiments' contexts in
 ``<work_dir>/contexts``, so an experiment's later trials on this agent do not download them
 again (``determined.launch.context_cache``).
 """
@@ -61,7 +61,8 @@ CONTEXTS_DIR = "contexts"
 # Environment variables an interpreter reads as it starts: a template that started with
 # other values than a task's cannot run that task.
 _STARTUP_PREFIXES = ("PYTHON", "LC_", "LD_")
-_STARTUP_NAMES = frozenset({"LANG", "PATH", "HOME", "TZ"})
+# TMPDIR and the like: the template found its temporary directory once for its launchers.
+_STARTUP_NAMES = frozenset({"LANG", "PATH", "HOME", "TZ", "TMPDIR", "TEMP", "TMP"})
 # Exit codes for containers that never ran, as a shell would report them.
 EXIT_NOT_FOUND = 127
 EXIT_START_FAILED = 1

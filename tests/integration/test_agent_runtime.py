@@ -387,6 +387,13 @@ async def test_trial_launchers_are_forked_from_the_template_when_their_environme
         started = cold.events[0]
         assert isinstance(started, Started) and parent_of(started.pid) == os.getpid()
         assert (await cold.exited(60)).exit_code == 1
+
+        elsewhere = Recorder()  # the template found its temporary directory for its TMPDIR
+        env = {"DET_ALLOCATION_ID": "x", "TMPDIR": str(tmp_path)}
+        await rt.start(order("c4", *launcher, env=env), elsewhere)
+        started = elsewhere.events[0]
+        assert isinstance(started, Started) and parent_of(started.pid) == os.getpid()
+        assert (await elsewhere.exited(60)).exit_code == 1
     finally:
         await rt.close()
     assert not alive(template)

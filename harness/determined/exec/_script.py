@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import threading
 import traceback
 import types
@@ -50,6 +51,9 @@ def preload() -> None:
     from determined.core import _metrics, _rpc, _session  # noqa: F401
 
     lite.make_all()
+    # Found by writing a file in each candidate directory: once here, not in every trial
+    # (a task whose TMPDIR differs starts from scratch: agent/process_runtime.py).
+    tempfile.gettempdir()
 
 
 def forkable(argv: Sequence[str], env: Mapping[str, str], cwd: str) -> tuple[str, list[str]]:
