@@ -34,7 +34,6 @@ import asyncio
 import json
 import os
 import pathlib
-import pstats
 import signal
 import sqlite3
 import subprocess
@@ -49,10 +48,12 @@ sys.path.insert(0, str(ROOT))
 from tabulate import tabulate  # type: ignore[import-untyped]  # noqa: E402
 
 from bench.search import (  # noqa: E402
+    PROFILE_ENV,
     WORKLOAD,
     BenchCluster,
     Workload,
     cpu_seconds,
+    print_profile,
     pydet_config,
     run_pydet_search,
 )
@@ -62,7 +63,6 @@ from tests.cluster import wait_until  # noqa: E402
 
 PY = sys.executable
 FLEET = ROOT / "bench" / "_scale" / "hollow_agents.py"
-PROFILE_ENV = "PYDET_MASTER_PROFILE"
 TARGET_RATE = 200.0
 SLURM_RATE = 500.0
 TARGET_OVER_IDEAL = 15.0
@@ -254,12 +254,6 @@ def real_rows(m: Measured) -> list[list[str]]:
 
 def print_rows(rows: list[list[str]]) -> None:
     print(tabulate(rows, headers=["workload", "measure", "value", "target", "load"]), flush=True)
-
-
-def print_profile(path: str, top: int = 30) -> None:
-    stats = pstats.Stats(path)
-    stats.sort_stats("tottime").print_stats(top)
-    stats.sort_stats("cumulative").print_stats(top)
 
 
 def main() -> None:

@@ -13,9 +13,12 @@ runs in this process (``ray.init`` with as many CPUs as slots, timed around
 '.[raytune]'``. Per-trial overhead is what the platform adds to a trial's own work:
 ``wall x concurrency / trials - mean work per trial``.
 
-Ray Tune runs twice, each row labelled: at its defaults (a new worker process per trial, as
-pydet) and at its fastest documented setting, ``reuse_actors=True`` (one process runs trial
-after trial); the summary compares pydet with Ray's fastest row.
+Ray Tune runs twice, each row labelled: at its fastest documented setting,
+``reuse_actors=True`` (one process runs trial after trial), then at its defaults (a new
+worker process per trial, as pydet); the summary compares pydet with Ray's fastest row. The
+fastest row runs first, so that it never follows the defaults' minutes of process starts;
+and each row waits (up to 90 s) for the machine's 1-minute load average to fall under 1.0,
+so that it does not pay for the processes of the row before it.
 
 Then pydet's per-trial overhead is broken down from the timestamps of the random search's
 trials (the master's, the agent's, /proc's and the trial's own), issue 12's targets are
@@ -26,7 +29,12 @@ machine with few cores, the CPU a trial costs is what bounds the search's wall t
 
     python3 bench/search.py [--trials 200] [--agents 2] [--slots 2] [--work-ms 10]
                             [--steps 10] [--only pydet,ray] [--searchers random,asha]
-                            [--ray-modes default,reuse]
+                            [--ray-modes reuse,default] [--profile-runs 7]
+                            [--profile FILE]
+
+``--profile-runs 0`` skips timing the parts; ``--profile FILE`` runs pydet's master under
+cProfile (PYDET_MASTER_PROFILE, its event loop thread's CPU time), stops it in order to
+write FILE, and prints its top functions by own and by cumulative time.
 
 The trial script is ``bench/_search_workload/trial.py``.
 """
@@ -41,7 +49,9 @@ import json
 import logging
 import os
 import pathlib
+import pstats
 import re
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -71,6 +81,10 @@ RAY_DEFAULT = "Ray Tune (defaults: a new worker process per trial)"
 RAY_REUSE = "Ray Tune (reuse_actors=True: one process runs many trials)"
 DIVISOR = 3
 RUNGS = 3
+PROFILE_ENV = "PYDET_MASTER_PROFILE"
+# Before each Ray row: the 1-minute load average to wait for, and for how long at most.
+SETTLE_LOAD = 1.0
+SETTLE_MAX_S = 90.0
 
 
 @dataclass(frozen=True)
@@ -433,7 +447,12 @@ def profile(address: str, token: str, exp_id: int, runs: int) -> list[tuple[str,
 
 
 def run_pydet(
-    w: Workload, searchers: Sequence[str], agents: int, slots: int, profile_runs: int
+    w: Workload,
+    searchers: Sequence[str],
+    agents: int,
+    slots: int,
+    profile_runs: int,
+    profile_to: str = "",
 ) -> tuple[list[Result], list[tuple[str, float]], list[tuple[str, float]], list[Any]]:
     results: list[Result] = []
     stages: list[tuple[str, float]] = []
@@ -443,7 +462,10 @@ def run_pydet(
         cluster = BenchCluster(pathlib.Path(tmp))
         try:
             began = time.monotonic()
+            if profile_to:
+                os.environ[PROFILE_ENV] = str(pathlib.Path(profile_to).resolve())
             cluster.start_master()
+            os.environ.pop(PROFILE_ENV, None)
             for i in range(agents):
                 cluster.start_agent(f"agent-{i}", slots)
             startup = time.monotonic() - began
@@ -488,12 +510,16 @@ def run_pydet(
                     stages = breakdown(trials)
                 print(f"pydet {searcher}: {wall:.1f}s", file=sys.stderr, flush=True)
             any_exp = next(iter(exp_ids.values()))
-            parts = profile(cluster.address, cluster.token, any_exp, profile_runs)
-            imports = top_imports("determined.exec.launch", 8)
+            if profile_runs > 0:
+                parts = profile(cluster.address, cluster.token, any_exp, profile_runs)
+                imports = top_imports("determined.exec.launch", 8)
+            if profile_to:  # the profile is written when the master stops in order
+                cluster.stop_master(signal.SIGTERM)
         except BaseException:
             print(cluster.dump_logs(), file=sys.stderr)
             raise
         finally:
+            os.environ.pop(PROFILE_ENV, None)
             cluster.close()
     return results, stages, parts, imports
 
@@ -607,6 +633,8 @@ def target_rows(
     def add(name: str, value: float | None, target: str, ok: bool | None, ray: str = "") -> None:
         figure = "n/a" if value is None else f"{value:.3f}"
         verdict = "" if ok is None else ("met" if ok else "NOT met")
+        if value is None:
+            verdict = "not measured"
         rows.append([name, figure, target, ray, verdict])
 
     by = {(r.platform, r.searcher): r for r in results}
@@ -657,6 +685,24 @@ def fastest_peer(results: list[Result], searcher: str) -> Result | None:
     return min(peers, key=lambda r: r.wall, default=None)
 
 
+def settle(max_s: float = SETTLE_MAX_S) -> tuple[float, float, float]:
+    """Wait until the 1-minute load average is under SETTLE_LOAD, for at most ``max_s``: the
+    processes of the row before (Ray's workers and raylet, pydet's trials) may still be
+    exiting. Returns the load average the next row starts at."""
+    deadline = time.monotonic() + max_s
+    while os.getloadavg()[0] >= SETTLE_LOAD and time.monotonic() < deadline:
+        time.sleep(2)
+    return os.getloadavg()
+
+
+def print_profile(path: str, top: int = 30) -> None:
+    """A master's cProfile (PYDET_MASTER_PROFILE): its top functions by own time, then by
+    cumulative time."""
+    stats = pstats.Stats(path)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
 @contextlib.contextmanager
 def installed_bytecode() -> Iterator[str]:
     """pydet's processes load its modules from a byte-code cache, as those of an installed
@@ -689,11 +735,15 @@ def main() -> None:
     parser.add_argument("--work-ms", type=float, default=10.0, help="work per step (a sleep)")
     parser.add_argument("--only", default=",".join(PLATFORMS), help="pydet,ray or one")
     parser.add_argument("--searchers", default=",".join(SEARCHERS), help="random,asha or one")
-    parser.add_argument("--profile-runs", type=int, default=7)
+    parser.add_argument(
+        "--profile-runs", type=int, default=7, help="runs of each part timed alone (0: none)"
+    )
+    parser.add_argument("--profile", default="", help="write pydet's master's cProfile here")
     parser.add_argument(
         "--ray-modes",
-        default="default,reuse",
-        help="Ray Tune's rows: default (a new process per trial) and/or reuse (reuse_actors)",
+        default="reuse,default",
+        help="Ray Tune's rows: reuse (reuse_actors, run first) and/or default (a new process "
+        "per trial)",
     )
     parser.add_argument(
         "--ray-reuse-actors",
@@ -708,9 +758,11 @@ def main() -> None:
         parser.error("--only takes pydet and/or ray; --searchers takes random and/or asha")
     if not set(modes) <= {"default", "reuse"}:
         parser.error("--ray-modes takes default and/or reuse")
+    if args.profile_runs < 0:
+        parser.error("--profile-runs takes 0 (skip timing the parts) or more")
     w = Workload(args.trials, args.steps, args.work_ms / 1000, args.agents * args.slots)
 
-    loads = [os.getloadavg()]
+    loads = [("at the start", os.getloadavg())]
     results: list[Result] = []
     stages: list[tuple[str, float]] = []
     parts: list[tuple[str, float]] = []
@@ -720,25 +772,28 @@ def main() -> None:
     if "pydet" in platforms:
         with installed_bytecode() as bytecode_note:
             pydet, stages, parts, imports = run_pydet(
-                w, searchers, args.agents, args.slots, args.profile_runs
+                w, searchers, args.agents, args.slots, args.profile_runs, args.profile
             )
         results += pydet
-        loads.append(os.getloadavg())
+        loads.append(("after pydet", os.getloadavg()))
     if "ray" in platforms:
-        for reuse in [m == "reuse" for m in modes]:
+        # Ray's fastest row first: see the module docstring.
+        for reuse in sorted((m == "reuse" for m in modes), reverse=True):
+            mode = "reuse_actors" if reuse else "defaults"
+            loads.append((f"before Ray ({mode})", settle()))
             ray = run_ray(w, searchers, reuse_actors=reuse)
             if isinstance(ray, str):
                 ray_note = ray
                 break
             results += ray
-            loads.append(os.getloadavg())
+            loads.append((f"after Ray ({mode})", os.getloadavg()))
 
-    load_text = ", ".join("/".join(f"{x:.1f}" for x in load) for load in loads)
+    load_text = ", ".join(f"{at} {'/'.join(f'{x:.1f}' for x in load)}" for at, load in loads)
     print(
         f"\nSearch workload: {w.trials} trials x {w.steps} steps of {args.work_ms:g} ms (a sleep), "
         f"one validation each; concurrency {w.concurrency} ({args.agents} agents x "
-        f"{args.slots} slots); {os.cpu_count()} CPUs; load average (1/5/15 min) before and "
-        f"after each platform: {load_text}{bytecode_note}\n"
+        f"{args.slots} slots); {os.cpu_count()} CPUs; load average (1/5/15 min): "
+        f"{load_text}{bytecode_note}\n"
     )
     rows = [
         [
@@ -802,6 +857,8 @@ def main() -> None:
         print("\nslowest imports of `determined.exec.launch` (python -X importtime, cumulative)\n")
         rows = [[name, f"{v:.3f}"] for name, v in imports]
         print(tabulate(rows, headers=["Module", "Seconds"], tablefmt="presto"))
+    if args.profile and "pydet" in platforms:
+        print_profile(args.profile)
 
 
 if __name__ == "__main__":
