@@ -30,15 +30,14 @@ they are part of the state, so a replayed search knows them exactly as the live 
 from __future__ import annotations
 
 import abc
-import base64
 import math
 import random
-import struct
 import sys
 from dataclasses import dataclass
 from typing import Any
 
 from determined.common import expconf
+from pydet.master.search import words as words_text
 from pydet.master.search.request_ids import RequestIds
 
 EXIT_REASONS = ("errored", "invalid_hp", "user_canceled")
@@ -340,15 +339,12 @@ class SearchMethod(abc.ABC):
 
 
 def _words_json(words: tuple[int, ...]) -> str:
-    """The random generator's state words (625 of them, each under 2**32) in base64, four
-    bytes each, little-endian: written at every save, as a list of numbers they cost more
-    than the rest of a search's state together."""
-    return base64.b64encode(struct.pack(f"<{len(words)}I", *words)).decode("ascii")
+    """The random generator's state words (625 of them, each under 2**32), packed."""
+    return words_text.pack(words)
 
 
 def _words_from_json(saved: str | list[int]) -> tuple[int, ...]:
     """``_words_json``'s form, or the list of numbers that states saved before it hold."""
     if not isinstance(saved, str):
         return tuple(int(w) for w in saved)
-    packed = base64.b64decode(saved)
-    return struct.unpack(f"<{len(packed) // 4}I", packed)
+    return words_text.unpack(saved)

@@ -303,7 +303,7 @@ class OptunaSearch(BudgetedSearch):
             return []
         if not self._record(["report", request_id, int(steps_completed), value]):
             return []
-        self.closing.add(request_id)
+        self.closing[request_id] = None
         self._tell(request_id, "PRUNED")
         return [Stop(request_id)]
 

@@ -5,19 +5,28 @@ The searcher's whole state is saved at every event, and its set of finished tria
 with the experiment: sorting thousands of ids again at each save made a 10,000-trial
 search quadratic, and so did writing every one of them. This set keeps its order as ids are
 added (a binary search and an insertion), and its ids as runs of consecutive numbers
-(``[first, last]`` for "r<first>" to "r<last>"): trials finish roughly in the order they
+(first and last n of "r<first>" to "r<last>"): trials finish roughly in the order they
 were created, so the runs stay about as many as the trials running at once. Any other
 change drops both, to be rebuilt once when next asked.
+
+The saved form packs the runs' numbers as base64 text (search/words.py), and is kept until
+the set changes: with 1,000 trials running, finishing out of order, the runs were hundreds
+of ``[first, last]`` lists, whose JSON was most of the cost of each save.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable, Set
 from typing import Any, Self
 
-# One item of the saved form: an id, or a run of ids "r<first>".."r<last>" as [first, last].
-JsonItem = str | list[int]
+from pydet.master.search import words
+
+# The saved form: {"runs": the runs' first and last numbers, packed, "others": [ids]}. States
+# saved before it hold a list whose items are ids, or runs as [first, last].
+Saved = dict[str, Any]
+OldItem = str | list[int]
 
 
 def creation_order(request_id: str) -> tuple[int, str]:
@@ -70,9 +79,9 @@ class _Runs:
             firsts.insert(i + 1, n)
             lasts.insert(i + 1, n)
 
-    def to_json(self) -> list[JsonItem]:
-        items: list[JsonItem] = [[a, b] for a, b in zip(self.firsts, self.lasts, strict=True)]
-        return items + rid_sorted(self.others)
+    def to_json(self) -> Saved:
+        bounds = list(itertools.chain.from_iterable(zip(self.firsts, self.lasts, strict=True)))
+        return {"runs": words.pack(bounds), "others": rid_sorted(self.others)}
 
 
 class RequestIds(set[str]):
@@ -83,13 +92,21 @@ class RequestIds(set[str]):
         super().__init__(request_ids)
         self._ordered: list[str] | None = None
         self._runs: _Runs | None = None
+        self._saved: Saved | None = None
 
     @classmethod
-    def from_json(cls, items: Iterable[JsonItem]) -> RequestIds:
-        """Reads ``to_json``'s form, and the plain list of ids that states saved before it
-        hold."""
+    def from_json(cls, saved: Saved | Iterable[OldItem]) -> RequestIds:
+        """Reads ``to_json``'s form, and the lists that states saved before it hold."""
         ids = cls()
-        for item in items:
+        if isinstance(saved, dict):
+            bounds = words.unpack(saved["runs"])
+            for first, last in zip(bounds[::2], bounds[1::2], strict=True):
+                for n in range(first, last + 1):
+                    ids.add(f"r{n}")
+            for rid in saved["others"]:
+                ids.add(rid)
+            return ids
+        for item in saved:
             if isinstance(item, str):
                 ids.add(item)
             else:
@@ -103,20 +120,23 @@ class RequestIds(set[str]):
             self._ordered = rid_sorted(self)
         return list(self._ordered)
 
-    def to_json(self) -> list[JsonItem]:
-        """The ids as runs ``[first, last]`` of "r<first>".."r<last>" in order, then any
-        other ids in creation order."""
-        if self._runs is None:
-            runs = _Runs()
-            for rid in self:
-                runs.add(rid)
-            self._runs = runs
-        return self._runs.to_json()
+    def to_json(self) -> Saved:
+        """The saved form (see ``Saved``): the runs of "r<first>".."r<last>" in order, then
+        any other ids in creation order."""
+        if self._saved is None:
+            if self._runs is None:
+                runs = _Runs()
+                for rid in self:
+                    runs.add(rid)
+                self._runs = runs
+            self._saved = self._runs.to_json()
+        return dict(self._saved)
 
     def add(self, request_id: str) -> None:
         if request_id in self:
             return
         super().add(request_id)
+        self._saved = None
         if self._ordered is not None:
             bisect.insort(self._ordered, request_id, key=creation_order)
         if self._runs is not None:
@@ -127,6 +147,7 @@ class RequestIds(set[str]):
     def _forget(self) -> None:
         self._ordered = None
         self._runs = None
+        self._saved = None
 
     def discard(self, request_id: object) -> None:
         self._forget()

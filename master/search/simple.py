@@ -40,7 +40,9 @@ class OneShotSearch(SearchMethod):
         self.completed: dict[str, int] = {}
         self._full = 0
         self._partial_steps = 0
-        self.closing: set[str] = set()
+        # Those the searcher closed, in the order it did (the order the same events give
+        # again): a dict, so that saving it, at every event, sorts nothing.
+        self.closing: dict[str, None] = {}
         self.invalid: set[str] = set()
 
     def _limit(self) -> int:
@@ -82,7 +84,7 @@ class OneShotSearch(SearchMethod):
         self._set_completed(request_id, max(length, self.completed.get(request_id, 0)))
         if length < self.length:
             return []
-        self.closing.add(request_id)
+        self.closing[request_id] = None
         return [Close(request_id)]
 
     def reopen(self, request_id: str) -> list[Operation]:
@@ -91,7 +93,7 @@ class OneShotSearch(SearchMethod):
         if not self._known(request_id):
             return []
         self.finished.discard(request_id)
-        self.closing.discard(request_id)
+        self.closing.pop(request_id, None)
         self.invalid.discard(request_id)
         self.done = False
         return [ValidateAfter(request_id, self.length)]
@@ -119,7 +121,7 @@ class OneShotSearch(SearchMethod):
         # is saved at every event, so what a finished trial leaves in it is paid for at
         # every later event (a reopened trial counts from its next report on).
         self._drop_completed(request_id)
-        self.closing.discard(request_id)
+        self.closing.pop(request_id, None)
         return self._fill()
 
     def _set_completed(self, request_id: str, done: int) -> None:
@@ -155,7 +157,7 @@ class OneShotSearch(SearchMethod):
         return {
             **super().state_dict(),
             "completed": dict(self.completed),
-            "closing": rid_sorted(self.closing),
+            "closing": list(self.closing),
             "invalid": rid_sorted(self.invalid),
         }
 
@@ -169,7 +171,7 @@ class OneShotSearch(SearchMethod):
         for rid, done in state["completed"].items():
             if rid not in self.finished:
                 self._set_completed(rid, int(done))
-        self.closing = set(state["closing"])
+        self.closing = dict.fromkeys(state["closing"])
         self.invalid = set(state["invalid"])
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import random
 
+from pydet.master.search import words
 from pydet.master.search.request_ids import RequestIds, rid_sorted
 
 
@@ -50,9 +51,14 @@ def test_ids_finished_in_creation_order_save_as_one_run() -> None:
     ids = RequestIds()
     for n in [3, 1, 2, 5, 4]:
         ids.add(f"r{n}")
-    assert ids.to_json() == [[1, 5]]
+    assert words.unpack(ids.to_json()["runs"]) == (1, 5)
     ids.add("r10")
-    assert ids.to_json() == [[1, 5], [10, 10]]
+    ids.add("trial-a")
+    assert ids.to_json() == {"runs": words.pack([1, 5, 10, 10]), "others": ["trial-a"]}
+
+
+def test_a_state_saved_as_runs_in_a_list_still_reads() -> None:
+    assert RequestIds.from_json([[1, 3], "r7", [9, 9]]) == {"r1", "r2", "r3", "r7", "r9"}
 
 
 def test_a_state_saved_as_a_list_of_ids_still_reads() -> None:
