@@ -89,6 +89,13 @@ async def test_an_experiments_summary_reads_indexes_not_its_trials_rows(store: D
     """GetExperiment and the experiment list run at every poll of the WebUI and the CLI: the
     trial count, best validation and phases come from indexes on (experiment, column), so
     an experiment of 10,000 trials answers in under a millisecond, not 17."""
+    if store.dialect == "postgres":
+        # Its planner chooses by the table's statistics (a few rows: a sequential scan);
+        # what the store owes it is the indexes.
+        rows = await store.fetch_all("SELECT indexname FROM pg_indexes WHERE tablename = 'trials'")
+        names = {r["indexname"] for r in rows}
+        assert {"trials_experiment_phase", "trials_experiment_best"} <= names
+        return
     # The package exports the function ``experiments``, which hides the module of that name.
     summary = importlib.import_module("pydet.master.queries.experiments")._EXPERIMENTS
     plan = await store.fetch_all(f"EXPLAIN QUERY PLAN {summary} WHERE e.id = ?", (1,))
