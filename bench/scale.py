@@ -48,7 +48,6 @@ sys.path.insert(0, str(ROOT))
 from tabulate import tabulate  # type: ignore[import-untyped]  # noqa: E402
 
 from bench.search import (  # noqa: E402
-    PROFILE_ENV,
     WORKLOAD,
     BenchCluster,
     Workload,
@@ -135,12 +134,10 @@ def run_hollow(trials: int, slots: int, agents: int, profile: str) -> Measured:
     with tempfile.TemporaryDirectory(prefix="pydet-bench-scale-") as tmp:
         root = pathlib.Path(tmp)
         cluster = BenchCluster(root)
+        cluster.profile_to = profile
         fleet: subprocess.Popen[bytes] | None = None
-        if profile:
-            os.environ[PROFILE_ENV] = str(pathlib.Path(profile).resolve())
         try:
             cluster.start_master()
-            os.environ.pop(PROFILE_ENV, None)
             with open(root / "hollow-agents.log", "ab") as out:
                 fleet = subprocess.Popen(
                     [
@@ -168,14 +165,12 @@ def run_hollow(trials: int, slots: int, agents: int, profile: str) -> Measured:
                 "bench-scale-hollow", trials=trials, concurrency=slots, length=1
             )
             measured = search(cluster, cfg, root / "context")
-            if profile:  # the profile is written when the master stops in order
-                cluster.stop_master(signal.SIGTERM)
+            cluster.write_profile()
             return measured
         except BaseException:
             print(cluster.dump_logs(), file=sys.stderr)
             raise
         finally:
-            os.environ.pop(PROFILE_ENV, None)
             if fleet is not None:
                 fleet.send_signal(signal.SIGTERM)
                 try:

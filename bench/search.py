@@ -120,7 +120,12 @@ class Result:
 
 class BenchCluster(Cluster):
     """The tests' cluster at the default log level (info): at debug, which the tests use, the
-    master logs every HTTP/2 frame, and that is not what a user runs."""
+    master logs every HTTP/2 frame, and that is not what a user runs.
+
+    With ``profile_to`` set, its master runs under cProfile (PYDET_MASTER_PROFILE), and
+    ``write_profile`` stops it in order so that it writes the file."""
+
+    profile_to = ""
 
     def _spawn(
         self,
@@ -132,7 +137,14 @@ class BenchCluster(Cluster):
         if "--log-level" in argv:
             i = argv.index("--log-level")
             argv = argv[:i] + argv[i + 2 :]
+        if name == "master" and self.profile_to:
+            profile = str(pathlib.Path(self.profile_to).resolve())
+            env = {**(self.env if env is None else env), PROFILE_ENV: profile}
         return super()._spawn(name, argv, env, on)
+
+    def write_profile(self) -> None:
+        if self.profile_to:
+            self.stop_master(signal.SIGTERM)
 
 
 def pydet_config(w: Workload, searcher: str) -> str:
@@ -460,12 +472,10 @@ def run_pydet(
     imports: list[Any] = []
     with tempfile.TemporaryDirectory(prefix="pydet-bench-search-") as tmp:
         cluster = BenchCluster(pathlib.Path(tmp))
+        cluster.profile_to = profile_to
         try:
             began = time.monotonic()
-            if profile_to:
-                os.environ[PROFILE_ENV] = str(pathlib.Path(profile_to).resolve())
             cluster.start_master()
-            os.environ.pop(PROFILE_ENV, None)
             for i in range(agents):
                 cluster.start_agent(f"agent-{i}", slots)
             startup = time.monotonic() - began
@@ -513,13 +523,11 @@ def run_pydet(
             if profile_runs > 0:
                 parts = profile(cluster.address, cluster.token, any_exp, profile_runs)
                 imports = top_imports("determined.exec.launch", 8)
-            if profile_to:  # the profile is written when the master stops in order
-                cluster.stop_master(signal.SIGTERM)
+            cluster.write_profile()
         except BaseException:
             print(cluster.dump_logs(), file=sys.stderr)
             raise
         finally:
-            os.environ.pop(PROFILE_ENV, None)
             cluster.close()
     return results, stages, parts, imports
 
@@ -632,9 +640,10 @@ def target_rows(
 
     def add(name: str, value: float | None, target: str, ok: bool | None, ray: str = "") -> None:
         figure = "n/a" if value is None else f"{value:.3f}"
-        verdict = "" if ok is None else ("met" if ok else "NOT met")
         if value is None:
             verdict = "not measured"
+        else:
+            verdict = "" if ok is None else ("met" if ok else "NOT met")
         rows.append([name, figure, target, ray, verdict])
 
     by = {(r.platform, r.searcher): r for r in results}
@@ -685,11 +694,11 @@ def fastest_peer(results: list[Result], searcher: str) -> Result | None:
     return min(peers, key=lambda r: r.wall, default=None)
 
 
-def settle(max_s: float = SETTLE_MAX_S) -> tuple[float, float, float]:
-    """Wait until the 1-minute load average is under SETTLE_LOAD, for at most ``max_s``: the
-    processes of the row before (Ray's workers and raylet, pydet's trials) may still be
+def settle() -> tuple[float, float, float]:
+    """Wait until the 1-minute load average is under SETTLE_LOAD, for at most SETTLE_MAX_S:
+    the processes of the row before (Ray's workers and raylet, pydet's trials) may still be
     exiting. Returns the load average the next row starts at."""
-    deadline = time.monotonic() + max_s
+    deadline = time.monotonic() + SETTLE_MAX_S
     while os.getloadavg()[0] >= SETTLE_LOAD and time.monotonic() < deadline:
         time.sleep(2)
     return os.getloadavg()

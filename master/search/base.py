@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from determined.common import expconf
-from pydet.master.search import words as words_text
+from pydet.master.search import words
 from pydet.master.search.request_ids import RequestIds
 
 EXIT_REASONS = ("errored", "invalid_hp", "user_canceled")
@@ -322,7 +322,7 @@ class SearchMethod(abc.ABC):
     def state_dict(self) -> dict[str, Any]:
         version, internal, gauss = self.rng.getstate()
         return {
-            "rng": [version, _words_json(internal), gauss],
+            "rng": [version, words.pack(internal), gauss],
             "created": self.created,
             "finished": self.finished.to_json(),
             "done": self.done,
@@ -338,13 +338,9 @@ class SearchMethod(abc.ABC):
         self.done = bool(state["done"])
 
 
-def _words_json(words: tuple[int, ...]) -> str:
-    """The random generator's state words (625 of them, each under 2**32), packed."""
-    return words_text.pack(words)
-
-
 def _words_from_json(saved: str | list[int]) -> tuple[int, ...]:
-    """``_words_json``'s form, or the list of numbers that states saved before it hold."""
+    """The random generator's state words (625 of them, each under 2**32) as saved: packed
+    (search/words.py), or the list of numbers that states saved before that hold."""
     if not isinstance(saved, str):
         return tuple(int(w) for w in saved)
-    return words_text.unpack(saved)
+    return words.unpack(saved)
