@@ -100,15 +100,34 @@ class ExperimentStore:
         self._events.publish("experiment", id=exp.id, state=exp.state.value)
 
     async def save_search(self, exp: Experiment) -> None:
-        """The searcher's state, and the progress it reports."""
-        await self._db.write(
-            "UPDATE experiments SET searcher_state = ?, progress = ? WHERE id = ?",
-            (
-                json.dumps({"method": exp.search.state_dict(), "done": exp.searcher_done}),
-                exp.search.progress(),
-                exp.id,
-            ),
+        """The searcher's state, the progress it reports, and the records of its trials
+        that changed since the last save (on their rows: see search/base.py)."""
+        async with self._db.atomic():
+            await self._db.write(
+                "UPDATE experiments SET searcher_state = ?, progress = ? WHERE id = ?",
+                (
+                    json.dumps({"method": exp.search.state_dict(), "done": exp.searcher_done}),
+                    exp.search.progress(),
+                    exp.id,
+                ),
+            )
+            for request_id, record in exp.search.take_changed_records().items():
+                trial = exp.by_request(request_id)
+                if trial is None:
+                    continue  # the searcher's alone (not created: the experiment stopped)
+                text = "" if record is None else json.dumps(record)
+                await self._db.write(
+                    "UPDATE trials SET searcher_record = ? WHERE id = ?", (text, trial.id)
+                )
+
+    async def searcher_records(self, experiment_id: int) -> dict[str, Any]:
+        """The records of an experiment's trials that have one, by request id."""
+        rows = await self._db.fetch_all(
+            "SELECT request_id, searcher_record FROM trials"
+            " WHERE experiment_id = ? AND searcher_record != ''",
+            (experiment_id,),
         )
+        return {r["request_id"]: json.loads(r["searcher_record"]) for r in rows}
 
     async def save_progress(self, exp: Experiment, progress: float) -> None:
         await self._db.write("UPDATE experiments SET progress = ? WHERE id = ?", (progress, exp.id))

@@ -329,4 +329,9 @@ MIGRATIONS: list[Migration] = [
     CREATE INDEX trials_experiment_phase ON trials (experiment_id, phase);
     CREATE INDEX trials_experiment_best ON trials (experiment_id, best_validation);
     """,
+    # 20: what the searcher keeps about each unfinished trial (search/base.py), saved on
+    # the trial's row when it changes: '' for none.
+    """
+    ALTER TABLE trials ADD COLUMN searcher_record TEXT NOT NULL DEFAULT '';
+    """,
 ]

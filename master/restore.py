@@ -94,6 +94,7 @@ class Restore:
         except errors.DetError:
             exp.source_checkpoint = None
         exp.trials = {t.id: t for t in await self._store.trials(exp.id)}
+        search.load_trial_records(await self._store.searcher_records(exp.id))
         return exp
 
     async def _trial(self, exp: Experiment, trial: Trial, alloc: Allocation | None) -> None:

@@ -4,7 +4,10 @@ A search method is pure: it never touches the store, the clock or the network. T
 feeds it events and carries out the operations it returns. Given the same config, seed and
 events it returns the same operations, and its state round-trips through JSON
 (``state_dict``/``load_state_dict``) so that a restarted master continues a search exactly
-where it stopped.
+where it stopped. What a method keeps about each unfinished trial may instead be a record of
+that trial's (``trial_records``/``load_trial_records``): the master saves only the records
+an event changed (``take_changed_records``), on the trials' rows, so that a save does not
+cost the number of trials running.
 
 Events (methods of :class:`SearchMethod`, each returning a list of operations):
 
@@ -336,6 +339,20 @@ class SearchMethod(abc.ABC):
         self.created = int(state["created"])
         self.finished = RequestIds.from_json(state["finished"])
         self.done = bool(state["done"])
+
+    def trial_records(self) -> dict[str, Any]:
+        """Every unfinished trial's record (JSON values), by request id; none by default."""
+        return {}
+
+    def take_changed_records(self) -> dict[str, Any]:
+        """The records changed since the last call, by request id (None: the trial has none
+        any more), and forgets the changes: the master saves them with the state."""
+        return {}
+
+    def load_trial_records(self, records: dict[str, Any]) -> None:
+        """Records ``trial_records`` gave, after ``load_state_dict``; a method that keeps
+        none has none to load."""
+        del records
 
 
 def _words_from_json(saved: str | list[int]) -> tuple[int, ...]:

@@ -303,7 +303,7 @@ class OptunaSearch(BudgetedSearch):
             return []
         if not self._record(["report", request_id, int(steps_completed), value]):
             return []
-        self.closing[request_id] = None
+        self._close(request_id)
         self._tell(request_id, "PRUNED")
         return [Stop(request_id)]
 

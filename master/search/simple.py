@@ -44,6 +44,8 @@ class OneShotSearch(SearchMethod):
         # again): a dict, so that saving it, at every event, sorts nothing.
         self.closing: dict[str, None] = {}
         self.invalid: set[str] = set()
+        # Trials whose record (see ``trial_records``) changed since the master last saved.
+        self._changed: set[str] = set()
 
     def _limit(self) -> int:
         """How many trials may run at once."""
@@ -84,7 +86,7 @@ class OneShotSearch(SearchMethod):
         self._set_completed(request_id, max(length, self.completed.get(request_id, 0)))
         if length < self.length:
             return []
-        self.closing[request_id] = None
+        self._close(request_id)
         return [Close(request_id)]
 
     def reopen(self, request_id: str) -> list[Operation]:
@@ -93,7 +95,7 @@ class OneShotSearch(SearchMethod):
         if not self._known(request_id):
             return []
         self.finished.discard(request_id)
-        self.closing.pop(request_id, None)
+        self._unclose(request_id)
         self.invalid.discard(request_id)
         self.done = False
         return [ValidateAfter(request_id, self.length)]
@@ -121,16 +123,26 @@ class OneShotSearch(SearchMethod):
         # is saved at every event, so what a finished trial leaves in it is paid for at
         # every later event (a reopened trial counts from its next report on).
         self._drop_completed(request_id)
-        self.closing.pop(request_id, None)
+        self._unclose(request_id)
         return self._fill()
 
     def _set_completed(self, request_id: str, done: int) -> None:
         self._tally(self.completed.get(request_id), -1)
         self.completed[request_id] = done
         self._tally(done, 1)
+        self._changed.add(request_id)
 
     def _drop_completed(self, request_id: str) -> None:
         self._tally(self.completed.pop(request_id, None), -1)
+        self._changed.add(request_id)
+
+    def _close(self, request_id: str) -> None:
+        self.closing[request_id] = None
+        self._changed.add(request_id)
+
+    def _unclose(self, request_id: str) -> None:
+        self.closing.pop(request_id, None)
+        self._changed.add(request_id)
 
     def _tally(self, done: int | None, sign: int) -> None:
         if done is None:
@@ -152,27 +164,50 @@ class OneShotSearch(SearchMethod):
         return min(1.0, credit / max(1, self.target_trials()))
 
     def state_dict(self) -> dict[str, Any]:
-        # ``completed`` in the order trials first reported, which the same events give
-        # again and loading keeps: sorting it cost more than the rest of the save.
-        return {
-            **super().state_dict(),
-            "completed": dict(self.completed),
-            "closing": list(self.closing),
-            "invalid": rid_sorted(self.invalid),
-        }
+        # ``completed`` and ``closing`` are the trials' records, saved apart.
+        return {**super().state_dict(), "invalid": rid_sorted(self.invalid)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if not state:
             return
         super().load_state_dict(state)
-        # States saved before finished trials left ``completed`` may still hold them; they
-        # never counted, and a reopened trial counts from its next report on.
         self.completed, self._full, self._partial_steps = {}, 0, 0
-        for rid, done in state["completed"].items():
+        self.closing = {}
+        self.invalid = set(state["invalid"])
+        # States saved before the trials' records held ``completed`` and ``closing`` (and,
+        # older still, finished trials in ``completed``: they never counted, and a reopened
+        # trial counts from its next report on). Each becomes a record at the next save.
+        for rid, done in state.get("completed", {}).items():
             if rid not in self.finished:
                 self._set_completed(rid, int(done))
-        self.closing = dict.fromkeys(state["closing"])
-        self.invalid = set(state["invalid"])
+        for rid in state.get("closing", []):
+            self._close(rid)
+
+    def trial_records(self) -> dict[str, Any]:
+        """A trial's record: [the length it reported completed (None before it did), 1 if
+        the searcher closed it else 0]."""
+        return {rid: self._trial_record(rid) for rid in {**self.completed, **self.closing}}
+
+    def take_changed_records(self) -> dict[str, Any]:
+        changed, self._changed = self._changed, set()
+        return {rid: self._trial_record(rid) for rid in changed}
+
+    def _trial_record(self, request_id: str) -> list[int | None] | None:
+        done, closing = self.completed.get(request_id), request_id in self.closing
+        if done is None and not closing:
+            return None
+        return [done, int(closing)]
+
+    def load_trial_records(self, records: dict[str, Any]) -> None:
+        unsaved = set(self._changed)  # from a state of the older form: still to be saved
+        for rid, (done, closing) in records.items():
+            if rid in self.finished:
+                continue
+            if done is not None:
+                self._set_completed(rid, int(done))
+            if closing:
+                self._close(rid)
+        self._changed = unsaved
 
 
 class SingleSearch(OneShotSearch):

@@ -281,7 +281,9 @@ def replay(
     for n, call in enumerate(log):
         if n == restore_at:
             state = json.loads(json.dumps(method.state_dict(), allow_nan=False))
+            records = json.loads(json.dumps(method.trial_records(), allow_nan=False))
             method = (restored or fresh)()
             method.load_state_dict(state)
+            method.load_trial_records(records)
         ops = getattr(method, call.event)(*call.args)
         assert ops == call.ops, f"event {n} ({call.event}{call.args}) differs"

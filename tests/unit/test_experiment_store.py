@@ -91,3 +91,31 @@ async def test_a_new_experiment_ends_trials_without_reading_checkpoints(tmp_path
     exp.may_have_checkpoints = True
     with pytest.raises(RuntimeError, match="not open"):
         await Checkpoints(Database(tmp_path / "closed.db")).apply_retention(exp)
+
+
+async def test_the_searchers_records_of_running_trials_are_saved_on_their_rows(
+    store: Database,
+) -> None:
+    experiments = ExperimentStore(store, EventBus())
+    exp = await new_experiment(experiments)
+    (create,) = exp.search.initial_operations()
+    assert isinstance(create, searcher.Create)
+    trial = await experiments.insert_trial(
+        exp, request_id=create.request_id, phase=TrialPhase.QUEUED, hparams={}, seed=1
+    )
+    exp.trials[trial.id] = trial
+    exp.search.on_trial_created(trial.request_id)
+    exp.search.on_validation_completed(trial.request_id, 0.5, 1)  # reported; closing
+    await experiments.save_search(exp)
+    assert await experiments.searcher_records(exp.id) == {trial.request_id: [1, 1]}
+
+    (stored,) = await experiments.live_experiments()
+    restored = searcher.new_search(CONFIG, 99)
+    restored.load_state_dict(stored.searcher_state)
+    restored.load_trial_records(await experiments.searcher_records(exp.id))
+    assert restored.trial_records() == exp.search.trial_records()
+    assert restored.progress() == exp.search.progress()
+
+    exp.search.on_trial_closed(trial.request_id)
+    await experiments.save_search(exp)
+    assert await experiments.searcher_records(exp.id) == {}

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import math
 import random
 from typing import Any
@@ -134,6 +135,7 @@ def test_same_seed_same_trials_and_state_round_trips() -> None:
     assert b.initial_operations() == first
     restored = searcher.new_search(cfg, seed=999)
     restored.load_state_dict(a.state_dict())
+    restored.load_trial_records(a.trial_records())
     assert restored.on_trial_closed("r1") == a.on_trial_closed("r1")
 
 
@@ -153,6 +155,53 @@ def test_a_state_saved_by_an_older_master_restores_the_same_search() -> None:
     restored.load_state_dict(old)
     assert restored.state_dict() == a.state_dict()
     assert restored.on_trial_closed("r3") == a.on_trial_closed("r3")
+
+
+def test_running_trials_are_saved_as_their_records_not_in_the_state() -> None:
+    """With many trials running, each save writes the records that changed (one or two an
+    event) and a state whose size does not grow with the trials running; a search loaded
+    from the state and every record carries on the same."""
+    cfg = config(
+        {"name": "random", "metric": "x", "max_trials": 400, "max_concurrent_trials": 200},
+        HPS,
+    )
+    a = searcher.new_search(cfg, seed=3)
+    a.initial_operations()
+    a.take_changed_records()
+    sizes = []
+    for n in range(1, 201):
+        a.on_validation_completed(f"r{n}", 0.5, 1)
+        assert a.take_changed_records() == {f"r{n}": [1, 1]}
+        sizes.append(len(json.dumps(a.state_dict())))
+    assert max(sizes) == min(sizes)
+    a.on_trial_closed("r7")
+    assert a.take_changed_records() == {"r7": None}
+
+    restored = searcher.new_search(cfg, seed=999)
+    restored.load_state_dict(json.loads(json.dumps(a.state_dict())))
+    restored.load_trial_records(json.loads(json.dumps(a.trial_records())))
+    assert restored.trial_records() == a.trial_records()
+    assert restored.progress() == a.progress()
+    assert restored.take_changed_records() == {}
+    assert restored.on_validation_completed("r9", 0.5, 1) == []  # closing: nothing new
+    assert restored.on_trial_closed("r8") == a.on_trial_closed("r8")
+
+
+def test_a_state_that_held_the_running_trials_loads_them_as_records_to_save() -> None:
+    # States saved before the records held ``completed`` and ``closing``; a master upgraded
+    # mid-search keeps them, and writes them as records at its next save.
+    cfg = config(
+        {"name": "random", "metric": "x", "max_trials": 6, "max_concurrent_trials": 3}, HPS
+    )
+    a = searcher.new_search(cfg, seed=11)
+    a.initial_operations()
+    a.on_validation_completed("r1", 0.5, 1)
+    old = {**a.state_dict(), "completed": {"r1": 1}, "closing": ["r1"]}
+    restored = searcher.new_search(cfg, seed=999)
+    restored.load_state_dict(old)
+    restored.load_trial_records({})
+    assert restored.take_changed_records() == {"r1": [1, 1]}
+    assert restored.progress() == a.progress()
 
 
 def test_random_keeps_to_max_concurrent_and_max_trials() -> None:
