@@ -80,14 +80,7 @@ entrypoint: python3 train.py
 hyperparameters:
   x: {{type: double, minval: 0, maxval: 1}}
 searcher:
-  name: adaptive_asha
-  metric: loss
-  max_length: 3
-  max_trials: 3
-  divisor: 3
-  max_rungs: 2
-  mode: aggressive
-  max_concurrent_trials: 1
+{searcher}
 checkpoint_storage:
   type: shared_fs
   host_path: {storage}
@@ -96,6 +89,25 @@ checkpoint_storage:
 max_restarts: 5
 reproducibility: {{experiment_seed: 11}}
 """
+
+ASHA = """\
+  name: adaptive_asha
+  metric: loss
+  max_length: 3
+  max_trials: 3
+  divisor: 3
+  max_rungs: 2
+  mode: aggressive
+  max_concurrent_trials: 1"""
+
+# A random search keeps what it knows of each running trial on the trial's row
+# (search/base.py, trial_records): its walk checks those rows survive every commit point.
+RANDOM = """\
+  name: random
+  metric: loss
+  max_length: 2
+  max_trials: 3
+  max_concurrent_trials: 1"""
 
 
 class HookedCluster(Cluster):
@@ -166,6 +178,9 @@ class Run:
 class Walk:
     cluster: HookedCluster
     work: pathlib.Path
+    searcher: str = ASHA
+    # Names its searches prefix-1, prefix-2, ...: walks sharing a cluster use their own.
+    prefix: str = "walk"
     runs: int = 0
 
     def context(self) -> pathlib.Path:
@@ -178,7 +193,8 @@ class Walk:
     def config(self, name: str) -> pathlib.Path:
         path = self.work / f"{name}.yaml"
         storage = self.work / "checkpoints"
-        path.write_text(textwrap.dedent(CONFIG.format(name=name, storage=storage)))
+        text = textwrap.dedent(CONFIG).format(name=name, storage=storage, searcher=self.searcher)
+        path.write_text(text)
         return path
 
     def find(self, name: str) -> int | None:
@@ -209,7 +225,7 @@ class Walk:
         the search), then, if it died, one without, until the search ends."""
         c = self.cluster
         self.runs += 1
-        name = f"walk-{self.runs}"
+        name = f"{self.prefix}-{self.runs}"
         log = c.root / "master.log"
         offset = log.stat().st_size if log.exists() else 0
         c.start_hooked(exit_after)
@@ -322,14 +338,20 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
 @pytest.fixture(scope="module")
 def reference(walk: Walk) -> tuple[Outcome, Run]:
     """The uninterrupted search, and its run (how many commits, how long)."""
+    outcome, run = uninterrupted(walk)
+    assert {t[1] for t in outcome.trials.values()} == {1, 3}, outcome.trials
+    assert all(t[2:4] == ("COMPLETED", "COMPLETED") for t in outcome.trials.values())
+    assert run.commits > 10
+    return outcome, run
+
+
+def uninterrupted(walk: Walk) -> tuple[Outcome, Run]:
+    """A search run to its end, of three trials."""
     run = walk.run(exit_after=10**9)
     assert not run.interrupted
     outcome = walk.outcome(run.experiment_id)
     assert outcome.state == "COMPLETED"
     assert len(outcome.trials) == 3
-    assert {t[1] for t in outcome.trials.values()} == {1, 3}, outcome.trials
-    assert all(t[2:4] == ("COMPLETED", "COMPLETED") for t in outcome.trials.values())
-    assert run.commits > 10
     return outcome, run
 
 
@@ -347,20 +369,45 @@ def points(commits: int, count: int) -> list[int]:
     return sorted({max(1, round(commits * (i + 0.5) / count)) for i in range(count)})
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_a_master_killed_at_a_few_commit_points_finishes_the_same_search(
-    walk: Walk, reference: tuple[Outcome, Run]
-) -> None:
+def kill_at_points(walk: Walk, reference: tuple[Outcome, Run], count: int) -> None:
+    """Searches whose masters exit at ``count`` commit points each end like the reference."""
     outcome, first = reference
     interrupted = []
-    for n in points(first.commits, 4):
+    for n in points(first.commits, count):
         run = walk.run(exit_after=n)
         interrupted.append(run.interrupted)
         check_same(walk, outcome, run.experiment_id)
     # How many commits a search takes varies a little (log lines arrive in batches): the
     # last point may lie past the end of a run.
     assert all(interrupted[:-1]), interrupted
+
+
+@pytest.fixture(scope="module")
+def random_walk(walk: Walk) -> Walk:
+    """A random search's walk, on the same cluster."""
+    return Walk(walk.cluster, walk.work, searcher=RANDOM, prefix="random")
+
+
+@pytest.fixture(scope="module")
+def random_reference(random_walk: Walk) -> tuple[Outcome, Run]:
+    outcome, run = uninterrupted(random_walk)
+    assert all(t[1:5] == (2, "COMPLETED", "COMPLETED", 2) for t in outcome.trials.values())
+    return outcome, run
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(
+    ("walk_name", "reference_name", "count"),
+    [("walk", "reference", 4), ("random_walk", "random_reference", 6)],
+    ids=["asha", "random"],
+)
+def test_a_master_killed_at_a_few_commit_points_finishes_the_same_search(
+    request: pytest.FixtureRequest, walk_name: str, reference_name: str, count: int
+) -> None:
+    kill_at_points(
+        request.getfixturevalue(walk_name), request.getfixturevalue(reference_name), count
+    )
 
 
 @pytest.mark.timeout(600)
