@@ -125,6 +125,20 @@ def test_random_samples_stay_in_bounds_and_keep_their_types(
         assert 0 <= op.seed < 2**31
 
 
+def _random_search(*, max_trials: int, concurrent: int, seed: int) -> searcher.SearchMethod:
+    """A random search over HPS, fresh."""
+    cfg = config(
+        {
+            "name": "random",
+            "metric": "x",
+            "max_trials": max_trials,
+            "max_concurrent_trials": concurrent,
+        },
+        HPS,
+    )
+    return searcher.new_search(cfg, seed=seed)
+
+
 def test_same_seed_same_trials_and_state_round_trips() -> None:
     cfg = config(
         {"name": "random", "metric": "x", "max_trials": 5, "max_concurrent_trials": 2}, HPS
@@ -142,16 +156,13 @@ def test_same_seed_same_trials_and_state_round_trips() -> None:
 def test_a_state_saved_by_an_older_master_restores_the_same_search() -> None:
     # Before the compact form, the generator's words and the finished trials were saved as
     # plain lists; a master upgraded mid-search reads them and goes on the same way.
-    cfg = config(
-        {"name": "random", "metric": "x", "max_trials": 6, "max_concurrent_trials": 2}, HPS
-    )
-    a = searcher.new_search(cfg, seed=11)
+    a = _random_search(max_trials=6, concurrent=2, seed=11)
     a.initial_operations()
     a.on_trial_closed("r1")
     a.on_trial_closed("r2")
     version, words, gauss = a.rng.getstate()
     old = {**a.state_dict(), "rng": [version, list(words), gauss], "finished": ["r1", "r2"]}
-    restored = searcher.new_search(cfg, seed=999)
+    restored = _random_search(max_trials=6, concurrent=2, seed=999)
     restored.load_state_dict(old)
     assert restored.state_dict() == a.state_dict()
     assert restored.on_trial_closed("r3") == a.on_trial_closed("r3")
@@ -161,11 +172,7 @@ def test_running_trials_are_saved_as_their_records_not_in_the_state() -> None:
     """With many trials running, each save writes the records that changed (one or two an
     event) and a state whose size does not grow with the trials running; a search loaded
     from the state and every record carries on the same."""
-    cfg = config(
-        {"name": "random", "metric": "x", "max_trials": 400, "max_concurrent_trials": 200},
-        HPS,
-    )
-    a = searcher.new_search(cfg, seed=3)
+    a = _random_search(max_trials=400, concurrent=200, seed=3)
     a.initial_operations()
     a.take_changed_records()
     sizes = []
@@ -177,7 +184,7 @@ def test_running_trials_are_saved_as_their_records_not_in_the_state() -> None:
     a.on_trial_closed("r7")
     assert a.take_changed_records() == {"r7": None}
 
-    restored = searcher.new_search(cfg, seed=999)
+    restored = _random_search(max_trials=400, concurrent=200, seed=999)
     restored.load_state_dict(json.loads(json.dumps(a.state_dict())))
     restored.load_trial_records(json.loads(json.dumps(a.trial_records())))
     assert restored.trial_records() == a.trial_records()
@@ -190,14 +197,11 @@ def test_running_trials_are_saved_as_their_records_not_in_the_state() -> None:
 def test_a_state_that_held_the_running_trials_loads_them_as_records_to_save() -> None:
     # States saved before the records held ``completed`` and ``closing``; a master upgraded
     # mid-search keeps them, and writes them as records at its next save.
-    cfg = config(
-        {"name": "random", "metric": "x", "max_trials": 6, "max_concurrent_trials": 3}, HPS
-    )
-    a = searcher.new_search(cfg, seed=11)
+    a = _random_search(max_trials=6, concurrent=3, seed=11)
     a.initial_operations()
     a.on_validation_completed("r1", 0.5, 1)
     old = {**a.state_dict(), "completed": {"r1": 1}, "closing": ["r1"]}
-    restored = searcher.new_search(cfg, seed=999)
+    restored = _random_search(max_trials=6, concurrent=3, seed=999)
     restored.load_state_dict(old)
     restored.load_trial_records({})
     assert restored.take_changed_records() == {"r1": [1, 1]}
