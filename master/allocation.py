@@ -4,6 +4,7 @@ preemption signal. In memory; the task manager persists what must survive a rest
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -234,7 +235,8 @@ class Allocation:
             if len(self._finished) > _KEEP_FINISHED:
                 del self._finished[next(iter(self._finished))]
         try:
-            return await asyncio.wait_for(asyncio.shield(gather.done), timeout)
+            async with asyncio.timeout(timeout):
+                return await asyncio.shield(gather.done)
         except TimeoutError:
             missing = sorted(set(range(size)) - set(gather.entries))
             raise errors.DeadlineExceeded(
@@ -258,8 +260,7 @@ class Allocation:
         self._gathers.clear()
 
     async def wait_preemption(self, timeout: float) -> bool:
-        try:
-            await asyncio.wait_for(self.preempt.wait(), timeout)
-        except TimeoutError:
-            pass
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self.preempt.wait()
         return self.preempt.is_set()

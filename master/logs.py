@@ -4,6 +4,7 @@ served with head/tail/filters and follow."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import re
@@ -132,7 +133,6 @@ class LogStore:
                 continue
             if not follow or done:
                 return
-            try:
-                await asyncio.wait_for(waiter.wait(), timeout=1.0)
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await waiter.wait()

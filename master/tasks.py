@@ -6,6 +6,7 @@ ends. Requests and allocations themselves are kept in the task list (``task_list
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
@@ -79,10 +80,9 @@ class TaskManager:
     async def run(self) -> None:
         """Scheduling passes whenever something changed, and the lost-agent sweep."""
         while True:
-            try:
-                await asyncio.wait_for(self._tasks.changed.wait(), timeout=1.0)
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await self._tasks.changed.wait()
             self._tasks.changed.clear()
             async with self._lock:
                 await self._sweep_lost()

@@ -77,9 +77,8 @@ async def slurm_command(*argv: str, stdin: str | None = None) -> str:
     except OSError as e:
         raise SlurmCommandError(f"cannot run {argv[0]}: {e.strerror or e}") from None
     try:
-        out, err = await asyncio.wait_for(
-            proc.communicate(stdin.encode() if stdin is not None else None), COMMAND_TIMEOUT
-        )
+        async with asyncio.timeout(COMMAND_TIMEOUT):
+            out, err = await proc.communicate(stdin.encode() if stdin is not None else None)
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()

@@ -173,7 +173,8 @@ class MetricShipper:
         if delay <= 0 or self._hurry.is_set():
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._hurry.wait(), delay)
+            async with asyncio.timeout(delay):
+                await self._hurry.wait()
 
     async def _ship(self, batch: list[MetricRecord]) -> None:
         try:
