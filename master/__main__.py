@@ -1,8 +1,11 @@
-"""`det-master`: run the master until SIGTERM or SIGINT (a second signal exits at once)."""
+"""`det-master`: run the master until SIGTERM or SIGINT (a second signal exits at once, and so
+does a stop still running STOP_DEADLINE_SECONDS after the first)."""
 
 from __future__ import annotations
 
 import asyncio
+import faulthandler
+import io
 import logging
 import os
 import signal
@@ -17,6 +20,25 @@ from pydet.master.server import Master
 # on SIGKILL).
 PROFILE_ENV = "PYDET_MASTER_PROFILE"
 
+# A master still stopping this many seconds after the signal logs what it is waiting on; one
+# still running STOP_DEADLINE_SECONDS after it prints its threads' stacks and exits with
+# status 1. Every change of state is its own transaction, so this loses no more than a SIGKILL
+# would: nothing.
+SLOW_STOP_SECONDS = 10.0
+STOP_DEADLINE_SECONDS = 25.0
+
+log = logging.getLogger("pydet.master")
+
+
+def _log_pending_tasks() -> None:
+    """Log the stack of every task still running: what a slow stop is waiting on."""
+    pending = [t for t in asyncio.all_tasks() if not t.done()]
+    log.warning("still stopping after %g s; %d tasks running", SLOW_STOP_SECONDS, len(pending))
+    for task in pending:
+        out = io.StringIO()
+        task.print_stack(file=out)
+        log.warning("%s", out.getvalue().rstrip())
+
 
 async def _main(cfg: config.MasterConfig) -> None:
     master = Master(cfg)
@@ -29,6 +51,10 @@ async def _main(cfg: config.MasterConfig) -> None:
         if signals > 1:
             os._exit(1)
         master.stop()
+        loop.call_later(SLOW_STOP_SECONDS, _log_pending_tasks)
+        # A thread of faulthandler's own: it fires even if the event loop or the interpreter's
+        # exit is what hangs.
+        faulthandler.dump_traceback_later(STOP_DEADLINE_SECONDS, exit=True)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)

@@ -20,6 +20,7 @@ import pathlib
 import random
 import re
 import signal
+import subprocess
 import textwrap
 import time
 from collections.abc import Iterator
@@ -140,14 +141,31 @@ class HookedCluster(Cluster):
         return self.master is not None and self.master.poll() is not None
 
     def reap_master(self) -> int | None:
-        """Stop the master (if it still runs); its exit code."""
+        """Stop the master (if it still runs); its exit code. A master that does not stop
+        cleanly (status 0 after SIGTERM; the hook's 137 if its last commit came while it
+        stopped) fails the test with what it logged since the signal."""
         if self.master is None:
             return None
         proc = self.master
-        if proc.poll() is None:
+        log = self.root / "master.log"
+        offset = log.stat().st_size if log.exists() else 0
+        signalled = proc.poll() is None
+        if signalled:
             proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=30)
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
         self.master = None
+        if signalled and code not in (0, 137):
+            # A slow stop logs the tasks it waits on, then the threads' stacks.
+            with log.open("rb") as f:
+                f.seek(offset)
+                since = f.read().decode(errors="replace")
+            raise AssertionError(
+                f"the master did not stop cleanly (status {code}); it logged:\n{since[-20000:]}"
+            )
         return code
 
 
