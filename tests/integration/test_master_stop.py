@@ -26,11 +26,12 @@ det_master.main(sys.argv[1:])
 """
 
 
-def _start(tmp_path: pathlib.Path, *code: str) -> tuple[subprocess.Popen[bytes], pathlib.Path]:
+def _start(
+    tmp_path: pathlib.Path, program: list[str]
+) -> tuple[subprocess.Popen[bytes], pathlib.Path]:
+    """Start ``python PROGRAM`` with a master's arguments; it and its log, once it listens."""
     log = tmp_path / "master.log"
-    argv = [sys.executable, *code]
-    if not code:
-        argv += ["-m", "pydet.master"]
+    argv = [sys.executable, *program]
     argv += ["--host", "127.0.0.1", "--port", "0", "--data-dir", str(tmp_path / "data")]
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
@@ -39,7 +40,7 @@ def _start(tmp_path: pathlib.Path, *code: str) -> tuple[subprocess.Popen[bytes],
 
 
 def test_a_master_stops_at_once_on_sigterm(tmp_path: pathlib.Path) -> None:
-    proc, log = _start(tmp_path)
+    proc, log = _start(tmp_path, ["-m", "pydet.master"])
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
@@ -52,7 +53,7 @@ def test_a_master_stops_at_once_on_sigterm(tmp_path: pathlib.Path) -> None:
 def test_a_stop_that_hangs_logs_its_tasks_and_ends_at_the_deadline(
     tmp_path: pathlib.Path,
 ) -> None:
-    proc, log = _start(tmp_path, "-c", STUCK)
+    proc, log = _start(tmp_path, ["-c", STUCK])
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 1

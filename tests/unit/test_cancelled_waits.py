@@ -13,12 +13,13 @@ from collections.abc import Awaitable, Callable
 
 from determined.api.gen import v1
 from pydet.master.agents import AgentTable
-from pydet.master.allocation import Allocation, Container
+from pydet.master.allocation import Allocation
 from pydet.master.db import Database
 from pydet.master.logs import LogStore
 from pydet.master.queries.logs import LogFilter
-from pydet.master.task_list import TaskList, TaskRequest, UnknownJob
+from pydet.master.task_list import TaskList, TaskRequest
 from pydet.master.tasks import TaskManager
+from tests.unit.test_allocation import allocation
 
 
 class _Owner:
@@ -73,13 +74,5 @@ async def test_following_logs_ends_when_cancelled_as_a_line_arrives(store: Datab
 
 
 async def test_waiting_for_preemption_ends_when_cancelled_as_it_is_asked() -> None:
-    cid = "a.0"
-    alloc = Allocation(
-        id="a",
-        task_id="1.1",
-        trial_id=1,
-        token="t",
-        containers={cid: Container(id=cid, agent_id="x", slot_ids=("0",), rank=0)},
-        job=UnknownJob(),
-    )
+    alloc = allocation()
     await _cancel_as_woken(alloc.wait_preemption(5.0), alloc.preempt.set)
