@@ -131,6 +131,83 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class _Coalescing(asyncio.Transport):
+    """A transport that sends everything written in one turn of the event loop at once.
+
+    grpclib writes each frame as soon as it is built: a unary reply is three writes
+    (headers, data, trailers), and each write to an idle socket is a system call that, on
+    loopback, also runs the peer's receive path. Sending a turn's writes together costs one
+    call per connection and per turn. Everything else goes to the wrapped transport.
+    """
+
+    def __init__(self, inner: asyncio.Transport) -> None:
+        super().__init__()
+        self._inner = inner
+        self._pending: list[bytes] = []
+        self._loop = asyncio.get_running_loop()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(bytes(data))
+
+    def writelines(self, list_of_data: Any) -> None:
+        for data in list_of_data:
+            self.write(data)
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if pending and not self._inner.is_closing():
+            self._inner.write(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    def get_write_buffer_size(self) -> int:
+        return self._inner.get_write_buffer_size() + sum(map(len, self._pending))
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._inner.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._inner.set_write_buffer_limits(high, low)
+
+    def can_write_eof(self) -> bool:
+        return self._inner.can_write_eof()
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._inner.write_eof()
+
+    def close(self) -> None:
+        self._flush()
+        self._inner.close()
+
+    def abort(self) -> None:
+        self._pending = []
+        self._inner.abort()
+
+    def is_closing(self) -> bool:
+        return self._inner.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._inner.get_extra_info(name, default)
+
+    def is_reading(self) -> bool:
+        return self._inner.is_reading()
+
+    def pause_reading(self) -> None:
+        self._inner.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._inner.resume_reading()
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._inner.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._inner.get_protocol()
+
+
 class _Sniffer(asyncio.Protocol):
     """One connection: buffers its first bytes, then forwards to the right protocol.
 
@@ -162,12 +239,12 @@ class _Sniffer(asyncio.Protocol):
         if self._buffer[:n] != _H2_PREFACE[:n]:
             self._become(self._listener.http_protocol())
         elif n == len(_H2_PREFACE):
-            self._become(self._listener.grpc_protocol())
+            self._become(self._listener.grpc_protocol(), coalesce=True)
 
-    def _become(self, target: asyncio.Protocol) -> None:
+    def _become(self, target: asyncio.Protocol, *, coalesce: bool = False) -> None:
         assert self._transport is not None
         self._target = target
-        target.connection_made(self._transport)
+        target.connection_made(_Coalescing(self._transport) if coalesce else self._transport)
         buffered, self._buffer = self._buffer, b""
         target.data_received(buffered)
 

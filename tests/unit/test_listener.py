@@ -6,7 +6,9 @@ import logging
 import pathlib
 import statistics
 import time
+from asyncio import selector_events
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import grpclib.client
 import grpclib.config
@@ -90,6 +92,31 @@ async def test_small_rpcs_do_not_wait_for_delayed_acks() -> None:
                 await stub.get_master(v1.GetMasterRequest())
                 times.append(time.perf_counter() - began)
             assert statistics.median(times) < 0.025, times
+        finally:
+            channel.close()
+
+
+async def test_a_reply_leaves_the_master_in_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    # grpclib writes a reply's headers, message and trailers one by one; each write to an
+    # idle socket is a system call of its own.
+    async with serving() as listener:
+        writes: list[bytes] = []
+        write = selector_events._SelectorSocketTransport.write
+
+        def seen(transport: Any, data: bytes) -> None:
+            if transport.get_extra_info("sockname")[1] == listener.port:  # the master's end
+                writes.append(bytes(data))
+            write(transport, data)
+
+        monkeypatch.setattr(selector_events._SelectorSocketTransport, "write", seen)
+        channel = grpclib.client.Channel("127.0.0.1", listener.port)
+        try:
+            stub = v1.DeterminedStub(channel)
+            await stub.get_master(v1.GetMasterRequest())  # the connection's settings
+            for _ in range(3):
+                writes.clear()
+                assert (await stub.get_master(v1.GetMasterRequest())).version == "x"
+                assert len(writes) == 1, writes
         finally:
             channel.close()
 
