@@ -14,10 +14,10 @@ returning: whatever the master acknowledged to a caller is durable.
 A unit of work (``async with db.atomic():``) makes every write the coroutine does inside it
 — through ``execute``, ``execute_many`` or ``transaction``, however deep in the call stack —
 one transaction, committed once at the end or rolled back on an error. It holds the writer
-lock from BEGIN to COMMIT, so code inside a unit must never wait for another coroutine that
-writes; in particular a unit never waits for the master's lock (take that lock first, then
-open the unit). Work that must follow the commit (removing files the transaction marked
-deleted) is handed to ``after_commit``.
+lock from BEGIN until it sends COMMIT, so code inside a unit must never wait for another
+coroutine that writes; in particular a unit never waits for the master's lock (take that lock
+first, then open the unit). Work that must follow the commit (removing files the transaction
+marked deleted) is handed to ``after_commit``.
 
 Inside a unit, ``write`` and ``execute_many`` (the statements whose caller needs no result)
 wait in the unit and go to the database together with the next statement that needs an
@@ -25,6 +25,16 @@ answer (``execute``'s row id, a read by the unit's own task) or with the COMMIT;
 with them. On SQLite each such batch is one hand-off to aiosqlite's thread: a transition's
 writes cost one round trip, not one or two per statement. An error in a waiting write is
 raised where the batch runs, still inside the unit, which rolls back as for any error.
+
+On SQLite a unit whose writes all waited (none needed an answer) hands BEGIN, its writes
+and COMMIT to the thread in one go and lets the writer lock go at once. The thread runs
+what it is sent in order, so every later statement, reads included, sees the unit's writes,
+and units commit in the order they ended. The unit still returns only once its COMMIT is
+done; inside a section of the master's lock (``MasterLock``) it leaves that wait to the end
+of the section, after the lock is let go. So the next section runs while this one's
+transactions commit, and the section's caller still hears nothing before they are durable.
+A transaction that fails to commit rolls back on the thread, alone, and its error is raised
+where its section ends.
 """
 
 from __future__ import annotations
@@ -84,6 +94,20 @@ class _Unit:
 # The unit of work the running coroutine is inside, if any.
 _current: contextvars.ContextVar[_Unit | None] = contextvars.ContextVar(
     "pydet_db_unit", default=None
+)
+
+
+@dataclass(eq=False)
+class _Section:
+    """A section of the master's lock: the commits its units left to wait for."""
+
+    task: asyncio.Task[Any] | None
+    commits: list[tuple[asyncio.Future[int], list[AfterCommit]]] = field(default_factory=list)
+
+
+# The section of the master's lock the running coroutine is inside, if any.
+_section: contextvars.ContextVar[_Section | None] = contextvars.ContextVar(
+    "pydet_db_section", default=None
 )
 
 
@@ -153,20 +177,25 @@ class _SQLite:
         """BEGIN (with ``begin``), ``statements`` in order and COMMIT (with ``commit``) in one
         hand-off; returns the last statement's row id."""
 
-        def run(c: sqlite3.Connection) -> int:
-            if begin:
-                c.execute("BEGIN IMMEDIATE")
-            rowid = 0
-            for sql, params, many in statements:
-                if many:
-                    c.executemany(sql, params)
-                else:
-                    rowid = _run_one(c, sql, params)
-            if commit:
-                c.execute("COMMIT")
-            return rowid
+        return int(await self._on_thread(_batch(statements, begin=begin, commit=commit)))
 
-        return int(await self._on_thread(run))
+    # Units of work commit in the order they submit their writes, without waiting: a unit
+    # that has only writes to send hands them over (BEGIN, the writes, COMMIT) and lets the
+    # next unit run while the thread commits it. Everything sent later, reads included, runs
+    # after it on the thread, so it sees the unit's writes.
+    pipelined = True
+
+    def submit(self, statements: Sequence[Statement]) -> asyncio.Future[int]:
+        """BEGIN, ``statements`` and COMMIT, queued on the thread now; a future of the last
+        statement's row id. What aiosqlite's ``_execute`` does before it waits (aiosqlite is
+        pinned to 0.22 for these internals)."""
+        conn = self.conn
+        if not conn._running or not conn._connection:
+            raise ValueError("Connection closed")
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        run = _batch(statements, begin=True, commit=True)
+        conn._tx.put_nowait((future, lambda: run(conn._conn)))
+        return future
 
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         def run(c: sqlite3.Connection) -> Row | None:
@@ -192,6 +221,33 @@ class _SQLite:
         return rows
 
 
+def _batch(
+    statements: Sequence[Statement], *, begin: bool, commit: bool
+) -> Callable[[sqlite3.Connection], int]:
+    """What a batch runs on aiosqlite's thread. One that was to commit and failed rolls back
+    there, so that the batches queued behind it find no transaction left open."""
+
+    def run(c: sqlite3.Connection) -> int:
+        try:
+            if begin:
+                c.execute("BEGIN IMMEDIATE")
+            rowid = 0
+            for sql, params, many in statements:
+                if many:
+                    c.executemany(sql, params)
+                else:
+                    rowid = _run_one(c, sql, params)
+            if commit:
+                c.execute("COMMIT")
+            return rowid
+        except BaseException:
+            if commit and c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+
+    return run
+
+
 def _run_one(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
     """One statement on aiosqlite's thread; its row id (lastrowid, 0 for none)."""
     cursor = conn.execute(sql, params)
@@ -212,6 +268,12 @@ class _Postgres:
     """
 
     dialect = "postgres"
+
+    # asyncpg's connection takes one operation at a time: a unit waits for its COMMIT.
+    pipelined = False
+
+    def submit(self, statements: Sequence[Statement]) -> asyncio.Future[int]:
+        raise NotImplementedError("PostgreSQL units commit in turn")
 
     def __init__(self, cfg: DbConfig) -> None:
         self.cfg = cfg
@@ -471,30 +533,68 @@ class Database:
 
     @contextlib.asynccontextmanager
     async def atomic(self) -> AsyncIterator[None]:
-        """One transaction for every write inside; a unit inside a unit joins it."""
+        """One transaction for every write inside; a unit inside a unit joins it. It returns
+        once the transaction has committed, or, inside a section of the master's lock,
+        once it is queued to commit (the section waits for it)."""
         if self._unit() is not None:
             yield
             return
         unit = _Unit(self, asyncio.current_task())
+        submitted: asyncio.Future[int] | None = None
         async with self._write:
             token = _current.set(unit)
             try:
                 yield
             except BaseException:
                 _current.reset(token)
-                await self._rollback()
+                if unit.begun:
+                    await self._rollback()
                 raise
             _current.reset(token)
-            if unit.pending or unit.begun:
-                pending, unit.pending = unit.pending, []
-                try:
-                    await self.backend.batch(pending, begin=not unit.begun, commit=True)
-                except BaseException:
-                    await self._rollback()
-                    raise
-            self._committed()
+            pending, unit.pending = unit.pending, []
+            if pending and not unit.begun and self.backend.pipelined:
+                submitted = self.backend.submit(pending)
+                submitted.add_done_callback(self._counted)
+            else:
+                if pending or unit.begun:
+                    try:
+                        await self.backend.batch(pending, begin=not unit.begun, commit=True)
+                    except BaseException:
+                        await self._rollback()
+                        raise
+                self._committed()
+        if submitted is not None:
+            section = _section.get()
+            if section is not None and section.task is asyncio.current_task():
+                # The section's owner waits for it once it has let the master's lock go.
+                section.commits.append((submitted, unit.after_commit))
+                return
+            await asyncio.shield(submitted)
         for work in unit.after_commit:
             await _run_after_commit(work)
+
+    async def _settled(self, section: _Section, *, failed: bool) -> None:
+        """Wait for the section's commits in order, running each one's after-commit work;
+        the first failure is raised (logged, when the section failed anyway)."""
+        error: Exception | None = None
+        for commit, after in section.commits:
+            try:
+                await asyncio.shield(commit)
+            except Exception as e:
+                error = error or e
+                continue
+            for work in after:
+                await _run_after_commit(work)
+        if error is None:
+            return
+        if failed:
+            log.error("a transaction of a failed section did not commit: %s", error)
+            return
+        raise error
+
+    def _counted(self, commit: asyncio.Future[int]) -> None:
+        if not commit.cancelled() and commit.exception() is None:
+            self._committed()
 
     async def _rollback(self) -> None:
         if self.backend.in_transaction:
@@ -571,3 +671,37 @@ class Database:
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         await self._flushed()
         return await self.backend.fetch_all(sql, params)
+
+
+class MasterLock:
+    """The master's one lock over its state, tied to its database.
+
+    Units of work inside a section of the lock (``async with lock:``) leave their commits
+    queued on the database's thread; the section waits for them, in order, once it has let
+    the lock go, and runs their after-commit work then. So the next section runs while the
+    last one commits, and whoever holds a section still learns nothing before its writes are
+    durable: a failed commit is raised where the section ends. On PostgreSQL each unit
+    commits in turn, inside the section.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._lock = asyncio.Lock()
+        # The holder's section and its context token (one holder at a time).
+        self._held: tuple[_Section, contextvars.Token[_Section | None]] | None = None
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    async def __aenter__(self) -> None:
+        await self._lock.acquire()
+        section = _Section(asyncio.current_task())
+        self._held = (section, _section.set(section))
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        assert self._held is not None
+        (section, token), self._held = self._held, None
+        _section.reset(token)
+        self._lock.release()
+        # What the section wrote before it failed was sent all the same.
+        await self._db._settled(section, failed=kind is not None)
