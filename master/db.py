@@ -111,6 +111,12 @@ _section: contextvars.ContextVar[_Section | None] = contextvars.ContextVar(
 )
 
 
+def _committed_already() -> asyncio.Future[int]:
+    done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    done.set_result(0)
+    return done
+
+
 async def _run_after_commit(work: AfterCommit) -> None:
     # What it follows has committed: a failure here is logged, not reported as the
     # transaction's.
@@ -563,12 +569,15 @@ class Database:
                         await self._rollback()
                         raise
                 self._committed()
-        if submitted is not None:
-            section = _section.get()
-            if section is not None and section.task is asyncio.current_task():
-                # The section's owner waits for it once it has let the master's lock go.
-                section.commits.append((submitted, unit.after_commit))
+        section = _section.get()
+        if section is not None and section.task is asyncio.current_task():
+            # The section's owner waits for the commit once it has let the master's lock go.
+            # Work after a unit that wrote nothing waits there too, behind the section's
+            # earlier commits, as it would have waited for them before.
+            if submitted is not None or (section.commits and unit.after_commit):
+                section.commits.append((submitted or _committed_already(), unit.after_commit))
                 return
+        if submitted is not None:
             await asyncio.shield(submitted)
         for work in unit.after_commit:
             await _run_after_commit(work)
@@ -601,13 +610,18 @@ class Database:
             await self.backend.rollback()
 
     async def after_commit(self, work: AfterCommit) -> None:
-        """Run ``work`` once the current unit has committed (at once outside a unit); it is
-        dropped if the unit rolls back."""
+        """Run ``work`` once the current unit has committed (outside a unit: at once, or
+        behind the commits a section of the master's lock still waits for); it is dropped
+        if the unit rolls back."""
         unit = self._unit()
-        if unit is None:
-            await _run_after_commit(work)
-        else:
+        if unit is not None:
             unit.after_commit.append(work)
+            return
+        section = _section.get()
+        if section is not None and section.task is asyncio.current_task() and section.commits:
+            section.commits.append((_committed_already(), [work]))
+            return
+        await _run_after_commit(work)
 
     def _committed(self) -> None:
         self._commits += 1

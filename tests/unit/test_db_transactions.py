@@ -346,3 +346,27 @@ async def test_a_task_started_in_a_section_waits_for_its_own_commits(db: Databas
         task = asyncio.create_task(write(db, 1))
     await task
     assert await values(db) == [1]
+
+
+async def test_work_handed_over_without_writes_waits_for_the_section_s_commits(
+    db: Database, busy_thread: threading.Event
+) -> None:
+    lock = MasterLock(db)
+    seen: list[list[int]] = []
+
+    async def look() -> None:
+        seen.append(await values(db))
+
+    async def section() -> None:
+        async with lock:
+            await write(db, 1)
+            async with db.atomic():  # writes nothing; its work must still follow write 1
+                await db.after_commit(look)
+            await db.after_commit(look)  # outside a unit: the same
+            assert seen == []
+
+    task = asyncio.create_task(section())
+    await asyncio.sleep(0.05)
+    busy_thread.set()
+    await task
+    assert seen == [[1], [1]]
