@@ -104,11 +104,36 @@ class _Section:
     task: asyncio.Task[Any] | None
     commits: list[tuple[asyncio.Future[int], list[AfterCommit]]] = field(default_factory=list)
 
+    async def settle(self, *, failed: bool) -> None:
+        """Wait for the commits in order, running each one's after-commit work; the first
+        failure is raised (logged, when the section failed anyway)."""
+        error: Exception | None = None
+        for commit, after in self.commits:
+            try:
+                await asyncio.shield(commit)
+            except Exception as e:
+                error = error or e
+                continue
+            for work in after:
+                await _run_after_commit(work)
+        if error is None:
+            return
+        if failed:
+            log.error("a transaction of a failed section did not commit: %s", error)
+            return
+        raise error
+
 
 # The section of the master's lock the running coroutine is inside, if any.
 _section: contextvars.ContextVar[_Section | None] = contextvars.ContextVar(
     "pydet_db_section", default=None
 )
+
+
+def _own_section() -> _Section | None:
+    """The section the running task holds (a task started inside one does not hold it)."""
+    section = _section.get()
+    return section if section is not None and section.task is asyncio.current_task() else None
 
 
 def _committed_already() -> asyncio.Future[int]:
@@ -188,8 +213,8 @@ class _SQLite:
     # Units of work commit in the order they submit their writes, without waiting: a unit
     # that has only writes to send hands them over (BEGIN, the writes, COMMIT) and lets the
     # next unit run while the thread commits it. Everything sent later, reads included, runs
-    # after it on the thread, so it sees the unit's writes.
-    pipelined = True
+    # after it on the thread, so it sees the unit's writes. (asyncpg's connection takes one
+    # operation at a time: on PostgreSQL a unit waits for its COMMIT.)
 
     def submit(self, statements: Sequence[Statement]) -> asyncio.Future[int]:
         """BEGIN, ``statements`` and COMMIT, queued on the thread now; a future of the last
@@ -274,12 +299,6 @@ class _Postgres:
     """
 
     dialect = "postgres"
-
-    # asyncpg's connection takes one operation at a time: a unit waits for its COMMIT.
-    pipelined = False
-
-    def submit(self, statements: Sequence[Statement]) -> asyncio.Future[int]:
-        raise NotImplementedError("PostgreSQL units commit in turn")
 
     def __init__(self, cfg: DbConfig) -> None:
         self.cfg = cfg
@@ -558,8 +577,9 @@ class Database:
                 raise
             _current.reset(token)
             pending, unit.pending = unit.pending, []
-            if pending and not unit.begun and self.backend.pipelined:
-                submitted = self.backend.submit(pending)
+            backend = self.backend
+            if pending and not unit.begun and isinstance(backend, _SQLite):
+                submitted = backend.submit(pending)
                 submitted.add_done_callback(self._counted)
             else:
                 if pending or unit.begun:
@@ -569,37 +589,15 @@ class Database:
                         await self._rollback()
                         raise
                 self._committed()
-        section = _section.get()
-        if section is not None and section.task is asyncio.current_task():
-            # The section's owner waits for the commit once it has let the master's lock go.
-            # Work after a unit that wrote nothing waits there too, behind the section's
-            # earlier commits, as it would have waited for them before.
-            if submitted is not None or (section.commits and unit.after_commit):
-                section.commits.append((submitted or _committed_already(), unit.after_commit))
-                return
         if submitted is not None:
+            section = _own_section()
+            if section is not None:
+                # The section waits for the commit once it has let the master's lock go.
+                section.commits.append((submitted, unit.after_commit))
+                return
             await asyncio.shield(submitted)
         for work in unit.after_commit:
-            await _run_after_commit(work)
-
-    async def _settled(self, section: _Section, *, failed: bool) -> None:
-        """Wait for the section's commits in order, running each one's after-commit work;
-        the first failure is raised (logged, when the section failed anyway)."""
-        error: Exception | None = None
-        for commit, after in section.commits:
-            try:
-                await asyncio.shield(commit)
-            except Exception as e:
-                error = error or e
-                continue
-            for work in after:
-                await _run_after_commit(work)
-        if error is None:
-            return
-        if failed:
-            log.error("a transaction of a failed section did not commit: %s", error)
-            return
-        raise error
+            await self.after_commit(work)
 
     def _counted(self, commit: asyncio.Future[int]) -> None:
         if not commit.cancelled() and commit.exception() is None:
@@ -617,8 +615,8 @@ class Database:
         if unit is not None:
             unit.after_commit.append(work)
             return
-        section = _section.get()
-        if section is not None and section.task is asyncio.current_task() and section.commits:
+        section = _own_section()
+        if section is not None and section.commits:
             section.commits.append((_committed_already(), [work]))
             return
         await _run_after_commit(work)
@@ -688,7 +686,7 @@ class Database:
 
 
 class MasterLock:
-    """The master's one lock over its state, tied to its database.
+    """The master's one lock over its state.
 
     Units of work inside a section of the lock (``async with lock:``) leave their commits
     queued on the database's thread; the section waits for them, in order, once it has let
@@ -698,8 +696,7 @@ class MasterLock:
     commits in turn, inside the section.
     """
 
-    def __init__(self, db: Database) -> None:
-        self._db = db
+    def __init__(self) -> None:
         self._lock = asyncio.Lock()
         # The holder's section and its context token (one holder at a time).
         self._held: tuple[_Section, contextvars.Token[_Section | None]] | None = None
@@ -718,4 +715,4 @@ class MasterLock:
         _section.reset(token)
         self._lock.release()
         # What the section wrote before it failed was sent all the same.
-        await self._db._settled(section, failed=kind is not None)
+        await section.settle(failed=kind is not None)

@@ -160,7 +160,7 @@ class _Coalescing(asyncio.Transport):
     def _flush(self) -> None:
         pending, self._pending = self._pending, []
         if pending and not self._inner.is_closing():
-            self._inner.write(pending[0] if len(pending) == 1 else b"".join(pending))
+            self._inner.write(b"".join(pending))
 
     def get_write_buffer_size(self) -> int:
         return self._inner.get_write_buffer_size() + sum(map(len, self._pending))

@@ -94,7 +94,7 @@ class Master:
 
         assert isinstance(sock, socket.socket)
         cluster_id = await self._cluster_id()
-        lock = MasterLock(self.db)
+        lock = MasterLock()
         agents = AgentTable()
         events = EventBus()
         logs = LogStore(self.db, events)

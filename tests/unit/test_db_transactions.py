@@ -236,7 +236,7 @@ async def busy_thread(db: Database) -> AsyncIterator[threading.Event]:
 async def test_the_next_section_runs_while_the_last_one_commits(
     db: Database, busy_thread: threading.Event
 ) -> None:
-    lock = MasterLock(db)
+    lock = MasterLock()
 
     async def section(v: int) -> None:
         async with lock:
@@ -265,7 +265,7 @@ async def test_the_next_section_runs_while_the_last_one_commits(
 async def test_a_section_ends_once_its_writes_are_durable(
     db: Database, tmp_path: pathlib.Path
 ) -> None:
-    lock = MasterLock(db)
+    lock = MasterLock()
     async with lock:
         await write(db, 1)
         await write(db, 2)
@@ -277,7 +277,7 @@ async def test_a_section_ends_once_its_writes_are_durable(
 async def test_reads_inside_the_section_see_its_writes_before_they_commit(
     db: Database, busy_thread: threading.Event
 ) -> None:
-    lock = MasterLock(db)
+    lock = MasterLock()
 
     async def section() -> list[int]:
         async with lock:
@@ -292,7 +292,7 @@ async def test_reads_inside_the_section_see_its_writes_before_they_commit(
 
 async def test_a_failed_commit_is_raised_where_its_section_ends(db: Database) -> None:
     await db.execute("CREATE UNIQUE INDEX t_v ON t (v)")
-    lock = MasterLock(db)
+    lock = MasterLock()
     async with lock:
         await write(db, 1)
     with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
@@ -309,7 +309,7 @@ async def test_a_failed_commit_is_raised_where_its_section_ends(db: Database) ->
 
 
 async def test_work_after_a_commit_runs_when_the_section_ends(db: Database) -> None:
-    lock = MasterLock(db)
+    lock = MasterLock()
     seen: list[list[int]] = []
 
     async def look() -> None:
@@ -324,7 +324,7 @@ async def test_work_after_a_commit_runs_when_the_section_ends(db: Database) -> N
 
 
 async def test_a_section_that_fails_still_waits_for_what_it_wrote(db: Database) -> None:
-    lock = MasterLock(db)
+    lock = MasterLock()
     seen: list[str] = []
 
     async def note() -> None:
@@ -341,7 +341,7 @@ async def test_a_section_that_fails_still_waits_for_what_it_wrote(db: Database) 
 
 
 async def test_a_task_started_in_a_section_waits_for_its_own_commits(db: Database) -> None:
-    lock = MasterLock(db)
+    lock = MasterLock()
     async with lock:
         task = asyncio.create_task(write(db, 1))
     await task
@@ -351,7 +351,7 @@ async def test_a_task_started_in_a_section_waits_for_its_own_commits(db: Databas
 async def test_work_handed_over_without_writes_waits_for_the_section_s_commits(
     db: Database, busy_thread: threading.Event
 ) -> None:
-    lock = MasterLock(db)
+    lock = MasterLock()
     seen: list[list[int]] = []
 
     async def look() -> None:
