@@ -5,10 +5,11 @@ this runtime can announce a thousand slots and take every start order the master
 without starting a process. For a trial, it makes the calls the trial's Core API would make
 over gRPC, with the order's own ``DET_*`` environment (its session token, trial and run
 ids): it asks for the searcher operation, "trains" for ``work_seconds`` (a sleep, 0 by
-default), reports one validation metric, completes the operation, asks again until the
-searcher has no more work for the trial, then exits 0 through the agent's normal path
-(``Started``, then ``Exited``). A task that is not a trial exits 0 at once. A kill ends the
-play and reports exit code 143, as a process that obeyed SIGTERM would.
+default), reports one validation metric, completes the operation (whose reply names the
+next one) and so on until the searcher has no more work for the trial, then exits 0
+through the agent's normal path (``Started``, then ``Exited``). A task that is not a trial
+exits 0 at once. A kill ends the play and reports exit code 143, as a process that obeyed
+SIGTERM would.
 
 The metric is a pure function of the trial's hyperparameters (the mean of the numeric ones,
 else the trial id), so a search on hollow agents is reproducible.
@@ -149,15 +150,14 @@ class HollowRuntime:
         trial = info.trial
         metric_name = str((trial.config.get("searcher") or {}).get("metric") or "validation_loss")
         value = hollow_metric(trial.hparams, trial.trial_id)
+        # What SearcherContext.operations() asks first; later answers come with completions.
+        current = await stub.get_current_searcher_operation(
+            v1.GetCurrentSearcherOperationRequest(trial_id=trial.trial_id), timeout=CALL_TIMEOUT
+        )
         for _ in range(MAX_OPERATIONS):
-            # What SearcherContext.operations() asks before each operation.
-            resp = await stub.get_current_searcher_operation(
-                v1.GetCurrentSearcherOperationRequest(trial_id=trial.trial_id),
-                timeout=CALL_TIMEOUT,
-            )
-            if resp.completed or resp.op is None:
+            if current.completed or current.op is None:
                 return
-            length = int(resp.op.length)
+            length = int(current.op.length)
             if self._work_seconds > 0:
                 await asyncio.sleep(self._work_seconds)
             # What train.report_validation_metrics() ships (one report in a batch) ...
@@ -174,12 +174,15 @@ class HollowRuntime:
                 timeout=CALL_TIMEOUT,
             )
             # ... and what op.report_completed(metric) sends after it.
-            await stub.complete_searcher_operation(
+            done = await stub.complete_searcher_operation(
                 v1.CompleteSearcherOperationRequest(
                     trial_id=trial.trial_id, length=length, searcher_metric=value
                 ),
                 timeout=CALL_TIMEOUT,
             )
+            if done.next is None:
+                raise RuntimeError("the master's completion reply has no next operation")
+            current = done.next
         raise RuntimeError(f"the searcher asked for more than {MAX_OPERATIONS} operations")
 
 

@@ -236,10 +236,7 @@ class DeterminedServicer(v1.DeterminedBase):
     async def get_current_searcher_operation(
         self, message: v1.GetCurrentSearcherOperationRequest
     ) -> v1.GetCurrentSearcherOperationResponse:
-        length = await self.s.experiments.current_operation(message.trial_id)
-        if length is None:
-            return v1.GetCurrentSearcherOperationResponse(completed=True)
-        return v1.GetCurrentSearcherOperationResponse(op=v1.SearcherOperation(length=length))
+        return await self._current_operation(message.trial_id)
 
     async def complete_searcher_operation(
         self, message: v1.CompleteSearcherOperationRequest
@@ -249,7 +246,16 @@ class DeterminedServicer(v1.DeterminedBase):
                 message.trial_id, message.length, message.searcher_metric
             )
         )
-        return v1.CompleteSearcherOperationResponse()
+        # The trial asks for its next op right after this: the answer saves it a round trip.
+        return v1.CompleteSearcherOperationResponse(
+            next=await self._current_operation(message.trial_id)
+        )
+
+    async def _current_operation(self, trial_id: int) -> v1.GetCurrentSearcherOperationResponse:
+        length = await self.s.experiments.current_operation(trial_id)
+        if length is None:
+            return v1.GetCurrentSearcherOperationResponse(completed=True)
+        return v1.GetCurrentSearcherOperationResponse(op=v1.SearcherOperation(length=length))
 
     async def allocation_all_gather(self, message: v1.AllGatherRequest) -> v1.AllGatherResponse:
         return v1.AllGatherResponse(data=await self.s.allgather(message))

@@ -30,6 +30,8 @@ class FakeClient:
         self.owns_session = owns_session
         self.events: list[tuple[Any, ...]] = []
         self.ops = [3, 6]
+        # Whether a completion's reply names the next op, as pydet's master does.
+        self.answers_next = True
         self.preempt = False
         self.acks = 0
         self.records: dict[str, CheckpointRecord] = {}
@@ -55,11 +57,15 @@ class FakeClient:
         return 0.125 if experiment_id == 3 else None
 
     def get_searcher_op(self, trial_id: int) -> int | None:
+        self.events.append(("get", trial_id))
         return self.ops[0] if self.ops else None
 
-    def complete_searcher_op(self, trial_id: int, length: int, metric: float) -> None:
+    def complete_searcher_op(self, trial_id: int, length: int, metric: float) -> _rpc.NextOp | None:
         self.events.append(("complete", trial_id, length, metric))
         self.ops.pop(0)
+        if not self.answers_next:
+            return None
+        return _rpc.NextOp(self.ops[0] if self.ops else None)
 
     async def poll_preemption(self, timeout_seconds: float) -> bool:
         await asyncio.sleep(min(timeout_seconds, 0.02))
@@ -154,6 +160,26 @@ def test_a_trial_reports_through_the_master(
     progress = [e[2] for e in events if e[0] == "progress"]
     assert progress and progress[-1] == 1.0
     assert not client.session._thread.is_alive()
+
+
+@pytest.mark.parametrize("answers_next", [True, False], ids=["answers", "silent"])
+def test_the_next_op_comes_with_the_completion_when_the_master_gives_it(
+    client_class: type[FakeClient], on_cluster: pathlib.Path, answers_next: bool
+) -> None:
+    with det.core.init() as core_context:
+        [client] = client_class.instances
+        client.answers_next = answers_next
+        lengths = []
+        for op in core_context.searcher.operations():
+            lengths.append(op.length)
+            op.report_completed(0.5)
+
+    assert lengths == [3, 6]
+    calls = [e[0] for e in client.events if e[0] in ("get", "complete")]
+    if answers_next:
+        assert calls == ["get", "complete", "complete"]
+    else:
+        assert calls == ["get", "complete", "get", "complete", "get"]
 
 
 def test_preemption_is_seen_and_acknowledged_once(

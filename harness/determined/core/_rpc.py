@@ -10,6 +10,7 @@ bench/core_api.py measures the whole path.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -45,6 +46,20 @@ def metrics_request(trial_id: int, run_id: int, records: Sequence[MetricRecord])
     return v1.ReportTrialMetricsRequest(
         trial_id=trial_id, run_id=run_id, reports=[report(*r) for r in records]
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class NextOp:
+    """The searcher's next op for a trial: its length, or None when it has no more work."""
+
+    length: int | None
+
+
+def _op_length(resp: Any) -> int | None:
+    """A GetCurrentSearcherOperationResponse's op length (None: the searcher is done)."""
+    if resp.completed or resp.op is None:
+        return None
+    return int(resp.op.length)
 
 
 class MasterClient:
@@ -164,18 +179,19 @@ class MasterClient:
             "get searcher operation",
             lambda: self.session.blocking_stub.get_current_searcher_operation(request),
         )
-        if resp.completed or resp.op is None:
-            return None
-        return int(resp.op.length)
+        return _op_length(resp)
 
-    def complete_searcher_op(self, trial_id: int, length: int, metric: float) -> None:
+    def complete_searcher_op(self, trial_id: int, length: int, metric: float) -> NextOp | None:
+        """Complete the op; returns the master's answer for the next one (None from a master
+        that does not give it: ask with get_searcher_op)."""
         request = v1.CompleteSearcherOperationRequest(
             trial_id=trial_id, length=length, searcher_metric=metric
         )
-        self._run(
+        resp = self._run(
             "complete searcher operation",
             lambda: self.session.blocking_stub.complete_searcher_operation(request),
         )
+        return None if resp.next is None else NextOp(_op_length(resp.next))
 
     # Checkpoints.
 

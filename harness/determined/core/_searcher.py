@@ -3,9 +3,9 @@
 ``operations()`` yields one ``SearcherOperation`` per train-validate-report cycle the
 searcher asks for. ``op.length`` is absolute (train until ``length`` units in total, in the
 unit of ``searcher.max_length``); ``op.report_completed(metric)`` hands the searcher the
-validation metric, after which the next op (a longer one, if e.g. ASHA promotes the trial)
-is requested. Only the chief reports; with the default ``SearcherMode.WorkersAskChief`` all
-workers iterate together and receive the same ops.
+validation metric, and the master's reply to it says what the next op is (a longer one, if
+e.g. ASHA promotes the trial, or none). Only the chief reports; with the default
+``SearcherMode.WorkersAskChief`` all workers iterate together and receive the same ops.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from determined.core import _util
 from determined.core._distributed import DistributedContext, DummyDistributedContext
 
 if TYPE_CHECKING:
-    from determined.core._rpc import MasterClient
+    from determined.core._rpc import MasterClient, NextOp
 
 log = logging.getLogger("determined.core")
 
@@ -111,6 +111,8 @@ class SearcherContext:
         self._report_progress = report_progress
         self._flush_metrics = flush_metrics
         self._units = units
+        # The master's answer for the next op, given with the last completion.
+        self._next: NextOp | None = None
 
     def operations(
         self,
@@ -168,12 +170,15 @@ class SearcherContext:
         self._report_progress(progress)
 
     def _next_length(self) -> int | None:
+        known, self._next = self._next, None
+        if known is not None:
+            return known.length
         return self._client.get_searcher_op(self._trial_id)
 
     def _complete(self, length: int, metric: float) -> None:
         # The validation metrics reported before completion reach the master first.
         self._flush_metrics()
-        self._client.complete_searcher_op(self._trial_id, length, metric)
+        self._next = self._client.complete_searcher_op(self._trial_id, length, metric)
         log.info("completed searcher operation (length=%d, metric=%s)", length, metric)
 
 

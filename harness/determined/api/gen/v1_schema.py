@@ -135,7 +135,7 @@ MESSAGES: dict[str, list[list[Any]]] = json.loads(
     '"GetCurrentSearcherOperationRequest":[["trial_id",1,"int32",null,false,false,""]],'
     '"GetCurrentSearcherOperationResponse":[["op",1,"message","SearcherOperation",false,true,""],["completed",2,"bool",null,false,false,""]],'
     '"CompleteSearcherOperationRequest":[["trial_id",1,"int32",null,false,false,""],["length",2,"int64",null,false,false,""],["searcher_metric",3,"double",null,false,false,""]],'
-    '"CompleteSearcherOperationResponse":[],'
+    '"CompleteSearcherOperationResponse":[["next",1,"message","GetCurrentSearcherOperationResponse",false,true,""]],'
     '"CreateTrialRequest":[["experiment_id",1,"int32",null,false,false,""],["hparams",2,"string",null,false,false,""],["unmanaged",3,"bool",null,false,false,""],["external_trial_id",4,"string",null,false,false,""]],'
     '"CreateTrialResponse":[["trial",1,"message","Trial",false,true,""]],'
     '"StartTrialRequest":[["trial_id",1,"int32",null,false,false,""],["resume",2,"bool",null,false,false,""]],'

@@ -805,7 +805,13 @@ default_message_pool.register_message(
 
 @dataclass(eq=False, repr=False)
 class CompleteSearcherOperationResponse(betterproto2.Message):
-    pass
+    next: "GetCurrentSearcherOperationResponse | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    What GetCurrentSearcherOperation answers once the completion has committed (the next,
+    longer op if the searcher promoted the trial), so that the trial need not ask again.
+    """
 
 
 default_message_pool.register_message(
