@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,21 +23,27 @@ class Event:
 
 class EventBus:
     def __init__(self) -> None:
-        self._subscribers: set[asyncio.Queue[Event]] = set()
+        # Each subscriber's queue, and the kinds it wants (None: all of them).
+        self._subscribers: dict[asyncio.Queue[Event], frozenset[str] | None] = {}
 
     def publish(self, kind: str, **data: Any) -> None:
-        event = Event(kind, data)
-        for queue in self._subscribers:
+        event: Event | None = None
+        for queue, kinds in self._subscribers.items():
+            if kinds is not None and kind not in kinds:
+                continue
+            if event is None:
+                event = Event(kind, data)
             if queue.full():
                 queue.get_nowait()
                 queue.put_nowait(Event("overflow", {}))
             queue.put_nowait(event)
 
-    async def subscribe(self) -> AsyncIterator[Event]:
+    async def subscribe(self, kinds: Iterable[str] | None = None) -> AsyncIterator[Event]:
+        """Every event published from now on, or only those of ``kinds``."""
         queue: asyncio.Queue[Event] = asyncio.Queue(_QUEUE_LIMIT)
-        self._subscribers.add(queue)
+        self._subscribers[queue] = None if kinds is None else frozenset(kinds)
         try:
             while True:
                 yield await queue.get()
         finally:
-            self._subscribers.discard(queue)
+            self._subscribers.pop(queue, None)

@@ -108,9 +108,7 @@ class Webhooks:
             tg.create_task(self._watch())
 
     async def _watch(self) -> None:
-        async for event in self._events.subscribe():
-            if event.kind != "experiment":
-                continue
+        async for event in self._events.subscribe(kinds=["experiment"]):
             exp_id, state = int(event.data["id"]), str(event.data["state"])
             if self._last_state.get(exp_id) == state:
                 continue
