@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import faulthandler
+import gc
 import io
 import logging
 import os
@@ -75,6 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     # These log every frame or statement at DEBUG, which drowns the master's own lines.
     for noisy in ("hpack", "h2", "aiosqlite"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # What the imports built (modules, classes, schemas) lives as long as the process: frozen,
+    # the collector's full passes skip it (about a third less time in them under load).
+    gc.freeze()
     try:
         _run_profiled(cfg, os.environ.get(PROFILE_ENV, ""))
     except errors.DetError as e:
