@@ -5,36 +5,28 @@ Statements are written once, in SQLite's dialect; on PostgreSQL the dialect laye
 (master/dialect.py) rewrites what differs (placeholders, upserts, new rows' ids, a few
 functions, the migrations' column types). Rows are read by column name on both.
 
-One connection serves the whole master; aiosqlite runs it on its own thread, so statements
-never block the event loop (asyncpg's connection is asynchronous itself, and runs one
-statement at a time). Writes take a lock so that one coroutine's transaction never
-interleaves with another's statements (one writer). Each public write commits before
-returning: whatever the master acknowledged to a caller is durable.
+On SQLite the master writes on the event loop's own thread, through a plain sqlite3
+connection: a statement there takes microseconds, and a thread hand-off per statement cost
+far more (see ``_SQLite``). Reads outside a transaction go to a second connection that
+aiosqlite runs on its thread, so that a long read never holds up the loop. asyncpg's
+connection is asynchronous itself, and runs one statement at a time. Writes take a lock so
+that one coroutine's transaction never interleaves with another's statements (one writer).
+Each public write commits before returning: whatever the master acknowledged to a caller
+is durable.
 
 A unit of work (``async with db.atomic():``) makes every write the coroutine does inside it
 — through ``execute``, ``execute_many`` or ``transaction``, however deep in the call stack —
 one transaction, committed once at the end or rolled back on an error. It holds the writer
-lock from BEGIN until it sends COMMIT, so code inside a unit must never wait for another
-coroutine that writes; in particular a unit never waits for the master's lock (take that lock
-first, then open the unit). Work that must follow the commit (removing files the transaction
-marked deleted) is handed to ``after_commit``.
+lock from BEGIN to COMMIT, so code inside a unit must never wait for another coroutine that
+writes; in particular a unit never waits for the master's lock (take that lock first, then
+open the unit). Work that must follow the commit (removing files the transaction marked
+deleted) is handed to ``after_commit``.
 
 Inside a unit, ``write`` and ``execute_many`` (the statements whose caller needs no result)
 wait in the unit and go to the database together with the next statement that needs an
 answer (``execute``'s row id, a read by the unit's own task) or with the COMMIT; BEGIN waits
-with them. On SQLite each such batch is one hand-off to aiosqlite's thread: a transition's
-writes cost one round trip, not one or two per statement. An error in a waiting write is
-raised where the batch runs, still inside the unit, which rolls back as for any error.
-
-On SQLite a unit whose writes all waited (none needed an answer) hands BEGIN, its writes
-and COMMIT to the thread in one go and lets the writer lock go at once. The thread runs
-what it is sent in order, so every later statement, reads included, sees the unit's writes,
-and units commit in the order they ended. The unit still returns only once its COMMIT is
-done; inside a section of the master's lock (``MasterLock``) it leaves that wait to the end
-of the section, after the lock is let go. So the next section runs while this one's
-transactions commit, and the section's caller still hears nothing before they are durable.
-A transaction that fails to commit rolls back on the thread, alone, and its error is raised
-where its section ends.
+with them. An error in a waiting write is raised where the batch runs, still inside the
+unit, which rolls back as for any error.
 """
 
 from __future__ import annotations
@@ -61,7 +53,7 @@ log = logging.getLogger(__name__)
 
 # aiosqlite's rows, or asyncpg's Records on PostgreSQL: both are read by column name (and by
 # position), iterate over their values and give their names from keys().
-Row = aiosqlite.Row
+Row = sqlite3.Row
 
 # Test-only: the master exits (as if killed) right after this many commits, so that tests can
 # stop it at every commit point of a search (tests/integration/test_crash_consistency.py).
@@ -97,51 +89,6 @@ _current: contextvars.ContextVar[_Unit | None] = contextvars.ContextVar(
 )
 
 
-@dataclass(eq=False)
-class _Section:
-    """A section of the master's lock: the commits its units left to wait for."""
-
-    task: asyncio.Task[Any] | None
-    commits: list[tuple[asyncio.Future[int], list[AfterCommit]]] = field(default_factory=list)
-
-    async def settle(self, *, failed: bool) -> None:
-        """Wait for the commits in order, running each one's after-commit work; the first
-        failure is raised (logged, when the section failed anyway)."""
-        error: Exception | None = None
-        for commit, after in self.commits:
-            try:
-                await asyncio.shield(commit)
-            except Exception as e:
-                error = error or e
-                continue
-            for work in after:
-                await _run_after_commit(work)
-        if error is None:
-            return
-        if failed:
-            log.error("a transaction of a failed section did not commit: %s", error)
-            return
-        raise error
-
-
-# The section of the master's lock the running coroutine is inside, if any.
-_section: contextvars.ContextVar[_Section | None] = contextvars.ContextVar(
-    "pydet_db_section", default=None
-)
-
-
-def _own_section() -> _Section | None:
-    """The section the running task holds (a task started inside one does not hold it)."""
-    section = _section.get()
-    return section if section is not None and section.task is asyncio.current_task() else None
-
-
-def _committed_already() -> asyncio.Future[int]:
-    done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    done.set_result(0)
-    return done
-
-
 async def _run_after_commit(work: AfterCommit) -> None:
     # What it follows has committed: a failure here is logged, not reported as the
     # transaction's.
@@ -152,135 +99,142 @@ async def _run_after_commit(work: AfterCommit) -> None:
 
 
 class _SQLite:
-    """aiosqlite's connection, as today's store has always used it."""
+    """SQLite in WAL mode through two connections to one file.
+
+    The writer runs on the event loop's own thread: every write, and every read while its
+    transaction is open (a unit reading what it wrote), is a direct call. A statement of
+    the master's takes microseconds, and a hand-off to a thread cost far more: the
+    thread's queue, its wake-up, and the two threads passing the GIL back and forth for each
+    statement (in bench/scale.py's hollow run the master spent nearly half its CPU on it).
+    Commits are therefore done when ``batch`` returns. (``synchronous=NORMAL``: a commit
+    writes the WAL without waiting for the disk; SQLite syncs at its checkpoints.)
+
+    Every other read goes to aiosqlite's reader connection on its thread, so that a long
+    one (a trial's whole metric history) never holds up the loop. WAL lets it read beside
+    the writer, and it sees every transaction committed before it started: all the writes
+    the caller made before asking.
+    """
 
     dialect = "sqlite"
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
-        self.conn = conn
+    def __init__(self, writer: sqlite3.Connection, reader: aiosqlite.Connection) -> None:
+        self.writer = writer
+        self.reader = reader
 
     @classmethod
     async def connect(cls, path: pathlib.Path) -> _SQLite:
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = await aiosqlite.connect(path, isolation_level=None)
-        conn.row_factory = aiosqlite.Row
-        await conn.execute("PRAGMA journal_mode=WAL")
-        await conn.execute("PRAGMA synchronous=NORMAL")
-        await conn.execute("PRAGMA foreign_keys=ON")
-        await conn.execute("PRAGMA busy_timeout=5000")
-        return cls(conn)
+        writer = sqlite3.connect(path, isolation_level=None)
+        try:
+            writer.row_factory = Row
+            writer.execute("PRAGMA journal_mode=WAL")
+            writer.execute("PRAGMA synchronous=NORMAL")
+            writer.execute("PRAGMA foreign_keys=ON")
+            writer.execute("PRAGMA busy_timeout=5000")
+            reader = await aiosqlite.connect(path, isolation_level=None)
+        except BaseException:
+            writer.close()
+            raise
+        reader.row_factory = Row
+        await reader.execute("PRAGMA query_only=ON")
+        await reader.execute("PRAGMA busy_timeout=5000")
+        return cls(writer, reader)
 
     async def close(self) -> None:
-        await self.conn.close()
+        try:
+            await self.reader.close()
+        finally:
+            self.writer.close()
 
     @property
     def in_transaction(self) -> bool:
-        return self.conn.in_transaction
+        return self.writer.in_transaction
 
     async def begin(self) -> None:
-        await self.conn.execute("BEGIN IMMEDIATE")
+        self.writer.execute("BEGIN IMMEDIATE")
 
     async def commit(self) -> None:
-        await self.conn.execute("COMMIT")
+        self.writer.execute("COMMIT")
 
     async def rollback(self) -> None:
-        await self.conn.execute("ROLLBACK")
+        self.writer.execute("ROLLBACK")
 
     async def script(self, sql: str) -> None:
-        await self.conn.executescript(sql)
-
-    # Each call below is one hand-off to aiosqlite's thread, which runs a whole function
-    # there (its cursor API takes one per step: execute, fetch, close). ``_execute`` is
-    # aiosqlite's own way to run a function on its thread; it has no public name for it.
-
-    async def _on_thread(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
-        conn = self.conn
-        # aiosqlite leaves _execute untyped.
-        return await conn._execute(lambda: fn(conn._conn))  # type: ignore[no-untyped-call]
+        self.writer.executescript(sql)
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return int(await self._on_thread(lambda c: _run_one(c, sql, params)))
+        return _run_one(self.writer, sql, params)
 
     async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        await self.conn.executemany(sql, rows)
+        self.writer.executemany(sql, rows)
 
     async def batch(self, statements: Sequence[Statement], *, begin: bool, commit: bool) -> int:
-        """BEGIN (with ``begin``), ``statements`` in order and COMMIT (with ``commit``) in one
-        hand-off; returns the last statement's row id."""
-
-        return int(await self._on_thread(_batch(statements, begin=begin, commit=commit)))
-
-    # Units of work commit in the order they submit their writes, without waiting: a unit
-    # that has only writes to send hands them over (BEGIN, the writes, COMMIT) and lets the
-    # next unit run while the thread commits it. Everything sent later, reads included, runs
-    # after it on the thread, so it sees the unit's writes. (asyncpg's connection takes one
-    # operation at a time: on PostgreSQL a unit waits for its COMMIT.)
-
-    def submit(self, statements: Sequence[Statement]) -> asyncio.Future[int]:
-        """BEGIN, ``statements`` and COMMIT, queued on the thread now; a future of the last
-        statement's row id. What aiosqlite's ``_execute`` does before it waits (aiosqlite is
-        pinned to 0.22 for these internals)."""
-        conn = self.conn
-        if not conn._running or not conn._connection:
-            raise ValueError("Connection closed")
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        run = _batch(statements, begin=True, commit=True)
-        conn._tx.put_nowait((future, lambda: run(conn._conn)))
-        return future
+        """BEGIN (with ``begin``), ``statements`` in order and COMMIT (with ``commit``);
+        returns the last statement's row id."""
+        return _batch(self.writer, statements, begin=begin, commit=commit)
 
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        def run(c: sqlite3.Connection) -> Row | None:
-            cursor = c.execute(sql, params)
-            try:
-                row: Row | None = cursor.fetchone()
-                return row
-            finally:
-                cursor.close()
-
-        row: Row | None = await self._on_thread(run)
+        if self.writer.in_transaction:
+            return _fetch_one(self.writer, sql, params)
+        row: Row | None = await self._on_reader(lambda c: _fetch_one(c, sql, params))
         return row
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        def run(c: sqlite3.Connection) -> list[Row]:
-            cursor = c.execute(sql, params)
-            try:
-                return list(cursor.fetchall())
-            finally:
-                cursor.close()
-
-        rows: list[Row] = await self._on_thread(run)
+        if self.writer.in_transaction:
+            return _fetch_all(self.writer, sql, params)
+        rows: list[Row] = await self._on_reader(lambda c: _fetch_all(c, sql, params))
         return rows
+
+    async def _on_reader(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        """``fn`` on the reader's thread, in one hand-off (aiosqlite's cursor API takes one
+        per step: execute, fetch, close). ``_execute`` is aiosqlite's own way to run a
+        function there; it has no public name for it (aiosqlite is pinned for that)."""
+        reader = self.reader
+        return await reader._execute(lambda: fn(reader._conn))  # type: ignore[no-untyped-call]
+
+
+def _fetch_one(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> Row | None:
+    cursor = conn.execute(sql, params)
+    try:
+        row: Row | None = cursor.fetchone()
+        return row
+    finally:
+        cursor.close()
+
+
+def _fetch_all(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[Row]:
+    cursor = conn.execute(sql, params)
+    try:
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
 
 
 def _batch(
-    statements: Sequence[Statement], *, begin: bool, commit: bool
-) -> Callable[[sqlite3.Connection], int]:
-    """What a batch runs on aiosqlite's thread. One that was to commit and failed rolls back
-    there, so that the batches queued behind it find no transaction left open."""
-
-    def run(c: sqlite3.Connection) -> int:
-        try:
-            if begin:
-                c.execute("BEGIN IMMEDIATE")
-            rowid = 0
-            for sql, params, many in statements:
-                if many:
-                    c.executemany(sql, params)
-                else:
-                    rowid = _run_one(c, sql, params)
-            if commit:
-                c.execute("COMMIT")
-            return rowid
-        except BaseException:
-            if commit and c.in_transaction:
-                c.execute("ROLLBACK")
-            raise
-
-    return run
+    c: sqlite3.Connection, statements: Sequence[Statement], *, begin: bool, commit: bool
+) -> int:
+    """A batch on the writer; the last statement's row id. One that was to commit and
+    failed rolls back, so that the units after it find no transaction left open."""
+    try:
+        if begin:
+            c.execute("BEGIN IMMEDIATE")
+        rowid = 0
+        for sql, params, many in statements:
+            if many:
+                c.executemany(sql, params)
+            else:
+                rowid = _run_one(c, sql, params)
+        if commit:
+            c.execute("COMMIT")
+        return rowid
+    except BaseException:
+        if commit and c.in_transaction:
+            c.execute("ROLLBACK")
+        raise
 
 
 def _run_one(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
-    """One statement on aiosqlite's thread; its row id (lastrowid, 0 for none)."""
+    """One statement; its row id (lastrowid, 0 for none)."""
     cursor = conn.execute(sql, params)
     try:
         return cursor.lastrowid or 0
@@ -491,14 +445,6 @@ class Database:
         return self._conn
 
     @property
-    def conn(self) -> aiosqlite.Connection:
-        """SQLite's connection (tests look at it)."""
-        backend = self.backend
-        if not isinstance(backend, _SQLite):
-            raise RuntimeError("the store is on PostgreSQL")
-        return backend.conn
-
-    @property
     def in_transaction(self) -> bool:
         return self.backend.in_transaction
 
@@ -558,68 +504,43 @@ class Database:
 
     @contextlib.asynccontextmanager
     async def atomic(self) -> AsyncIterator[None]:
-        """One transaction for every write inside; a unit inside a unit joins it. It returns
-        once the transaction has committed, or, inside a section of the master's lock,
-        once it is queued to commit (the section waits for it)."""
+        """One transaction for every write inside; a unit inside a unit joins it."""
         if self._unit() is not None:
             yield
             return
         unit = _Unit(self, asyncio.current_task())
-        submitted: asyncio.Future[int] | None = None
         async with self._write:
             token = _current.set(unit)
             try:
                 yield
             except BaseException:
                 _current.reset(token)
-                if unit.begun:
-                    await self._rollback()
+                await self._rollback()
                 raise
             _current.reset(token)
-            pending, unit.pending = unit.pending, []
-            backend = self.backend
-            if pending and not unit.begun and isinstance(backend, _SQLite):
-                submitted = backend.submit(pending)
-                submitted.add_done_callback(self._counted)
-            else:
-                if pending or unit.begun:
-                    try:
-                        await self.backend.batch(pending, begin=not unit.begun, commit=True)
-                    except BaseException:
-                        await self._rollback()
-                        raise
-                self._committed()
-        if submitted is not None:
-            section = _own_section()
-            if section is not None:
-                # The section waits for the commit once it has let the master's lock go.
-                section.commits.append((submitted, unit.after_commit))
-                return
-            await asyncio.shield(submitted)
-        for work in unit.after_commit:
-            await self.after_commit(work)
-
-    def _counted(self, commit: asyncio.Future[int]) -> None:
-        if not commit.cancelled() and commit.exception() is None:
+            if unit.pending or unit.begun:
+                pending, unit.pending = unit.pending, []
+                try:
+                    await self.backend.batch(pending, begin=not unit.begun, commit=True)
+                except BaseException:
+                    await self._rollback()
+                    raise
             self._committed()
+        for work in unit.after_commit:
+            await _run_after_commit(work)
 
     async def _rollback(self) -> None:
         if self.backend.in_transaction:
             await self.backend.rollback()
 
     async def after_commit(self, work: AfterCommit) -> None:
-        """Run ``work`` once the current unit has committed (outside a unit: at once, or
-        behind the commits a section of the master's lock still waits for); it is dropped
-        if the unit rolls back."""
+        """Run ``work`` once the current unit has committed (at once outside a unit); it is
+        dropped if the unit rolls back."""
         unit = self._unit()
-        if unit is not None:
+        if unit is None:
+            await _run_after_commit(work)
+        else:
             unit.after_commit.append(work)
-            return
-        section = _own_section()
-        if section is not None and section.commits:
-            section.commits.append((_committed_already(), [work]))
-            return
-        await _run_after_commit(work)
 
     def _committed(self) -> None:
         self._commits += 1
@@ -683,36 +604,3 @@ class Database:
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         await self._flushed()
         return await self.backend.fetch_all(sql, params)
-
-
-class MasterLock:
-    """The master's one lock over its state.
-
-    Units of work inside a section of the lock (``async with lock:``) leave their commits
-    queued on the database's thread; the section waits for them, in order, once it has let
-    the lock go, and runs their after-commit work then. So the next section runs while the
-    last one commits, and whoever holds a section still learns nothing before its writes are
-    durable: a failed commit is raised where the section ends. On PostgreSQL each unit
-    commits in turn, inside the section.
-    """
-
-    def __init__(self) -> None:
-        self._lock = asyncio.Lock()
-        # The holder's section and its context token (one holder at a time).
-        self._held: tuple[_Section, contextvars.Token[_Section | None]] | None = None
-
-    def locked(self) -> bool:
-        return self._lock.locked()
-
-    async def __aenter__(self) -> None:
-        await self._lock.acquire()
-        section = _Section(asyncio.current_task())
-        self._held = (section, _section.set(section))
-
-    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        assert self._held is not None
-        (section, token), self._held = self._held, None
-        _section.reset(token)
-        self._lock.release()
-        # What the section wrote before it failed was sent all the same.
-        await section.settle(failed=kind is not None)

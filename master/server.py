@@ -17,7 +17,7 @@ from pydet.master import config as master_config
 from pydet.master.agents import AgentHub, AgentTable
 from pydet.master.api import DeterminedServicer
 from pydet.master.checkpoints import Checkpoints
-from pydet.master.db import Database, MasterLock
+from pydet.master.db import Database
 from pydet.master.events import EventBus
 from pydet.master.experiment import LiveExperiments, MasterInfo
 from pydet.master.experiment_store import ExperimentStore
@@ -94,7 +94,7 @@ class Master:
 
         assert isinstance(sock, socket.socket)
         cluster_id = await self._cluster_id()
-        lock = MasterLock()
+        lock = asyncio.Lock()
         agents = AgentTable()
         events = EventBus()
         logs = LogStore(self.db, events)

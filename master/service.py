@@ -5,6 +5,7 @@ experiment, trial and allocation state move together."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
@@ -14,7 +15,7 @@ from determined.common import errors, pareto
 from pydet.master import convert, queries, redaction, shown_state, task_summaries, warm_start
 from pydet.master.agents import AgentTable
 from pydet.master.checkpoints import Checkpoints
-from pydet.master.db import Database, MasterLock
+from pydet.master.db import Database
 from pydet.master.events import EventBus
 from pydet.master.experiment import LiveExperiments, MasterInfo
 from pydet.master.experiments import Experiments, max_trials_override, parse_override
@@ -45,7 +46,7 @@ class Service:
         self,
         *,
         db: Database,
-        lock: MasterLock,
+        lock: asyncio.Lock,
         agents: AgentTable,
         logs: LogStore,
         tasks: TaskList,

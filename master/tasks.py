@@ -18,7 +18,7 @@ from determined.api.gen import v1
 from pydet.master import scheduler
 from pydet.master.agents import Agent, AgentTable
 from pydet.master.allocation import Allocation, Container
-from pydet.master.db import Database, MasterLock
+from pydet.master.db import Database
 from pydet.master.logs import LogLine, LogStore
 from pydet.master.running_views import RunningViews
 from pydet.master.task_list import Job, TaskList, TaskRequest, UnknownJob
@@ -57,7 +57,7 @@ class TaskManager:
         tasks: TaskList,
         owner: TaskOwner,
         logs: LogStore,
-        lock: MasterLock,
+        lock: asyncio.Lock,
         *,
         pools: dict[str, scheduler.PoolPolicy],
         agent_reconnect_timeout: float,

@@ -1,9 +1,5 @@
 """Units of work in the master's store: one transaction for every write inside, whoever in
-the call stack makes it; all or nothing; other writers wait; the test-only exit hook.
-
-And the master's lock: a section of it hands its commits to the database's thread and lets
-the lock go before they are done, so the next section runs meanwhile; the section itself
-ends only once its writes are durable, and a commit that fails is raised there."""
+the call stack makes it; all or nothing; other writers wait; the test-only exit hook."""
 
 from __future__ import annotations
 
@@ -16,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from pydet.master import db as db_module
-from pydet.master.db import Database, MasterLock
+from pydet.master.db import Database, _SQLite
 
 
 @pytest.fixture
@@ -47,9 +43,9 @@ async def test_writes_from_anywhere_inside_a_unit_commit_together(db: Database) 
         await insert(db, 1)
         await deeper()
         assert db.in_unit
-        assert db.conn.in_transaction
+        assert db.in_transaction
     assert not db.in_unit
-    assert not db.conn.in_transaction
+    assert not db.in_transaction
     assert await values(db) == [1, 2, 3, 4]
 
 
@@ -163,7 +159,7 @@ async def test_a_failing_write_rolls_its_unit_back_and_the_store_goes_on(db: Dat
         async with db.atomic():
             await db.write("INSERT INTO t (v) VALUES (?)", (1,))
             await db.write("INSERT INTO nowhere (v) VALUES (?)", (2,))
-    assert not db.conn.in_transaction
+    assert not db.in_transaction
     await insert(db, 3)
     assert await values(db) == [0, 3]
 
@@ -205,7 +201,7 @@ async def test_the_test_hook_exits_right_after_the_nth_commit(
         await reopened.close()
 
 
-# -- the master's lock ---------------------------------------------------------------------
+# -- the reader's connection ---------------------------------------------------------------
 
 
 async def write(db: Database, v: int) -> None:
@@ -214,9 +210,9 @@ async def write(db: Database, v: int) -> None:
 
 
 @pytest.fixture
-async def busy_thread(db: Database) -> AsyncIterator[threading.Event]:
-    """Keeps the database's thread busy until the event is set (at the latest at teardown):
-    whatever is sent to it meanwhile waits in its queue."""
+async def busy_reader(db: Database) -> AsyncIterator[threading.Event]:
+    """Keeps the reader's thread busy, as a long read would, until the event is set (at the
+    latest at teardown)."""
     release = threading.Event()
     started = threading.Event()
 
@@ -224,7 +220,8 @@ async def busy_thread(db: Database) -> AsyncIterator[threading.Event]:
         started.set()
         release.wait(10)
 
-    task = asyncio.create_task(db.backend._on_thread(hold))
+    assert isinstance(db.backend, _SQLite)
+    task = asyncio.create_task(db.backend._on_reader(hold))
     async with asyncio.timeout(5):
         while not started.is_set():
             await asyncio.sleep(0.01)
@@ -233,40 +230,10 @@ async def busy_thread(db: Database) -> AsyncIterator[threading.Event]:
     await task
 
 
-async def test_the_next_section_runs_while_the_last_one_commits(
-    db: Database, busy_thread: threading.Event
+async def test_writes_commit_while_a_long_read_runs(
+    db: Database, busy_reader: threading.Event, tmp_path: pathlib.Path
 ) -> None:
-    lock = MasterLock()
-
-    async def section(v: int) -> None:
-        async with lock:
-            await write(db, v)
-
-    first = asyncio.create_task(section(1))
-    await asyncio.sleep(0.05)
-    assert not lock.locked() and not first.done()  # its commit waits, the lock does not
-
-    entered = asyncio.Event()
-
-    async def second() -> None:
-        async with lock:
-            entered.set()
-            await write(db, 2)
-
-    other = asyncio.create_task(second())
-    await asyncio.wait_for(entered.wait(), 5)
-    assert not first.done()
-
-    busy_thread.set()
-    await asyncio.gather(first, other)
-    assert await values(db) == [1, 2]  # committed in the order the sections wrote
-
-
-async def test_a_section_ends_once_its_writes_are_durable(
-    db: Database, tmp_path: pathlib.Path
-) -> None:
-    lock = MasterLock()
-    async with lock:
+    async with asyncio.timeout(5):
         await write(db, 1)
         await write(db, 2)
     # Another connection, as a master started after a crash would open.
@@ -274,99 +241,15 @@ async def test_a_section_ends_once_its_writes_are_durable(
         assert [v for (v,) in other.execute("SELECT v FROM t ORDER BY rowid")] == [1, 2]
 
 
-async def test_reads_inside_the_section_see_its_writes_before_they_commit(
-    db: Database, busy_thread: threading.Event
+async def test_a_unit_reads_its_own_writes_without_waiting_for_the_reader(
+    db: Database, busy_reader: threading.Event
 ) -> None:
-    lock = MasterLock()
-
-    async def section() -> list[int]:
-        async with lock:
-            await write(db, 1)
-            return await values(db)
-
-    task = asyncio.create_task(section())
-    await asyncio.sleep(0.05)
-    busy_thread.set()
-    assert await task == [1]
-
-
-async def test_a_failed_commit_is_raised_where_its_section_ends(db: Database) -> None:
-    await db.execute("CREATE UNIQUE INDEX t_v ON t (v)")
-    lock = MasterLock()
-    async with lock:
-        await write(db, 1)
-    with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
-        async with lock:
-            await write(db, 2)
-            await write(db, 1)  # fails on the thread, after the section has moved on
-            await write(db, 3)
-    # The failed transaction rolled back alone; the rest committed, and the store goes on.
-    assert not db.conn.in_transaction
-    assert await values(db) == [1, 2, 3]
-    async with lock:
-        await write(db, 4)
-    assert await values(db) == [1, 2, 3, 4]
-
-
-async def test_work_after_a_commit_runs_when_the_section_ends(db: Database) -> None:
-    lock = MasterLock()
-    seen: list[list[int]] = []
-
-    async def look() -> None:
-        seen.append(await values(db))
-
-    async with lock:
+    async with asyncio.timeout(5):
         async with db.atomic():
             await db.write("INSERT INTO t (v) VALUES (?)", (1,))
-            await db.after_commit(look)
-        assert seen == []  # committed perhaps, but the section has not waited for it yet
-    assert seen == [[1]]
+            assert await values(db) == [1]
 
 
-async def test_a_section_that_fails_still_waits_for_what_it_wrote(db: Database) -> None:
-    lock = MasterLock()
-    seen: list[str] = []
-
-    async def note() -> None:
-        seen.append("after commit")
-
-    with pytest.raises(RuntimeError, match="later"):
-        async with lock:
-            async with db.atomic():
-                await db.write("INSERT INTO t (v) VALUES (?)", (1,))
-                await db.after_commit(note)
-            raise RuntimeError("a failure later in the section")
-    assert seen == ["after commit"]
-    assert await values(db) == [1]
-
-
-async def test_a_task_started_in_a_section_waits_for_its_own_commits(db: Database) -> None:
-    lock = MasterLock()
-    async with lock:
-        task = asyncio.create_task(write(db, 1))
-    await task
-    assert await values(db) == [1]
-
-
-async def test_work_handed_over_without_writes_waits_for_the_section_s_commits(
-    db: Database, busy_thread: threading.Event
-) -> None:
-    lock = MasterLock()
-    seen: list[list[int]] = []
-
-    async def look() -> None:
-        seen.append(await values(db))
-
-    async def section() -> None:
-        async with lock:
-            await write(db, 1)
-            async with db.atomic():  # writes nothing; its work must still follow write 1
-                await db.after_commit(look)
-            await db.after_commit(look)  # outside a unit: the same
-            assert seen == []
-
-    task = asyncio.create_task(section())
-    await asyncio.sleep(0.05)
-    busy_thread.set()
-    await task
-    assert seen == [[1], [1]]
+async def test_a_read_after_a_write_sees_it(db: Database) -> None:
+    await write(db, 1)
+    assert await values(db) == [1]  # on the reader's connection: committed is enough
