@@ -62,6 +62,9 @@ EXIT_AFTER_COMMITS_ENV = "PYDET_TEST_EXIT_AFTER_COMMITS"
 
 AfterCommit = Callable[[], Awaitable[None]]
 
+# Rows deleted per transaction by Database.delete_in_chunks: a few milliseconds of the loop.
+DELETE_CHUNK = 5000
+
 
 def _exit_after_commits() -> int:
     raw = os.environ.get(EXIT_AFTER_COMMITS_ENV, "")
@@ -585,6 +588,23 @@ class Database:
             return
         async with self.atomic():
             await self.execute_many(sql, rows)
+
+    async def delete_in_chunks(self, table: str, where: str, params: Sequence[Any]) -> None:
+        """``DELETE FROM table WHERE where``, DELETE_CHUNK rows per transaction (outside a
+        unit): on SQLite the writer runs on the event loop, and one statement deleting
+        millions of rows (an experiment's logs) would hold the loop for seconds."""
+        assert self._unit() is None, "delete_in_chunks commits as it goes: not in a unit"
+        while True:
+            await self.execute(
+                f"DELETE FROM {table} WHERE id IN"
+                f" (SELECT id FROM {table} WHERE {where} LIMIT {DELETE_CHUNK})",
+                params,
+            )
+            if (
+                await self.fetch_one(f"SELECT id FROM {table} WHERE {where} LIMIT 1", params)
+                is None
+            ):
+                return
 
     async def transaction(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[int]:
         """Run statements atomically; returns each one's last inserted row id."""

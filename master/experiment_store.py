@@ -152,13 +152,13 @@ class ExperimentStore:
             "SELECT uuid, storage FROM checkpoints WHERE experiment_id = ? AND state != 'DELETED'",
             (experiment_id,),
         )
+        # Its logs and metrics can run to millions of rows: they go first, in chunks. A
+        # master stopped meanwhile leaves the experiment there, to be deleted again.
+        of_its_trials = "trial_id IN (SELECT id FROM trials WHERE experiment_id = ?)"
+        await self._db.delete_in_chunks("task_logs", of_its_trials, (experiment_id,))
+        await self._db.delete_in_chunks("metrics", of_its_trials, (experiment_id,))
         await self._db.transaction(
             [
-                (
-                    "DELETE FROM task_logs WHERE trial_id IN "
-                    "(SELECT id FROM trials WHERE experiment_id = ?)",
-                    (experiment_id,),
-                ),
                 ("DELETE FROM checkpoints WHERE experiment_id = ?", (experiment_id,)),
                 ("DELETE FROM experiments WHERE id = ?", (experiment_id,)),
             ]

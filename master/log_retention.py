@@ -50,7 +50,7 @@ async def delete_expired_logs(db: Database, *, now: float, default_days: int | N
         )
         lines = int(found["n"]) if found is not None else 0
         if lines:
-            await db.execute(f"DELETE FROM task_logs WHERE {where}", (row["id"],))
+            await db.delete_in_chunks("task_logs", where, (row["id"],))
             log.info("deleted %d log lines of experiment %d (kept %d days)", lines, row["id"], days)
             deleted += lines
     return deleted

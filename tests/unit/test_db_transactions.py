@@ -253,3 +253,18 @@ async def test_a_unit_reads_its_own_writes_without_waiting_for_the_reader(
 async def test_a_read_after_a_write_sees_it(db: Database) -> None:
     await write(db, 1)
     assert await values(db) == [1]  # on the reader's connection: committed is enough
+
+
+async def test_a_large_delete_commits_a_chunk_at_a_time(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(db_module, "DELETE_CHUNK", 2)
+    await db.execute("CREATE TABLE d (id INTEGER PRIMARY KEY, k INTEGER)")
+    await db.execute_many("INSERT INTO d (k) VALUES (?)", [(1,)] * 7 + [(2,)] * 2)
+    before = db._commits
+
+    await db.delete_in_chunks("d", "k = ?", (1,))
+
+    assert db._commits - before == 4  # 7 rows, 2 a transaction
+    rows = await db.fetch_all("SELECT k FROM d")
+    assert [r["k"] for r in rows] == [2, 2]

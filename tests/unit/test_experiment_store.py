@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from determined.common import expconf
+from pydet.master import db as db_module
 from pydet.master.checkpoints import Checkpoints
 from pydet.master.db import Database
 from pydet.master.events import EventBus
@@ -119,3 +120,34 @@ async def test_the_searchers_records_of_running_trials_are_saved_on_their_rows(
     exp.search.on_trial_closed(trial.request_id)
     await experiments.save_search(exp)
     assert await experiments.searcher_records(exp.id) == {}
+
+
+async def test_deleting_an_experiment_takes_its_logs_and_metrics_and_no_others(
+    store: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(db_module, "DELETE_CHUNK", 3)  # several chunks of each
+    experiments = ExperimentStore(store, EventBus())
+    doomed, kept = await new_experiment(experiments), await new_experiment(experiments)
+    for exp in (doomed, kept):
+        trial = await experiments.insert_trial(
+            exp, request_id="r1", phase=TrialPhase.RUNNING, hparams={}, seed=1
+        )
+        await store.execute_many(
+            "INSERT INTO task_logs (trial_id, task_id, allocation_id, timestamp, message)"
+            " VALUES (?, 't', 'a', 0, 'line')",
+            [(trial.id,)] * 10,
+        )
+        await store.execute_many(
+            "INSERT INTO metrics (trial_id, grp, steps_completed, metrics, timestamp)"
+            " VALUES (?, 'training', ?, '{}', 0)",
+            [(trial.id, step) for step in range(10)],
+        )
+
+    await experiments.delete(doomed.id)
+
+    for table in ("task_logs", "metrics"):
+        rows = await store.fetch_all(
+            f"SELECT t.experiment_id FROM {table} JOIN trials t ON t.id = {table}.trial_id"
+        )
+        assert [r["experiment_id"] for r in rows] == [kept.id] * 10, table
+    assert await store.fetch_one("SELECT id FROM experiments WHERE id = ?", (doomed.id,)) is None
