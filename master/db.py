@@ -51,7 +51,7 @@ from pydet.master.migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
 
-# aiosqlite's rows, or asyncpg's Records on PostgreSQL: both are read by column name (and by
+# sqlite3's rows, or asyncpg's Records on PostgreSQL: both are read by column name (and by
 # position), iterate over their values and give their names from keys().
 Row = sqlite3.Row
 
