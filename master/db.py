@@ -173,8 +173,20 @@ class _SQLite:
 
     async def batch(self, statements: Sequence[Statement], *, begin: bool, commit: bool) -> int:
         """BEGIN (with ``begin``), ``statements`` in order and COMMIT (with ``commit``);
-        returns the last statement's row id."""
-        return _batch(self.writer, statements, begin=begin, commit=commit)
+        returns the last statement's row id. A failure leaves the transaction open: the
+        unit that sent the batch rolls it back."""
+        c = self.writer
+        if begin:
+            c.execute("BEGIN IMMEDIATE")
+        rowid = 0
+        for sql, params, many in statements:
+            if many:
+                c.executemany(sql, params)
+            else:
+                rowid = _run_one(c, sql, params)
+        if commit:
+            c.execute("COMMIT")
+        return rowid
 
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         if self.writer.in_transaction:
@@ -211,29 +223,6 @@ def _fetch_all(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> lis
         return list(cursor.fetchall())
     finally:
         cursor.close()
-
-
-def _batch(
-    c: sqlite3.Connection, statements: Sequence[Statement], *, begin: bool, commit: bool
-) -> int:
-    """A batch on the writer; the last statement's row id. One that was to commit and
-    failed rolls back, so that the units after it find no transaction left open."""
-    try:
-        if begin:
-            c.execute("BEGIN IMMEDIATE")
-        rowid = 0
-        for sql, params, many in statements:
-            if many:
-                c.executemany(sql, params)
-            else:
-                rowid = _run_one(c, sql, params)
-        if commit:
-            c.execute("COMMIT")
-        return rowid
-    except BaseException:
-        if commit and c.in_transaction:
-            c.execute("ROLLBACK")
-        raise
 
 
 def _run_one(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
