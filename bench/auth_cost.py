@@ -101,7 +101,7 @@ async def door_costs(jobs: int) -> list[tuple[str, float]]:
     from determined.api.gen import v1
     from pydet.master import auth, authz
     from pydet.master.callers import TaskCaller
-    from pydet.master.db import Database
+    from pydet.master.store.db import Database
 
     class OneTask:
         def task_caller(self, token: str) -> TaskCaller | None:

@@ -24,7 +24,7 @@ from determined.api.gen import v1
 from determined.common import errors
 from pydet.master import convert, passwords, queries
 from pydet.master.callers import AgentCaller, Caller, TaskCaller, UserCaller
-from pydet.master.db import Database
+from pydet.master.store.db import Database
 from pydet.master.throttle import LoginThrottle
 
 log = logging.getLogger(__name__)

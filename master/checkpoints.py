@@ -15,8 +15,8 @@ from typing import Any
 from determined.api.gen import v1
 from determined.common import errors
 from pydet.master import object_storage, queries, retention
-from pydet.master.db import Database
 from pydet.master.experiment import Experiment
+from pydet.master.store.db import Database
 
 log = logging.getLogger(__name__)
 

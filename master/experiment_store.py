@@ -16,10 +16,10 @@ from typing import Any
 
 from determined.common import errors, expconf
 from pydet.master import trial_lifecycle as lifecycle
-from pydet.master.db import Database
 from pydet.master.events import EventBus
 from pydet.master.experiment import Experiment, Trial
 from pydet.master.states import State
+from pydet.master.store.db import Database
 from pydet.master.trial_lifecycle import TrialPhase
 
 log = logging.getLogger(__name__)

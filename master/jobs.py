@@ -14,9 +14,9 @@ from determined.common import errors
 from pydet.master import jobqueue, queries
 from pydet.master.agents import AgentTable
 from pydet.master.config import MasterConfig
-from pydet.master.db import Database
 from pydet.master.experiment import Experiment, LiveExperiments
 from pydet.master.experiment_store import ExperimentStore
+from pydet.master.store.db import Database
 from pydet.master.task_list import TaskList
 
 

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 
-from pydet.master.db import Database
+from pydet.master.store.db import Database
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from pydet.master import queries
-from pydet.master.db import Database
 from pydet.master.events import EventBus
 from pydet.master.queries import LogFilter, LogRow
+from pydet.master.store.db import Database
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ from typing import Any, NamedTuple
 from determined.api.gen import v1
 from determined.common import errors
 from pydet.master import queries
-from pydet.master.db import Database
 from pydet.master.events import EventBus
 from pydet.master.experiment import Experiment, LiveExperiments
-from pydet.master.report_merge import fold
 from pydet.master.search.searcher import searcher_value
+from pydet.master.store.db import Database
+from pydet.master.store.report_merge import fold
 
 log = logging.getLogger(__name__)
 

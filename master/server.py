@@ -17,7 +17,6 @@ from pydet.master import config as master_config
 from pydet.master.agents import AgentHub, AgentTable
 from pydet.master.api import DeterminedServicer
 from pydet.master.checkpoints import Checkpoints
-from pydet.master.db import Database
 from pydet.master.events import EventBus
 from pydet.master.experiment import LiveExperiments, MasterInfo
 from pydet.master.experiment_store import ExperimentStore
@@ -30,6 +29,7 @@ from pydet.master.logs import LogStore
 from pydet.master.reports import Reports
 from pydet.master.service import Service
 from pydet.master.slurm.pool import SlurmPool
+from pydet.master.store.db import Database
 from pydet.master.task_list import TaskList
 from pydet.master.task_owners import TaskOwners
 from pydet.master.task_tokens import LiveTaskTokens

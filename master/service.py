@@ -15,7 +15,6 @@ from determined.common import errors, pareto
 from pydet.master import convert, queries, redaction, shown_state, task_summaries, warm_start
 from pydet.master.agents import AgentTable
 from pydet.master.checkpoints import Checkpoints
-from pydet.master.db import Database
 from pydet.master.events import EventBus
 from pydet.master.experiment import LiveExperiments, MasterInfo
 from pydet.master.experiments import Experiments, max_trials_override, parse_override
@@ -24,6 +23,7 @@ from pydet.master.logs import LogStore
 from pydet.master.reports import Reports
 from pydet.master.search import preview
 from pydet.master.states import State
+from pydet.master.store.db import Database
 from pydet.master.task_list import TaskList
 from pydet.master.templates import Templates
 from pydet.master.tensorboards import Tensorboards

@@ -18,7 +18,7 @@ import yaml
 from determined.api.gen import v1
 from determined.common import errors, expconf
 from pydet.master import convert
-from pydet.master.db import Database
+from pydet.master.store.db import Database
 
 MAX_NAME = 128
 MAX_CONFIG = 1 << 20  # bytes of JSON

@@ -27,8 +27,8 @@ from pydet.master import object_storage, queries
 from pydet.master.agents import Agent
 from pydet.master.allocation import Allocation
 from pydet.master.checkpoints import storage_dir
-from pydet.master.db import Database
 from pydet.master.experiment import MasterInfo
+from pydet.master.store.db import Database
 from pydet.master.task_list import TaskList, TaskRequest
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from determined.common import errors, expconf
-from pydet.master.db import Database
 from pydet.master.search.base import ImportedTrial
+from pydet.master.store.db import Database
 
 FIELD = "searcher.source_experiment_id"
 

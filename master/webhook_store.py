@@ -14,8 +14,8 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import errors
-from pydet.master.db import Database
 from pydet.master.states import State
+from pydet.master.store.db import Database
 
 MAX_WEBHOOKS = 1000
 MAX_TRIGGERS = 16

@@ -25,8 +25,8 @@ from typing import Any
 from determined.api.gen import v1
 from determined.common import errors
 from pydet.master import queries
-from pydet.master.db import Database
 from pydet.master.events import EventBus
+from pydet.master.store.db import Database
 from pydet.master.webhook_sender import Delivery, Sender
 from pydet.master.webhook_store import Webhook, WebhookStore
 

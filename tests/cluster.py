@@ -66,7 +66,7 @@ def _on_postgres(db: dict[str, str], query: str, params: Sequence[Any]) -> list[
     """``query`` (SQLite's dialect) on PostgreSQL, rewritten as the master rewrites its own."""
     import asyncpg
 
-    from pydet.master import dialect
+    from pydet.master.store import dialect
 
     async def run() -> list[tuple[Any, ...]]:
         conn = await asyncpg.connect(

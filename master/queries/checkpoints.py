@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from determined.common import errors
-from pydet.master.db import Database, Row
 from pydet.master.queries.experiments import ensure_experiment, ensure_trial
 from pydet.master.search.searcher import searcher_value
+from pydet.master.store.db import Database, Row
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from determined.common import errors
-from pydet.master.db import Database, Row
 from pydet.master.states import State
+from pydet.master.store.db import Database, Row
 
 # What `order_by` may name, and the column each sorts by.
 ORDER_COLUMNS = {

@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 
 from determined.common import errors
-from pydet.master.db import Database
 from pydet.master.queries.experiments import ensure_trial
+from pydet.master.store.db import Database
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydet.master.db import Database
+from pydet.master.store.db import Database
 
 
 async def experiment_owner(db: Database, experiment_id: int) -> str | None:

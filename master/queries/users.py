@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydet.master.db import Database, Row
+from pydet.master.store.db import Database, Row
 
 _COLUMNS = "id, username, admin, active, modified_at"
 

@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 
 from determined.api.gen import v1
 from pydet.master.agents import Agent, AgentEvents, AgentTable, Slot
-from pydet.master.db import Database
 from pydet.master.slurm import sbatch
 from pydet.master.slurm.squeue import SQUEUE_ARGS, SlurmJob, parse_squeue
+from pydet.master.store.db import Database
 from pydet.master.task_spec import TASK_ENTRY
 
 log = logging.getLogger(__name__)

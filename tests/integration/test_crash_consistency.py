@@ -3,7 +3,7 @@
 Every transition of a trial (its rows, its allocation's rows, the searcher's state, the
 checkpoints retention marks) is one transaction, so there is no point at which a master
 can die leaving a state the restarted master cannot continue from. The test kills it at
-each point: master/db.py's test-only hook (``PYDET_TEST_EXIT_AFTER_COMMITS=N``) makes it
+each point: master/store/db.py's test-only hook (``PYDET_TEST_EXIT_AFTER_COMMITS=N``) makes it
 exit right after its Nth commit; a master started again on the same store without the hook
 finishes the search. Seeded random SIGKILLs cover moments between commits.
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pydet.master.db import EXIT_AFTER_COMMITS_ENV
+from pydet.master.store.db import EXIT_AFTER_COMMITS_ENV
 from tests.cluster import Cluster
 
 TERMINAL = ("COMPLETED", "ERROR", "CANCELED")

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from pydet.master.config import DbConfig
-from pydet.master.db import Database
+from pydet.master.store.db import Database
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts" / "postgres"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pydet.master.db import Database
+from pydet.master.store.db import Database
 from tests.unit.test_experiment_store import *  # noqa: F403
 from tests.unit.test_queries_checkpoints import *  # noqa: F403
 from tests.unit.test_queries_experiments import *  # noqa: F403

@@ -14,7 +14,7 @@ import pytest
 
 from determined.common import errors
 from pydet.master.config import DbConfig
-from pydet.master.db import Database
+from pydet.master.store.db import Database
 from tests.cluster import EXAMPLES, Cluster, free_port, running, wait_until
 from tests.postgres.conftest import SCRIPTS, fresh_database
 

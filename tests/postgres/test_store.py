@@ -10,10 +10,10 @@ import sqlite3
 import asyncpg
 import pytest
 
-from pydet.master import dialect
 from pydet.master.config import DbConfig
-from pydet.master.db import Database
-from pydet.master.migrations import MIGRATIONS
+from pydet.master.store import dialect
+from pydet.master.store.db import Database
+from pydet.master.store.migrations import MIGRATIONS
 from tests.postgres.conftest import fresh_database
 from tests.unit.test_migrations import reports_are_folded
 

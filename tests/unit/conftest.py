@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pydet.master.db import Database
+from pydet.master.store.db import Database
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydet.master.db import Database
+from pydet.master.store.db import Database
 
 
 async def experiment(

@@ -14,7 +14,7 @@ import pytest
 from determined.common import errors
 from pydet.master import auth, passwords
 from pydet.master.callers import AgentCaller, TaskCaller, UserCaller
-from pydet.master.db import Database
+from pydet.master.store.db import Database
 from pydet.master.throttle import LoginThrottle
 
 AGENT_TOKEN = "the-agent-token-of-this-cluster"

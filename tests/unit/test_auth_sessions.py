@@ -9,7 +9,7 @@ import pytest
 from determined.common import errors
 from pydet.master import auth
 from pydet.master.callers import TaskCaller, UserCaller
-from pydet.master.db import Database
+from pydet.master.store.db import Database
 
 
 class NoTasks:

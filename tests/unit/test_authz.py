@@ -20,7 +20,7 @@ from determined.api.gen import v1
 from determined.common import errors, wire
 from pydet.master import auth, authz, guard
 from pydet.master.callers import AgentCaller, Caller, TaskCaller, UserCaller
-from pydet.master.db import Database
+from pydet.master.store.db import Database
 from pydet.master.throttle import LoginThrottle
 
 

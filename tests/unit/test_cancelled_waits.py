@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable
 from determined.api.gen import v1
 from pydet.master.agents import AgentTable
 from pydet.master.allocation import Allocation
-from pydet.master.db import Database
 from pydet.master.logs import LogStore
 from pydet.master.queries.logs import LogFilter
+from pydet.master.store.db import Database
 from pydet.master.task_list import TaskList, TaskRequest
 from pydet.master.tasks import TaskManager
 from tests.unit.test_allocation import allocation

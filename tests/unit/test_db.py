@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncio
 import pathlib
 
-from pydet.master.db import Database
+from pydet.master.store.db import Database
 
 
 async def test_concurrent_writers_never_interleave_transactions(tmp_path: pathlib.Path) -> None:

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from pydet.master import db as db_module
-from pydet.master.db import Database, _SQLite
+from pydet.master.store import db as db_module
+from pydet.master.store.db import Database, _SQLite
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
-"""SQLite's dialect rewritten for PostgreSQL (master/dialect.py), without a server."""
+"""SQLite's dialect rewritten for PostgreSQL (master/store/dialect.py), without a server."""
 
 from __future__ import annotations
 
 import pytest
 
-from pydet.master import dialect
-from pydet.master.migrations import MIGRATIONS
+from pydet.master.store import dialect
+from pydet.master.store.migrations import MIGRATIONS
 
 
 def test_placeholders_are_numbered_outside_quoted_text() -> None:

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from determined.common import expconf
-from pydet.master import db as db_module
 from pydet.master.checkpoints import Checkpoints
-from pydet.master.db import Database
 from pydet.master.events import EventBus
 from pydet.master.experiment import Experiment
 from pydet.master.experiment_store import ExperimentStore
 from pydet.master.search import searcher
 from pydet.master.states import State
+from pydet.master.store import db as db_module
+from pydet.master.store.db import Database
 from pydet.master.trial_lifecycle import TrialPhase
 
 CONFIG = expconf.parse_experiment_config(

@@ -8,8 +8,8 @@ import pathlib
 
 import pytest
 
-from pydet.master.db import Database
 from pydet.master.log_retention import DAY, delete_expired_logs, retention_days
+from pydet.master.store.db import Database
 from tests.unit import rows
 
 NOW = 1_800_000_000.0

@@ -8,8 +8,8 @@ import sqlite3
 
 import pytest
 
-from pydet.master.db import Database
-from pydet.master.migrations import MIGRATIONS
+from pydet.master.store.db import Database
+from pydet.master.store.migrations import MIGRATIONS
 
 
 def older_store(path: pathlib.Path, version: int) -> sqlite3.Connection:

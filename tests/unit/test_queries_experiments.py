@@ -8,8 +8,8 @@ import pytest
 
 from determined.common import errors
 from pydet.master import queries
-from pydet.master.db import Database
 from pydet.master.states import State
+from pydet.master.store.db import Database
 from tests.unit import rows
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pydet.master import queries
-from pydet.master.db import Database
 from pydet.master.queries import LogFilter
+from pydet.master.store.db import Database
 
 
 async def line(db: Database, trial_id: int, message: str, *, level: str, rank: int) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from determined.common import errors
 from pydet.master import queries
-from pydet.master.db import Database
+from pydet.master.store.db import Database
 
 
 async def two_trials(store: Database) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pydet.master.report_merge import Folded, fold
+from pydet.master.store.report_merge import Folded, fold
 
 
 def test_the_same_report_again_changes_nothing() -> None:

@@ -12,8 +12,8 @@ from determined.api.gen import v1
 from determined.common import errors
 from pydet.master.agents import Agent, AgentTable
 from pydet.master.allocation import Allocation, Container
-from pydet.master.db import Database
 from pydet.master.logs import LogStore
+from pydet.master.store.db import Database
 from pydet.master.task_list import TaskList, TaskRequest, UnknownJob
 
 

@@ -9,7 +9,7 @@ import yaml
 
 from determined.api.gen import v1
 from determined.common import errors
-from pydet.master.db import Database
+from pydet.master.store.db import Database
 from pydet.master.templates import Templates
 
 

@@ -3,18 +3,18 @@
 A migration is an SQL script, or a coroutine given the connection for the few that need
 Python; each runs in one transaction with its version's row. They are written once, in
 SQLite's dialect, for both stores: on PostgreSQL the scripts' column types and the
-statements are rewritten (master/dialect.py)."""
+statements are rewritten (master/store/dialect.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from pydet.master.report_merge import fold
+from pydet.master.store.report_merge import fold
 
 
 class Connection(Protocol):
-    """What a Python migration runs its statements on (master/db.py's connections)."""
+    """What a Python migration runs its statements on (master/store/db.py's connections)."""
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int: ...
 

@@ -2,7 +2,7 @@
 PostgreSQL through asyncpg (``db: {type: postgres}``), with one set of versioned migrations.
 
 Statements are written once, in SQLite's dialect; on PostgreSQL the dialect layer
-(master/dialect.py) rewrites what differs (placeholders, upserts, new rows' ids, a few
+(master/store/dialect.py) rewrites what differs (placeholders, upserts, new rows' ids, a few
 functions, the migrations' column types). Rows are read by column name on both.
 
 On SQLite the master writes on the event loop's own thread, through a plain sqlite3
@@ -45,9 +45,9 @@ from typing import Any
 import aiosqlite
 
 from determined.common import errors
-from pydet.master import dialect
 from pydet.master.config import DbConfig
-from pydet.master.migrations import MIGRATIONS
+from pydet.master.store import dialect
+from pydet.master.store.migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
 
