@@ -1,6 +1,9 @@
 """Live updates inside the master: domain code publishes small events, the gateway's
 server-sent-event streams subscribe. Publishing never blocks; a subscriber too slow to keep
-up loses its oldest events and is told so (it should refetch)."""
+up loses its oldest events and is told so (it should refetch).
+
+A package of its own because every layer between the store and the transports publishes
+or subscribes: it uses nothing of the master."""
 
 from __future__ import annotations
 
