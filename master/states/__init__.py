@@ -1,4 +1,8 @@
-"""Experiment and trial states, and which moves between them are allowed."""
+"""Experiment and trial states, and which moves between them are allowed.
+
+A package of its own because the vocabulary is shared from the bottom up: ``queries``
+types its rows with it and ``webhooks`` validates triggers against it, below the
+``experiments`` that move between the states. It uses nothing of the master."""
 
 from __future__ import annotations
 
