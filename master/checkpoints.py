@@ -7,36 +7,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import pathlib
 import shutil
 from collections.abc import Sequence
 from typing import Any
 
 from determined.api.gen import v1
 from determined.common import errors
-from pydet.master import object_storage, queries, retention
+from pydet.master import queries, retention
+from pydet.master.checkpoint_storage import s3, shared_fs
 from pydet.master.experiment import Experiment
 from pydet.master.store.db import Database
 
 log = logging.getLogger(__name__)
-
-
-def storage_dir(storage: dict[str, Any]) -> pathlib.Path | None:
-    """The directory of a filesystem storage, when the master can reach it."""
-    if storage.get("type") == "shared_fs":
-        base = pathlib.Path(storage["host_path"])
-        if storage.get("storage_path"):
-            base = base / storage["storage_path"]
-        return base
-    if storage.get("type") == "directory":
-        return pathlib.Path(storage["container_path"])
-    return None
-
-
-def checkpoint_dir(storage: dict[str, Any], uuid: str) -> pathlib.Path | None:
-    """Where a checkpoint's files are, when the master can reach them."""
-    base = storage_dir(storage)
-    return None if base is None else base / uuid
 
 
 class Checkpoints:
@@ -158,8 +140,8 @@ class Checkpoints:
 
     async def _remove_files(self, uuid: str, storage: dict[str, Any]) -> None:
         if storage.get("type") == "s3":
-            await object_storage.remove_objects(storage, uuid)
+            await s3.remove_objects(storage, uuid)
             return
-        path = checkpoint_dir(storage, uuid)
+        path = shared_fs.checkpoint_dir(storage, uuid)
         if path is not None:
             await asyncio.to_thread(shutil.rmtree, path, True)

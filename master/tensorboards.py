@@ -23,10 +23,10 @@ from typing import Any
 from determined.api.gen import v1
 from determined.common import errors
 from determined.core._tensorboard import storage_config, sync_path
-from pydet.master import object_storage, queries
+from pydet.master import queries
 from pydet.master.agents import Agent
 from pydet.master.allocation import Allocation
-from pydet.master.checkpoints import storage_dir
+from pydet.master.checkpoint_storage import s3, shared_fs
 from pydet.master.experiment import MasterInfo
 from pydet.master.store.db import Database
 from pydet.master.task_list import TaskList, TaskRequest
@@ -229,9 +229,9 @@ class Tensorboards:
             return
         tree = f"{self._info.cluster_id}/tensorboard/experiment/{experiment_id}"
         if storage.get("type") == "s3":
-            await object_storage.remove_tree(storage, tree)
+            await s3.remove_tree(storage, tree)
             return
-        base = storage_dir(storage)
+        base = shared_fs.storage_dir(storage)
         if base is not None:
             await asyncio.to_thread(shutil.rmtree, base / tree, True)
 

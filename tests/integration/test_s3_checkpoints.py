@@ -19,7 +19,7 @@ from determined import core
 from determined.common import errors
 from determined.common import s3 as s3lib
 from determined.core import _storage
-from pydet.master import object_storage
+from pydet.master.checkpoint_storage import s3 as object_storage
 from tests.cluster import free_port
 from tests.s3server import SECRET_KEY, S3Server
 from tests.unit.test_core_checkpoint import FakeClient, run_ranks, save_shards
