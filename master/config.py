@@ -110,7 +110,7 @@ class MasterConfig:
     webhook_signing_key: str | None = None
     db: DbConfig = field(default_factory=DbConfig)
     # Days an ended experiment's logs are kept unless its config says (Determined's
-    # retention_policy.log_retention_days); None: forever (master/log_retention.py).
+    # retention_policy.log_retention_days); None: forever (master/logs/retention.py).
     log_retention_days: int | None = None
 
     @property

@@ -25,7 +25,7 @@ import re2  # type: ignore[import-untyped]  # google-re2 ships no type informati
 from determined.common import errors, expconf
 from pydet.master.experiment import LiveExperiments
 from pydet.master.experiment_store import ExperimentStore
-from pydet.master.logs import LogLine
+from pydet.master.logs.log_store import LogLine
 from pydet.master.task_list import TaskList
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ import grpclib.config
 import grpclib.server
 
 from determined.common import wire
-from pydet.master import auth, authz, gateway, log_retention, scheduler
+from pydet.master import auth, authz, gateway, scheduler
 from pydet.master import config as master_config
 from pydet.master.agents import AgentHub, AgentTable
 from pydet.master.api import DeterminedServicer
@@ -25,7 +25,8 @@ from pydet.master.guard import Guarded
 from pydet.master.jobs import Jobs
 from pydet.master.listener import Limits, Listener, bind, raise_fd_limit, server_tls_context
 from pydet.master.log_policies import LogPolicyWatch
-from pydet.master.logs import LogStore
+from pydet.master.logs import retention as log_retention
+from pydet.master.logs.log_store import LogStore
 from pydet.master.reports import Reports
 from pydet.master.service import Service
 from pydet.master.slurm.pool import SlurmPool

@@ -19,7 +19,7 @@ from pydet.master.events import EventBus
 from pydet.master.experiment import LiveExperiments, MasterInfo
 from pydet.master.experiments import Experiments, max_trials_override, parse_override
 from pydet.master.jobs import Jobs
-from pydet.master.logs import LogStore
+from pydet.master.logs.log_store import LogStore
 from pydet.master.reports import Reports
 from pydet.master.search import preview
 from pydet.master.states import State

@@ -18,7 +18,7 @@ from determined.api.gen import v1
 from pydet.master import scheduler
 from pydet.master.agents import Agent, AgentTable
 from pydet.master.allocation import Allocation, Container
-from pydet.master.logs import LogLine, LogStore
+from pydet.master.logs.log_store import LogLine, LogStore
 from pydet.master.running_views import RunningViews
 from pydet.master.store.db import Database
 from pydet.master.task_list import Job, TaskList, TaskRequest, UnknownJob

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from determined.api.gen import v1
 from pydet.master.agents import AgentTable
 from pydet.master.allocation import Allocation
-from pydet.master.logs import LogStore
+from pydet.master.logs.log_store import LogStore
 from pydet.master.queries.logs import LogFilter
 from pydet.master.store.db import Database
 from pydet.master.task_list import TaskList, TaskRequest

@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from pydet.master.log_retention import DAY, delete_expired_logs, retention_days
+from pydet.master.logs.retention import DAY, delete_expired_logs, retention_days
 from pydet.master.store.db import Database
 from tests.unit import rows
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pydet.master.logs import parse_line
+from pydet.master.logs.log_store import parse_line
 
 
 @pytest.mark.parametrize(

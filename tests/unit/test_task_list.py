@@ -12,7 +12,7 @@ from determined.api.gen import v1
 from determined.common import errors
 from pydet.master.agents import Agent, AgentTable
 from pydet.master.allocation import Allocation, Container
-from pydet.master.logs import LogStore
+from pydet.master.logs.log_store import LogStore
 from pydet.master.store.db import Database
 from pydet.master.task_list import TaskList, TaskRequest, UnknownJob
 
