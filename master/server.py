@@ -37,9 +37,9 @@ from pydet.master.task_tokens import LiveTaskTokens
 from pydet.master.tasks import TaskManager
 from pydet.master.templates import Templates
 from pydet.master.tensorboards import Tensorboards
-from pydet.master.webhook_sender import Sender
-from pydet.master.webhook_store import WebhookStore
-from pydet.master.webhooks import Webhooks
+from pydet.master.webhooks.dispatch import Webhooks
+from pydet.master.webhooks.sender import Sender
+from pydet.master.webhooks.store import WebhookStore
 
 log = logging.getLogger(__name__)
 

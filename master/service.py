@@ -27,7 +27,7 @@ from pydet.master.store.db import Database
 from pydet.master.task_list import TaskList
 from pydet.master.templates import Templates
 from pydet.master.tensorboards import Tensorboards
-from pydet.master.webhooks import Webhooks
+from pydet.master.webhooks.dispatch import Webhooks
 
 T = TypeVar("T")
 

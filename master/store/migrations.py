@@ -228,7 +228,7 @@ MIGRATIONS: list[Migration] = [
     """
     ALTER TABLE trials ADD COLUMN warm_start_checkpoint TEXT;
     """,
-    # 8: webhooks and their triggers (master/webhook_store.py).
+    # 8: webhooks and their triggers (master/webhooks/store.py).
     """
     CREATE TABLE webhooks (
         id INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import time
 
-from pydet.master.webhook_sender import Delivery, Sender
+from pydet.master.webhooks.sender import Delivery, Sender
 from tests.receiver import receiver
 
 

@@ -8,9 +8,9 @@ import pytest
 
 from determined.api.gen import v1
 from determined.common import errors
-from pydet.master.webhook_sender import Delivery, Sender
-from pydet.master.webhook_store import Trigger, Webhook, check
-from pydet.master.webhooks import Subscription, alert_fields
+from pydet.master.webhooks.dispatch import Subscription, alert_fields
+from pydet.master.webhooks.sender import Delivery, Sender
+from pydet.master.webhooks.store import Trigger, Webhook, check
 
 
 def hook(webhook_id: int, name: str, mode: v1.WebhookMode) -> Webhook:

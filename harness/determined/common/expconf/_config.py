@@ -160,7 +160,7 @@ def unused_settings(config: ExperimentConfig) -> list[str]:
         unused.remove("data_layer")
     integrations = config.kept.get("integrations")
     if isinstance(integrations, dict) and set(integrations) <= {"webhooks"}:
-        unused.remove("integrations")  # webhooks act (master/webhooks.py)
+        unused.remove("integrations")  # webhooks act (master/webhooks/dispatch.py)
     if config.tensorboard_storage is not None:
         unused.append("tensorboard_storage")
     if config.environment.slurm or config.environment.pbs:

@@ -9,7 +9,7 @@
 
 The payloads take Determined's shape (``event_id``, ``event_type``, ``timestamp``,
 ``condition``, ``event_data``); a SLACK webhook gets a Slack message instead. Delivery is the
-sender's (master/webhook_sender.py): queuing never waits for a receiver.
+sender's (master/webhooks/sender.py): queuing never waits for a receiver.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from determined.common import errors
 from pydet.master import queries
 from pydet.master.events import EventBus
 from pydet.master.store.db import Database
-from pydet.master.webhook_sender import Delivery, Sender
-from pydet.master.webhook_store import Webhook, WebhookStore
+from pydet.master.webhooks.sender import Delivery, Sender
+from pydet.master.webhooks.store import Webhook, WebhookStore
 
 log = logging.getLogger(__name__)
 
