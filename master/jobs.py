@@ -12,7 +12,7 @@ from typing import Any
 from determined.api.gen import v1
 from determined.common import errors
 from pydet.master import jobqueue, queries
-from pydet.master.agents import AgentTable
+from pydet.master.agents.table import AgentTable
 from pydet.master.config import MasterConfig
 from pydet.master.experiment import Experiment, LiveExperiments
 from pydet.master.experiment_store import ExperimentStore

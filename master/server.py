@@ -14,7 +14,8 @@ import grpclib.server
 from determined.common import wire
 from pydet.master import auth, authz, gateway, scheduler
 from pydet.master import config as master_config
-from pydet.master.agents import AgentHub, AgentTable
+from pydet.master.agents.hub import AgentHub
+from pydet.master.agents.table import AgentTable
 from pydet.master.api import DeterminedServicer
 from pydet.master.checkpoints import Checkpoints
 from pydet.master.events import EventBus

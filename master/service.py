@@ -13,7 +13,7 @@ from typing import TypeVar
 from determined.api.gen import v1
 from determined.common import errors, pareto
 from pydet.master import convert, queries, redaction, shown_state, task_summaries, warm_start
-from pydet.master.agents import AgentTable
+from pydet.master.agents.table import AgentTable
 from pydet.master.checkpoints import Checkpoints
 from pydet.master.events import EventBus
 from pydet.master.experiment import LiveExperiments, MasterInfo

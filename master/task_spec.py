@@ -12,7 +12,7 @@ from typing import Any
 from determined.api.gen import v1
 from determined.common import expconf
 from determined.launch import context_cache
-from pydet.master.agents import Agent
+from pydet.master.agents.table import Agent
 from pydet.master.allocation import Allocation
 
 _SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from determined.api.gen import v1
 from pydet.master import scheduler
-from pydet.master.agents import Agent, AgentTable
+from pydet.master.agents.table import Agent, AgentTable
 from pydet.master.allocation import Allocation, Container
 from pydet.master.logs.log_store import LogLine, LogStore
 from pydet.master.running_views import RunningViews

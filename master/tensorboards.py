@@ -24,7 +24,7 @@ from determined.api.gen import v1
 from determined.common import errors
 from determined.core._tensorboard import storage_config, sync_path
 from pydet.master import queries
-from pydet.master.agents import Agent
+from pydet.master.agents.table import Agent
 from pydet.master.allocation import Allocation
 from pydet.master.checkpoint_storage import s3, shared_fs
 from pydet.master.experiment import MasterInfo

@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 
 from determined.api.gen import v1
-from pydet.master.agents import Agent, AgentEvents, AgentTable, Slot
+from pydet.master.agents.table import Agent, AgentEvents, AgentTable, Slot
 from pydet.master.slurm import sbatch
 from pydet.master.slurm.squeue import SQUEUE_ARGS, SlurmJob, parse_squeue
 from pydet.master.store.db import Database

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from determined.api.gen import v1
-from pydet.master.agents import AgentTable
+from pydet.master.agents.table import AgentTable
 from pydet.master.allocation import Allocation
 from pydet.master.logs.log_store import LogStore
 from pydet.master.queries.logs import LogFilter

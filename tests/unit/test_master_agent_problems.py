@@ -3,7 +3,7 @@ from __future__ import annotations
 import time
 
 from determined.api.gen import v1
-from pydet.master.agents import problems_of
+from pydet.master.agents.hub import problems_of
 
 
 def hello(*, clock_offset: float = 0.0, address: str = "198.18.0.2") -> v1.AgentHello:

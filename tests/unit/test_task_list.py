@@ -10,7 +10,7 @@ import pytest
 
 from determined.api.gen import v1
 from determined.common import errors
-from pydet.master.agents import Agent, AgentTable
+from pydet.master.agents.table import Agent, AgentTable
 from pydet.master.allocation import Allocation, Container
 from pydet.master.logs.log_store import LogStore
 from pydet.master.store.db import Database

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from determined.common import expconf
-from pydet.master.agents import Agent, Slot
+from pydet.master.agents.table import Agent, Slot
 from pydet.master.allocation import Allocation, Container
 from pydet.master.task_list import UnknownJob
 from pydet.master.task_spec import TrialLaunch, start_orders

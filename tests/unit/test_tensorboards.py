@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pydet.master.agents import Agent
+from pydet.master.agents.table import Agent
 from pydet.master.allocation import Allocation, Container
 from pydet.master.experiment import MasterInfo
 from pydet.master.tensorboards import Phase, Tensorboard, start_order

@@ -1,0 +1,115 @@
+"""The table of known agents with their slots: what the rest of the master reads and gives
+orders through. ``hub`` serves the agents' stream and keeps it up to date; what a
+container's events mean (trials, allocations) is decided by the ``AgentEvents`` receiver
+the hub is built with, so this package never imports the domain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from determined.api.gen import v1
+
+
+class AgentEvents(Protocol):
+    async def agent_connected(
+        self, agent: Agent, running: Sequence[v1.RunningContainer]
+    ) -> None: ...
+    async def agent_disconnected(self, agent: Agent) -> None: ...
+    async def container_pulling(self, agent: Agent, msg: v1.ContainerPulling) -> None: ...
+    async def container_started(self, agent: Agent, msg: v1.ContainerStarted) -> None: ...
+    async def container_logs(self, agent: Agent, msg: v1.ContainerLogs) -> None: ...
+    async def container_exited(self, agent: Agent, msg: v1.ContainerExited) -> None: ...
+
+
+@dataclass
+class Slot:
+    id: str
+    type: str
+    device: str
+    uuid: str
+    enabled: bool = True
+    allocation_id: str = ""
+
+
+@dataclass
+class Agent:
+    id: str
+    hostname: str = ""
+    address: str = ""
+    resource_pool: str = "default"
+    runtime: str = "process"
+    version: str = ""
+    slots: dict[str, Slot] = field(default_factory=dict)
+    registered_time: float = 0.0
+    enabled: bool = True
+    draining: bool = False
+    connected: bool = False
+    # Containers the master believes are on this agent.
+    containers: set[str] = field(default_factory=set)
+    # The live connection's outbox; None while disconnected.
+    outbox: asyncio.Queue[v1.MasterMessage | None] | None = None
+    generation: int = 0
+    # Orders that could not be delivered while disconnected (kills), sent on reconnect.
+    pending: list[v1.MasterMessage] = field(default_factory=list)
+    # The connected agent process (its hello's instance_id).
+    instance_id: str = ""
+    # What is wrong with its setup, as shown by `det agent list` (see problems_of).
+    problems: list[str] = field(default_factory=list)
+
+    def free_slots(self) -> list[str]:
+        return [s.id for s in self.slots.values() if s.enabled and not s.allocation_id]
+
+    def send(self, msg: v1.MasterMessage) -> None:
+        if self.outbox is not None:
+            self.outbox.put_nowait(msg)
+        else:
+            self.pending.append(msg)
+
+    def to_proto(self) -> v1.Agent:
+        return v1.Agent(
+            id=self.id,
+            address=self.address,
+            slots=[
+                v1.Slot(
+                    id=s.id,
+                    type=s.type,
+                    device=s.device,
+                    uuid=s.uuid,
+                    # Disabling an agent disables its slots, as `det slot list` shows them.
+                    enabled=s.enabled and self.enabled,
+                    allocation_id=s.allocation_id,
+                )
+                for s in self.slots.values()
+            ],
+            resource_pool=self.resource_pool,
+            registered_time=self.registered_time,
+            enabled=self.enabled,
+            draining=self.draining,
+            connected=self.connected,
+            runtime=self.runtime,
+            version=self.version,
+            problems=list(self.problems),
+            container_ids=sorted(self.containers),
+        )
+
+
+class AgentTable:
+    """Every agent the master knows of, connected or not, by id."""
+
+    def __init__(self) -> None:
+        self.agents: dict[str, Agent] = {}
+
+    def connected(self) -> list[Agent]:
+        return [a for a in self.agents.values() if a.connected]
+
+    def get_or_add(self, agent_id: str) -> Agent:
+        """The agent, known from now on if it was not (an agent named by a restored
+        allocation before it has reconnected)."""
+        agent = self.agents.get(agent_id)
+        if agent is None:
+            agent = self.agents[agent_id] = Agent(id=agent_id)
+        return agent
