@@ -137,15 +137,6 @@ class Experiment:
         return float(self.config.preemption_timeout)
 
 
-@dataclass(frozen=True)
-class MasterInfo:
-    cluster_id: str
-    master_address: str
-    pools: tuple[str, ...]
-    default_pool: str
-    defaults: dict[str, Any]
-
-
 class LiveExperiments:
     """The experiments not yet ended, and their unfinished trials by id. Ended ones live
     only in the store."""

@@ -19,17 +19,19 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from determined.api.gen import v1
 from determined.common import context as ctx
 from determined.common import entrypoint, errors, expconf
-from pydet.master import log_policies, queries, task_spec, warm_start
+from pydet.master import log_policies, queries, warm_start
 from pydet.master import trial_lifecycle as lifecycle
-from pydet.master.allocation import Allocation
-from pydet.master.experiment import Experiment, LiveExperiments, MasterInfo, Trial
+from pydet.master.experiment import Experiment, LiveExperiments, Trial
 from pydet.master.experiment_store import ExperimentStore
 from pydet.master.restore import Restore
 from pydet.master.search import searcher
 from pydet.master.search_runner import SearchRunner
 from pydet.master.states import State
 from pydet.master.store.db import Database
-from pydet.master.task_list import TaskList, TaskRequest
+from pydet.master.tasks import task_spec
+from pydet.master.tasks.allocation import Allocation
+from pydet.master.tasks.task_list import TaskList, TaskRequest
+from pydet.master.tasks.task_spec import MasterInfo
 from pydet.master.trial_lifecycle import TrialEvent, TrialPhase
 from pydet.master.trial_moves import CheckpointRecords, TrialMoves
 from pydet.master.unmanaged import UnmanagedRuns

@@ -17,7 +17,7 @@ from pydet.master.config import MasterConfig
 from pydet.master.experiment import Experiment, LiveExperiments
 from pydet.master.experiment_store import ExperimentStore
 from pydet.master.store.db import Database
-from pydet.master.task_list import TaskList
+from pydet.master.tasks.task_list import TaskList
 
 
 class Jobs:

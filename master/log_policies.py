@@ -26,7 +26,7 @@ from determined.common import errors, expconf
 from pydet.master.experiment import LiveExperiments
 from pydet.master.experiment_store import ExperimentStore
 from pydet.master.logs.log_store import LogLine
-from pydet.master.task_list import TaskList
+from pydet.master.tasks.task_list import TaskList
 
 log = logging.getLogger(__name__)
 

@@ -9,13 +9,13 @@ import logging
 
 from determined.common import errors
 from pydet.master import trial_lifecycle as lifecycle
-from pydet.master.allocation import Allocation
 from pydet.master.experiment import Experiment, LiveExperiments, Trial
 from pydet.master.experiment_store import ExperimentStore, StoredExperiment
 from pydet.master.search import searcher
 from pydet.master.search_runner import SearchRunner
 from pydet.master.store.db import Database
-from pydet.master.task_list import TaskList
+from pydet.master.tasks.allocation import Allocation
+from pydet.master.tasks.task_list import TaskList
 from pydet.master.trial_lifecycle import TrialEvent, TrialPhase
 from pydet.master.trial_moves import TrialMoves
 

@@ -19,7 +19,7 @@ from pydet.master.agents.table import AgentTable
 from pydet.master.api import DeterminedServicer
 from pydet.master.checkpoints import Checkpoints
 from pydet.master.events import EventBus
-from pydet.master.experiment import LiveExperiments, MasterInfo
+from pydet.master.experiment import LiveExperiments
 from pydet.master.experiment_store import ExperimentStore
 from pydet.master.experiments import Experiments
 from pydet.master.guard import Guarded
@@ -32,12 +32,13 @@ from pydet.master.reports import Reports
 from pydet.master.service import Service
 from pydet.master.slurm.pool import SlurmPool
 from pydet.master.store.db import Database
-from pydet.master.task_list import TaskList
-from pydet.master.task_owners import TaskOwners
 from pydet.master.task_tokens import LiveTaskTokens
-from pydet.master.tasks import TaskManager
+from pydet.master.tasks.manager import TaskManager
+from pydet.master.tasks.task_list import TaskList
+from pydet.master.tasks.task_owners import TaskOwners
+from pydet.master.tasks.task_spec import MasterInfo
+from pydet.master.tasks.tensorboards import Tensorboards
 from pydet.master.templates import Templates
-from pydet.master.tensorboards import Tensorboards
 from pydet.master.webhooks.dispatch import Webhooks
 from pydet.master.webhooks.sender import Sender
 from pydet.master.webhooks.store import WebhookStore

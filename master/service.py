@@ -12,11 +12,11 @@ from typing import TypeVar
 
 from determined.api.gen import v1
 from determined.common import errors, pareto
-from pydet.master import convert, queries, redaction, shown_state, task_summaries, warm_start
+from pydet.master import convert, queries, redaction, shown_state, warm_start
 from pydet.master.agents.table import AgentTable
 from pydet.master.checkpoints import Checkpoints
 from pydet.master.events import EventBus
-from pydet.master.experiment import LiveExperiments, MasterInfo
+from pydet.master.experiment import LiveExperiments
 from pydet.master.experiments import Experiments, max_trials_override, parse_override
 from pydet.master.jobs import Jobs
 from pydet.master.logs.log_store import LogStore
@@ -24,9 +24,11 @@ from pydet.master.reports import Reports
 from pydet.master.search import preview
 from pydet.master.states import State
 from pydet.master.store.db import Database
-from pydet.master.task_list import TaskList
+from pydet.master.tasks import task_summaries
+from pydet.master.tasks.task_list import TaskList
+from pydet.master.tasks.task_spec import MasterInfo
+from pydet.master.tasks.tensorboards import Tensorboards
 from pydet.master.templates import Templates
-from pydet.master.tensorboards import Tensorboards
 from pydet.master.webhooks.dispatch import Webhooks
 
 T = TypeVar("T")

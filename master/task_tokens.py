@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydet.master.callers import TaskCaller
 from pydet.master.experiment import LiveExperiments
-from pydet.master.task_list import TaskList
+from pydet.master.tasks.task_list import TaskList
 
 
 class LiveTaskTokens:

@@ -41,7 +41,7 @@ from pydet.master.agents.table import Agent, AgentEvents, AgentTable, Slot
 from pydet.master.slurm import sbatch
 from pydet.master.slurm.squeue import SQUEUE_ARGS, SlurmJob, parse_squeue
 from pydet.master.store.db import Database
-from pydet.master.task_spec import TASK_ENTRY
+from pydet.master.tasks.task_spec import TASK_ENTRY
 
 log = logging.getLogger(__name__)
 

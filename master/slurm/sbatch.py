@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import PurePosixPath
 
-from pydet.master.task_spec import TASK_ENTRY
+from pydet.master.tasks.task_spec import TASK_ENTRY
 
 # sbatch options the pool derives from the allocation; sbatch_args may not set them, or the
 # job would no longer match what the scheduler allocated (or where its output goes).

@@ -296,7 +296,7 @@ MIGRATIONS: list[Migration] = [
     """
     ALTER TABLE metrics ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;
     """,
-    # 17: TensorBoard tasks (master/tensorboards.py).
+    # 17: TensorBoard tasks (master/tasks/tensorboards.py).
     """
     CREATE TABLE tensorboards (
         id TEXT PRIMARY KEY,

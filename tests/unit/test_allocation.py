@@ -6,8 +6,8 @@ import json
 import pytest
 
 from determined.common import errors
-from pydet.master.allocation import Allocation, Container
-from pydet.master.task_list import UnknownJob
+from pydet.master.tasks.allocation import Allocation, Container
+from pydet.master.tasks.task_list import UnknownJob
 
 
 def allocation() -> Allocation:

@@ -342,7 +342,7 @@ async def test_allocation_calls_are_for_the_allocations_own_task(
 
 
 async def test_only_its_owner_or_an_admin_kills_a_tensorboard(lookup: authz.Lookup) -> None:
-    await lookup._db.execute(  # the rows a launch writes (master/tensorboards.py)
+    await lookup._db.execute(  # the rows a launch writes (master/tasks/tensorboards.py)
         "INSERT INTO tensorboards (id, username, experiment_ids, trial_ids, sources,"
         " resource_pool, state, start_time) VALUES ('tb-1', 'alice', '[1]', '[11]', '[]',"
         " 'default', 'RUNNING', 0)"

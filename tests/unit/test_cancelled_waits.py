@@ -13,12 +13,12 @@ from collections.abc import Awaitable, Callable
 
 from determined.api.gen import v1
 from pydet.master.agents.table import AgentTable
-from pydet.master.allocation import Allocation
 from pydet.master.logs.log_store import LogStore
 from pydet.master.queries.logs import LogFilter
 from pydet.master.store.db import Database
-from pydet.master.task_list import TaskList, TaskRequest
-from pydet.master.tasks import TaskManager
+from pydet.master.tasks.allocation import Allocation
+from pydet.master.tasks.manager import TaskManager
+from pydet.master.tasks.task_list import TaskList, TaskRequest
 from tests.unit.test_allocation import allocation
 
 

@@ -7,7 +7,7 @@ import pytest
 from determined.api.gen import v1
 from determined.common import errors
 from pydet.cli import task
-from pydet.master.task_summaries import task_name
+from pydet.master.tasks.task_summaries import task_name
 
 
 def test_a_trials_task_id_names_its_experiment_and_trial() -> None:

@@ -8,7 +8,7 @@ from determined.common import expconf
 from pydet.master.experiment import DEFAULT_PRIORITY, Experiment, Trial
 from pydet.master.search import searcher
 from pydet.master.states import State
-from pydet.master.task_list import TaskRequest
+from pydet.master.tasks.task_list import TaskRequest
 from pydet.master.trial_lifecycle import TrialPhase
 
 

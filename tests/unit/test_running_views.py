@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydet.master.allocation import Allocation, Container
-from pydet.master.running_views import RunningViews
+from pydet.master.tasks.allocation import Allocation, Container
+from pydet.master.tasks.running_views import RunningViews
 
 
 @dataclass

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pydet.master.task_spec import shm_bytes
+from pydet.master.tasks.task_spec import shm_bytes
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,10 @@ import pytest
 from determined.api.gen import v1
 from determined.common import errors
 from pydet.master.agents.table import Agent, AgentTable
-from pydet.master.allocation import Allocation, Container
 from pydet.master.logs.log_store import LogStore
 from pydet.master.store.db import Database
-from pydet.master.task_list import TaskList, TaskRequest, UnknownJob
+from pydet.master.tasks.allocation import Allocation, Container
+from pydet.master.tasks.task_list import TaskList, TaskRequest, UnknownJob
 
 
 def allocation(alloc_id: str, task_id: str, agent_id: str = "a") -> Allocation:

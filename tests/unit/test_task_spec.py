@@ -6,9 +6,9 @@ import json
 
 from determined.common import expconf
 from pydet.master.agents.table import Agent, Slot
-from pydet.master.allocation import Allocation, Container
-from pydet.master.task_list import UnknownJob
-from pydet.master.task_spec import TrialLaunch, start_orders
+from pydet.master.tasks.allocation import Allocation, Container
+from pydet.master.tasks.task_list import UnknownJob
+from pydet.master.tasks.task_spec import TrialLaunch, start_orders
 
 CONFIG = {
     "name": "x",

@@ -1,13 +1,13 @@
-"""What a TensorBoard task is started with (master/tensorboards.py)."""
+"""What a TensorBoard task is started with (master/tasks/tensorboards.py)."""
 
 from __future__ import annotations
 
 import json
 
 from pydet.master.agents.table import Agent
-from pydet.master.allocation import Allocation, Container
-from pydet.master.experiment import MasterInfo
-from pydet.master.tensorboards import Phase, Tensorboard, start_order
+from pydet.master.tasks.allocation import Allocation, Container
+from pydet.master.tasks.task_spec import MasterInfo
+from pydet.master.tasks.tensorboards import Phase, Tensorboard, start_order
 
 SHARED = {"type": "shared_fs", "host_path": "/mnt/ckpt"}
 

@@ -26,7 +26,6 @@ from pydet.master import authz, gateway
 from pydet.master.auth import ADMIN_PASSWORD_FILE, Authenticator
 from pydet.master.callers import TaskCaller
 from pydet.master.events import Event, EventBus
-from pydet.master.experiment import MasterInfo
 from pydet.master.gateway import cluster as gateway_cluster
 from pydet.master.gateway import codec as gateway_codec
 from pydet.master.gateway import json as gateway_json
@@ -35,6 +34,7 @@ from pydet.master.gateway import spa as gateway_spa
 from pydet.master.gateway import stream as gateway_stream
 from pydet.master.service import Service
 from pydet.master.store.db import Database
+from pydet.master.tasks.task_spec import MasterInfo
 
 
 async def respond(

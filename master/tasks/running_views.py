@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pydet.master import scheduler
-from pydet.master.allocation import Allocation
-from pydet.master.task_list import Job
+from pydet.master.tasks.allocation import Allocation
+from pydet.master.tasks.task_list import Job
 
 # A job's pool, id, priority, weight, queue order and max slots.
 _JobSettings = tuple[str, str, int, float, float, int | None]

@@ -13,13 +13,25 @@ from determined.api.gen import v1
 from determined.common import expconf
 from determined.launch import context_cache
 from pydet.master.agents.table import Agent
-from pydet.master.allocation import Allocation
+from pydet.master.tasks.allocation import Allocation
 
 _SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 # Every container runs the harness's task entry, which fetches the context, runs
 # startup-hook.sh and then the entrypoint.
 TASK_ENTRY = ["python3", "-m", "determined.exec.launch"]
+
+
+@dataclass(frozen=True)
+class MasterInfo:
+    """What the master tells the tasks it starts about itself: its cluster, its address,
+    its pools and the config defaults."""
+
+    cluster_id: str
+    master_address: str
+    pools: tuple[str, ...]
+    default_pool: str
+    defaults: dict[str, Any]
 
 
 @dataclass(frozen=True)

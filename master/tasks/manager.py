@@ -17,11 +17,11 @@ from typing import Protocol
 from determined.api.gen import v1
 from pydet.master import scheduler
 from pydet.master.agents.table import Agent, AgentTable
-from pydet.master.allocation import Allocation, Container
 from pydet.master.logs.log_store import LogLine, LogStore
-from pydet.master.running_views import RunningViews
 from pydet.master.store.db import Database
-from pydet.master.task_list import Job, TaskList, TaskRequest, UnknownJob
+from pydet.master.tasks.allocation import Allocation, Container
+from pydet.master.tasks.running_views import RunningViews
+from pydet.master.tasks.task_list import Job, TaskList, TaskRequest, UnknownJob
 
 log = logging.getLogger(__name__)
 

@@ -4,9 +4,9 @@ task: a trial's to the experiments, any other (a TensorBoard's) to the TensorBoa
 from __future__ import annotations
 
 from determined.api.gen import v1
-from pydet.master.allocation import Allocation
-from pydet.master.task_list import TaskRequest
-from pydet.master.tasks import TaskOwner
+from pydet.master.tasks.allocation import Allocation
+from pydet.master.tasks.manager import TaskOwner
+from pydet.master.tasks.task_list import TaskRequest
 
 
 class TaskOwners:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from determined.api.gen import v1
-from pydet.master.allocation import Allocation
-from pydet.master.task_list import TaskList, TaskRequest
+from pydet.master.tasks.allocation import Allocation
+from pydet.master.tasks.task_list import TaskList, TaskRequest
 
 
 def task_name(task_id: str) -> str:

@@ -16,9 +16,9 @@ from typing import Protocol
 from determined.api.gen import v1
 from determined.common import errors
 from pydet.master.agents.table import Agent, AgentTable
-from pydet.master.allocation import Allocation, Container
 from pydet.master.logs.log_store import LogLine, LogStore
 from pydet.master.store.db import Database
+from pydet.master.tasks.allocation import Allocation, Container
 
 
 class Job(Protocol):

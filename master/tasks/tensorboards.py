@@ -25,11 +25,11 @@ from determined.common import errors
 from determined.core._tensorboard import storage_config, sync_path
 from pydet.master import queries
 from pydet.master.agents.table import Agent
-from pydet.master.allocation import Allocation
 from pydet.master.checkpoint_storage import s3, shared_fs
-from pydet.master.experiment import MasterInfo
 from pydet.master.store.db import Database
-from pydet.master.task_list import TaskList, TaskRequest
+from pydet.master.tasks.allocation import Allocation
+from pydet.master.tasks.task_list import TaskList, TaskRequest
+from pydet.master.tasks.task_spec import MasterInfo
 
 log = logging.getLogger(__name__)
 

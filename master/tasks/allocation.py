@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from determined.common import errors
 
 if TYPE_CHECKING:
-    from pydet.master.task_list import Job
+    from pydet.master.tasks.task_list import Job
 
 
 @dataclass

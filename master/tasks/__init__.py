@@ -1,0 +1,15 @@
+"""Tasks: the units the scheduler places on slots, whatever they run.
+
+- ``task_list``: requests waiting for slots and live allocations, and the orders the
+  master gives an allocation; ``allocation``: one run of a task on its slots.
+- ``manager``: scheduling passes (through ``scheduler``), allocations started on agents,
+  what agents report about containers; ``running_views``: what a pass sees.
+- ``task_spec``: the DET_* environment and container spec a task starts with;
+  ``task_owners``: which subsystem owns each allocation; ``task_summaries``:
+  `det task list`.
+- ``tensorboards``: TensorBoard tasks.
+
+May use: ``agents``, ``scheduler``, ``logs``, ``checkpoint_storage``, ``queries``,
+``store``. Not ``experiments``: the experiments own their trials' tasks through
+``TaskOwner``, from above.
+"""
