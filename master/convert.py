@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from determined.api.gen import v1
-from determined.common import errors
-from pydet.master import queries, shown_state
+from pydet.master import queries
+from pydet.master.experiments import shown_state
+from pydet.master.experiments.trial_lifecycle import TrialPhase
 from pydet.master.redaction import redacted_json
-from pydet.master.trial_lifecycle import TrialPhase
 
 
 def experiment(row: queries.ExperimentRow, *, pulling: int = 0) -> v1.Experiment:
@@ -124,17 +121,3 @@ def user(row: queries.UserRow) -> v1.User:
         active=row.active,
         modified_at=row.modified_at,
     )
-
-
-def json_object(text: str, *, field: str, limit: int) -> dict[str, Any]:
-    """A JSON object a caller sent as text in ``field`` (``{}`` for none), at most ``limit``
-    bytes; anything else is refused naming the field."""
-    if len(text) > limit:
-        raise errors.InvalidArgument(f"{field}: {len(text)} bytes of JSON, more than {limit}")
-    try:
-        value = json.loads(text or "{}")
-    except ValueError as e:
-        raise errors.InvalidArgument(f"{field}: not JSON: {e}") from None
-    if not isinstance(value, dict):
-        raise errors.InvalidArgument(f"{field}: expected a JSON object (a mapping)")
-    return value

@@ -14,8 +14,8 @@ from determined.common import errors
 from pydet.master import jobqueue, queries
 from pydet.master.agents.table import AgentTable
 from pydet.master.config import MasterConfig
-from pydet.master.experiment import Experiment, LiveExperiments
-from pydet.master.experiment_store import ExperimentStore
+from pydet.master.experiments.experiment_store import ExperimentStore
+from pydet.master.experiments.live import Experiment, LiveExperiments
 from pydet.master.store.db import Database
 from pydet.master.tasks.task_list import TaskList
 

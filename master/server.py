@@ -17,18 +17,19 @@ from pydet.master import config as master_config
 from pydet.master.agents.hub import AgentHub
 from pydet.master.agents.table import AgentTable
 from pydet.master.api import DeterminedServicer
-from pydet.master.checkpoints import Checkpoints
 from pydet.master.events import EventBus
-from pydet.master.experiment import LiveExperiments
-from pydet.master.experiment_store import ExperimentStore
-from pydet.master.experiments import Experiments
+from pydet.master.experiments.checkpoints import Checkpoints
+from pydet.master.experiments.experiment_store import ExperimentStore
+from pydet.master.experiments.live import LiveExperiments
+from pydet.master.experiments.log_policies import LogPolicyWatch
+from pydet.master.experiments.manager import Experiments
+from pydet.master.experiments.reports import Reports
+from pydet.master.experiments.templates import Templates
 from pydet.master.guard import Guarded
 from pydet.master.jobs import Jobs
 from pydet.master.listener import Limits, Listener, bind, raise_fd_limit, server_tls_context
-from pydet.master.log_policies import LogPolicyWatch
 from pydet.master.logs import retention as log_retention
 from pydet.master.logs.log_store import LogStore
-from pydet.master.reports import Reports
 from pydet.master.service import Service
 from pydet.master.slurm.pool import SlurmPool
 from pydet.master.store.db import Database
@@ -38,7 +39,6 @@ from pydet.master.tasks.task_list import TaskList
 from pydet.master.tasks.task_owners import TaskOwners
 from pydet.master.tasks.task_spec import MasterInfo
 from pydet.master.tasks.tensorboards import Tensorboards
-from pydet.master.templates import Templates
 from pydet.master.webhooks.dispatch import Webhooks
 from pydet.master.webhooks.sender import Sender
 from pydet.master.webhooks.store import WebhookStore

@@ -12,15 +12,17 @@ from typing import TypeVar
 
 from determined.api.gen import v1
 from determined.common import errors, pareto
-from pydet.master import convert, queries, redaction, shown_state, warm_start
+from pydet.master import convert, queries, redaction
 from pydet.master.agents.table import AgentTable
-from pydet.master.checkpoints import Checkpoints
 from pydet.master.events import EventBus
-from pydet.master.experiment import LiveExperiments
-from pydet.master.experiments import Experiments, max_trials_override, parse_override
+from pydet.master.experiments import json_input, shown_state, warm_start
+from pydet.master.experiments.checkpoints import Checkpoints
+from pydet.master.experiments.live import LiveExperiments
+from pydet.master.experiments.manager import Experiments, max_trials_override, parse_override
+from pydet.master.experiments.reports import Reports
+from pydet.master.experiments.templates import Templates
 from pydet.master.jobs import Jobs
 from pydet.master.logs.log_store import LogStore
-from pydet.master.reports import Reports
 from pydet.master.search import preview
 from pydet.master.states import State
 from pydet.master.store.db import Database
@@ -28,7 +30,6 @@ from pydet.master.tasks import task_summaries
 from pydet.master.tasks.task_list import TaskList
 from pydet.master.tasks.task_spec import MasterInfo
 from pydet.master.tasks.tensorboards import Tensorboards
-from pydet.master.templates import Templates
 from pydet.master.webhooks.dispatch import Webhooks
 
 T = TypeVar("T")
@@ -275,7 +276,7 @@ class Service:
 
     async def set_trial_metadata(self, trial_id: int, text: str) -> str:
         """Replace the trial's metadata with the JSON object ``text``; returns it as stored."""
-        metadata = convert.json_object(text, field="metadata", limit=MAX_TRIAL_METADATA)
+        metadata = json_input.json_object(text, field="metadata", limit=MAX_TRIAL_METADATA)
         stored = json.dumps(metadata)
         await queries.ensure_trial(self.db, trial_id)
         await self.db.execute("UPDATE trials SET metadata = ? WHERE id = ?", (stored, trial_id))

@@ -4,7 +4,7 @@ trial and experiment. The token stops working the moment the allocation ends."""
 from __future__ import annotations
 
 from pydet.master.callers import TaskCaller
-from pydet.master.experiment import LiveExperiments
+from pydet.master.experiments.live import LiveExperiments
 from pydet.master.tasks.task_list import TaskList
 
 

@@ -193,9 +193,9 @@ MIGRATIONS: list[Migration] = [
     );
     CREATE INDEX sessions_user ON sessions (user_id);
     """,
-    # 4: each trial's lifecycle phase (master/trial_lifecycle.py). Older stores kept it in
-    # the state, the searcher's lengths, searcher_closed and whether an allocation ran; this
-    # derives it from them once. searcher_closed is no longer written.
+    # 4: each trial's lifecycle phase (master/experiments/trial_lifecycle.py). Older stores
+    # kept it in the state, the searcher's lengths, searcher_closed and whether an allocation
+    # ran; this derives it from them once. searcher_closed is no longer written.
     """
     ALTER TABLE trials ADD COLUMN phase TEXT NOT NULL DEFAULT 'QUEUED';
     UPDATE trials SET phase = CASE
@@ -245,13 +245,13 @@ MIGRATIONS: list[Migration] = [
     );
     CREATE INDEX webhook_triggers_webhook ON webhook_triggers (webhook_id);
     """,
-    # 9: what the experiment's log policies did to a trial (master/log_policies.py).
+    # 9: what the experiment's log policies did to a trial (master/experiments/log_policies.py).
     """
     ALTER TABLE trials ADD COLUMN log_signal TEXT;
     ALTER TABLE trials ADD COLUMN excluded_agents TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE trials ADD COLUMN cancel_retries_run INTEGER NOT NULL DEFAULT 0;
     """,
-    # 10: a warm-started search's imported trials (master/warm_start.py).
+    # 10: a warm-started search's imported trials (master/experiments/warm_start.py).
     """
     CREATE TABLE imported_trials (
         experiment_id INTEGER NOT NULL REFERENCES experiments (id) ON DELETE CASCADE,
@@ -269,7 +269,7 @@ MIGRATIONS: list[Migration] = [
     """
     ALTER TABLE trials ADD COLUMN parent_trial_id INTEGER;
     """,
-    # 12: templates, config fragments experiments are merged over (master/templates.py).
+    # 12: templates, config fragments experiments are merged over (master/experiments/templates.py).
     """
     CREATE TABLE templates (
         name TEXT PRIMARY KEY,

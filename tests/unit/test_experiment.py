@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 from determined.common import expconf
-from pydet.master.experiment import DEFAULT_PRIORITY, Experiment, Trial
+from pydet.master.experiments.live import DEFAULT_PRIORITY, Experiment, Trial
+from pydet.master.experiments.trial_lifecycle import TrialPhase
 from pydet.master.search import searcher
 from pydet.master.states import State
 from pydet.master.tasks.task_list import TaskRequest
-from pydet.master.trial_lifecycle import TrialPhase
 
 
 def experiment(resources: dict[str, object]) -> Experiment:

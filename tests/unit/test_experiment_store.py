@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 
 from determined.common import expconf
-from pydet.master.checkpoints import Checkpoints
 from pydet.master.events import EventBus
-from pydet.master.experiment import Experiment
-from pydet.master.experiment_store import ExperimentStore
+from pydet.master.experiments.checkpoints import Checkpoints
+from pydet.master.experiments.experiment_store import ExperimentStore
+from pydet.master.experiments.live import Experiment
+from pydet.master.experiments.trial_lifecycle import TrialPhase
 from pydet.master.search import searcher
 from pydet.master.states import State
 from pydet.master.store import db as db_module
 from pydet.master.store.db import Database
-from pydet.master.trial_lifecycle import TrialPhase
 
 CONFIG = expconf.parse_experiment_config(
     {

@@ -8,7 +8,7 @@ import pytest
 
 from determined.common import errors
 from determined.common.expconf import LogPolicy, Signal
-from pydet.master.log_policies import MAX_PATTERN, MAX_POLICIES, compile_policies
+from pydet.master.experiments.log_policies import MAX_PATTERN, MAX_POLICIES, compile_policies
 
 
 def test_a_policy_labels_with_its_signal_else_its_name() -> None:

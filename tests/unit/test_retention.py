@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pydet.master.retention import (
+from pydet.master.experiments.retention import (
     CheckpointRecord,
     RetentionPolicy,
     TrialRecord,

@@ -6,9 +6,9 @@ import pytest
 
 from determined.api.gen import v1
 from determined.common import errors
-from pydet.master import shown_state
+from pydet.master.experiments import shown_state
+from pydet.master.experiments.trial_lifecycle import TrialPhase as P
 from pydet.master.states import State
-from pydet.master.trial_lifecycle import TrialPhase as P
 
 
 def test_every_trial_phase_has_a_shown_state() -> None:

@@ -9,8 +9,8 @@ import yaml
 
 from determined.api.gen import v1
 from determined.common import errors
+from pydet.master.experiments.templates import Templates
 from pydet.master.store.db import Database
-from pydet.master.templates import Templates
 
 
 def _put(name: str, config: dict[str, object]) -> v1.Template:

@@ -1,8 +1,8 @@
 """The trial lifecycle's transition table, row by row, against the specification below.
 
-The table in ``master/trial_lifecycle.py`` is the only place a trial's phase changes; this
-file spells out, independently, what each (phase, event) pair must do, and that every pair
-it does not list is refused.
+The table in ``master/experiments/trial_lifecycle.py`` is the only place a trial's phase
+changes; this file spells out, independently, what each (phase, event) pair must do, and
+that every pair it does not list is refused.
 """
 
 from __future__ import annotations
@@ -12,9 +12,14 @@ import itertools
 import pytest
 
 from determined.common import errors
-from pydet.master import trial_lifecycle as lifecycle
+from pydet.master.experiments import trial_lifecycle as lifecycle
+from pydet.master.experiments.trial_lifecycle import (
+    IllegalTransition,
+    TrialEvent,
+    TrialPhase,
+    next_phase,
+)
 from pydet.master.states import State
-from pydet.master.trial_lifecycle import IllegalTransition, TrialEvent, TrialPhase, next_phase
 
 E = TrialEvent
 P = TrialPhase

@@ -20,15 +20,15 @@ import yaml
 
 from determined.common import errors, expconf
 from pydet.master import queries
-from pydet.master.experiment import Experiment, LiveExperiments, Trial
-from pydet.master.experiment_store import ExperimentStore
-from pydet.master.restore import Restore
+from pydet.master.experiments.experiment_store import ExperimentStore
+from pydet.master.experiments.live import Experiment, LiveExperiments, Trial
+from pydet.master.experiments.restore import Restore
+from pydet.master.experiments.search_runner import SearchRunner
+from pydet.master.experiments.trial_lifecycle import TrialEvent, TrialPhase
+from pydet.master.experiments.trial_moves import TrialMoves
 from pydet.master.search import searcher
-from pydet.master.search_runner import SearchRunner
 from pydet.master.states import State
 from pydet.master.store.db import Database
-from pydet.master.trial_lifecycle import TrialEvent, TrialPhase
-from pydet.master.trial_moves import TrialMoves
 
 log = logging.getLogger(__name__)
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from determined.common import errors, expconf
-from pydet.master import trial_lifecycle as lifecycle
 from pydet.master.events import EventBus
-from pydet.master.experiment import Experiment, Trial
+from pydet.master.experiments import trial_lifecycle as lifecycle
+from pydet.master.experiments.live import Experiment, Trial
+from pydet.master.experiments.trial_lifecycle import TrialPhase
 from pydet.master.states import State
 from pydet.master.store.db import Database
-from pydet.master.trial_lifecycle import TrialPhase
 
 log = logging.getLogger(__name__)
 

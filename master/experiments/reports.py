@@ -12,7 +12,7 @@ from determined.api.gen import v1
 from determined.common import errors
 from pydet.master import queries
 from pydet.master.events import EventBus
-from pydet.master.experiment import Experiment, LiveExperiments
+from pydet.master.experiments.live import Experiment, LiveExperiments
 from pydet.master.search.searcher import searcher_value
 from pydet.master.store.db import Database
 from pydet.master.store.report_merge import fold

@@ -19,22 +19,23 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from determined.api.gen import v1
 from determined.common import context as ctx
 from determined.common import entrypoint, errors, expconf
-from pydet.master import log_policies, queries, warm_start
-from pydet.master import trial_lifecycle as lifecycle
-from pydet.master.experiment import Experiment, LiveExperiments, Trial
-from pydet.master.experiment_store import ExperimentStore
-from pydet.master.restore import Restore
+from pydet.master import queries
+from pydet.master.experiments import log_policies, warm_start
+from pydet.master.experiments import trial_lifecycle as lifecycle
+from pydet.master.experiments.experiment_store import ExperimentStore
+from pydet.master.experiments.live import Experiment, LiveExperiments, Trial
+from pydet.master.experiments.restore import Restore
+from pydet.master.experiments.search_runner import SearchRunner
+from pydet.master.experiments.trial_lifecycle import TrialEvent, TrialPhase
+from pydet.master.experiments.trial_moves import CheckpointRecords, TrialMoves
+from pydet.master.experiments.unmanaged import UnmanagedRuns
 from pydet.master.search import searcher
-from pydet.master.search_runner import SearchRunner
 from pydet.master.states import State
 from pydet.master.store.db import Database
 from pydet.master.tasks import task_spec
 from pydet.master.tasks.allocation import Allocation
 from pydet.master.tasks.task_list import TaskList, TaskRequest
 from pydet.master.tasks.task_spec import MasterInfo
-from pydet.master.trial_lifecycle import TrialEvent, TrialPhase
-from pydet.master.trial_moves import CheckpointRecords, TrialMoves
-from pydet.master.unmanaged import UnmanagedRuns
 
 log = logging.getLogger(__name__)
 

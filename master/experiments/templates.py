@@ -17,7 +17,7 @@ import yaml
 
 from determined.api.gen import v1
 from determined.common import errors, expconf
-from pydet.master import convert
+from pydet.master.experiments import json_input
 from pydet.master.store.db import Database
 
 MAX_NAME = 128
@@ -45,7 +45,7 @@ def check_name(name: str, where: str = "template.name") -> str:
 
 def parse_config(text: str) -> dict[str, Any]:
     """A template's config as sent (a JSON object)."""
-    config = convert.json_object(text, field="template.config", limit=MAX_CONFIG)
+    config = json_input.json_object(text, field="template.config", limit=MAX_CONFIG)
     if "template" in config:
         raise errors.InvalidArgument("template.config.template: a template cannot name another")
     return config

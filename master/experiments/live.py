@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from determined.common import expconf
-from pydet.master import trial_lifecycle as lifecycle
+from pydet.master.experiments import trial_lifecycle as lifecycle
+from pydet.master.experiments.trial_lifecycle import TrialPhase
 from pydet.master.search import searcher
 from pydet.master.states import State
-from pydet.master.trial_lifecycle import TrialPhase
 
 # The priority of a job whose config sets none (the priority scheduler's middle).
 DEFAULT_PRIORITY = 42

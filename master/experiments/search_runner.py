@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import logging
 
-from pydet.master import trial_lifecycle as lifecycle
-from pydet.master.experiment import Experiment, LiveExperiments, Trial
-from pydet.master.experiment_store import ExperimentStore
+from pydet.master.experiments import trial_lifecycle as lifecycle
+from pydet.master.experiments.experiment_store import ExperimentStore
+from pydet.master.experiments.live import Experiment, LiveExperiments, Trial
+from pydet.master.experiments.trial_lifecycle import TrialEvent, TrialPhase
+from pydet.master.experiments.trial_moves import TrialMoves
 from pydet.master.search import searcher
 from pydet.master.states import STOPPED, State
-from pydet.master.trial_lifecycle import TrialEvent, TrialPhase
-from pydet.master.trial_moves import TrialMoves
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from typing import Any
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
 from determined.common import errors, expconf
-from pydet.master.experiment import LiveExperiments
-from pydet.master.experiment_store import ExperimentStore
+from pydet.master.experiments.experiment_store import ExperimentStore
+from pydet.master.experiments.live import LiveExperiments
 from pydet.master.logs.log_store import LogLine
 from pydet.master.tasks.task_list import TaskList
 

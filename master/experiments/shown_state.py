@@ -14,8 +14,8 @@ from collections.abc import Iterable
 
 from determined.api.gen import v1
 from determined.common import errors
+from pydet.master.experiments.trial_lifecycle import TrialPhase
 from pydet.master.states import State, parse
-from pydet.master.trial_lifecycle import TrialPhase
 
 P = TrialPhase
 

@@ -9,14 +9,14 @@ import logging
 from typing import Protocol
 
 from determined.api.gen import v1
-from pydet.master import trial_lifecycle as lifecycle
-from pydet.master.experiment import Experiment, LiveExperiments, Trial
-from pydet.master.experiment_store import ExperimentStore
+from pydet.master.experiments import trial_lifecycle as lifecycle
+from pydet.master.experiments.experiment_store import ExperimentStore
+from pydet.master.experiments.live import Experiment, LiveExperiments, Trial
+from pydet.master.experiments.trial_lifecycle import TrialEvent, TrialPhase
 from pydet.master.search import searcher
 from pydet.master.store.db import Database
 from pydet.master.tasks.allocation import Allocation
 from pydet.master.tasks.task_list import TaskList, TaskRequest
-from pydet.master.trial_lifecycle import TrialEvent, TrialPhase
 
 log = logging.getLogger(__name__)
 

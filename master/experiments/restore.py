@@ -8,16 +8,16 @@ from __future__ import annotations
 import logging
 
 from determined.common import errors
-from pydet.master import trial_lifecycle as lifecycle
-from pydet.master.experiment import Experiment, LiveExperiments, Trial
-from pydet.master.experiment_store import ExperimentStore, StoredExperiment
+from pydet.master.experiments import trial_lifecycle as lifecycle
+from pydet.master.experiments.experiment_store import ExperimentStore, StoredExperiment
+from pydet.master.experiments.live import Experiment, LiveExperiments, Trial
+from pydet.master.experiments.search_runner import SearchRunner
+from pydet.master.experiments.trial_lifecycle import TrialEvent, TrialPhase
+from pydet.master.experiments.trial_moves import TrialMoves
 from pydet.master.search import searcher
-from pydet.master.search_runner import SearchRunner
 from pydet.master.store.db import Database
 from pydet.master.tasks.allocation import Allocation
 from pydet.master.tasks.task_list import TaskList
-from pydet.master.trial_lifecycle import TrialEvent, TrialPhase
-from pydet.master.trial_moves import TrialMoves
 
 log = logging.getLogger(__name__)
 

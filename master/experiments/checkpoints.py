@@ -13,9 +13,10 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import errors
-from pydet.master import queries, retention
+from pydet.master import queries
 from pydet.master.checkpoint_storage import s3, shared_fs
-from pydet.master.experiment import Experiment
+from pydet.master.experiments import retention
+from pydet.master.experiments.live import Experiment
 from pydet.master.store.db import Database
 
 log = logging.getLogger(__name__)
