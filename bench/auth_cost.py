@@ -99,8 +99,9 @@ async def door_costs(jobs: int) -> list[tuple[str, float]]:
     """Microseconds per call of authenticate + authorize, by kind of call."""
     sys.path[:0] = [str(ROOT), str(ROOT / "harness")]
     from determined.api.gen import v1
-    from pydet.master import auth, authz
-    from pydet.master.callers import TaskCaller
+    from pydet.master.auth import authenticator as auth
+    from pydet.master.auth import rules as authz
+    from pydet.master.auth.callers import TaskCaller
     from pydet.master.store.db import Database
 
     class OneTask:

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from determined.api.gen import v1
 from determined.common import errors
 from pydet.master import queries
-from pydet.master.auth import Authenticator
-from pydet.master.callers import UserCaller
+from pydet.master.auth.authenticator import Authenticator
+from pydet.master.auth.callers import UserCaller
 from pydet.master.guard import current_caller, current_peer
 from pydet.master.service import Service
 from pydet.master.webhooks import dispatch as webhooks

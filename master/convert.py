@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from determined.api.gen import v1
 from pydet.master import queries
+from pydet.master.auth.redaction import redacted_json
 from pydet.master.experiments import shown_state
 from pydet.master.experiments.trial_lifecycle import TrialPhase
-from pydet.master.redaction import redacted_json
 
 
 def experiment(row: queries.ExperimentRow, *, pulling: int = 0) -> v1.Experiment:
@@ -110,14 +110,4 @@ def metric(row: queries.MetricRow) -> v1.MetricReport:
         metrics=row.metrics,
         timestamp=row.timestamp,
         batch_metrics=row.batch_metrics,
-    )
-
-
-def user(row: queries.UserRow) -> v1.User:
-    return v1.User(
-        id=row.id,
-        username=row.username,
-        admin=row.admin,
-        active=row.active,
-        modified_at=row.modified_at,
     )

@@ -21,9 +21,9 @@ from grpclib.exceptions import GRPCError
 
 from determined.common import errors
 from determined.common.client import TOKEN_METADATA_KEY
-from pydet.master import authz
-from pydet.master.auth import Authenticator
-from pydet.master.callers import Caller
+from pydet.master.auth import rules as authz
+from pydet.master.auth.authenticator import Authenticator
+from pydet.master.auth.callers import Caller
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,14 @@ import grpclib.config
 import grpclib.server
 
 from determined.common import wire
-from pydet.master import auth, authz, gateway, scheduler
 from pydet.master import config as master_config
+from pydet.master import gateway, scheduler
 from pydet.master.agents.hub import AgentHub
 from pydet.master.agents.table import AgentTable
 from pydet.master.api import DeterminedServicer
+from pydet.master.auth import authenticator as auth
+from pydet.master.auth import rules as authz
+from pydet.master.auth.task_tokens import LiveTaskTokens
 from pydet.master.events import EventBus
 from pydet.master.experiments.checkpoints import Checkpoints
 from pydet.master.experiments.experiment_store import ExperimentStore
@@ -33,7 +36,6 @@ from pydet.master.logs.log_store import LogStore
 from pydet.master.service import Service
 from pydet.master.slurm.pool import SlurmPool
 from pydet.master.store.db import Database
-from pydet.master.task_tokens import LiveTaskTokens
 from pydet.master.tasks.manager import TaskManager
 from pydet.master.tasks.task_list import TaskList
 from pydet.master.tasks.task_owners import TaskOwners

@@ -12,8 +12,9 @@ from typing import TypeVar
 
 from determined.api.gen import v1
 from determined.common import errors, pareto
-from pydet.master import convert, queries, redaction
+from pydet.master import convert, queries
 from pydet.master.agents.table import AgentTable
+from pydet.master.auth import redaction
 from pydet.master.events import EventBus
 from pydet.master.experiments import json_input, shown_state, warm_start
 from pydet.master.experiments.checkpoints import Checkpoints

@@ -21,8 +21,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from determined.common import errors
-from pydet.master import authz
-from pydet.master.auth import Authenticator
+from pydet.master.auth import rules as authz
+from pydet.master.auth.authenticator import Authenticator
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import cluster as gateway_cluster
 from pydet.master.gateway import codec as gateway_codec

@@ -20,9 +20,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from determined.common import errors
-from pydet.master import authz
-from pydet.master.auth import Authenticator
-from pydet.master.callers import UserCaller
+from pydet.master.auth import rules as authz
+from pydet.master.auth.authenticator import Authenticator
+from pydet.master.auth.callers import UserCaller
 from pydet.master.gateway import codec
 
 COOKIE = "det_session"

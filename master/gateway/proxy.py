@@ -21,8 +21,8 @@ from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from determined.common import errors
-from pydet.master.auth import Authenticator
-from pydet.master.callers import UserCaller
+from pydet.master.auth.authenticator import Authenticator
+from pydet.master.auth.callers import UserCaller
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.service import Service
 

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 import pytest
 
 from determined.common import errors
-from pydet.master import auth, passwords
-from pydet.master.callers import AgentCaller, TaskCaller, UserCaller
+from pydet.master.auth import authenticator as auth
+from pydet.master.auth import passwords
+from pydet.master.auth.callers import AgentCaller, TaskCaller, UserCaller
+from pydet.master.auth.throttle import LoginThrottle
 from pydet.master.store.db import Database
-from pydet.master.throttle import LoginThrottle
 
 AGENT_TOKEN = "the-agent-token-of-this-cluster"
 TASK_TOKEN = "a-live-allocations-task-token"

@@ -7,8 +7,8 @@ import pathlib
 import pytest
 
 from determined.common import errors
-from pydet.master import auth
-from pydet.master.callers import TaskCaller, UserCaller
+from pydet.master.auth import authenticator as auth
+from pydet.master.auth.callers import TaskCaller, UserCaller
 from pydet.master.store.db import Database
 
 

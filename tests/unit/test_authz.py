@@ -18,10 +18,12 @@ from grpclib.exceptions import GRPCError
 
 from determined.api.gen import v1
 from determined.common import errors, wire
-from pydet.master import auth, authz, guard
-from pydet.master.callers import AgentCaller, Caller, TaskCaller, UserCaller
+from pydet.master import guard
+from pydet.master.auth import authenticator as auth
+from pydet.master.auth import rules as authz
+from pydet.master.auth.callers import AgentCaller, Caller, TaskCaller, UserCaller
+from pydet.master.auth.throttle import LoginThrottle
 from pydet.master.store.db import Database
-from pydet.master.throttle import LoginThrottle
 
 
 def service_mapping() -> dict[str, grpclib.const.Handler]:

@@ -14,7 +14,7 @@ import pytest
 from determined.common.expconf import InvalidConfig, load_yaml, safe_load_yaml
 from determined.common.expconf._yaml import MAX_DEPTH, MAX_NODES
 from pydet.cli import config as cli_config
-from pydet.master import redaction
+from pydet.master.auth import redaction
 
 MINIMAL = "entrypoint: python3 train.py\nsearcher: {name: single, metric: x}\n"
 

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from determined.common import errors
-from pydet.master import passwords
+from pydet.master.auth import passwords
 
 
 def _unb64(text: str) -> bytes:

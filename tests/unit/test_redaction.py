@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from determined.common import errors, expconf
-from pydet.master import redaction
+from pydet.master.auth import redaction
 
 SECRETS = ("AKIA-ACCESS-KEY", "s3-secret-key-value", "registry-password-value")
 

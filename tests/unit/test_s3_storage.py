@@ -6,7 +6,7 @@ import pytest
 
 from determined.common import s3
 from determined.core import _checkpoint, _storage
-from pydet.master import redaction
+from pydet.master.auth import redaction
 
 CONFIG = {
     "type": "s3",

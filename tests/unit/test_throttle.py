@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydet.master.throttle import LoginThrottle
+from pydet.master.auth.throttle import LoginThrottle
 
 
 class Clock:

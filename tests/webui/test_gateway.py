@@ -22,9 +22,10 @@ from starlette.routing import Route
 
 from determined.api.gen import v1
 from determined.common import errors
-from pydet.master import authz, gateway
-from pydet.master.auth import ADMIN_PASSWORD_FILE, Authenticator
-from pydet.master.callers import TaskCaller
+from pydet.master import gateway
+from pydet.master.auth import rules as authz
+from pydet.master.auth.authenticator import ADMIN_PASSWORD_FILE, Authenticator
+from pydet.master.auth.callers import TaskCaller
 from pydet.master.events import Event, EventBus
 from pydet.master.gateway import cluster as gateway_cluster
 from pydet.master.gateway import codec as gateway_codec

@@ -15,7 +15,7 @@ from typing import Any
 
 from determined.common import errors
 
-# How the master shows a secret of a checkpoint's storage (master/redaction.py).
+# How the master shows a secret of a checkpoint's storage (master/auth/redaction.py).
 REDACTED = "********"
 
 

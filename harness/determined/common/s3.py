@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("determined.core")
 
-# What the master shows instead of a secret (master/redaction.py's REDACTED): a storage
+# What the master shows instead of a secret (master/auth/redaction.py's REDACTED): a storage
 # config read back from the master carries it where the credentials were.
 SHOWN_SECRET = "********"
 _CREDENTIALS = ("access_key", "secret_key")

@@ -22,10 +22,11 @@ from typing import Protocol
 
 from determined.api.gen import v1
 from determined.common import errors
-from pydet.master import convert, passwords, queries
-from pydet.master.callers import AgentCaller, Caller, TaskCaller, UserCaller
+from pydet.master import queries
+from pydet.master.auth import passwords
+from pydet.master.auth.callers import AgentCaller, Caller, TaskCaller, UserCaller
+from pydet.master.auth.throttle import LoginThrottle
 from pydet.master.store.db import Database
-from pydet.master.throttle import LoginThrottle
 
 log = logging.getLogger(__name__)
 
@@ -279,10 +280,10 @@ class Authenticator:
         row = await queries.user(self._db, username)
         if row is None:
             raise errors.NotFound(f"user {username} not found")
-        return convert.user(row)
+        return user_message(row)
 
     async def users(self) -> list[v1.User]:
-        return [convert.user(r) for r in await queries.users(self._db)]
+        return [user_message(r) for r in await queries.users(self._db)]
 
     async def create_user(self, username: str, password: str, *, admin: bool) -> v1.User:
         check_username(username)
@@ -333,3 +334,14 @@ class Authenticator:
             "%s updated user %s (active=%s admin=%s)", caller.username, username, active, admin
         )
         return await self.user(username)
+
+
+def user_message(row: queries.UserRow) -> v1.User:
+    """A user as the API shows it."""
+    return v1.User(
+        id=row.id,
+        username=row.username,
+        admin=row.admin,
+        active=row.active,
+        modified_at=row.modified_at,
+    )

@@ -29,7 +29,7 @@ from typing import Any
 
 from determined.common import errors
 from pydet.master import queries
-from pydet.master.callers import AgentCaller, Caller, TaskCaller, UserCaller
+from pydet.master.auth.callers import AgentCaller, Caller, TaskCaller, UserCaller
 from pydet.master.store.db import Database
 
 _TASK_REFUSED = "a task's token is good only for calls about its own allocation and trial"

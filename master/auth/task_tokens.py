@@ -3,7 +3,7 @@ trial and experiment. The token stops working the moment the allocation ends."""
 
 from __future__ import annotations
 
-from pydet.master.callers import TaskCaller
+from pydet.master.auth.callers import TaskCaller
 from pydet.master.experiments.live import LiveExperiments
 from pydet.master.tasks.task_list import TaskList
 
