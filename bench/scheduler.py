@@ -23,8 +23,9 @@ from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from pydet.master import jobqueue, scheduler
+from pydet.master import scheduler
 from pydet.master.config import PoolConfig
+from pydet.master.jobs import ordering as jobqueue
 
 SLOTS_PER_AGENT = 8
 PASS_TARGET_MS = 100.0

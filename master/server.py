@@ -29,7 +29,7 @@ from pydet.master.experiments.manager import Experiments
 from pydet.master.experiments.reports import Reports
 from pydet.master.experiments.templates import Templates
 from pydet.master.guard import Guarded
-from pydet.master.jobs import Jobs
+from pydet.master.jobs.queue import Jobs
 from pydet.master.listener import Limits, Listener, bind, raise_fd_limit, server_tls_context
 from pydet.master.logs import retention as log_retention
 from pydet.master.logs.log_store import LogStore
@@ -159,7 +159,16 @@ class Master:
             info=info,
             version=VERSION,
             events=events,
-            jobs=Jobs(self.cfg, self.db, store, live, agents, task_list, notes=slurm_reasons),
+            jobs=Jobs(
+                self.cfg.resource_pools,
+                self.cfg.default_resource_pool,
+                self.db,
+                store,
+                live,
+                agents,
+                task_list,
+                notes=slurm_reasons,
+            ),
             webhooks=hooks,
             templates=Templates(self.db),
             tensorboards=tensorboards,

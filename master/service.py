@@ -22,7 +22,7 @@ from pydet.master.experiments.live import LiveExperiments
 from pydet.master.experiments.manager import Experiments, max_trials_override, parse_override
 from pydet.master.experiments.reports import Reports
 from pydet.master.experiments.templates import Templates
-from pydet.master.jobs import Jobs
+from pydet.master.jobs.queue import Jobs
 from pydet.master.logs.log_store import LogStore
 from pydet.master.search import preview
 from pydet.master.states import State

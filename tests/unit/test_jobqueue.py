@@ -4,7 +4,7 @@ import pytest
 
 from determined.common import errors
 from pydet.master.config import PoolConfig
-from pydet.master.jobqueue import (
+from pydet.master.jobs.ordering import (
     STATE_QUEUED,
     STATE_SCHEDULED,
     JobUpdate,

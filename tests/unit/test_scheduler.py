@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 
 from determined.common import errors
-from pydet.master import jobqueue
 from pydet.master.config import PoolConfig
+from pydet.master.jobs import ordering as jobqueue
 from pydet.master.scheduler import (
     AgentView,
     Decision,

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from pydet.master import jobqueue
+from pydet.master.jobs import ordering as jobqueue
 from pydet.master.scheduler import Decision, Request
 from tests.unit.test_scheduler import Pool, placed
 

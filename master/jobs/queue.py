@@ -7,23 +7,38 @@ this one gathers the live state and applies decisions."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from determined.api.gen import v1
 from determined.common import errors
-from pydet.master import jobqueue, queries
+from pydet.master import queries
 from pydet.master.agents.table import AgentTable
-from pydet.master.config import MasterConfig
 from pydet.master.experiments.experiment_store import ExperimentStore
 from pydet.master.experiments.live import Experiment, LiveExperiments
+from pydet.master.jobs import ordering as jobqueue
 from pydet.master.store.db import Database
 from pydet.master.tasks.task_list import TaskList
+
+
+class Pool(jobqueue.PoolSettings, Protocol):
+    """A configured resource pool as users list it (``master.config.PoolConfig``)."""
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def fitting_policy(self) -> str: ...
+
+    @property
+    def preemption(self) -> bool: ...
 
 
 class Jobs:
     def __init__(
         self,
-        cfg: MasterConfig,
+        pools: Sequence[Pool],
+        default_pool: str,
         db: Database,
         store: ExperimentStore,
         live: LiveExperiments,
@@ -34,7 +49,8 @@ class Jobs:
     ) -> None:
         # Allocation id -> what its resource manager says of it (a Slurm pending reason).
         self._notes = notes if notes is not None else {}
-        self._cfg = cfg
+        self._pools = tuple(pools)
+        self._default_pool = default_pool
         self._db = db
         self._store = store
         self._live = live
@@ -42,8 +58,8 @@ class Jobs:
         self._tasks = tasks
 
     def _check_pool(self, pool: str) -> str:
-        pool = pool or self._cfg.default_resource_pool
-        if pool not in {p.name for p in self._cfg.resource_pools}:
+        pool = pool or self._default_pool
+        if pool not in {p.name for p in self._pools}:
             raise errors.NotFound(f"resource pool {pool!r} not found")
         return pool
 
@@ -86,12 +102,12 @@ class Jobs:
 
     def scheduler_of(self, pool: str) -> str:
         """The scheduler of a pool ("priority" or "fair_share"); "" for one not configured."""
-        return {p.name: p.scheduler for p in self._cfg.resource_pools}.get(pool, "")
+        return {p.name: p.scheduler for p in self._pools}.get(pool, "")
 
     def queue(self, pool: str) -> list[v1.Job]:
         pool = self._check_pool(pool)
         queued = self._queued()
-        scheduler = {p.name: p.scheduler for p in self._cfg.resource_pools}[pool]
+        scheduler = {p.name: p.scheduler for p in self._pools}[pool]
         rows = jobqueue.queue_rows(
             [job for _, job, _, _ in queued.values()], resource_pool=pool, scheduler=scheduler
         )
@@ -141,7 +157,7 @@ class Jobs:
                 )
                 for u in updates
             ],
-            self._cfg.resource_pools,
+            self._pools,
         )
         async with self._db.atomic():
             for job in changed:
@@ -206,7 +222,7 @@ class Jobs:
 
     def pools(self) -> list[v1.ResourcePool]:
         out = []
-        for p in self._cfg.resource_pools:
+        for p in self._pools:
             agents = [
                 a for a in self._agents.agents.values() if a.resource_pool == p.name and a.connected
             ]
@@ -222,7 +238,7 @@ class Jobs:
                     num_agents=len(agents),
                     slots_total=total,
                     slots_used=used,
-                    is_default=p.name == self._cfg.default_resource_pool,
+                    is_default=p.name == self._default_pool,
                 )
             )
         return out
