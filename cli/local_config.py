@@ -10,8 +10,10 @@ file and the field rather than a master that dies in the background.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -103,19 +105,30 @@ def prepare(user_file: Path | None, *, port: int, host: str, data_dir: Path) -> 
     master_dir = data_dir / "master"
     if user_file is None:
         return LocalMaster(port, master_dir, master_dir / "agent-token", "default")
-    # Imported here: `det` without --master-config need not load the master's config module.
-    from pydet.master import config as master_config
-
     defaults = {"host": host, "port": port, "data_dir": str(master_dir)}
     settings = _absolute(merged(defaults, read(user_file)))
     data_dir.mkdir(parents=True, exist_ok=True)
     out = data_dir / MERGED_FILE
     out.write_text(yaml.safe_dump(settings, sort_keys=False))
-    try:
-        cfg = master_config.load(argparse.Namespace(config_file=str(out)))
-    except errors.DetError as e:
-        out.unlink(missing_ok=True)
-        raise _invalid(user_file, e.message.removeprefix("master config: ")) from None
+    facts = _checked(out, user_file)
     return LocalMaster(
-        cfg.port, cfg.data_dir, cfg.agent_token_path, cfg.default_resource_pool, config_file=out
+        int(facts["port"]),
+        Path(facts["data_dir"]),
+        Path(facts["agent_token_path"]),
+        str(facts["default_resource_pool"]),
+        config_file=out,
     )
+
+
+def _checked(config_file: Path, user_file: Path) -> dict[str, Any]:
+    """The master's own check of the merged config (``det-master --check-config``, run as a
+    process: the CLI never imports the master), or the error it names."""
+    argv = [sys.executable, "-P", "-m", "pydet.master", "--config-file", str(config_file)]
+    done = subprocess.run([*argv, "--check-config"], capture_output=True, text=True)
+    if done.returncode != 0:
+        config_file.unlink(missing_ok=True)
+        lines = done.stderr.strip().splitlines() or [f"det-master exited {done.returncode}"]
+        message = lines[-1].removeprefix("det-master: ").removeprefix("master config: ")
+        raise _invalid(user_file, message)
+    facts: dict[str, Any] = json.loads(done.stdout)
+    return facts

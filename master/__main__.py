@@ -7,6 +7,7 @@ import asyncio
 import faulthandler
 import gc
 import io
+import json
 import logging
 import os
 import signal
@@ -14,7 +15,6 @@ import sys
 
 from determined.common import errors
 from pydet.master import config
-from pydet.master.server import Master
 
 # A benchmark's hook (bench/scale.py --profile): profile the master's event loop thread with
 # cProfile (in its CPU time) and write the stats to this path when it stops (on SIGTERM, not
@@ -42,6 +42,8 @@ def _log_pending_tasks() -> None:
 
 
 async def _main(cfg: config.MasterConfig) -> None:
+    from pydet.master.server import Master
+
     master = Master(cfg)
     loop = asyncio.get_running_loop()
     signals = 0
@@ -69,6 +71,12 @@ def main(argv: list[str] | None = None) -> None:
     except errors.DetError as e:
         print(f"det-master: {e.message}", file=sys.stderr)
         sys.exit(2)
+    if args.check_config:
+        print(json.dumps(config.deploy_facts(cfg)))
+        return
+    # The whole master, imported before gc.freeze() below; --check-config does without it.
+    import pydet.master.server  # noqa: F401
+
     logging.basicConfig(
         level=cfg.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -17,6 +17,7 @@ from pydet.master.slurm.sbatch import (
     check_sbatch_args,
     parse_time_limit,
 )
+from pydet.master.store.db import DbConfig
 
 _KEYS = {
     "host",
@@ -74,19 +75,6 @@ class SecurityConfig:
     max_connections: int = 0
     first_request_timeout: float = 10.0
     idle_connection_timeout: float = 300.0
-
-
-@dataclass(frozen=True)
-class DbConfig:
-    """The store: sqlite (embedded, <data_dir>/pydet.db) or a PostgreSQL server."""
-
-    type: str = "sqlite"
-    host: str = "127.0.0.1"
-    port: int = 5432
-    name: str = "pydet"
-    user: str = "pydet"
-    # The password, in a file (never in the config itself); none: the server's other means.
-    password_file: pathlib.Path | None = None
 
 
 @dataclass(frozen=True)
@@ -410,6 +398,17 @@ def _webui_dir(value: Any) -> pathlib.Path | None:
     return path
 
 
+def deploy_facts(cfg: MasterConfig) -> dict[str, Any]:
+    """What `det deploy local cluster-up --master-config` needs of a checked config
+    (``det-master --check-config``): the CLI never imports the master."""
+    return {
+        "port": cfg.port,
+        "data_dir": str(cfg.data_dir),
+        "agent_token_path": str(cfg.agent_token_path),
+        "default_resource_pool": cfg.default_resource_pool,
+    }
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="det-master", description="Run the pydet master.")
     p.add_argument("--config-file", help="YAML master config; flags override it")
@@ -430,5 +429,11 @@ def parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="serve the WebUI from DIR, a development build (scripts/webui.sh watch DIR), "
         "instead of the one installed with pydet",
+    )
+    p.add_argument(
+        "--check-config",
+        action="store_true",
+        help="check the config and flags, print what `det deploy` needs of them as JSON, "
+        "and exit without starting",
     )
     return p

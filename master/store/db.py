@@ -45,7 +45,6 @@ from typing import Any
 import aiosqlite
 
 from determined.common import errors
-from pydet.master.config import DbConfig
 from pydet.master.store import dialect
 from pydet.master.store.migrations import MIGRATIONS
 
@@ -64,6 +63,19 @@ AfterCommit = Callable[[], Awaitable[None]]
 
 # Rows deleted per transaction by Database.delete_in_chunks: a few milliseconds of the loop.
 DELETE_CHUNK = 5000
+
+
+@dataclass(frozen=True)
+class DbConfig:
+    """The store: sqlite (embedded, <data_dir>/pydet.db) or a PostgreSQL server."""
+
+    type: str = "sqlite"
+    host: str = "127.0.0.1"
+    port: int = 5432
+    name: str = "pydet"
+    user: str = "pydet"
+    # The password, in a file (never in the config itself); none: the server's other means.
+    password_file: pathlib.Path | None = None
 
 
 def _exit_after_commits() -> int:
