@@ -9,5 +9,6 @@ python api/generate.py --check
 ruff check .
 ruff format --check .
 mypy
+lint-imports --no-cache
 scripts/webui.sh test
 pytest -m "not slow and not docker and not webui and not slurm and not postgres" -p no:cacheprovider "$@"
