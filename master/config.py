@@ -17,7 +17,7 @@ from pydet.master.slurm.sbatch import (
     check_sbatch_args,
     parse_time_limit,
 )
-from pydet.master.store.db import DbConfig
+from pydet.master.store.connection import DbConfig
 
 _KEYS = {
     "host",

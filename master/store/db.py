@@ -7,7 +7,7 @@ functions, the migrations' column types). Rows are read by column name on both.
 
 On SQLite the master writes on the event loop's own thread, through a plain sqlite3
 connection: a statement there takes microseconds, and a thread hand-off per statement cost
-far more (see ``_SQLite``). Reads outside a transaction go to a second connection that
+far more (see ``sqlite.SQLite``). Reads outside a transaction go to a second connection that
 aiosqlite runs on its thread, so that a long read never holds up the loop. asyncpg's
 connection is asynchronous itself, and runs one statement at a time. Writes take a lock so
 that one coroutine's transaction never interleaves with another's statements (one writer).
@@ -37,22 +37,18 @@ import contextvars
 import logging
 import os
 import pathlib
-import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiosqlite
-
-from determined.common import errors
 from pydet.master.store import dialect
+from pydet.master.store.connection import DbConfig, Statement
+from pydet.master.store.connection import Row as Row
 from pydet.master.store.migrations import MIGRATIONS
+from pydet.master.store.postgres import Postgres
+from pydet.master.store.sqlite import SQLite
 
 log = logging.getLogger(__name__)
-
-# sqlite3's rows, or asyncpg's Records on PostgreSQL: both are read by column name (and by
-# position), iterate over their values and give their names from keys().
-Row = sqlite3.Row
 
 # Test-only: the master exits (as if killed) right after this many commits, so that tests can
 # stop it at every commit point of a search (tests/integration/test_crash_consistency.py).
@@ -65,27 +61,9 @@ AfterCommit = Callable[[], Awaitable[None]]
 DELETE_CHUNK = 5000
 
 
-@dataclass(frozen=True)
-class DbConfig:
-    """The store: sqlite (embedded, <data_dir>/pydet.db) or a PostgreSQL server."""
-
-    type: str = "sqlite"
-    host: str = "127.0.0.1"
-    port: int = 5432
-    name: str = "pydet"
-    user: str = "pydet"
-    # The password, in a file (never in the config itself); none: the server's other means.
-    password_file: pathlib.Path | None = None
-
-
 def _exit_after_commits() -> int:
     raw = os.environ.get(EXIT_AFTER_COMMITS_ENV, "")
     return int(raw) if raw.strip() else 0
-
-
-# One statement of a batch: SQL, its parameters (a sequence of rows for executemany) and
-# whether it is an executemany.
-Statement = tuple[str, Any, bool]
 
 
 @dataclass(eq=False)
@@ -113,310 +91,8 @@ async def _run_after_commit(work: AfterCommit) -> None:
         log.exception("work after a commit failed")
 
 
-class _SQLite:
-    """SQLite in WAL mode through two connections to one file.
-
-    The writer runs on the event loop's own thread: every write, and every read while its
-    transaction is open (a unit reading what it wrote), is a direct call. A statement of
-    the master's takes microseconds, and a hand-off to a thread cost far more: the
-    thread's queue, its wake-up, and the two threads passing the GIL back and forth for each
-    statement (in bench/scale.py's hollow run the master spent nearly half its CPU on it).
-    Commits are therefore done when ``batch`` returns. (``synchronous=NORMAL``: a commit
-    writes the WAL without waiting for the disk; SQLite syncs at its checkpoints.)
-
-    Every other read goes to aiosqlite's reader connection on its thread, so that a long
-    one (a trial's whole metric history) never holds up the loop. WAL lets it read beside
-    the writer, and it sees every transaction committed before it started: all the writes
-    the caller made before asking.
-    """
-
-    dialect = "sqlite"
-
-    def __init__(self, writer: sqlite3.Connection, reader: aiosqlite.Connection) -> None:
-        self.writer = writer
-        self.reader = reader
-
-    @classmethod
-    async def connect(cls, path: pathlib.Path) -> _SQLite:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        writer = sqlite3.connect(path, isolation_level=None)
-        try:
-            writer.row_factory = Row
-            writer.execute("PRAGMA journal_mode=WAL")
-            writer.execute("PRAGMA synchronous=NORMAL")
-            writer.execute("PRAGMA foreign_keys=ON")
-            writer.execute("PRAGMA busy_timeout=5000")
-            reader = await aiosqlite.connect(path, isolation_level=None)
-        except BaseException:
-            writer.close()
-            raise
-        reader.row_factory = Row
-        await reader.execute("PRAGMA query_only=ON")
-        await reader.execute("PRAGMA busy_timeout=5000")
-        return cls(writer, reader)
-
-    async def close(self) -> None:
-        try:
-            await self.reader.close()
-        finally:
-            self.writer.close()
-
-    @property
-    def in_transaction(self) -> bool:
-        return self.writer.in_transaction
-
-    async def begin(self) -> None:
-        self.writer.execute("BEGIN IMMEDIATE")
-
-    async def commit(self) -> None:
-        self.writer.execute("COMMIT")
-
-    async def rollback(self) -> None:
-        self.writer.execute("ROLLBACK")
-
-    async def script(self, sql: str) -> None:
-        self.writer.executescript(sql)
-
-    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return _run_one(self.writer, sql, params)
-
-    async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        self.writer.executemany(sql, rows)
-
-    async def batch(self, statements: Sequence[Statement], *, begin: bool, commit: bool) -> int:
-        """BEGIN (with ``begin``), ``statements`` in order and COMMIT (with ``commit``);
-        returns the last statement's row id. A failure leaves the transaction open: the
-        unit that sent the batch rolls it back."""
-        c = self.writer
-        if begin:
-            c.execute("BEGIN IMMEDIATE")
-        rowid = 0
-        for sql, params, many in statements:
-            if many:
-                c.executemany(sql, params)
-            else:
-                rowid = _run_one(c, sql, params)
-        if commit:
-            c.execute("COMMIT")
-        return rowid
-
-    async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        if self.writer.in_transaction:
-            return _fetch_one(self.writer, sql, params)
-        row: Row | None = await self._on_reader(lambda c: _fetch_one(c, sql, params))
-        return row
-
-    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        if self.writer.in_transaction:
-            return _fetch_all(self.writer, sql, params)
-        rows: list[Row] = await self._on_reader(lambda c: _fetch_all(c, sql, params))
-        return rows
-
-    async def _on_reader(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
-        """``fn`` on the reader's thread, in one hand-off (aiosqlite's cursor API takes one
-        per step: execute, fetch, close). ``_execute`` is aiosqlite's own way to run a
-        function there; it has no public name for it (aiosqlite is pinned for that)."""
-        reader = self.reader
-        return await reader._execute(lambda: fn(reader._conn))  # type: ignore[no-untyped-call]
-
-
-def _fetch_one(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> Row | None:
-    cursor = conn.execute(sql, params)
-    try:
-        row: Row | None = cursor.fetchone()
-        return row
-    finally:
-        cursor.close()
-
-
-def _fetch_all(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[Row]:
-    cursor = conn.execute(sql, params)
-    try:
-        return list(cursor.fetchall())
-    finally:
-        cursor.close()
-
-
-def _run_one(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
-    """One statement; its row id (lastrowid, 0 for none)."""
-    cursor = conn.execute(sql, params)
-    try:
-        return cursor.lastrowid or 0
-    finally:
-        cursor.close()
-
-
-class _Postgres:
-    """One asyncpg connection; statements are rewritten from SQLite's dialect.
-
-    A lost connection (PostgreSQL restarted, the network cut) fails the statement in flight
-    with ``errors.Unavailable`` naming the database, and the next statement connects again:
-    the master keeps serving once the database is back. A transaction the loss cut short
-    stays failed until its unit rolls back, so that none of its later statements runs on
-    the new connection outside it.
-    """
-
-    dialect = "postgres"
-
-    def __init__(self, cfg: DbConfig) -> None:
-        self.cfg = cfg
-        self.conn: Any = None
-        # Between BEGIN and its COMMIT or ROLLBACK; and whether the connection was lost then.
-        self._transaction = False
-        self._lost_transaction = False
-        # asyncpg refuses a second operation while one is in flight on the connection:
-        # they queue here, as aiosqlite's queue to its thread.
-        self._op = asyncio.Lock()
-
-    @property
-    def where(self) -> str:
-        return f"the PostgreSQL database {self.cfg.name} at {self.cfg.host}:{self.cfg.port}"
-
-    @classmethod
-    async def connect(cls, cfg: DbConfig) -> _Postgres:
-        self = cls(cfg)
-        await self._reconnect(timeout=30)
-        return self
-
-    async def _reconnect(self, timeout: float) -> None:
-        import asyncpg  # only a master on PostgreSQL needs it
-
-        cfg = self.cfg
-        password = None
-        if cfg.password_file is not None:
-            password = cfg.password_file.read_text().strip()
-        try:
-            self.conn = await asyncpg.connect(
-                host=cfg.host,
-                port=cfg.port,
-                database=cfg.name,
-                user=cfg.user,
-                password=password,
-                timeout=timeout,
-            )
-        except (OSError, TimeoutError, asyncpg.PostgresError) as e:
-            raise errors.Unavailable(
-                f"cannot connect to {self.where} ({_reason(e)}); check that it runs and the"
-                " master's db: settings"
-            ) from None
-
-    def _lost(self, e: BaseException) -> bool:
-        import asyncpg
-
-        return (
-            isinstance(e, (OSError, asyncpg.PostgresConnectionError))
-            or isinstance(e, asyncpg.exceptions.OperatorInterventionError)
-            or (self.conn is not None and self.conn.is_closed())
-        )
-
-    @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[Any]:
-        """The connection for one operation (connecting again after a loss); a loss during
-        the operation becomes ``errors.Unavailable``."""
-        async with self._op:
-            if self._lost_transaction:
-                raise errors.Unavailable(
-                    f"the connection to {self.where} was lost in a transaction"
-                )
-            if self.conn is None or self.conn.is_closed():
-                if self._transaction:  # lost between two statements of a transaction
-                    self._lost_transaction = True
-                    raise errors.Unavailable(
-                        f"the connection to {self.where} was lost in a transaction"
-                    )
-                if self.conn is not None:
-                    log.warning("the connection to %s was lost; connecting again", self.where)
-                self.conn = None
-                await self._reconnect(timeout=5)
-            try:
-                yield self.conn
-            except Exception as e:
-                if not self._lost(e):
-                    raise
-                self.conn.terminate()
-                self.conn = None
-                self._lost_transaction = self._transaction
-                raise errors.Unavailable(
-                    f"lost the connection to {self.where} ({_reason(e)})"
-                ) from None
-
-    async def close(self) -> None:
-        if self.conn is not None:
-            conn, self.conn = self.conn, None
-            await conn.close()
-
-    @property
-    def in_transaction(self) -> bool:
-        return self._transaction
-
-    async def begin(self) -> None:
-        await self.script("BEGIN")
-        self._transaction = True
-
-    async def commit(self) -> None:
-        await self.script("COMMIT")
-        self._transaction = False
-
-    async def rollback(self) -> None:
-        if not self._lost_transaction:
-            # A connection lost now ends the transaction as surely as ROLLBACK does.
-            with contextlib.suppress(errors.Unavailable):
-                await self.script("ROLLBACK")
-        # The server ended a transaction it lost the connection of.
-        self._transaction = self._lost_transaction = False
-
-    async def script(self, sql: str) -> None:
-        async with self._connection() as conn:
-            await conn.execute(sql)
-
-    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        query, returns_id = dialect.postgres(sql, new_id=True)
-        async with self._connection() as conn:
-            if returns_id:
-                return int(await conn.fetchval(query, *params) or 0)
-            await conn.execute(query, *params)
-            return 0
-
-    async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        query, _ = dialect.postgres(sql)
-        args = [tuple(row) for row in rows]
-        if not args:
-            return
-        async with self._connection() as conn:
-            await conn.executemany(query, args)
-
-    async def batch(self, statements: Sequence[Statement], *, begin: bool, commit: bool) -> int:
-        """As SQLite's: BEGIN, the statements and COMMIT, in order; the last one's row id."""
-        if begin:
-            await self.begin()
-        rowid = 0
-        for sql, params, many in statements:
-            if many:
-                await self.execute_many(sql, params)
-            else:
-                rowid = await self.execute(sql, params)
-        if commit:
-            await self.commit()
-        return rowid
-
-    async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        query, _ = dialect.postgres(sql)
-        async with self._connection() as conn:
-            row: Row | None = await conn.fetchrow(query, *params)
-            return row
-
-    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        query, _ = dialect.postgres(sql)
-        async with self._connection() as conn:
-            return list(await conn.fetch(query, *params))
-
-
-def _reason(e: BaseException) -> str:
-    return str(e).strip() or type(e).__name__
-
-
 # What migrations and units of work run their statements on.
-Connection = _SQLite | _Postgres
+Connection = SQLite | Postgres
 
 
 class Database:
@@ -454,9 +130,9 @@ class Database:
 
     async def open(self) -> None:
         if self.config is None:
-            self._conn = await _SQLite.connect(self.path)
+            self._conn = await SQLite.connect(self.path)
         else:
-            self._conn = await _Postgres.connect(self.config)
+            self._conn = await Postgres.connect(self.config)
         await self._migrate()
 
     async def close(self) -> None:

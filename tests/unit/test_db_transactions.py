@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from pydet.master.store import db as db_module
-from pydet.master.store.db import Database, _SQLite
+from pydet.master.store.db import Database
+from pydet.master.store.sqlite import SQLite as _SQLite
 
 
 @pytest.fixture
