@@ -18,8 +18,9 @@ from pydet.master.auth import redaction
 from pydet.master.events import EventBus
 from pydet.master.experiments import json_input, shown_state, warm_start
 from pydet.master.experiments.checkpoints import Checkpoints
+from pydet.master.experiments.continuation import max_trials_override, parse_override
 from pydet.master.experiments.live import LiveExperiments
-from pydet.master.experiments.manager import Experiments, max_trials_override, parse_override
+from pydet.master.experiments.manager import Experiments
 from pydet.master.experiments.reports import Reports
 from pydet.master.experiments.templates import Templates
 from pydet.master.jobs.queue import Jobs

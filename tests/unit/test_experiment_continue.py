@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pydet.master.experiments.manager import continued_hparams
+from pydet.master.experiments.continuation import continued_hparams
 from pydet.master.search import searcher
 from tests.unit.search_sim import config
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from determined.common import errors
-from pydet.master.experiments.manager import max_trials_override, parse_override
+from pydet.master.experiments.continuation import max_trials_override, parse_override
 from pydet.master.search import searcher
 from pydet.master.search.optuna_study import OptunaSearch
 from tests.unit import search_sim as sim
