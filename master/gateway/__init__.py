@@ -6,6 +6,9 @@ Routes live in one module per area of this package (``experiments``, ``cluster``
 ``json`` encode); this module assembles them, puts every API route behind
 ``auth.authenticate``, and maps errors, here and nowhere else: the shared hierarchy's HTTP
 status with its message, anything unexpected as a logged 500 with a generic message.
+
+A transport: it may use ``service`` (the façade), ``auth`` (sessions and the rule of
+every route) and ``events`` (the streams); no domain package imports it.
 """
 
 from __future__ import annotations

@@ -5,7 +5,10 @@ reports, logs, auth), which may read through these functions too.
 
 One module per kind of thing read: ``experiments`` (experiments, trials and contexts),
 ``metrics``, ``checkpoints``, ``logs``, ``users``, and ``owners`` (what authorization
-looks up)."""
+looks up).
+
+May use: ``store``, ``states`` and ``search`` (a searcher metric's value); nothing above.
+"""
 
 from __future__ import annotations
 

@@ -15,6 +15,8 @@ How the master applies a Decision:
    preempted for twice); kill it if it has not exited after the preemption timeout.
 3. When a preempted allocation exits, re-queue its task and run another pass: the work it
    made room for is placed then, ahead of it.
+
+May use: nothing of the master; a contract keeps it pure (no store, no I/O subsystem).
 """
 
 from __future__ import annotations
