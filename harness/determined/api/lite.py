@@ -287,10 +287,11 @@ def _read(cls: type[Message], data: bytes, pos: int, end: int) -> Message:
     values = message.__dict__
     by_number = cls._by_number
     while pos < end:
-        start = pos
-        tag, pos = pw._read_varint(data, pos)
-        if pos - start > 5 or tag > 0xFFFFFFFF:
-            raise DecodeError("field tag longer than 32 bits")
+        tag = data[pos]
+        if tag < 0x80:
+            pos += 1
+        else:
+            tag, pos = pw._read_tag(data, pos)
         f = by_number.get(tag >> 3)
         wire_type = tag & 7
         if f is None:

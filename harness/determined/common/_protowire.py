@@ -57,6 +57,17 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
             raise DecodeError("varint longer than ten bytes")
 
 
+def _read_tag(data: bytes, pos: int) -> tuple[int, int]:
+    """The field tag at ``pos`` and the position after it (the slow path of wire's inlined read).
+
+    A tag is a varint of at most five bytes that fits in 32 bits, as the official runtime reads it.
+    """
+    tag, stop = _read_varint(data, pos)
+    if stop - pos > 5 or tag > 0xFFFFFFFF:
+        raise DecodeError("field tag longer than 32 bits")
+    return tag, stop
+
+
 def _key(number: int, wire_type: int) -> bytes:
     return _varint((number << 3) | wire_type)
 
@@ -133,10 +144,7 @@ def _skip(data: bytes, pos: int, end: int, tag: int, depth: int) -> int:
         while True:
             if pos >= end:
                 raise DecodeError(f"group {number} has no end")
-            start = pos
-            inner, pos = _read_varint(data, pos)
-            if pos - start > 5 or inner > 0xFFFFFFFF:
-                raise DecodeError("field tag longer than 32 bits")
+            inner, pos = _read_tag(data, pos)
             if inner & 7 == _END_GROUP:
                 if inner >> 3 != number:
                     raise DecodeError(f"group {number} ends with the end of group {inner >> 3}")

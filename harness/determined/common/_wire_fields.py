@@ -86,14 +86,11 @@ def _fast_store(name: str, ptype: str, sub_cls: type | None) -> _Reader | None:
 
         def read_str(data: bytes, pos: int, end: int, values: dict[str, Any]) -> int:
             n = data[pos] if pos < end else 0x80
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = _read_varint(data, pos)
-            stop = pos + n
-            if stop > end:
-                raise DecodeError("length-delimited field runs past the end of its message")
-            values[name] = data[pos:stop].decode()
+            start = pos + 1
+            stop = start + n
+            if n >= 0x80 or stop > end:  # not a short string, whole: _len_prefix reads it
+                start, stop = _len_prefix(data, pos, end)
+            values[name] = data[start:stop].decode()
             return stop
 
         return read_str

@@ -51,7 +51,7 @@ from grpclib.const import Status
 from grpclib.encoding.base import CodecBase
 from grpclib.exceptions import GRPCError
 
-from determined.common._protowire import DecodeError, _read_varint, _skip
+from determined.common._protowire import DecodeError, _read_tag, _skip
 
 if TYPE_CHECKING:
     from determined.common._wire_fields import _Reader
@@ -178,9 +178,7 @@ def _parse_fields(
         if tag < 0x80:
             pos += 1
         else:
-            tag, pos = _read_varint(data, pos)
-            if pos - start > 5 or tag > 0xFFFFFFFF:
-                raise DecodeError("field tag longer than 32 bits")
+            tag, pos = _read_tag(data, pos)
         reader = readers.get(tag)
         if reader is not None:
             try:
