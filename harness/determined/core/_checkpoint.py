@@ -11,7 +11,8 @@ returns.
 With ``shard=True`` every worker saves part of one checkpoint: each writes into a private
 directory, the workers compare file lists (two workers writing the same file is an error
 naming it), then each places its own files (a rename on a filesystem, an upload to S3) and
-the chief writes the merged metadata and reports once.
+the chief writes the merged metadata and reports once. How the parts' metadata and file lists
+combine is in ``_checkpoint_shards``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from determined.common import errors
 from determined.core import _storage, _util
+from determined.core._checkpoint_shards import _merged, _shard_problem, merge_metadata
 from determined.core._distributed import DistributedContext, DummyDistributedContext
 from determined.core._storage import Backend, CheckpointRecord
 
@@ -497,72 +499,12 @@ class DummyCheckpointContext(CheckpointContext):
         log.info("deleted checkpoint %s", storage_id)
 
 
-def merge_metadata(all_metadata: list[Any]) -> tuple[dict[str, Any], dict[str, list[int]]]:
-    """Merge the workers' metadata dicts: nested dicts merge, other values must agree.
-
-    Returns the merged dict and, for each conflicting key path, the ranks that disagree.
-    """
-    merged: dict[str, Any] = {}
-    owners: dict[str, list[int]] = {}
-    conflicts: dict[str, list[int]] = {}
-
-    absent = object()
-
-    def merge(into: dict[str, Any], new: dict[str, Any], rank: int, prefix: str) -> None:
-        for key, value in new.items():
-            path = f"{prefix}{key}"
-            existing = into.get(key, absent)
-            if isinstance(value, dict) and (existing is absent or isinstance(existing, dict)):
-                owners.setdefault(path, []).append(rank)
-                merge(into.setdefault(key, {}), value, rank, path + "/")
-            elif existing is absent:
-                into[key] = value
-                owners[path] = [rank]
-            elif existing != value:
-                conflicts.setdefault(path, list(owners.get(path, []))).append(rank)
-            else:
-                owners[path].append(rank)
-
-    for rank, metadata in enumerate(all_metadata):
-        merge(merged, metadata or {}, rank, "")
-    return merged, conflicts
-
-
-def _shard_problem(listings: list[Any]) -> str | None:
-    """Why the workers' files cannot form one checkpoint (a worker failed, or files clash)."""
-    failed = [f"rank {r}: {detail}" for r, (state, detail) in enumerate(listings) if state != "ok"]
-    if failed:
-        return "a worker failed while saving its part (" + "; ".join(failed) + ")"
-    writers: dict[str, list[int]] = {}
-    dirs: dict[str, list[int]] = {}
-    for rank, (_, files) in enumerate(listings):
-        for rel in files:
-            writers.setdefault(rel, []).append(rank)
-            parts = rel.split("/")
-            for i in range(1, len(parts)):
-                dirs.setdefault("/".join(parts[:i]), []).append(rank)
-    clashes = [f"{rel} (ranks {ranks})" for rel, ranks in sorted(writers.items()) if len(ranks) > 1]
-    clashes += [
-        f"{rel} (a file of ranks {writers[rel]}, a directory of ranks {sorted(set(ranks))})"
-        for rel, ranks in sorted(dirs.items())
-        if rel in writers
-    ]
-    if clashes:
-        return "more than one worker wrote the same path: " + ", ".join(clashes)
-    return None
-
-
 def same_place(storage: Backend, config: dict[str, Any]) -> bool:
     """Whether a recorded storage ``config`` is ``storage`` (credentials aside)."""
     if config == storage.config:
         return True
     same = getattr(storage, "same_place", None)
     return bool(same(config)) if same is not None else False
-
-
-def _merged(listings: list[Any]) -> dict[str, int]:
-    """Every worker's files (relative path → size) from the sharded listings."""
-    return {rel: size for state, files in listings if state == "ok" for rel, size in files.items()}
 
 
 def _describe(e: BaseException) -> str:
