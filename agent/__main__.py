@@ -61,7 +61,8 @@ async def _daemon(cfg: config.AgentConfig, agent_slots: list[slots.SlotSpec]) ->
     if cfg.runtime != "docker":
         return Daemon(cfg, slots=agent_slots)
     # Imported here: aiohttp costs an agent on the process runtime startup time for nothing.
-    from pydet.agent.docker_runtime import DockerRuntime, DockerUnavailable
+    from pydet.agent.docker_engine import DockerUnavailable
+    from pydet.agent.docker_runtime import DockerRuntime
 
     try:
         runtime = await DockerRuntime.connect(

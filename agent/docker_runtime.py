@@ -9,23 +9,22 @@ the engine's log, line by line, and a container is removed once its exit was rep
 Containers carry the label ``ai.pydet.agent=<agent id>``: an agent that was killed leaves
 them running, and the next agent with that id adopts them (``adopt``), following their
 output from where the last one stopped and reporting their exits. See ``docker_spec`` for
-the container body, ``docker_logs`` for the log stream, ``docker_harness`` for how the
-harness gets into images that do not have it.
+the container body, ``docker_images`` for getting its image, ``docker_logs`` for the log
+stream, ``docker_harness`` for how the harness gets into images that do not have it, and
+``docker_engine`` for reaching the engine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import http.client
 import json
 import logging
 import math
 import os
 import shutil
-import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,14 @@ import aiohttp
 from aiodocker.containers import DockerContainer
 from aiodocker.exceptions import DockerError
 
-from pydet.agent import docker_logs, docker_spec
+from pydet.agent import docker_images, docker_logs, docker_spec
+from pydet.agent.docker_engine import (
+    API_TIMEOUT,
+    LONG_TIMEOUT,
+    DockerUnavailable,
+    docker_host,
+    post_sync,
+)
 from pydet.agent.docker_harness import MODES, host_packages, use_mount
 from pydet.agent.docker_positions import LogPositions
 from pydet.agent.runtime import (
@@ -43,7 +49,6 @@ from pydet.agent.runtime import (
     Exited,
     LogLine,
     Output,
-    Pulling,
     RunningContainer,
     Started,
     StartOrder,
@@ -53,14 +58,10 @@ from pydet.agent.slots import SlotSpec
 log = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = "pydet-task:latest"
-DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 EXIT_NOT_FOUND = 127
 EXIT_START_FAILED = 1
 # After the container exited: how long its log may take to be read to the end.
 _DRAIN_SECONDS = 10.0
-# Ordinary engine calls; pulls, waits and log streams have no overall deadline.
-_API_TIMEOUT = aiohttp.ClientTimeout(total=120, sock_connect=10)
-_LONG_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None)
 # How many times in a row waiting on a container may fail (the engine restarting) before
 # the container counts as lost.
 _WAIT_RETRIES = 10
@@ -76,14 +77,6 @@ def _add_master_cert(body: dict[str, Any], cert_file: str) -> None:
     body["HostConfig"]["Mounts"].append(
         {"Type": "bind", "Source": cert_file, "Target": MASTER_CERT_PATH, "ReadOnly": True}
     )
-
-
-class DockerUnavailable(Exception):
-    """No Docker engine answers; the message says where it looked and what to do."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class _StartFailed(Exception):
@@ -106,12 +99,6 @@ class _Container:
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     watcher: asyncio.Task[None] | None = None
-
-
-def docker_host(environ: Mapping[str, str] | None = None) -> str:
-    """The engine's address: ``$DOCKER_HOST``, else the standard local socket."""
-    env = os.environ if environ is None else environ
-    return env.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
 
 
 class DockerRuntime:
@@ -173,7 +160,7 @@ class DockerRuntime:
         """
         url = url or docker_host()
         try:
-            docker = aiodocker.Docker(url=url, timeout=_API_TIMEOUT)
+            docker = aiodocker.Docker(url=url, timeout=API_TIMEOUT)
         except ValueError as e:
             raise DockerUnavailable(f"DOCKER_HOST={url!r} is not usable: {e}") from None
         try:
@@ -313,7 +300,7 @@ class DockerRuntime:
             if c.exited.is_set():
                 continue
             try:
-                _post_sync(self._url, f"/containers/{c.handle.id}/kill?signal=SIGKILL")
+                post_sync(self._url, f"/containers/{c.handle.id}/kill?signal=SIGKILL")
             except OSError as e:
                 log.warning("could not kill container %s: %s", c.container_id, e)
 
@@ -351,7 +338,10 @@ class DockerRuntime:
                 f"(it has {', '.join(self._slots) or 'no slots'})"
             )
         image = order.spec.image or self._default_image
-        image_labels = await self._ensure_image(image, order, on_event)
+        try:
+            image_labels = await docker_images.ensure_image(self._docker, image, order, on_event)
+        except docker_images.ImageUnavailable as e:
+            raise _StartFailed(e.message) from e
         try:
             harness = host_packages() if use_mount(self._harness, image_labels) else ()
         except RuntimeError as e:
@@ -412,61 +402,6 @@ class DockerRuntime:
                     f"cannot create a container of image {image}: {e.message}"
                 ) from e
         raise AssertionError("unreachable")
-
-    async def _ensure_image(
-        self, image: str, order: StartOrder, on_event: EventSink
-    ) -> dict[str, str]:
-        """The image's labels, after pulling it if asked to or if the engine lacks it (the
-        master is told first: it shows the trial PULLING meanwhile)."""
-
-        def pulling() -> None:
-            on_event(Pulling(order.container_id, order.allocation_id, image, time.time()))
-
-        if order.spec.force_pull:
-            pulling()
-            try:
-                await self._pull(image, order.spec.registry_auth)
-            except _StartFailed as e:
-                raise _StartFailed(f"image {image} could not be pulled: {e.message}") from e
-        try:
-            info = await self._docker.images.inspect(image)
-        except DockerError as e:
-            if e.status != 404:
-                raise _StartFailed(f"cannot inspect image {image}: {e.message}") from e
-            pulling()
-            try:
-                await self._pull(image, order.spec.registry_auth)
-                info = await self._docker.images.inspect(image)
-            except (_StartFailed, DockerError) as e2:
-                detail = e2.message
-                raise _StartFailed(
-                    f"image {image} is not present and could not be pulled: {detail}"
-                ) from e2
-        labels = (info.get("Config") or {}).get("Labels") or {}
-        return {str(k): str(v) for k, v in labels.items()}
-
-    async def _pull(self, image: str, registry_auth: str) -> None:
-        try:
-            auth = docker_spec.registry_auth_header(registry_auth)
-        except ValueError as e:
-            raise _StartFailed(f"registry_auth is not usable: {e}") from e
-        name, tag = docker_spec.split_image(image)
-        params = {"fromImage": name, **({"tag": tag} if tag else {})}
-        headers = {"X-Registry-Auth": auth} if auth else None
-        log.info("pulling image %s", image)
-        try:
-            async with self._docker._query(
-                "images/create", "POST", params=params, headers=headers, timeout=_LONG_TIMEOUT
-            ) as resp:
-                async for raw in resp.content:
-                    with contextlib.suppress(ValueError):
-                        item = json.loads(raw)
-                        if isinstance(item, dict) and item.get("error"):
-                            raise _StartFailed(str(item["error"]))
-        except DockerError as e:
-            raise _StartFailed(e.message) from e
-        except aiohttp.ClientError as e:
-            raise _StartFailed(f"the engine stopped answering: {e}") from e
 
     # -- watching -----------------------------------------------------------------------------
 
@@ -532,7 +467,7 @@ class DockerRuntime:
         failures = 0
         while True:
             try:
-                result = await c.handle.wait(timeout=_LONG_TIMEOUT)
+                result = await c.handle.wait(timeout=LONG_TIMEOUT)
                 code = int(result.get("StatusCode", EXIT_START_FAILED))
                 return code if code >= 0 else EXIT_START_FAILED
             except (DockerError, aiohttp.ClientError) as e:
@@ -595,30 +530,3 @@ def _fresh_directory(path: Path) -> None:
 
 def _report_failure(order: StartOrder, on_event: EventSink, message: str, code: int) -> None:
     on_event(Exited(order.container_id, order.allocation_id, code, message, time.time()))
-
-
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(self._path)
-        self.sock = sock
-
-
-def _post_sync(url: str, path: str, timeout: float = 3.0) -> None:
-    """One blocking POST to the engine, for when there is no event loop left to use."""
-    conn: http.client.HTTPConnection
-    if url.startswith("unix://"):
-        conn = _UnixConnection(url.removeprefix("unix://"), timeout)
-    else:
-        host = url.split("://", 1)[-1].rstrip("/")
-        conn = http.client.HTTPConnection(host, timeout=timeout)
-    try:
-        conn.request("POST", path)
-        conn.getresponse().read()
-    finally:
-        conn.close()
