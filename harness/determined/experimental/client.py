@@ -21,10 +21,10 @@ to do.
 
 from __future__ import annotations
 
-import os
-import pathlib
-from collections.abc import Iterable, Sequence
-from typing import Any
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Concatenate, ParamSpec, TypeVar
 
 from determined.common.experimental._session import MasterSession as Session
 from determined.common.experimental.checkpoint import (
@@ -81,6 +81,8 @@ __all__ = [
 ]
 
 _determined: Determined | None = None
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 def _default() -> Determined:
@@ -132,45 +134,37 @@ def logout() -> None:
     _determined = None
 
 
-def create_experiment(
-    config: str | pathlib.Path | dict[str, Any],
-    model_dir: str | os.PathLike[str] | None = None,
-    includes: Iterable[str | os.PathLike[str]] | None = None,
-    parent_id: int | None = None,
-    project_id: int | None = None,
-    template: str | None = None,
-) -> Experiment:
-    """Create an experiment (``Determined.create_experiment``)."""
-    return _default().create_experiment(
-        config, model_dir, includes, parent_id, project_id, template
+def _on_default(method: Callable[Concatenate[Determined, _P], _R], doc: str) -> Callable[_P, _R]:
+    """The module function of ``method``'s name: ``method`` called on the default
+    ``Determined`` object, with the method's parameters (less ``self``) and ``doc``."""
+
+    # wraps keeps the method's name and annotations (__wrapped__ resolves them); the
+    # function is this module's, with its own docstring and no ``self``.
+    @functools.wraps(method)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return method(_default(), *args, **kwargs)
+
+    signature = inspect.signature(method)
+    call.__signature__ = signature.replace(  # type: ignore[attr-defined]  # for help()
+        parameters=list(signature.parameters.values())[1:]
     )
+    call.__qualname__ = call.__name__
+    call.__module__ = __name__
+    call.__doc__ = doc
+    return call
 
 
-def get_experiment(experiment_id: int) -> Experiment:
-    """The experiment with this id (``Determined.get_experiment``)."""
-    return _default().get_experiment(experiment_id)
-
-
-def list_experiments(
-    experiment_ids: Sequence[int] | None = None,
-    labels: Sequence[str] | None = None,
-    users: Sequence[str] | None = None,
-    states: Sequence[ExperimentState] | None = None,
-    name: str | None = None,
-    project_id: int | None = None,
-    archived: bool | None = None,
-) -> list[Experiment]:
-    """Experiments matching every filter given (``Determined.list_experiments``)."""
-    return _default().list_experiments(
-        experiment_ids, labels, users, states, name, project_id, archived
-    )
-
-
-def get_trial(trial_id: int) -> Trial:
-    """The trial with this id (``Determined.get_trial``)."""
-    return _default().get_trial(trial_id)
-
-
-def get_checkpoint(uuid: str) -> Checkpoint:
-    """The checkpoint with this UUID (``Determined.get_checkpoint``)."""
-    return _default().get_checkpoint(uuid)
+create_experiment = _on_default(
+    Determined.create_experiment, "Create an experiment (``Determined.create_experiment``)."
+)
+get_experiment = _on_default(
+    Determined.get_experiment, "The experiment with this id (``Determined.get_experiment``)."
+)
+list_experiments = _on_default(
+    Determined.list_experiments,
+    "Experiments matching every filter given (``Determined.list_experiments``).",
+)
+get_trial = _on_default(Determined.get_trial, "The trial with this id (``Determined.get_trial``).")
+get_checkpoint = _on_default(
+    Determined.get_checkpoint, "The checkpoint with this UUID (``Determined.get_checkpoint``)."
+)
