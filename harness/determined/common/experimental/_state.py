@@ -1,28 +1,31 @@
-"""The lifecycle state of experiments and trials, as the SDK returns it."""
+"""The lifecycle state of experiments and trials, as the SDK returns it.
+
+``ExperimentState`` is the master's ``v1.State``, made from the generated tables
+(``v1_schema``): the same names, without the proto's ``STATE_`` prefix, and the same
+numbers, so the ``.proto`` file is their only source. The tables, not ``v1`` itself: the SDK
+loads ``v1`` only for its first call (a few hundred milliseconds), and an import of the SDK
+stays without it. It is a plain ``enum.Enum``, as in Determined; mypy reads it as
+``v1.State``, which has the same members.
+"""
 
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
+from determined.api.gen import v1_schema
 
-class ExperimentState(enum.Enum):
-    """An experiment's or a trial's state (Determined's names and numbers, those of the
-    master's ``v1.State``)."""
+if TYPE_CHECKING:
+    from determined.api.gen import v1
 
-    UNSPECIFIED = 0
-    ACTIVE = 1
-    PAUSED = 2
-    STOPPING_COMPLETED = 3
-    STOPPING_CANCELED = 4
-    STOPPING_ERROR = 5
-    COMPLETED = 6
-    CANCELED = 7
-    ERROR = 8
-    DELETED = 9
-    DELETING = 10
-    DELETE_FAILED = 11
-    STOPPING_KILLED = 12
-    QUEUED = 13
-    PULLING = 14
-    STARTING = 15
-    RUNNING = 16
+    ExperimentState = v1.State
+else:
+    ExperimentState = enum.Enum(
+        "ExperimentState",
+        [(name.removeprefix("STATE_"), number) for name, number in v1_schema.ENUMS["State"]],
+        module=__name__,
+    )
+    ExperimentState.__doc__ = (
+        "An experiment's or a trial's state (Determined's names and numbers, those of the\n"
+        "    master's ``v1.State``)."
+    )
