@@ -29,18 +29,23 @@ def two_agents(tmp_path: pathlib.Path) -> Iterator[Cluster]:
     yield from cluster_fixture(tmp_path, agents=2)
 
 
-def _run(c: Cluster, tmp_path: pathlib.Path, line: str, policies: str, restarts: int = 2) -> int:
-    cfg, ctx = make_context(
-        tmp_path,
-        SCRIPT,
-        f"""
-        entrypoint: ["python3", "train.py", {json.dumps(line)}]
-        searcher: {{name: single, metric: x, max_length: 1}}
-        max_restarts: {restarts}
-        log_policies:
-        {policies}
-        """,
+def _config(
+    log_policies: str, *, entrypoint: str = "python3 train.py", restarts: int | None = None
+) -> str:
+    """The tests' experiment config: one trial of ``entrypoint`` with these log policies (a
+    YAML list) and, when given, ``max_restarts``."""
+    restarts_line = "" if restarts is None else f"max_restarts: {restarts}\n"
+    return (
+        f"entrypoint: {entrypoint}\n"
+        "searcher: {name: single, metric: x, max_length: 1}\n"
+        f"{restarts_line}log_policies: {log_policies}\n"
     )
+
+
+def _run(c: Cluster, tmp_path: pathlib.Path, line: str, policies: str, restarts: int = 2) -> int:
+    entrypoint = f'["python3", "train.py", {json.dumps(line)}]'
+    config = _config(policies, entrypoint=entrypoint, restarts=restarts)
+    cfg, ctx = make_context(tmp_path, SCRIPT, config)
     return c.create(cfg, ctx)
 
 
@@ -51,7 +56,7 @@ def test_a_matching_line_labels_the_trial_with_its_signal(
         two_agents,
         tmp_path,
         "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB",
-        "  - {name: OOM, pattern: 'CUDA out of memory', actions: [{signal: gpu_oom}]}",
+        "[{name: OOM, pattern: 'CUDA out of memory', actions: [{signal: gpu_oom}]}]",
     )
     assert two_agents.wait_state(exp_id, "COMPLETED", "ERROR") == "COMPLETED"
     (trial,) = two_agents.trials(exp_id)
@@ -68,7 +73,7 @@ def test_cancel_retries_makes_a_matching_failure_final(
         two_agents,
         tmp_path,
         "fatal: corrupt shard 17",
-        "  - {pattern: 'corrupt shard [0-9]+', actions: [cancel_retries]}",
+        "[{pattern: 'corrupt shard [0-9]+', actions: [cancel_retries]}]",
     )
     assert two_agents.wait_state(exp_id, "COMPLETED", "ERROR") == "ERROR"
     (trial,) = two_agents.trials(exp_id)
@@ -85,7 +90,7 @@ def test_exclude_node_restarts_the_trial_on_another_agent(
         two_agents,
         tmp_path,
         "NCCL error: unhandled system error on this node",
-        "  - {name: bad node, pattern: '^NCCL error', actions: [exclude_node]}",
+        "[{name: bad node, pattern: '^NCCL error', actions: [exclude_node]}]",
     )
     assert two_agents.wait_state(exp_id, "COMPLETED", "ERROR") == "COMPLETED"
     (trial,) = two_agents.trials(exp_id)
@@ -103,11 +108,7 @@ def test_a_pattern_re2_cannot_run_is_refused_with_its_field(
     cfg, ctx = make_context(
         tmp_path,
         "print('hi')",
-        """
-        entrypoint: python3 train.py
-        searcher: {name: single, metric: x, max_length: 1}
-        log_policies: [{pattern: 'loss=nan(?= at step)', actions: [cancel_retries]}]
-        """,
+        _config("[{pattern: 'loss=nan(?= at step)', actions: [cancel_retries]}]"),
     )
     out = two_agents.det("experiment", "create", str(cfg), str(ctx), check=False)
     assert out.returncode == 1, out
@@ -131,12 +132,7 @@ def test_canceled_retries_survive_a_master_restart_during_the_run(
             time.sleep(0.1)
         raise SystemExit(1)
         """,
-        """
-        entrypoint: python3 train.py
-        searcher: {name: single, metric: x, max_length: 1}
-        max_restarts: 2
-        log_policies: [{pattern: 'corrupt shard', actions: [cancel_retries]}]
-        """,
+        _config("[{pattern: 'corrupt shard', actions: [cancel_retries]}]", restarts=2),
     )
     exp_id = two_agents.create(cfg, ctx)
     trial_id = wait_until(lambda: two_agents.trials(exp_id), 30, "a trial")[0]["id"]
