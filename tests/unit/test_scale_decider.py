@@ -1,4 +1,4 @@
-"""The scale decider of elastic pools and the demand count, rule by rule."""
+"""The scale decider of elastic pools, rule by rule, and pools driven by it through time."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from determined.common import errors
 from pydet.master.provisioner import decider
@@ -24,6 +26,7 @@ from pydet.master.provisioner.decider import (
     next_deadline,
 )
 from pydet.master.provisioner.demand import instances_wanted
+from tests.unit.scale_sim import Faults, ScaleSim, Work
 
 S = InstanceState
 POOL = Settings(
@@ -331,3 +334,101 @@ def test_instances_wanted(pending: list[int], free: list[int], wanted: int) -> N
 def test_instances_wanted_needs_an_instance_to_bring_a_slot() -> None:
     with pytest.raises(errors.InvalidArgument, match="slots_per_instance 0"):
         instances_wanted([1], [], 0)
+
+
+# -- pools through time ---------------------------------------------------------------------------
+
+
+def test_a_growing_queue_grows_the_pool_to_max_instances_and_no_further() -> None:
+    work = [(0.0, [Work(4, 1000.0)] * 2), (100.0, [Work(4, 1000.0)] * 10)]
+    sim = ScaleSim(pool(max_instances=5), work).run(until=500.0)
+    assert [t for t, _ in sim.launches] == [0.0, 0.0, 100.0, 100.0, 100.0]
+    assert max(s.live_after for s in sim.steps) == 5
+    assert sim.terminations == []
+    assert len(sim.queue) == 7  # waits; the pool does not grow past its maximum
+
+
+def test_instances_idle_after_their_work_end_exactly_when_the_period_runs_out() -> None:
+    work = [(0.0, [Work(4, 100.0), Work(4, 200.0), Work(4, 300.0)])]
+    sim = ScaleSim(pool(min_instances=1, max_instances=5), work).run(until=2000.0)
+    done = sorted(t for t, _ in sim.finished)
+    assert done == [140.0, 240.0, 340.0]  # placed at 40: booted at 30, connected at 40
+    # Each instance goes when its own idle period runs out, not a tick later; the last
+    # stays for the minimum.
+    assert [t for t, _ in sim.terminated(Reason.IDLE)] == [200.0, 300.0]
+    assert len(sim.live()) == 1
+    assert min(s.live_after for s in sim.steps) == 1
+
+
+def test_an_instance_whose_agent_never_connects_is_replaced_while_work_waits() -> None:
+    sim = ScaleSim(
+        pool(max_instances=3), [(0.0, [Work(4, 50.0)])], faults=Faults(never_connect=frozenset({0}))
+    ).run(until=1000.0)
+    assert sim.terminations[0] == (120.0, "i000", Reason.AGENT_NEVER_CONNECTED)
+    assert sim.launches[:2] == [(0.0, "i000"), (120.0, "i001")]
+    assert [t for t, _ in sim.finished] == [210.0]  # on i001, connected at 160
+
+
+def test_a_vanished_agent_is_replaced_at_once_and_its_instance_ended_after_the_period() -> None:
+    sim = ScaleSim(
+        pool(max_instances=3, max_disconnect_period=300.0),
+        [(0.0, [Work(4, 500.0)])],
+        faults=Faults(vanish_after={0: 100.0}),
+    ).run(until=2000.0)
+    assert sim.launches[:2] == [(0.0, "i000"), (140.0, "i001")]  # its work is back in line
+    assert (440.0, "i000", Reason.AGENT_DISCONNECTED) in sim.terminations
+    assert [t for t, _ in sim.finished] == [680.0]  # restarted on i001 at 180
+
+
+def test_a_provider_that_never_boots_causes_no_launch_storm() -> None:
+    sim = ScaleSim(
+        pool(max_instances=5), [(0.0, [Work(4, 100.0)] * 3)], faults=Faults(never_boot=True)
+    ).run(until=1200.0)
+    # Three at a time (what the work needs), each batch given up after its starting period.
+    assert len(sim.launches) == 3 * 11
+    assert {t for t, _ in sim.launches} == {120.0 * n for n in range(11)}
+    assert max(s.live_after for s in sim.steps) == 3
+    for s in sim.steps:
+        starting = s.live_after - s.decision.launch  # all of them, none ever boots
+        assert s.decision.launch <= max(0, s.wanted - starting)
+
+
+def test_min_instances_are_kept_up_with_no_work() -> None:
+    sim = ScaleSim(pool(min_instances=2, max_instances=5)).run(until=10_000.0)
+    assert sim.launches == [(0.0, "i000"), (0.0, "i001")]
+    assert sim.terminations == []
+
+
+WORK = st.builds(Work, st.integers(0, 9), st.integers(1, 400).map(float))
+DEMAND = st.lists(
+    st.tuples(st.integers(0, 150).map(lambda t: t * 10.0), st.lists(WORK, max_size=4)),
+    max_size=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    demand_in=DEMAND,
+    min_instances=st.integers(0, 3),
+    extra=st.integers(0, 4),
+    never_connect=st.frozensets(st.integers(0, 12), max_size=3),
+    vanish=st.dictionaries(st.integers(0, 12), st.integers(1, 300).map(float), max_size=2),
+)
+def test_any_demand_keeps_the_pool_between_its_minimum_and_maximum(
+    demand_in: list[tuple[float, list[Work]]],
+    min_instances: int,
+    extra: int,
+    never_connect: frozenset[int],
+    vanish: dict[int, float],
+) -> None:
+    settings = pool(min_instances=min_instances, max_instances=min_instances + extra)
+    faults = Faults(never_connect=never_connect, vanish_after=vanish)
+    sim = ScaleSim(settings, demand_in, faults=faults).run(until=2500.0)
+    for step in sim.steps:
+        assert settings.min_instances <= step.live_after <= settings.max_instances
+        shrinking = [
+            t for t in step.decision.terminate if t.reason in (Reason.IDLE, Reason.OVER_MAXIMUM)
+        ]
+        if shrinking:
+            ended = sum(t.reason is not Reason.STOPPED for t in step.decision.terminate)
+            assert step.live_before - ended >= settings.min_instances
