@@ -11,6 +11,8 @@ from typing import Any
 import yaml
 
 from determined.common import errors
+from pydet.master.provisioner import settings as provider_settings
+from pydet.master.provisioner.settings import ProviderSettings
 from pydet.master.slurm.sbatch import (
     SbatchError,
     SlurmPoolConfig,
@@ -56,6 +58,9 @@ class PoolConfig:
     preemption: bool = False
     # type: slurm pools run each allocation as one Slurm batch job (master/slurm/pool.py).
     slurm: SlurmPoolConfig | None = None
+    # Elastic pools: the master launches and terminates the pool's instances
+    # (master/provisioner/).
+    provider: ProviderSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +153,11 @@ def _pools(raw: Any) -> tuple[PoolConfig, ...]:
         pool_type = item.get("type", "agent")
         if pool_type not in ("agent", "slurm"):
             raise _fail(f"resource_pools[{i}].type: expected agent or slurm, not {pool_type!r}")
+        if pool_type == "agent":
+            unknown = sorted(set(item) - _POOL_KEYS - {"provider"})
+            if unknown:
+                known = ", ".join(sorted(_POOL_KEYS | {"provider"}))
+                raise _fail(f"resource_pools[{i}].{unknown[0]}: unknown key (known: {known})")
         pools.append(
             PoolConfig(
                 name=item["pool_name"],
@@ -156,12 +166,24 @@ def _pools(raw: Any) -> tuple[PoolConfig, ...]:
                 fitting_policy=str(sched.get("fitting_policy", "best")),
                 preemption=bool(sched.get("preemption", False)),
                 slurm=_slurm_pool(item, f"resource_pools[{i}]") if pool_type == "slurm" else None,
+                provider=_provider(item.get("provider"), f"resource_pools[{i}].provider"),
             )
         )
     return tuple(pools)
 
 
 _POOL_KEYS = {"pool_name", "description", "scheduler", "type"}
+
+
+def _provider(raw: Any, where: str) -> ProviderSettings | None:
+    if raw is None:
+        return None
+    try:
+        return provider_settings.parse(raw, where)
+    except provider_settings.ProviderConfigError as e:
+        raise _fail(str(e)) from None
+
+
 _SLURM_KEYS = {
     "partition",
     "slots_per_node",
