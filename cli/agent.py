@@ -33,11 +33,15 @@ def add_parser(nouns: Subparsers) -> None:
     p.set_defaults(func=list_slots)
 
 
-def _agents(master: str | None) -> list[v1.Agent]:
-    async def body(s: client.Session) -> list[v1.Agent]:
-        return list((await s.call(s.stub.get_agents(v1.GetAgentsRequest()))).agents)
+def _cluster(master: str | None) -> v1.GetAgentsResponse:
+    async def body(s: client.Session) -> v1.GetAgentsResponse:
+        return await s.call(s.stub.get_agents(v1.GetAgentsRequest()))
 
     return rpc.run(master, body)
+
+
+def _agents(master: str | None) -> list[v1.Agent]:
+    return list(_cluster(master).agents)
 
 
 AGENT_HEADERS = ("Agent ID", "Address", "Pool", "Slots", "Runtime", "Connected", "Enabled")
@@ -63,14 +67,43 @@ def slot_rows(a: v1.Agent) -> list[list[Any]]:
     return [[a.id, s.id, s.type, s.device, s.enabled, s.allocation_id or "FREE"] for s in a.slots]
 
 
+INSTANCE_HEADERS = ("Instance ID", "Pool", "State", "Agent ID", "Launched", "Idle Since")
+
+
+def instance_row(i: v1.Instance) -> list[Any]:
+    return [
+        i.id,
+        i.resource_pool,
+        i.state,
+        i.agent_id,
+        render.local_time(i.launched_at) if i.launched_at else "",
+        render.local_time(i.idle_since) if i.idle_since else "",
+    ]
+
+
 def list_agents(args: argparse.Namespace) -> int:
-    agents = _agents(args.master)
+    cluster = _cluster(args.master)
+    agents = list(cluster.agents)
     as_json = [render.message_dict(a) for a in agents]
     listing.show(args, AGENT_HEADERS, [agent_row(a) for a in agents], as_json)
-    if not (args.json or args.csv):
-        for a in agents:
-            for problem in a.problems:
-                print(f"agent {a.id}: {problem}")
+    if args.json or args.csv:
+        return 0
+    for a in agents:
+        for problem in a.problems:
+            print(f"agent {a.id}: {problem}")
+    # Elastic pools (resource_pools[].provider): their instances beside the agents.
+    for p in cluster.provisioners:
+        instances = [i for i in cluster.instances if i.resource_pool == p.resource_pool]
+        print(
+            f"\npool {p.resource_pool}: {len(instances)} instance(s) from its {p.provider} "
+            f"provider (min {p.min_instances}, max {p.max_instances})"
+        )
+        if instances:
+            print(render.table(INSTANCE_HEADERS, [instance_row(i) for i in instances]))
+        if p.last_decision:
+            print(f"last decision: {p.last_decision}")
+        if p.error:
+            print(f"error: {p.error}")
     return 0
 
 

@@ -173,7 +173,7 @@ class DeterminedServicer(v1.DeterminedBase):
         return v1.GetTrialMetricsResponse(reports=await self.s.get_trial_metrics(message))
 
     async def get_agents(self, message: v1.GetAgentsRequest) -> v1.GetAgentsResponse:
-        return v1.GetAgentsResponse(agents=self.s.get_agents())
+        return self.s.get_agents()
 
     async def enable_agent(self, message: v1.AgentActionRequest) -> v1.AgentActionResponse:
         agent = await self.s.set_agent_enabled(message.agent_id, enabled=True, drain=False)

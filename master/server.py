@@ -33,6 +33,7 @@ from pydet.master.jobs.queue import Jobs
 from pydet.master.listener import Limits, Listener, bind, raise_fd_limit, server_tls_context
 from pydet.master.logs import retention as log_retention
 from pydet.master.logs.log_store import LogStore
+from pydet.master.provisioner.pools import ElasticPools
 from pydet.master.service import Service
 from pydet.master.slurm.pool import SlurmPool
 from pydet.master.store.db import Database
@@ -139,6 +140,17 @@ class Master:
         ]
         for pool in slurm_pools:
             await pool.register()
+        agent_token = auth.load_or_create_agent_token(self.cfg.agent_token_path)
+        tls = self.cfg.security.tls
+        elastic = ElasticPools.build(
+            [(p.name, p.provider) for p in self.cfg.resource_pools if p.provider is not None],
+            agents=agents,
+            tasks=task_list,
+            cluster_id=cluster_id,
+            master_url=self.cfg.address_for_tasks(),
+            agent_token=agent_token,
+            master_cert=tls.cert if tls is not None else None,
+        )
         reports = Reports(self.db, live, events)
         signing_key = self.cfg.webhook_signing_key or auth.load_or_create_signing_key(
             self.cfg.webhook_signing_key_path
@@ -172,11 +184,12 @@ class Master:
             webhooks=hooks,
             templates=Templates(self.db),
             tensorboards=tensorboards,
+            elastic=elastic,
         )
         authenticator = auth.Authenticator(
             self.db,
             tasks=LiveTaskTokens(task_list, live),
-            agent_token=auth.load_or_create_agent_token(self.cfg.agent_token_path),
+            agent_token=agent_token,
             session_lifetime=self.cfg.security.session_lifetime,
         )
         await authenticator.bootstrap(self.cfg.data_dir)
@@ -235,7 +248,9 @@ class Master:
                 delivering = tg.create_task(hooks.run())
                 retaining = tg.create_task(log_retention.run(self.db, self.cfg.log_retention_days))
                 bridges = [tg.create_task(pool.run()) for pool in slurm_pools]
+                provisioning = tg.create_task(elastic.run())
                 await self._stopping.wait()
+                provisioning.cancel()
                 scheduling.cancel()
                 delivering.cancel()
                 retaining.cancel()

@@ -25,6 +25,7 @@ from pydet.master.experiments.reports import Reports
 from pydet.master.experiments.templates import Templates
 from pydet.master.jobs.queue import Jobs
 from pydet.master.logs.log_store import LogStore
+from pydet.master.provisioner.pools import ElasticPools
 from pydet.master.search import preview
 from pydet.master.states import State
 from pydet.master.store.db import Database
@@ -66,7 +67,9 @@ class Service:
         webhooks: Webhooks,
         templates: Templates,
         tensorboards: Tensorboards,
+        elastic: ElasticPools | None = None,
     ) -> None:
+        self.elastic = elastic or ElasticPools()
         self.templates = templates
         self.webhooks = webhooks
         self.tensorboards = tensorboards
@@ -334,8 +337,13 @@ class Service:
 
     # -- agents and allocations ------------------------------------------------------------------
 
-    def get_agents(self) -> list[v1.Agent]:
-        return [a.to_proto() for a in sorted(self.agents.agents.values(), key=lambda a: a.id)]
+    def get_agents(self) -> v1.GetAgentsResponse:
+        """Every agent, and the elastic pools' instances and provisioning beside them."""
+        return v1.GetAgentsResponse(
+            agents=[a.to_proto() for a in sorted(self.agents.agents.values(), key=lambda a: a.id)],
+            instances=self.elastic.instances(),
+            provisioners=self.elastic.summaries(),
+        )
 
     async def allgather(self, req: v1.AllGatherRequest) -> list[bytes]:
         alloc = self.tasks.get(req.allocation_id)

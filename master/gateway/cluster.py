@@ -43,7 +43,7 @@ def job_update(raw: Any, index: int) -> v1.JobUpdate:
 
 def routes(service: Service) -> list[Route]:
     async def agents(request: Request) -> Response:
-        return codec.message(v1.GetAgentsResponse(agents=service.get_agents()))
+        return codec.message(service.get_agents())
 
     async def resource_pools(request: Request) -> Response:
         return codec.message(v1.GetResourcePoolsResponse(pools=service.get_resource_pools()))

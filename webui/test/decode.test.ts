@@ -177,6 +177,15 @@ describe("API decoders", () => {
     expect(agents[0]?.problems).toEqual([]);
     const wrong = t.agentList({ agents: [{ ...agentJson, problems: ["its clock is 90 s ahead of the master's"] }] });
     expect(wrong[0]?.problems).toEqual(["its clock is 90 s ahead of the master's"]);
+    // Elastic pools: their instances and provisioning beside the agents; none without them.
+    expect(t.cluster({ agents: [agentJson] })).toMatchObject({ instances: [], provisioners: [] });
+    const elastic = t.cluster({
+      agents: [],
+      instances: [{ id: "i-1", resource_pool: "gpu", state: "idle", launched_at: 5, agent_id: "gpu-1", idle_since: 9 }],
+      provisioners: [{ resource_pool: "gpu", provider: "aws", min_instances: 0, max_instances: 4, error: "cannot launch", last_decision: "" }],
+    });
+    expect(elastic.instances[0]?.idle_since).toBe(9);
+    expect(elastic.provisioners[0]?.error).toBe("cannot launch");
   });
 
   it("decodes live events, tolerating fields the master leaves out", () => {

@@ -139,7 +139,7 @@ export const api = {
   trialLogs: (id: number, q: LogQuery) =>
     call("GET", `/api/v1/trials/${id}/logs${queryString({ ...q })}`, t.taskLogs),
   killTrial: (id: number) => call("POST", `/api/v1/trials/${id}/kill`, ignore),
-  agents: () => call("GET", "/api/v1/agents", t.agentList),
+  agents: () => call("GET", "/api/v1/agents", t.cluster),
   resourcePools: () => call("GET", "/api/v1/resource-pools", t.resourcePoolList),
   jobs: (pool: string) => call("GET", `/api/v1/jobs${queryString({ resource_pool: pool })}`, t.jobList),
   updateJobs: (updates: t.JobUpdate[]) => call("POST", "/api/v1/jobs/update", ignore, updates),

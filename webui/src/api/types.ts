@@ -333,6 +333,52 @@ export const agent: Decoder<Agent> = object<Agent>({
 });
 export const agentList: Decoder<Agent[]> = map(object({ agents: array(agent) }), (r) => r.agents);
 
+// An instance an elastic pool's provisioner launched (resource_pools[].provider).
+export interface Instance {
+  id: string;
+  resource_pool: string;
+  // launching, starting agent, running, idle, terminating or stopped
+  state: string;
+  launched_at: number;
+  agent_id: string;
+  idle_since: number; // 0 while busy or not connected
+}
+export const instance: Decoder<Instance> = object<Instance>({
+  id: str,
+  resource_pool: optional(str, ""),
+  state: optional(str, ""),
+  launched_at: optional(num, 0),
+  agent_id: optional(str, ""),
+  idle_since: optional(num, 0),
+});
+export interface Provisioner {
+  resource_pool: string;
+  provider: string;
+  min_instances: number;
+  max_instances: number;
+  error: string; // the provider's last error while it keeps failing
+  last_decision: string;
+}
+export const provisioner: Decoder<Provisioner> = object<Provisioner>({
+  resource_pool: str,
+  provider: optional(str, ""),
+  min_instances: optional(int, 0),
+  max_instances: optional(int, 0),
+  error: optional(str, ""),
+  last_decision: optional(str, ""),
+});
+// GET /api/v1/agents: the agents, and the elastic pools' instances and provisioning.
+export interface Cluster {
+  agents: Agent[];
+  instances: Instance[];
+  provisioners: Provisioner[];
+}
+export const cluster: Decoder<Cluster> = object<Cluster>({
+  agents: array(agent),
+  instances: optional(array(instance), []),
+  provisioners: optional(array(provisioner), []),
+});
+
 export interface ResourcePool {
   name: string;
   description: string;

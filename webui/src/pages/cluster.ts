@@ -1,13 +1,33 @@
-// Cluster: agents with their slots, and the resource pools.
+// Cluster: agents with their slots, the elastic pools' instances, and the resource pools.
 
 import { api, errorMessage } from "../api/client";
-import type { Agent, ResourcePool } from "../api/types";
+import type { Agent, Instance, Provisioner, ResourcePool } from "../api/types";
 import type { Page } from "../router";
 import { h, replace } from "../ui/dom";
 import { time } from "../ui/format";
 import { coalesce, Notice, section, Table } from "../ui/widgets";
 
 const POLL_MS = 3000;
+
+const INSTANCE_BADGE: Record<string, string> = {
+  running: "state-active",
+  idle: "state-completed",
+  launching: "state-queued",
+  "starting agent": "state-queued",
+  terminating: "state-canceled",
+  stopped: "state-error",
+};
+
+// One line per elastic pool: its provider, its bounds, its last decision and any error.
+function provisionerLine(p: Provisioner): HTMLElement {
+  return h(
+    "p",
+    { class: "muted" },
+    `Pool ${p.resource_pool}: ${p.provider} provider, ${p.min_instances} to ${p.max_instances} instances.`,
+    p.last_decision ? ` Last decision: ${p.last_decision}.` : "",
+    p.error ? h("span", { class: "badge state-error" }, ` ${p.error}`) : "",
+  );
+}
 
 function used(a: Agent): number {
   return a.slots.filter((s) => s.allocation_id !== "").length;
@@ -44,6 +64,23 @@ export const clusterPage: Page = (root) => {
     ],
     { empty: "No agents are connected. Start one with det-agent or det deploy local cluster-up.", rowKey: (a) => a.id },
   );
+  const instances = new Table<Instance>(
+    [
+      { title: "Instance", cell: (i) => i.id },
+      { title: "Pool", cell: (i) => i.resource_pool },
+      {
+        title: "State",
+        cell: (i) => h("span", { class: `badge ${INSTANCE_BADGE[i.state] ?? "state-paused"}` }, i.state),
+      },
+      { title: "Agent", cell: (i) => i.agent_id },
+      { title: "Launched", cell: (i) => time(i.launched_at) },
+      { title: "Idle since", cell: (i) => (i.idle_since ? time(i.idle_since) : "–") },
+    ],
+    { empty: "No instances: the elastic pools launch them when work is queued.", rowKey: (i) => i.id },
+  );
+  const provisioning = h("div", { class: "provisioners" });
+  const instanceSection = section("Instances", provisioning, h("div", { class: "table-wrap" }, instances.el));
+  instanceSection.hidden = true;
   const poolNotice = new Notice();
   const pools = new Table<ResourcePool>(
     [
@@ -64,6 +101,7 @@ export const clusterPage: Page = (root) => {
     notice.el,
     totals,
     section("Agents", h("div", { class: "table-wrap" }, agents.el)),
+    instanceSection,
     section("Resource pools", poolNotice.el, h("div", { class: "table-wrap" }, pools.el)),
   );
 
@@ -72,7 +110,11 @@ export const clusterPage: Page = (root) => {
   const load = coalesce(async () => {
     if (first) notice.loading("Loading the cluster…");
     try {
-      const list = await api.agents();
+      const cluster = await api.agents();
+      const list = cluster.agents;
+      instanceSection.hidden = cluster.provisioners.length === 0;
+      replace(provisioning, ...cluster.provisioners.map(provisionerLine));
+      instances.update(cluster.instances);
       const slots = list.flatMap((a) => a.slots);
       const busy = slots.filter((s) => s.allocation_id !== "").length;
       replace(

@@ -93,6 +93,7 @@ __all__ = (
     "GetWebhooksRequest",
     "GetWebhooksResponse",
     "ImportedTrial",
+    "Instance",
     "Job",
     "JobUpdate",
     "KillContainer",
@@ -131,6 +132,7 @@ __all__ = (
     "PreemptionSignalResponse",
     "PreviewSearchRequest",
     "PreviewSearchResponse",
+    "ProvisionerStatus",
     "PutTemplateRequest",
     "PutTemplateResponse",
     "ReportCheckpointRequest",
@@ -1222,6 +1224,12 @@ default_message_pool.register_message("v1", "GetAgentsRequest", GetAgentsRequest
 class GetAgentsResponse(betterproto2.Message):
     agents: "list[Agent]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
 
+    instances: "list[Instance]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
+
+    provisioners: "list[ProvisionerStatus]" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
 
 default_message_pool.register_message("v1", "GetAgentsResponse", GetAgentsResponse)
 
@@ -1719,6 +1727,37 @@ class ImportedTrial(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "ImportedTrial", ImportedTrial)
+
+
+@dataclass(eq=False, repr=False)
+class Instance(betterproto2.Message):
+    """
+    An instance that an elastic pool's provisioner launched (resource_pools[].provider).
+    """
+
+    id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    resource_pool: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    state: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    launching, starting agent, running, idle, terminating or stopped.
+    """
+
+    launched_at: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+
+    agent_id: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+    """
+    The agent the instance runs; it registers with this id.
+    """
+
+    idle_since: "float" = betterproto2.field(6, betterproto2.TYPE_DOUBLE)
+    """
+    Since when its agent has been idle (0 while it runs work or is not connected).
+    """
+
+
+default_message_pool.register_message("v1", "Instance", Instance)
 
 
 @dataclass(eq=False, repr=False)
@@ -2232,6 +2271,37 @@ class PreviewSearchResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "PreviewSearchResponse", PreviewSearchResponse)
+
+
+@dataclass(eq=False, repr=False)
+class ProvisionerStatus(betterproto2.Message):
+    """
+    An elastic pool's provisioning, as `det agent list` shows it.
+    """
+
+    resource_pool: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    provider: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    aws or command.
+    """
+
+    min_instances: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+
+    max_instances: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+
+    error: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+    """
+    The provider's last error while it keeps failing (launches back off); empty when fine.
+    """
+
+    last_decision: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    """
+    The last launch or termination decided, with its reason.
+    """
+
+
+default_message_pool.register_message("v1", "ProvisionerStatus", ProvisionerStatus)
 
 
 @dataclass(eq=False, repr=False)

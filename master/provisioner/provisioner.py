@@ -1,0 +1,314 @@
+"""One elastic pool's provisioner: it looks at the pool's queue, its agents and its
+instances a few times a second, asks the scale decider what to launch and what to
+terminate, and has the provider do it, logging each decision with its reason.
+
+State: the provider's list of instances is the truth (asked for every ``LIST_INTERVAL``
+seconds, and updated in between by what this loop launched and terminated), so a master
+restarted at any point finds its instances again and neither forgets nor doubles them.
+What only the decider remembers (since when an agent has been idle) starts afresh after a
+restart, as Determined's does: an idle instance then waits one more idle period.
+
+A failing provider is backed off: after a failed launch the next is tried after 1 s,
+then 2, 4, ... up to a minute; after ``launch_error_retries`` failures in a row the error
+is the pool's (``det agent list`` shows it) and, with ``launch_error_timeout``, launching
+waits that long. One line is logged per distinct error, never one per tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from determined.api.gen import v1
+from pydet.master.agents.table import AgentTable
+from pydet.master.provisioner import decider, demand
+from pydet.master.provisioner.decider import Instance, InstanceState
+from pydet.master.provisioner.provider import (
+    AgentSetup,
+    Provider,
+    ProviderError,
+    new_agent_id,
+    startup_script,
+)
+from pydet.master.provisioner.settings import ProviderSettings
+from pydet.master.tasks.task_list import TaskList
+
+log = logging.getLogger(__name__)
+
+TICK = 0.25  # seconds between looks at the queue and the agents
+LIST_INTERVAL = 5.0  # seconds between asking the provider for its instances
+BACKOFF_FIRST = 1.0
+BACKOFF_MAX = 60.0
+# An instance whose agent connected once and has been gone this long is terminated.
+MAX_DISCONNECT_PERIOD = 300.0
+
+_REASONS = {
+    decider.Reason.STOPPED: "stopped",
+    decider.Reason.AGENT_NEVER_CONNECTED: "its agent did not connect within "
+    "max_agent_starting_period",
+    decider.Reason.AGENT_DISCONNECTED: "its agent has been gone for {disconnect:g} s",
+    decider.Reason.IDLE: "idle for max_idle_agent_period",
+    decider.Reason.OVER_MAXIMUM: "more instances than max_instances",
+}
+
+
+@dataclass
+class Backoff:
+    """Failed launches in a row, and when the next may be tried."""
+
+    failures: int = 0
+    not_before: float = 0.0
+    error: str = ""
+    error_at: float = 0.0
+
+    def failed(self, error: str, now: float, settings: ProviderSettings) -> None:
+        self.failures += 1
+        wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (self.failures - 1))
+        if self.failures > settings.launch_error_retries:
+            if not self.error or self.error != error:
+                self.error_at = now
+            self.error = error
+            wait = max(wait, settings.launch_error_timeout)
+        self.not_before = now + wait
+
+    def succeeded(self) -> None:
+        self.failures = 0
+        self.not_before = 0.0
+        self.error = ""
+        self.error_at = 0.0
+
+
+@dataclass
+class PoolStatus:
+    """What `det agent list` and the WebUI show of the pool's provisioning."""
+
+    instances: dict[str, Instance] = field(default_factory=dict)
+    idle_since: dict[str, float] = field(default_factory=dict)
+    listed: bool = False
+    list_error: str = ""
+    last_decision: str = ""
+
+
+class Provisioner:
+    def __init__(
+        self,
+        pool: str,
+        settings: ProviderSettings,
+        provider: Provider,
+        agents: AgentTable,
+        tasks: TaskList,
+        setup: AgentSetup,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.pool = pool
+        self.settings = settings
+        self.provider = provider
+        self._agents = agents
+        self._tasks = tasks
+        self._setup = setup
+        self._clock = clock
+        self._decider = decider.Settings(
+            min_instances=settings.min_instances,
+            max_instances=settings.max_instances,
+            max_idle_agent_period=settings.max_idle_agent_period,
+            max_agent_starting_period=settings.max_agent_starting_period,
+            max_disconnect_period=MAX_DISCONNECT_PERIOD,
+        )
+        self._memory = decider.Memory()
+        self._next_list = 0.0
+        self._list_backoff = Backoff()
+        self.launches = Backoff()
+        self.status = PoolStatus()
+        self._logged_errors: set[str] = set()
+        # Agent ids of the instances listed or launched, until their agent has left.
+        self._known_agents: set[str] = set()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("pool %s: the provisioner's tick failed", self.pool)
+            await asyncio.sleep(TICK)
+
+    async def tick(self) -> None:
+        now = self._clock()
+        if now >= self._next_list:
+            await self._refresh(now)
+        if not self.status.listed:
+            return  # nothing is decided before the provider has said what it has
+        snapshot, queued = self._snapshot(now)
+        decision = decider.decide(self._decider, snapshot, self._memory)
+        self._memory = decision.memory
+        if decision.terminate:
+            await self._terminate(decision.terminate)
+        if decision.launch > 0 and now >= self.launches.not_before:
+            await self._launch(decision.launch, queued)
+
+    async def _refresh(self, now: float) -> None:
+        try:
+            listed = await self.provider.list_instances()
+        except ProviderError as e:
+            self._list_backoff.failed(str(e), now, self.settings)
+            self._next_list = self._list_backoff.not_before
+            self.status.list_error = str(e)
+            self._log_error(str(e))
+            return
+        self._list_backoff.succeeded()
+        self.status.list_error = ""
+        self._next_list = now + LIST_INTERVAL
+        live = {i.id: i for i in listed if i.state is not InstanceState.TERMINATED}
+        # What was just launched may not be listed yet by an eventually consistent API.
+        for iid, inst in self.status.instances.items():
+            if iid not in live and now - inst.launched_at < LIST_INTERVAL * 2:
+                if inst.state is InstanceState.STARTING:
+                    live[iid] = inst
+        self.status.instances = live
+        self.status.listed = True
+        self._forget_agents()
+
+    def _snapshot(self, now: float) -> tuple[decider.Snapshot, int]:
+        pending = [
+            r.slots for r in self._tasks.pending.values() if r.job.resource_pool == self.pool
+        ]
+        agents = [
+            a for a in self._agents.agents.values() if a.resource_pool == self.pool and a.connected
+        ]
+        free = [len(a.free_slots()) for a in agents if a.enabled and not a.draining]
+        wanted = demand.instances_wanted(pending, free, self.settings.slots_per_instance)
+        views = tuple(decider.Agent(id=a.id, idle=not a.containers) for a in agents)
+        for view in views:
+            if view.idle:
+                self.status.idle_since.setdefault(view.id, now)
+            else:
+                self.status.idle_since.pop(view.id, None)
+        snapshot = decider.Snapshot(
+            now=now,
+            instances=tuple(sorted(self.status.instances.values(), key=lambda i: i.id)),
+            agents=views,
+            wanted=wanted,
+        )
+        return snapshot, sum(pending)
+
+    async def _launch(self, count: int, queued: int) -> None:
+        what = (
+            f"{queued} slots queued"
+            if queued
+            else f"min_instances is {self.settings.min_instances}"
+        )
+        self._decided(
+            f"launching {count} instance{'s' if count != 1 else ''}: {what} in pool {self.pool}"
+        )
+        for _ in range(count):
+            agent_id = new_agent_id(self.pool)
+            script = startup_script(self.settings, self._setup, pool=self.pool, agent_id=agent_id)
+            try:
+                instance = await self.provider.launch(agent_id, script)
+            except ProviderError as e:
+                self.launches.failed(str(e), self._clock(), self.settings)
+                self._log_error(str(e))
+                wait = self.launches.not_before - self._clock()
+                log.info("pool %s: the next launch is tried in %.0f s", self.pool, max(0, wait))
+                return
+            self.launches.succeeded()
+            self._logged_errors.clear()
+            self.status.instances[instance.id] = instance
+            log.info("pool %s: launched instance %s (agent %s)", self.pool, instance.id, agent_id)
+
+    async def _terminate(self, terminations: tuple[decider.Termination, ...]) -> None:
+        ids = [t.instance_id for t in terminations]
+        parts = []
+        for t in terminations:
+            reason = _REASONS[t.reason].format(disconnect=MAX_DISCONNECT_PERIOD)
+            parts.append(f"{t.instance_id} ({reason})")
+        self._decided(
+            f"terminating {len(ids)} instance{'s' if len(ids) != 1 else ''} in pool "
+            f"{self.pool}: {', '.join(parts)}"
+        )
+        try:
+            await self.provider.terminate(ids)
+        except ProviderError as e:
+            self._log_error(str(e))
+            self._next_list = 0.0  # see what is left, and decide again
+            return
+        for iid in ids:
+            inst = self.status.instances.get(iid)
+            if inst is not None:
+                self.status.instances[iid] = Instance(
+                    id=inst.id,
+                    state=InstanceState.STOPPING,
+                    launched_at=inst.launched_at,
+                    agent_id=inst.agent_id,
+                )
+
+    def _forget_agents(self) -> None:
+        """Agents of instances that are gone leave the agent table once nothing runs on
+        them (a lost agent with containers is the task manager's to handle first: it is
+        looked at again at the next listing)."""
+        live = {i.agent_id for i in self.status.instances.values()}
+        for agent_id in sorted(self._known_agents - live):
+            agent = self._agents.agents.get(agent_id)
+            if agent is not None and (agent.connected or agent.containers):
+                continue
+            if agent is not None:
+                del self._agents.agents[agent_id]
+            self._known_agents.discard(agent_id)
+            self.status.idle_since.pop(agent_id, None)
+        self._known_agents |= live
+
+    def _decided(self, text: str) -> None:
+        self.status.last_decision = text
+        log.info("%s", text)
+
+    def _log_error(self, error: str) -> None:
+        if error not in self._logged_errors:
+            self._logged_errors.add(error)
+            log.warning("pool %s: %s", self.pool, error)
+
+    # -- what callers see ------------------------------------------------------------------
+
+    def instances(self) -> list[v1.Instance]:
+        out = []
+        agents = self._agents.agents
+        for inst in sorted(self.status.instances.values(), key=lambda i: (i.launched_at, i.id)):
+            agent = agents.get(inst.agent_id)
+            connected = agent is not None and agent.connected
+            idle_since = self.status.idle_since.get(inst.agent_id, 0.0) if connected else 0.0
+            out.append(
+                v1.Instance(
+                    id=inst.id,
+                    resource_pool=self.pool,
+                    state=_shown(inst.state, connected=connected, idle=idle_since > 0),
+                    launched_at=inst.launched_at,
+                    agent_id=inst.agent_id,
+                    idle_since=idle_since,
+                )
+            )
+        return out
+
+    def summary(self) -> v1.ProvisionerStatus:
+        error = self.launches.error or self.status.list_error
+        return v1.ProvisionerStatus(
+            resource_pool=self.pool,
+            provider=self.settings.type,
+            min_instances=self.settings.min_instances,
+            max_instances=self.settings.max_instances,
+            error=error,
+            last_decision=self.status.last_decision,
+        )
+
+
+def _shown(state: InstanceState, *, connected: bool, idle: bool) -> str:
+    if state is InstanceState.STARTING:
+        return "launching"
+    if state is InstanceState.RUNNING:
+        if not connected:
+            return "starting agent"
+        return "idle" if idle else "running"
+    if state is InstanceState.STOPPING:
+        return "terminating"
+    return state.value.lower() if isinstance(state.value, str) else state.name.lower()
