@@ -1,20 +1,24 @@
 """Several hosts on one machine: a Linux network namespace per host, joined by a bridge.
 
-Each host gets an address in its own /24 of 198.18.0.0/15 (the range reserved for network
-tests); the bridge, in the root namespace, holds ``.254`` so that tests, the CLI and a
-browser reach every host from outside. A host may also have a name: it is then its
-hostname (a UTS namespace of its own for every command) and every host resolves it, through
-the ``/etc/netns/<namespace>/hosts`` that ``ip netns exec`` puts over ``/etc/hosts``.
-Everything created is removed by ``close``.
+Each network is a /24 of 198.18.0.0/15 (the range reserved for network tests); a host takes
+the lowest free address there, or the one it is given (tests/cloud.py gives hosts the
+private addresses of cloud instances). The bridge, in the root namespace, holds ``.254`` so
+that tests, the CLI and a browser reach every host from outside. A host may also have a
+name: it is then its hostname (a UTS namespace of its own for every command) and every host
+resolves it, through the ``/etc/netns/<namespace>/hosts`` that ``ip netns exec`` puts over
+``/etc/hosts``. ``remove_host`` takes one host away (its processes must be gone first);
+``close`` removes everything still there. Hosts may come and go from several threads.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import pathlib
 import shlex
 import subprocess
+import threading
 from dataclasses import dataclass
 
 # Where ``ip netns exec NAME`` finds files to bind over their namesakes in /etc.
@@ -62,6 +66,8 @@ class Network:
         self._tag = tag
         self._bridge = f"pdbr{tag}"
         self.hosts: list[Host] = []
+        self._added = 0  # hosts ever added: the next one's number in its interface names
+        self._lock = threading.RLock()
         _ip("link", "add", self._bridge, "type", "bridge")
         try:
             _ip("addr", "add", f"{self.gateway}/24", "dev", self._bridge)
@@ -70,23 +76,58 @@ class Network:
             self.close()
             raise
 
-    def add_host(self, hostname: str | None = None) -> Host:
-        n = len(self.hosts) + 1
-        host = Host(f"pydet{self._tag}h{n}", f"{self.subnet}.{n}", f"pd{self._tag}h{n}", hostname)
-        inner = f"pd{self._tag}i{n}"
-        self.hosts.append(host)
-        _ip("netns", "add", host.name)
-        _ip("link", "add", host.link, "type", "veth", "peer", "name", inner)
-        _ip("link", "set", inner, "netns", host.name)
-        _ip("link", "set", host.link, "master", self._bridge)
-        _ip("link", "set", host.link, "up")
-        on_host = ("netns", "exec", host.name, "ip")
-        _ip(*on_host, "addr", "add", f"{host.address}/24", "dev", inner)
-        _ip(*on_host, "link", "set", inner, "up")
-        _ip(*on_host, "link", "set", "lo", "up")
-        _ip(*on_host, "route", "add", "default", "via", self.gateway)
-        self._write_hosts_files()
-        return host
+    def add_host(self, hostname: str | None = None, address: str | None = None) -> Host:
+        """A new host: with ``address`` (in this network's /24) or the lowest free one."""
+        with self._lock:
+            address = self._address(address)
+            self._added += 1
+            n = self._added
+            host = Host(f"pydet{self._tag}h{n}", address, f"pd{self._tag}h{n}", hostname)
+            inner = f"pd{self._tag}i{n}"
+            self.hosts.append(host)
+            _ip("netns", "add", host.name)
+            _ip("link", "add", host.link, "type", "veth", "peer", "name", inner)
+            _ip("link", "set", inner, "netns", host.name)
+            _ip("link", "set", host.link, "master", self._bridge)
+            _ip("link", "set", host.link, "up")
+            on_host = ("netns", "exec", host.name, "ip")
+            _ip(*on_host, "addr", "add", f"{host.address}/24", "dev", inner)
+            _ip(*on_host, "link", "set", inner, "up")
+            _ip(*on_host, "link", "set", "lo", "up")
+            _ip(*on_host, "route", "add", "default", "via", self.gateway)
+            self._write_hosts_files()
+            return host
+
+    def _address(self, wanted: str | None) -> str:
+        taken = {h.address for h in self.hosts} | {self.gateway}
+        if wanted is None:
+            for n in range(1, 254):
+                if f"{self.subnet}.{n}" not in taken:
+                    return f"{self.subnet}.{n}"
+            raise ValueError(f"no free address left in {self.subnet}.0/24")
+        net = ipaddress.ip_network(f"{self.subnet}.0/24")
+        ip = ipaddress.ip_address(wanted)
+        if ip not in net or ip in (net.network_address, net.broadcast_address):
+            raise ValueError(f"{wanted} is no host address of this network, {net}")
+        if wanted in taken:
+            raise ValueError(f"{wanted} is taken already")
+        return wanted
+
+    def remove_host(self, host: Host) -> None:
+        """Takes ``host`` away: its namespace, cable and hosts file."""
+        with self._lock:
+            etc = NETNS_ETC / host.name
+            with contextlib.suppress(OSError):
+                (etc / "hosts").unlink(missing_ok=True)
+                etc.rmdir()
+            for args in (("netns", "del", host.name), ("link", "del", host.link)):
+                try:
+                    _ip(*args)
+                except Refused:
+                    pass  # already gone with its namespace
+            if host in self.hosts:
+                self.hosts.remove(host)
+                self._write_hosts_files()
 
     def _write_hosts_files(self) -> None:
         """Every host's /etc/hosts: loopback and the named hosts of this network."""
@@ -101,20 +142,12 @@ class Network:
             (etc / "hosts").write_text("\n".join(lines) + "\n")
 
     def close(self) -> None:
-        for host in self.hosts:
-            etc = NETNS_ETC / host.name
+        with self._lock:
+            for host in list(self.hosts):
+                self.remove_host(host)
             with contextlib.suppress(OSError):
-                (etc / "hosts").unlink(missing_ok=True)
-                etc.rmdir()
-            for args in (("netns", "del", host.name), ("link", "del", host.link)):
-                try:
-                    _ip(*args)
-                except Refused:
-                    pass  # already gone with its namespace
-        with contextlib.suppress(OSError):
-            NETNS_ETC.rmdir()  # when no other network uses it
-        self.hosts = []
-        try:
-            _ip("link", "del", self._bridge)
-        except Refused:
-            pass
+                NETNS_ETC.rmdir()  # when no other network uses it
+            try:
+                _ip("link", "del", self._bridge)
+            except Refused:
+                pass
