@@ -71,27 +71,27 @@ class Store:
     def user_data(self, instance_id: str) -> bytes:
         return (self.dir / f"{instance_id}.userdata").read_bytes()
 
-    def launch(self, count: int, user_data: bytes) -> list[str]:
-        """``count`` new instances, ``starting``, that will boot with ``user_data``."""
+    def launch(self, agent_id: str, user_data: bytes) -> str:
+        """A new instance, ``starting``, that will boot with ``user_data`` and whose agent
+        registers as ``agent_id``."""
         with self.locked():
             fails = self.root / LAUNCH_FAILS
             if fails.exists():
                 raise SystemExit(fails.read_text().strip() or "launch refused")
             counter = self.root / "next_id"
-            first = int(counter.read_text()) if counter.exists() else 1
-            counter.write_text(str(first + count))
-            ids = [f"ci-{n:06d}" for n in range(first, first + count)]
-            for instance_id in ids:
-                (self.dir / f"{instance_id}.userdata").write_bytes(user_data)
-                self.write(
-                    {
-                        "id": instance_id,
-                        "state": "starting",
-                        "launched_at": round(time.time(), 3),
-                        "agent_id": instance_id,
-                    }
-                )
-            return ids
+            number = int(counter.read_text()) if counter.exists() else 1
+            counter.write_text(str(number + 1))
+            instance_id = f"ci-{number:06d}"
+            (self.dir / f"{instance_id}.userdata").write_bytes(user_data)
+            self.write(
+                {
+                    "id": instance_id,
+                    "state": "starting",
+                    "launched_at": round(time.time(), 3),
+                    "agent_id": agent_id,
+                }
+            )
+            return instance_id
 
     def terminate(self, instance_ids: Iterable[str]) -> list[str]:
         """Asks each instance to stop (``stopping``); returns the ids that do not exist."""

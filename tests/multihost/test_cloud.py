@@ -150,14 +150,15 @@ def test_command_cloud_instances_become_hosts_and_vanish(
     out.mkdir()
     env = default_env({"OUT_DIR": str(out)})
     with CommandCloud(tmp_path / "cloud", network, tmp_path / "logs", env=env) as cloud:
-        launched = commands(cloud, "launch", "2", stdin=USER_DATA)
-        assert launched.returncode == 0, launched.stderr
-        ids = launched.stdout.split()
-        assert len(ids) == 2
+        ids = []
+        for agent_id in ("agent-a", "agent-b"):
+            launched = commands(cloud, "launch", agent_id, stdin=USER_DATA)
+            assert launched.returncode == 0, launched.stderr
+            ids.append(launched.stdout.strip())
         records = listed(cloud)
         assert set(records) == set(ids)
-        for instance_id, record in records.items():
-            assert record["agent_id"] == instance_id
+        assert [records[i]["agent_id"] for i in ids] == ["agent-a", "agent-b"]
+        for record in records.values():
             assert record["state"] in ("starting", "running")
             assert isinstance(record["launched_at"], float)
 
@@ -177,11 +178,11 @@ def test_command_cloud_instances_become_hosts_and_vanish(
         assert commands(cloud, "terminate", ids[0]).returncode == 0  # again: no error
 
         cloud.refuse_launches("no capacity in ci-zone-1")
-        refused = commands(cloud, "launch", "1", stdin=USER_DATA)
+        refused = commands(cloud, "launch", "agent-c", stdin=USER_DATA)
         assert refused.returncode == 1 and "no capacity" in refused.stderr
         assert set(listed(cloud)) == set(ids)
         cloud.refuse_launches(None)
-        (third,) = commands(cloud, "launch", "1", stdin=USER_DATA).stdout.split()
+        (third,) = commands(cloud, "launch", "agent-c", stdin=USER_DATA).stdout.split()
         booted(cloud, [third], out)
     # close() took the last host away.
     assert cloud.hosts()[third].up is False
