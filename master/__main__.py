@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     # These log every frame or statement at DEBUG, which drowns the master's own lines.
-    for noisy in ("hpack", "h2", "aiosqlite"):
+    for noisy in ("hpack", "h2", "aiosqlite", "botocore", "boto3", "urllib3", "s3transfer"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # What the imports built (modules, classes, schemas) lives as long as the process: frozen,
     # the collector's full passes skip it (about a third less time in them under load).

@@ -61,7 +61,7 @@ class AgentHub:
                     f"({agent.hostname or 'unknown host'}); give each agent its own --agent-id",
                 )
             log.warning("agent %s reconnected; dropping its previous connection", agent.id)
-            agent.outbox.put_nowait(None)
+            agent.hang_up()
         agent.instance_id = hello.instance_id
         agent.problems = problems_of(hello, peer)
         for problem in agent.problems:
@@ -137,7 +137,7 @@ class AgentHub:
         while True:
             msg = await outbox.get()
             if msg is None:
-                raise ConnectionError("superseded by a newer connection")
+                raise ConnectionError("closed by the master")
             await stream.send_message(msg)
 
     async def _receive_loop(self, stream: grpclib.server.Stream[Any, Any], agent: Agent) -> None:

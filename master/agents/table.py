@@ -63,6 +63,12 @@ class Agent:
     def free_slots(self) -> list[str]:
         return [s.id for s in self.slots.values() if s.enabled and not s.allocation_id]
 
+    def hang_up(self) -> None:
+        """Close its connection from the master's side (it has been superseded, or the
+        machine it ran on is gone); the hub then handles it as any disconnect."""
+        if self.outbox is not None:
+            self.outbox.put_nowait(None)
+
     def send(self, msg: v1.MasterMessage) -> None:
         if self.outbox is not None:
             self.outbox.put_nowait(msg)

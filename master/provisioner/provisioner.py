@@ -238,6 +238,7 @@ class Provisioner:
         for iid in ids:
             inst = self.status.instances.get(iid)
             if inst is not None:
+                self._hang_up(inst.agent_id)
                 self.status.instances[iid] = Instance(
                     id=inst.id,
                     state=InstanceState.STOPPING,
@@ -252,13 +253,26 @@ class Provisioner:
         live = {i.agent_id for i in self.status.instances.values()}
         for agent_id in sorted(self._known_agents - live):
             agent = self._agents.agents.get(agent_id)
-            if agent is not None and (agent.connected or agent.containers):
+            if agent is not None and agent.connected:
+                # Its machine is gone (terminated, a spot interruption): no point waiting
+                # for its connection to time out. It is lost as any agent is.
+                self._hang_up(agent_id)
+                continue
+            if agent is not None and agent.containers:
                 continue
             if agent is not None:
                 del self._agents.agents[agent_id]
             self._known_agents.discard(agent_id)
             self.status.idle_since.pop(agent_id, None)
         self._known_agents |= live
+
+    def _hang_up(self, agent_id: str) -> None:
+        agent = self._agents.agents.get(agent_id)
+        if agent is not None and agent.connected:
+            log.info(
+                "pool %s: agent %s's instance is gone; closing its connection", self.pool, agent_id
+            )
+            agent.hang_up()
 
     def _decided(self, text: str) -> None:
         self.status.last_decision = text
