@@ -303,14 +303,24 @@ class Cloud(_Cloud):
     UP = frozenset({"pending", "running"})
 
     def __init__(
-        self, client: Any, network: Network, log_dir: pathlib.Path, **options: Any
+        self,
+        client: Any,
+        network: Network,
+        log_dir: pathlib.Path,
+        *,
+        subnet_id: str | None = None,
+        **options: Any,
     ) -> None:
+        """``subnet_id``: boot only the instances in that subnet (a server that other tests
+        share holds theirs too)."""
         super().__init__(network, log_dir, **options)  # env, poll, lifetime
         self.client = client
+        self.filters = [{"Name": "subnet-id", "Values": [subnet_id]}] if subnet_id else []
 
     def _states(self) -> dict[str, tuple[str, str | None]]:
         out: dict[str, tuple[str, str | None]] = {}
-        for page in self.client.get_paginator("describe_instances").paginate():
+        pages = self.client.get_paginator("describe_instances").paginate(Filters=self.filters)
+        for page in pages:
             for reservation in page["Reservations"]:
                 for i in reservation["Instances"]:
                     out[i["InstanceId"]] = (i["State"]["Name"], i.get("PrivateIpAddress"))

@@ -112,6 +112,7 @@ class Cluster:
         master_config: str | None = None,
         ca_file: pathlib.Path | None = None,
         on: Host | None = None,
+        listen: str | None = None,
     ) -> None:
         self.root = root
         # The master runs on ``on`` (a network namespace of tests/netns.py), else here.
@@ -121,9 +122,14 @@ class Cluster:
         # certificate, given to the CLI, the agents and HTTP requests.
         self.ca_file = ca_file
         self.port = free_port()
-        self.address = f"{on.address if on else '127.0.0.1'}:{self.port}"
+        # ``listen``: an address of this namespace to serve on other than loopback (the
+        # bridge of tests/netns.py, which hosts in namespaces reach).
+        self.listen = on.address if on else (listen or "127.0.0.1")
+        self.address = f"{self.listen}:{self.port}"
         self.url = f"{'https' if ca_file else 'http'}://{self.address}"
         self.reconnect_timeout = reconnect_timeout
+        # Variables the master's process gets on top of ``env`` (a provider's settings).
+        self.master_env: dict[str, str] = {}
         self.master: subprocess.Popen[bytes] | None = None
         self.agents: dict[str, subprocess.Popen[bytes]] = {}
         self._token: str | None = None
@@ -229,7 +235,7 @@ class Cluster:
                 "-m",
                 "pydet.master",
                 "--host",
-                self.host.address if self.host else "127.0.0.1",
+                self.listen,
                 "--port",
                 str(self.port),
                 "--data-dir",
@@ -240,6 +246,7 @@ class Cluster:
                 "debug",
                 *self._config_flag(),
             ],
+            env={**self.env, **self.master_env},
             on=self.host,
         )
         wait_until(self.healthy, 30, "the master to answer /health")
