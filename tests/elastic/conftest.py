@@ -14,10 +14,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from tests.cluster import Cluster, running, wait_until
-from tests.netns import Network, Refused
+from tests.multihost.conftest import network  # noqa: F401  (the hosts' network)
+from tests.netns import Network
 
 TRAIN = """
 import json, os, time
@@ -42,18 +41,6 @@ with det.core.init() as core:
                 raise SystemExit(0)
         op.report_completed(1.0 / done)
 """
-
-
-@pytest.fixture
-def network() -> Iterator[Network]:
-    try:
-        net = Network()
-    except Refused as e:
-        pytest.skip(f"network namespaces are refused here: {e}")
-    try:
-        yield net
-    finally:
-        net.close()
 
 
 def context(tmp_path: pathlib.Path) -> pathlib.Path:
@@ -100,10 +87,10 @@ def master_config(pool: str, provider: dict[str, Any]) -> str:
     )
 
 
-def elastic_cluster(tmp_path: pathlib.Path, network: Network, config: str) -> Cluster:
+def elastic_cluster(tmp_path: pathlib.Path, net: Network, config: str) -> Cluster:
     """A master on the network's bridge address (not started)."""
     return Cluster(
-        tmp_path / "cluster", master_config=config, listen=network.gateway, reconnect_timeout=3
+        tmp_path / "cluster", master_config=config, listen=net.gateway, reconnect_timeout=3
     )
 
 
