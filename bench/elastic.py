@@ -27,7 +27,7 @@ from dataclasses import dataclass
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from pydet.master.provisioner import decider
-from pydet.master.provisioner.decider import Agent, Instance, InstanceState, Memory, Snapshot
+from pydet.master.provisioner.decider import Instance, InstanceState, Memory, Snapshot
 
 POOLS = 100
 INSTANCES = 1000
@@ -61,8 +61,11 @@ def pool(index: int, seed: int = 7) -> tuple[Snapshot, Memory]:
     rng = random.Random(seed * 1_000 + index)
     kinds = [kind for share, kind in MIX for _ in range(round(share * INSTANCES))]
     rng.shuffle(kinds)
-    instances, agents = [], []
-    connected, idle_since, gone_since = [], {}, {}
+    instances: list[Instance] = []
+    agents: dict[str, bool] = {}  # agent id -> idle
+    never: list[str] = []
+    idle_since: dict[str, float] = {}
+    gone_since: dict[str, float] = {}
     for n, kind in enumerate(kinds):
         iid, aid = f"i-{index:03d}-{n:04d}", f"agent-{index:03d}-{n:04d}"
         state = {
@@ -75,19 +78,21 @@ def pool(index: int, seed: int = 7) -> tuple[Snapshot, Memory]:
             state = InstanceState.STARTING
             over = kind.endswith("period")
             launched = NOW - (rng.uniform(601.0, 900.0) if over else rng.uniform(0.0, 599.0))
+            never.append(iid)
         instances.append(Instance(iid, state, launched, aid))
         if kind in ("busy", "idle", "idle, over its period"):
-            agents.append(Agent(aid, idle=kind != "busy"))
-            connected.append(iid)
+            agents[aid] = kind != "busy"
         if kind.startswith("idle"):
             over = kind.endswith("period")
             idle_since[iid] = NOW - (rng.uniform(601.0, 900.0) if over else rng.uniform(0, 599))
         if kind.startswith("disconnected"):
             over = kind.endswith("period")
-            connected.append(iid)
             gone_since[iid] = NOW - (rng.uniform(301.0, 400.0) if over else rng.uniform(0, 299))
-    snapshot = Snapshot(NOW, tuple(instances), tuple(agents), wanted=rng.randint(0, 40))
-    return snapshot, Memory(frozenset(connected), idle_since, gone_since)
+    snapshot = Snapshot.of(NOW, instances, agents, wanted=rng.randint(0, 40))
+    # As left by a decision on an earlier listing of the same instances: its own objects,
+    # equal to this snapshot's but not the same (no shortcut by identity).
+    listed = frozenset(i.id for i in instances if i.state in decider.LIVE)
+    return snapshot, Memory(listed, frozenset(never), idle_since, gone_since)
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from determined.api.gen import v1
-from pydet.master.agents.table import AgentTable
+from pydet.master.agents.table import Agent, AgentTable
 from pydet.master.provisioner import decider, demand
 from pydet.master.provisioner.decider import Instance, InstanceState
 from pydet.master.provisioner.provider import (
@@ -86,10 +86,34 @@ class PoolStatus:
     """What `det agent list` and the WebUI show of the pool's provisioning."""
 
     instances: dict[str, Instance] = field(default_factory=dict)
-    idle_since: dict[str, float] = field(default_factory=dict)
     listed: bool = False
     list_error: str = ""
     last_decision: str = ""
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """The pool's instances grouped the way the decider takes them, kept from one tick to
+    the next: they change only when the provider lists them (every ``LIST_INTERVAL``) or
+    this loop launches or terminates one, while the agents change every tick. So a tick
+    only looks up each live instance's agent."""
+
+    source: Mapping[str, Instance]  # the ``PoolStatus.instances`` it was made from
+    live: Mapping[str, Instance]  # never changed: the decider's memory keeps it
+    stopped: frozenset[str]
+    agents: tuple[tuple[str, str, float], ...]  # (id, agent id, launched_at) of each live one
+    others: tuple[str, ...]  # agent ids of the instances listed but not live
+    agent_ids: frozenset[str]  # of every instance listed
+
+    @classmethod
+    def of(cls, instances: Mapping[str, Instance]) -> _Listing:
+        ordered = sorted(instances.values(), key=lambda i: i.id)
+        live = {i.id: i for i in ordered if i.state in decider.LIVE}
+        stopped = frozenset(i.id for i in ordered if i.state is InstanceState.STOPPED)
+        agents = tuple((i.id, i.agent_id, i.launched_at) for i in live.values())
+        others = tuple(i.agent_id for i in ordered if i.id not in live)
+        agent_ids = frozenset(i.agent_id for i in ordered)
+        return cls(instances, live, stopped, agents, others, agent_ids)
 
 
 class Provisioner:
@@ -126,6 +150,11 @@ class Provisioner:
         self._logged_errors: set[str] = set()
         # Agent ids of the instances listed or launched, until their agent has left.
         self._known_agents: set[str] = set()
+        self._listing: _Listing | None = None
+        # Agents of the pool that are no instance's (static agents), and when to look for
+        # them again in the whole agent table.
+        self._static: tuple[str, ...] = ()
+        self._static_next = 0.0
 
     async def run(self) -> None:
         while True:
@@ -141,9 +170,7 @@ class Provisioner:
             await self._refresh(now)
         if not self.status.listed:
             return  # nothing is decided before the provider has said what it has
-        snapshot, queued = self._snapshot(now)
-        decision = decider.decide(self._decider, snapshot, self._memory)
-        self._memory = decision.memory
+        decision, queued = self.decide(now)
         if decision.terminate:
             await self._terminate(decision.terminate)
         if decision.launch > 0 and now >= self.launches.not_before:
@@ -171,28 +198,65 @@ class Provisioner:
         self.status.listed = True
         self._forget_agents()
 
+    def decide(self, now: float) -> tuple[decider.Decision, int]:
+        """The decision for now (and the slots queued in the pool), from the instances as
+        last listed, the agent table and the queue; its memory is kept for the next."""
+        snapshot, queued = self._snapshot(now)
+        decision = decider.decide(self._decider, snapshot, self._memory)
+        self._memory = decision.memory
+        return decision, queued
+
     def _snapshot(self, now: float) -> tuple[decider.Snapshot, int]:
+        """The decider's input: each live instance's agent looked up in the agent table,
+        the rest kept from the last listing (``_Listing``). The free slots of the pool's
+        agents are counted only when work is queued in the pool (they count for nothing
+        else); the pool's static agents among them are found in the whole agent table at
+        most every ``LIST_INTERVAL``, so one that joins is counted within that time."""
+        listing = self._listing
+        if listing is None or listing.source is not self.status.instances:
+            listing = self._listing = _Listing.of(self.status.instances)
         pending = [
             r.slots for r in self._tasks.pending.values() if r.job.resource_pool == self.pool
         ]
-        agents = [
-            a for a in self._agents.agents.values() if a.resource_pool == self.pool and a.connected
-        ]
-        free = [len(a.free_slots()) for a in agents if a.enabled and not a.draining]
-        wanted = demand.instances_wanted(pending, free, self.settings.slots_per_instance)
-        views = tuple(decider.Agent(id=a.id, idle=not a.containers) for a in agents)
-        for view in views:
-            if view.idle:
-                self.status.idle_since.setdefault(view.id, now)
-            else:
-                self.status.idle_since.pop(view.id, None)
+        table, pool = self._agents.agents, self.pool
+        idle: list[str] = []
+        agentless: dict[str, float] = {}
+        connected: list[Agent] = []
+        for iid, agent_id, launched_at in listing.agents:
+            agent = table.get(agent_id)
+            if agent is None or not agent.connected or agent.resource_pool != pool:
+                agentless[iid] = launched_at
+                continue
+            connected.append(agent)
+            if not agent.containers:
+                idle.append(iid)
+        wanted = 0
+        if pending:  # every connected agent of the pool: those of stopping instances too
+            connected += self._pool_agents(listing.others)
+            connected += self._pool_agents(self._static_agents(listing, now))
+            free = [len(a.free_slots()) for a in connected if a.enabled and not a.draining]
+            wanted = demand.instances_wanted(pending, free, self.settings.slots_per_instance)
         snapshot = decider.Snapshot(
-            now=now,
-            instances=tuple(sorted(self.status.instances.values(), key=lambda i: i.id)),
-            agents=views,
-            wanted=wanted,
+            now, listing.live, frozenset(idle), agentless, listing.stopped, wanted
         )
         return snapshot, sum(pending)
+
+    def _static_agents(self, listing: _Listing, now: float) -> list[str]:
+        """The ids of the pool's agents that are no listed instance's, looked for in the
+        whole agent table at most every ``LIST_INTERVAL``."""
+        if now >= self._static_next:
+            self._static_next = now + LIST_INTERVAL
+            self._static = tuple(
+                a.id
+                for a in self._agents.agents.values()
+                if a.resource_pool == self.pool and a.id not in listing.agent_ids
+            )
+        return [i for i in self._static if i not in listing.agent_ids]  # listed since?
+
+    def _pool_agents(self, agent_ids: Iterable[str]) -> list[Agent]:
+        """Those of ``agent_ids`` connected to this pool now."""
+        found = map(self._agents.agents.get, agent_ids)
+        return [a for a in found if a is not None and a.connected and a.resource_pool == self.pool]
 
     async def _launch(self, count: int, queued: int) -> None:
         what = (
@@ -217,6 +281,7 @@ class Provisioner:
             self.launches.succeeded()
             self._logged_errors.clear()
             self.status.instances[instance.id] = instance
+            self._listing = None
             log.info("pool %s: launched instance %s (agent %s)", self.pool, instance.id, agent_id)
 
     async def _terminate(self, terminations: tuple[decider.Termination, ...]) -> None:
@@ -245,6 +310,7 @@ class Provisioner:
                     launched_at=inst.launched_at,
                     agent_id=inst.agent_id,
                 )
+        self._listing = None
 
     def _forget_agents(self) -> None:
         """Agents of instances that are gone leave the agent table once nothing runs on
@@ -263,7 +329,6 @@ class Provisioner:
             if agent is not None:
                 del self._agents.agents[agent_id]
             self._known_agents.discard(agent_id)
-            self.status.idle_since.pop(agent_id, None)
         self._known_agents |= live
 
     def _hang_up(self, agent_id: str) -> None:
@@ -288,10 +353,11 @@ class Provisioner:
     def instances(self) -> list[v1.Instance]:
         out = []
         agents = self._agents.agents
+        idle = self._memory.idle_since
         for inst in sorted(self.status.instances.values(), key=lambda i: (i.launched_at, i.id)):
             agent = agents.get(inst.agent_id)
             connected = agent is not None and agent.connected
-            idle_since = self.status.idle_since.get(inst.agent_id, 0.0) if connected else 0.0
+            idle_since = idle.get(inst.id, 0.0) if connected else 0.0
             out.append(
                 v1.Instance(
                     id=inst.id,

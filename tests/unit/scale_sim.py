@@ -194,15 +194,11 @@ class ScaleSim:
         busy = self._busy()
         free = self._free()
         listed = [i for i in self.instances if i.state is not InstanceState.TERMINATED]
-        return decider.Snapshot(
-            now=self.now,
-            instances=tuple(
-                decider.Instance(i.id, i.state, i.launched_at, i.agent_id) for i in listed
-            ),
-            agents=tuple(
-                decider.Agent(i.agent_id, idle=i.id not in busy) for i in listed if i.connected
-            ),
-            wanted=demand.instances_wanted(
+        return decider.Snapshot.of(
+            self.now,
+            [decider.Instance(i.id, i.state, i.launched_at, i.agent_id) for i in listed],
+            {i.agent_id: i.id not in busy for i in listed if i.connected},
+            demand.instances_wanted(
                 [w.slots for w in self.queue], list(free.values()), self.slots_per_instance
             ),
         )

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from determined.common import errors
 from pydet.master.provisioner import decider
 from pydet.master.provisioner.decider import (
-    Agent,
     Decision,
     Instance,
     InstanceState,
@@ -55,9 +54,9 @@ def snap(
     wanted: int = 0,
 ) -> Snapshot:
     """A snapshot whose agents are those of the instances named idle or busy."""
-    agents = [Agent(f"agent-{i}", idle=True) for i in idle]
-    agents += [Agent(f"agent-{i}", idle=False) for i in busy]
-    return Snapshot(now, tuple(instances), tuple(agents), wanted)
+    agents = {f"agent-{i}": True for i in idle}
+    agents.update((f"agent-{i}", False) for i in busy)
+    return Snapshot.of(now, instances, agents, wanted)
 
 
 def ends(decision: Decision) -> dict[str, Reason]:
@@ -270,6 +269,43 @@ def test_next_deadline_is_the_first_period_to_run_out() -> None:
     assert deadline(first, snap(110.0, [a, c], idle=["a"])) == 160.0
     assert deadline(snap(110.0, [c])) == 210.0  # c's starting period
     assert deadline(snap(110.0, [a], busy=["a"])) is None
+
+
+def test_the_decision_carries_the_deadline_next_deadline_gives() -> None:
+    a, b = inst("a", launched=-1000.0), inst("b", launched=-1000.0)
+    c = inst("c", S.STARTING, launched=90.0)
+    steps = [snap(100.0, [a, b, c], idle=["a"], busy=["b"]), snap(110.0, [a, c], idle=["a"])]
+    for n in range(1, len(steps) + 1):
+        decision = run(steps[:n])
+        assert decision.next_deadline == next_deadline(POOL, steps[n - 1], decision.memory)
+    assert run(steps).next_deadline == 160.0
+
+
+def test_a_steady_pool_keeps_its_memory_from_one_decision_to_the_next() -> None:
+    instances = [inst("a"), inst("b"), inst("c", S.STARTING, launched=90.0), inst("d")]
+    first = decide(POOL, snap(100.0, instances, idle=["a"], busy=["b"]))
+    second = decide(POOL, snap(101.0, instances, idle=["a"], busy=["b"]), first.memory)
+    assert second.memory.idle_since is first.memory.idle_since
+    assert second.memory.gone_since is first.memory.gone_since
+    assert second.memory.never is first.memory.never
+
+
+def test_a_memory_made_by_hand_is_put_in_order_of_time() -> None:
+    memory = Memory(idle_since={"b": 50.0, "a": 10.0, "c": 30.0})
+    assert list(memory.idle_since) == ["a", "c", "b"]
+    instances = [inst(i) for i in "abc"]
+    decision = decide(pool(min_instances=1), snap(100.0, instances, idle=["a", "b", "c"]), memory)
+    assert ends(decision) == {"a": Reason.IDLE, "c": Reason.IDLE}  # b has 10 s to go
+    assert decision.next_deadline == 110.0
+
+
+def test_a_snapshot_holds_each_live_instance_in_one_group_at_most() -> None:
+    a, b = inst("a"), inst("b")
+    with pytest.raises(ValueError, match="in one group at most"):
+        Snapshot(0.0, {"a": a}, frozenset({"a"}), {"a": 0.0})
+    snapshot = snap(0.0, [a, b, inst("c", S.STOPPED), inst("d", S.STOPPING)], idle=["b"])
+    assert (set(snapshot.live), snapshot.idle) == ({"a", "b"}, {"b"})
+    assert (dict(snapshot.agentless), snapshot.stopped) == ({"a": 0.0}, {"c"})
 
 
 def test_an_idle_instance_kept_for_the_minimum_sets_no_deadline() -> None:
