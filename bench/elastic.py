@@ -4,7 +4,12 @@ In process, no master, no cloud: 100 pools of 1,000 instances each, in mixed sta
 (running with a busy or an idle agent, starting, disconnected, stopping, stopped, gone,
 and a few over their idle, starting or disconnect periods), each with queued work. Each row
 prints the median and p95 of several runs against its target, and the script exits
-non-zero if a median misses one.
+non-zero if a median misses one (unless the row is informational: its time is mostly
+something other than what it is about, and its detail says what).
+
+The decider's rows time ``decide`` and ``next_deadline`` alone; the provisioner's row times
+what each pool's loop does per tick too: its snapshot built from an agent table of all the
+pools' agents and a task list, as in the master.
 
     python bench/elastic.py [--runs 30]
 
@@ -21,13 +26,18 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
+from pydet.master.agents.table import Agent, AgentTable, Slot
 from pydet.master.provisioner import decider
 from pydet.master.provisioner.decider import Instance, InstanceState, Memory, Snapshot
+from pydet.master.provisioner.provider import AgentSetup
+from pydet.master.provisioner.provisioner import Provisioner
+from pydet.master.provisioner.settings import CommandSettings, ProviderSettings
+from pydet.master.tasks.task_list import TaskList, TaskRequest, UnknownJob
 
 POOLS = 100
 INSTANCES = 1000
@@ -56,13 +66,42 @@ MIX = (
 )
 
 
-def pool(index: int, seed: int = 7) -> tuple[Snapshot, Memory]:
-    """One pool's snapshot and the memory the decider would have built for it."""
+@dataclass(frozen=True)
+class Pool:
+    """One pool as generated: its listing, each instance's kind, and what the decider
+    would have remembered of it."""
+
+    index: int
+    instances: list[tuple[Instance, str]]  # and its kind
+    never: frozenset[str]
+    idle_since: dict[str, float]
+    gone_since: dict[str, float]
+    wanted: int
+
+    @property
+    def name(self) -> str:
+        return f"pool-{self.index:03d}"
+
+    def snapshot(self) -> Snapshot:
+        agents = {i.agent_id: kind != "busy" for i, kind in self.instances if _connected(kind)}
+        return Snapshot.of(NOW, (i for i, _ in self.instances), agents, wanted=self.wanted)
+
+    def memory(self) -> Memory:
+        """As left by a decision on an earlier listing of the same instances: its own
+        objects, equal to the snapshot's but not the same (no shortcut by identity)."""
+        listed = frozenset(i.id for i, _ in self.instances if i.state in decider.LIVE)
+        return Memory(listed, self.never, self.idle_since, self.gone_since)
+
+
+def _connected(kind: str) -> bool:
+    return kind in ("busy", "idle", "idle, over its period")
+
+
+def generate(index: int, seed: int = 7) -> Pool:
     rng = random.Random(seed * 1_000 + index)
     kinds = [kind for share, kind in MIX for _ in range(round(share * INSTANCES))]
     rng.shuffle(kinds)
-    instances: list[Instance] = []
-    agents: dict[str, bool] = {}  # agent id -> idle
+    instances: list[tuple[Instance, str]] = []
     never: list[str] = []
     idle_since: dict[str, float] = {}
     gone_since: dict[str, float] = {}
@@ -79,20 +118,20 @@ def pool(index: int, seed: int = 7) -> tuple[Snapshot, Memory]:
             over = kind.endswith("period")
             launched = NOW - (rng.uniform(601.0, 900.0) if over else rng.uniform(0.0, 599.0))
             never.append(iid)
-        instances.append(Instance(iid, state, launched, aid))
-        if kind in ("busy", "idle", "idle, over its period"):
-            agents[aid] = kind != "busy"
+        instances.append((Instance(iid, state, launched, aid), kind))
         if kind.startswith("idle"):
             over = kind.endswith("period")
             idle_since[iid] = NOW - (rng.uniform(601.0, 900.0) if over else rng.uniform(0, 599))
         if kind.startswith("disconnected"):
             over = kind.endswith("period")
             gone_since[iid] = NOW - (rng.uniform(301.0, 400.0) if over else rng.uniform(0, 299))
-    snapshot = Snapshot.of(NOW, instances, agents, wanted=rng.randint(0, 40))
-    # As left by a decision on an earlier listing of the same instances: its own objects,
-    # equal to this snapshot's but not the same (no shortcut by identity).
-    listed = frozenset(i.id for i in instances if i.state in decider.LIVE)
-    return snapshot, Memory(listed, frozenset(never), idle_since, gone_since)
+    return Pool(index, instances, frozenset(never), idle_since, gone_since, rng.randint(0, 40))
+
+
+def pool(index: int, seed: int = 7) -> tuple[Snapshot, Memory]:
+    """One pool's snapshot and the memory the decider would have built for it."""
+    generated = generate(index, seed)
+    return generated.snapshot(), generated.memory()
 
 
 @dataclass(frozen=True)
@@ -101,6 +140,9 @@ class Row:
     samples_ms: list[float]
     target_ms: float
     detail: str
+    # Shown against its target but not failing the run: a cost outside what the row is
+    # about dominates it (the detail says which).
+    informational: bool = False
 
     @property
     def median(self) -> float:
@@ -156,7 +198,112 @@ def deadline_row(runs: int) -> Row:
     )
 
 
-ROWS: list[Callable[[int], Row]] = [decide_row, deadline_row]
+class _Provider:
+    """Never called: the row times deciding, not what is done about it."""
+
+    async def list_instances(self) -> list[Instance]:
+        raise NotImplementedError
+
+    async def launch(self, agent_id: str, startup: str) -> Instance:
+        raise NotImplementedError
+
+    async def terminate(self, instance_ids: Sequence[str]) -> None:
+        raise NotImplementedError
+
+
+SLOTS = 8  # per agent
+STATIC_AGENTS = 2  # per pool: agents of the pool that are no instance's
+
+
+def _agent(agent_id: str, pool_name: str, *, connected: bool, busy: bool) -> Agent:
+    slots = {f"{agent_id}-{s}": Slot(f"{agent_id}-{s}", "cuda", f"{s}", "") for s in range(SLOTS)}
+    if busy:  # one allocation on all its slots, as a busy agent's usually is
+        for slot in slots.values():
+            slot.allocation_id = f"alloc-{agent_id}"
+    containers = {f"container-{agent_id}"} if busy else set()
+    return Agent(
+        agent_id, resource_pool=pool_name, slots=slots, connected=connected, containers=containers
+    )
+
+
+def provisioner_row(runs: int) -> Row:
+    """The caller's side too: each pool's provisioner builds its snapshot from the master's
+    agent table (all pools' agents in one table, as in the master) and its task list, then
+    decides, as each tick does. Its memory is kept from one pass to the next, as the loop
+    keeps it (the terminations decided in the first pass are retried in the next)."""
+    pools = [generate(i) for i in range(POOLS)]
+    table = AgentTable()
+    tasks = TaskList(db=None, agents=table, logs=None)  # type: ignore[arg-type]
+    rng = random.Random(500_000)
+    provisioners = []
+    for generated in pools:
+        name = generated.name
+        for inst, kind in generated.instances:
+            if _connected(kind) or kind.startswith("disconnected"):
+                table.agents[inst.agent_id] = _agent(
+                    inst.agent_id, name, connected=_connected(kind), busy=kind == "busy"
+                )
+        for n in range(STATIC_AGENTS):
+            static = f"static-{generated.index:03d}-{n}"
+            table.agents[static] = _agent(static, name, connected=True, busy=True)
+        for n in range(rng.randint(1, 8)):  # queued work that fits on no agent
+            tasks.request(
+                TaskRequest(
+                    f"{name}-task-{n}", None, rng.choice([4, 8, 16]), UnknownJob(resource_pool=name)
+                )
+            )
+        settings = ProviderSettings(
+            type="command",
+            min_instances=SETTINGS.min_instances,
+            max_instances=SETTINGS.max_instances,
+            max_idle_agent_period=SETTINGS.max_idle_agent_period,
+            max_agent_starting_period=SETTINGS.max_agent_starting_period,
+            command=CommandSettings(
+                launch=("true",), terminate=("true",), list=("true",), slots=SLOTS
+            ),
+        )
+        p = Provisioner(
+            name,
+            settings,
+            _Provider(),
+            table,
+            tasks,
+            AgentSetup("master:8080", ""),
+            clock=lambda: NOW,
+        )
+        p.status.instances = {
+            i.id: i for i, _ in generated.instances if i.state is not InstanceState.TERMINATED
+        }
+        p.status.listed = True
+        provisioners.append(p)
+
+    def one_pass() -> list[tuple[decider.Decision, int]]:
+        return [p.decide(NOW) for p in provisioners]
+
+    def snapshots() -> list[tuple[Snapshot, int]]:
+        return [p._snapshot(NOW) for p in provisioners]
+
+    samples = timed(one_pass, runs)
+    snapshot_ms = statistics.median(timed(snapshots, runs))
+    queued = len(tasks.pending)
+    tasks.pending.clear()  # then no free slots to count
+    none_queued_ms = statistics.median(timed(one_pass, runs))
+    connected = sum(a.connected for a in table.agents.values())
+    # The decider's share is what the rows above hold to the target; the snapshot's is the
+    # master's agent table, read agent by agent.
+    informational = snapshot_ms > statistics.median(samples) / 2
+    return Row(
+        f"provisioner snapshot + decide, {POOLS} pools x {INSTANCES:,} instances",
+        samples,
+        DECIDE_TARGET_MS,
+        f"{'informational: ' if informational else ''}snapshot {snapshot_ms:.0f} ms of it"
+        f" ({connected:,} agents looked up, free slots counted for {queued} queued"
+        f" requests); {none_queued_ms:.0f} ms with none queued",
+        informational=informational,
+    )
+
+
+ROWS: list[Callable[[int], Row]] = [decide_row, deadline_row, provisioner_row]
 
 
 def main() -> int:
@@ -172,10 +319,11 @@ def main() -> int:
     missed = 0
     for r in rows:
         ok = r.median <= r.target_ms
-        missed += not ok
+        missed += not ok and not r.informational
+        verdict = "yes" if ok else "-" if r.informational else "NO"
         print(
             f"{r.name:<{width}}  {r.median:9.1f}  {r.p95:6.1f}  {r.target_ms:9.0f}"
-            f"  {'yes' if ok else 'NO':<3}  {r.detail}"
+            f"  {verdict:<3}  {r.detail}"
         )
     load, cores = os.getloadavg()[0], os.cpu_count() or 1
     if load > cores:
