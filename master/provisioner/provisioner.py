@@ -260,7 +260,7 @@ class Provisioner:
 
     async def _launch(self, count: int, queued: int) -> None:
         what = (
-            f"{queued} slots queued"
+            f"{queued} slot{'s' if queued != 1 else ''} queued"
             if queued
             else f"min_instances is {self.settings.min_instances}"
         )
@@ -294,9 +294,14 @@ class Provisioner:
             f"terminating {len(ids)} instance{'s' if len(ids) != 1 else ''} in pool "
             f"{self.pool}: {', '.join(parts)}"
         )
+        # Their agents take no new work from now on: the scheduler runs while the provider
+        # is called, and would otherwise place a trial on an agent about to vanish.
+        fenced = self._fence([t.instance_id for t in terminations])
         try:
             await self.provider.terminate(ids)
         except ProviderError as e:
+            for agent in fenced:
+                agent.enabled = True
             self._log_error(str(e))
             self._next_list = 0.0  # see what is left, and decide again
             return
@@ -311,6 +316,17 @@ class Provisioner:
                     agent_id=inst.agent_id,
                 )
         self._listing = None
+
+    def _fence(self, instance_ids: Iterable[str]) -> list[Agent]:
+        """Disable the connected, enabled agents of these instances; those it disabled."""
+        fenced = []
+        for iid in instance_ids:
+            inst = self.status.instances.get(iid)
+            agent = self._agents.agents.get(inst.agent_id) if inst is not None else None
+            if agent is not None and agent.connected and agent.enabled:
+                agent.enabled = False
+                fenced.append(agent)
+        return fenced
 
     def _forget_agents(self) -> None:
         """Agents of instances that are gone leave the agent table once nothing runs on
