@@ -11,18 +11,25 @@ The decider's rows time ``decide`` and ``next_deadline`` alone; the provisioner'
 what each pool's loop does per tick too: its snapshot built from an agent table of all the
 pools' agents and a task list, as in the master.
 
+The live rows start a real master whose pool's command provider runs each instance as a
+local process with its startup script (a real det-agent): the time from an experiment's
+create call to the provider's launch program starting, and from the end of an idle
+instance's ``max_idle_agent_period`` to the terminate program starting, over five rounds.
+
     python bench/elastic.py [--runs 30]
 
-Each row is a function in ``ROWS``; rows measured against a live master (a pool growing
-under a real queue) go there too.
+Each row is a function in ``ROWS``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 import pathlib
 import random
+import signal
 import statistics
 import sys
 import time
@@ -303,7 +310,230 @@ def provisioner_row(runs: int) -> Row:
     )
 
 
-ROWS: list[Callable[[int], Row]] = [decide_row, deadline_row, provisioner_row]
+# -- against a live master ------------------------------------------------------------------
+
+LIVE_ROUNDS = 5
+IDLE_PERIOD = 2.0  # the live pool's max_idle_agent_period, seconds
+LAUNCH_TARGET_MS = 1000.0
+IDLE_TARGET_MS = 1000.0
+TRAIN = "import determined as det\n\nwith det.core.init() as core:\n    pass\n"
+# The live pool's command provider: each instance is a local process running its startup
+# script (so a real det-agent joins); launch and terminate note when they were called.
+CLOUD = {
+    "launch": """#!/usr/bin/env python3
+import json, os, subprocess, sys, time, uuid
+called = time.time()
+d = os.environ["PYDET_BENCH_CLOUD"]
+iid = "i-" + uuid.uuid4().hex[:10]
+path = os.path.join(d, iid)
+with open(path + ".sh", "w") as f:
+    f.write(sys.stdin.read())
+env = dict(os.environ, PYDET_AGENT_ROOT=os.path.join(d, "agents"))
+proc = subprocess.Popen(["bash", path + ".sh"], stdout=open(path + ".log", "w"),
+                        stderr=subprocess.STDOUT, start_new_session=True, env=env)
+record = {"id": iid, "state": "running", "launched_at": called, "agent_id": sys.argv[1]}
+with open(path + ".json", "w") as f:
+    json.dump({**record, "pid": proc.pid}, f)
+with open(os.path.join(d, "launched"), "a") as f:
+    f.write(f"{called}\\n")
+print(iid)
+""",
+    "terminate": """#!/usr/bin/env python3
+import json, os, signal, sys, time
+called = time.time()
+d = os.environ["PYDET_BENCH_CLOUD"]
+with open(os.path.join(d, "terminated"), "a") as f:
+    f.write(f"{called}\\n")
+for iid in sys.argv[1:]:
+    path = os.path.join(d, iid + ".json")
+    record = json.load(open(path))
+    try:
+        os.killpg(record["pid"], signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    record["state"] = "terminated"
+    json.dump(record, open(path, "w"))
+""",
+    "list": """#!/usr/bin/env python3
+import glob, json, os
+for path in sorted(glob.glob(os.path.join(os.environ["PYDET_BENCH_CLOUD"], "i-*.json"))):
+    record = json.load(open(path))
+    record.pop("pid", None)
+    print(json.dumps(record))
+""",
+}
+
+
+def _times(path: pathlib.Path) -> list[float]:
+    return [float(x) for x in path.read_text().split()] if path.exists() else []
+
+
+def _wait(check: Callable[[], object], timeout: float, what: str) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise RuntimeError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def _login(url: str, password: str) -> str:
+    import json
+    import urllib.request
+
+    body = json.dumps({"username": "admin", "password": password}).encode()
+    req = urllib.request.Request(
+        f"{url}/api/v1/auth/login", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        cookie = r.headers.get("set-cookie", "")
+    return str(cookie.split("det_session=", 1)[1].split(";", 1)[0])
+
+
+def _idle_since(url: str, token: str) -> float:
+    """The idle_since of the pool's one running instance (0: none is idle)."""
+    import json
+    import urllib.request
+
+    req = urllib.request.Request(
+        f"{url}/api/v1/agents", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        listed = json.load(r).get("instances", [])
+    return max((float(i.get("idle_since") or 0) for i in listed), default=0.0)
+
+
+@functools.cache
+def live(rounds: int) -> tuple[list[float], list[float]]:
+    """Round after round on a real master: an experiment's trial waits in pool "burst" for an
+    instance. Returns (ms from the create call to the launch program starting, ms from the
+    agent's idle period running out to the terminate program starting)."""
+    import json
+    import socket
+    import subprocess
+    import tempfile
+    import urllib.request
+
+    from determined.experimental import client
+
+    root = pathlib.Path(tempfile.mkdtemp(prefix="pydet-bench-elastic-"))
+    cloud = root / "cloud"
+    cloud.mkdir()
+    argv = {}
+    for name, text in CLOUD.items():
+        script = root / name
+        script.write_text(text)
+        script.chmod(0o755)
+        argv[name] = [str(script)]
+    config = {
+        "resource_pools": [
+            {"pool_name": "default"},
+            {
+                "pool_name": "burst",
+                "provider": {
+                    "type": "command",
+                    **argv,
+                    "max_instances": 4,
+                    "max_idle_agent_period": IDLE_PERIOD,
+                    "max_agent_starting_period": "60s",
+                },
+            },
+        ]
+    }
+    (root / "master.yaml").write_text(json.dumps(config))
+    context = root / "context"
+    context.mkdir()
+    (context / "train.py").write_text(TRAIN)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    bin_dir = os.path.dirname(sys.executable)
+    env = {
+        **os.environ,
+        "PYDET_BENCH_CLOUD": str(cloud),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    master = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "pydet.master", "--config-file", str(root / "master.yaml")),
+            *("--host", "127.0.0.1", "--port", str(port), "--data-dir", str(root / "master")),
+        ],
+        env=env,
+        stdout=open(root / "master.log", "wb"),
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=1) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    to_launch: list[float] = []
+    to_terminate: list[float] = []
+    try:
+        _wait(healthy, 30, "the master")
+        password = (root / "master" / "admin-password").read_text().strip()
+        d = client.Determined(master=f"127.0.0.1:{port}", user="admin", password=password)
+        token = _login(url, password)
+        for n in range(rounds):
+            config_n = {
+                "name": f"bench-{n}",
+                "entrypoint": "python3 train.py",
+                "searcher": {"name": "single", "metric": "x", "max_length": 1},
+                "resources": {"resource_pool": "burst"},
+            }
+            began = time.time()
+            exp = d.create_experiment(config=config_n, model_dir=context)
+            launched = _wait(lambda n=n: _times(cloud / "launched")[n:], 30, "the launch call")
+            to_launch.append((launched[0] - began) * 1000)  # type: ignore[index]
+            exp.wait(interval=0.1)
+            # When the instance's agent went idle, as the provisioner shows it.
+            idle_since = _wait(lambda: _idle_since(url, token), 30, "the instance to be idle")
+            called = _wait(lambda n=n: _times(cloud / "terminated")[n:], 30, "the terminate")
+            over = float(idle_since) + IDLE_PERIOD  # type: ignore[arg-type]
+            to_terminate.append((called[0] - over) * 1000)  # type: ignore[index]
+        d.close()
+    finally:
+        master.terminate()
+        master.wait(timeout=30)
+        for record in cloud.glob("i-*.json"):
+            pid = json.loads(record.read_text())["pid"]
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+    return to_launch, to_terminate
+
+
+def launch_row(runs: int) -> Row:
+    samples, _ = live(min(runs, LIVE_ROUNDS))
+    return Row(
+        "live: experiment created -> instance launch call",
+        samples,
+        LAUNCH_TARGET_MS,
+        "a real master, command provider; Determined ticks every 5 s (actionCooldown)",
+    )
+
+
+def idle_row(runs: int) -> Row:
+    _, samples = live(min(runs, LIVE_ROUNDS))
+    return Row(
+        f"live: idle period ({IDLE_PERIOD:g} s) over -> terminate call",
+        samples,
+        IDLE_TARGET_MS,
+        "from the instance's idle_since (API) plus the period; Determined: up to 5 s",
+    )
+
+
+ROWS: list[Callable[[int], Row]] = [
+    decide_row,
+    deadline_row,
+    provisioner_row,
+    launch_row,
+    idle_row,
+]
 
 
 def main() -> int:
