@@ -17,6 +17,7 @@ import pathlib
 import re
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
 
@@ -41,6 +42,8 @@ MAX_SESSIONS_PER_USER = 100
 MAX_TOKEN_LENGTH = 256
 _USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 _CACHE_ENTRIES = 10_000
+# Addresses (with the user they tried) whose slowdown was logged, at most.
+_THROTTLED_LOGGED = 1_000
 # KDF runs at once; each takes ~16 MiB, so a login flood cannot take the master's memory.
 _CONCURRENT_HASHES = 2
 
@@ -112,6 +115,8 @@ class Authenticator:
         self._agent_token = agent_token
         self._lifetime = session_lifetime
         self._throttle = throttle or LoginThrottle()
+        # (address, user) -> the delay last logged for it; bounded.
+        self._throttled: OrderedDict[str, float] = OrderedDict()
         self._clock = clock
         self._hashing = asyncio.Semaphore(_CONCURRENT_HASHES)
         # digest -> (caller, expires_at): sessions checked recently, so that a call costs
@@ -202,6 +207,24 @@ class Authenticator:
         self._cache[digest] = (caller, float(row["expires_at"]))
         return caller
 
+    def _log_throttled(self, address: str, username: str, delay: float, failures: int) -> None:
+        """A line when an address's logins are slowed further than they were (not one per
+        attempt: a flood of guesses does not flood the log)."""
+        key = f"{address}\0{username[:64]}"
+        if self._throttled.get(key, 0.0) >= delay:
+            return
+        self._throttled.pop(key, None)
+        self._throttled[key] = delay
+        while len(self._throttled) > _THROTTLED_LOGGED:
+            self._throttled.popitem(last=False)
+        log.warning(
+            "slowing logins from %s (for %r) to one every %g s after %d failures from there",
+            address,
+            username[:64],
+            delay,
+            failures,
+        )
+
     def is_agent_token(self, token: str | None) -> bool:
         return bool(token) and hmac.compare_digest(
             (token or "").encode(), self._agent_token.encode()
@@ -214,11 +237,17 @@ class Authenticator:
         if len(username) > 64 or len(password) > passwords.MAX_LENGTH:
             raise refused
         keys = (f"user:{username}", f"addr:{address}")
-        delay = self._throttle.delay(keys)
+        # Guessing is slowed per address, and per user across addresses; but a user's
+        # count slows only addresses that have failed themselves, so that guesses at a
+        # user from elsewhere never keep the user, typing the right password from an
+        # address that has not failed, waiting.
+        failed_here = self._throttle.failures(keys[1])
+        delay = self._throttle.delay(keys if failed_here else keys[1:])
         # Counted as a failure until the password proves right: attempts sent all at once
         # then wait as long as attempts sent one after another.
         self._throttle.failed(keys)
         if delay:
+            self._log_throttled(address, username, delay, failed_here)
             await asyncio.sleep(delay)
         row = await self._db.fetch_one("SELECT * FROM users WHERE username = ?", (username,))
         stored = str(row["password_hash"]) if row is not None else await self._dummy_hash()

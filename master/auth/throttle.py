@@ -3,7 +3,8 @@
 The first few failures cost nothing extra; after that each attempt for the same key waits
 twice as long as the one before, up to ``max_delay``. A success clears the user's count. The
 table is bounded: when full, the oldest entries are dropped, so a flood of made-up names
-cannot make the master allocate without bound.
+cannot make the master allocate without bound. Which keys an attempt is checked under is
+the authenticator's choice (a user's count does not slow an address that never failed).
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ class LoginThrottle:
         self._clock = clock
         # key -> (failures, time of the last failure)
         self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()
+
+    def failures(self, key: str) -> int:
+        """The failures counted under ``key`` and not yet forgotten."""
+        entry = self._failures.get(key)
+        if entry is None or self._clock() - entry[1] > self._forget:
+            return 0
+        return entry[0]
 
     def delay(self, keys: Iterable[str]) -> float:
         """Seconds the next attempt under any of ``keys`` must wait before it is checked."""
