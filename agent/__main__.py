@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from determined.common import private_dirs
 from pydet.agent import config, slots
 from pydet.agent.connection import AgentRefused
 from pydet.agent.daemon import Daemon
@@ -30,10 +31,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     except config.ConfigError as e:
         _fail(str(e))
     try:
-        cfg.work_dir.mkdir(parents=True, exist_ok=True)
+        # Tasks' code, contexts and checkpoints pass through it: its user's alone.
+        tightened = private_dirs.make_private(cfg.work_dir)
+    except private_dirs.SharedDirectory as e:
+        _fail(f"--work-dir: {e}")
     except OSError as e:
         _fail(f"cannot create the work dir {cfg.work_dir}: {e.strerror or e}")
     logging.basicConfig(level=cfg.log_level, format=LOG_FORMAT, stream=sys.stderr)
+    if tightened:
+        log.warning(
+            "made the work directory's %s readable by its owner alone (they were open to "
+            "other users)",
+            ", ".join(tightened),
+        )
     # h2 and hpack log every frame at DEBUG, which drowns the agent's own lines.
     for noisy in ("hpack", "h2"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -65,6 +65,9 @@ async def _main(cfg: config.MasterConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # Whatever the master writes (the store and its WAL, tokens, logs it is given) is its
+    # user's alone, whatever umask it was started with.
+    os.umask(0o077)
     args = config.parser().parse_args(argv)
     try:
         cfg = config.load(args)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import pathlib
 import ssl
 import uuid
 
 import grpclib.config
 import grpclib.server
 
-from determined.common import wire
+from determined.common import errors, private_dirs, wire
 from pydet.master import config as master_config
 from pydet.master import gateway, scheduler
 from pydet.master.agents.hub import AgentHub
@@ -63,6 +64,21 @@ KEEPALIVE = grpclib.config.Configuration(
 VERSION = "0.1.0"
 
 
+def _private_data_dir(data_dir: pathlib.Path) -> None:
+    """The data directory (the store, password hashes, tokens, configs with storage keys)
+    is the master's user's alone: 0700, its files 0600, existing ones tightened."""
+    try:
+        tightened = private_dirs.make_private(data_dir)
+    except private_dirs.SharedDirectory as e:
+        raise errors.FailedPrecondition(f"data_dir: {e}") from None
+    if tightened:
+        log.warning(
+            "made the data directory's %s readable by its owner alone (they were open to "
+            "other users)",
+            ", ".join(tightened),
+        )
+
+
 class Master:
     def __init__(self, cfg: master_config.MasterConfig) -> None:
         self.cfg = cfg
@@ -89,6 +105,7 @@ class Master:
         self._tls = server_tls_context(tls.cert, tls.key) if tls is not None else None
         raise_fd_limit()
         sock = bind(self.cfg.host, self.cfg.port)
+        _private_data_dir(self.cfg.data_dir)
         await self.db.open()
         try:
             await self._serve(sock)
