@@ -850,6 +850,15 @@ def test_flattened_hyperparameters_rebuild_into_the_nested_shape() -> None:
     }
 
 
+def test_an_empty_group_reaches_the_trial_as_an_empty_mapping() -> None:
+    # Determined's noop scenarios declare `actions: {}` and read hparams["actions"].
+    config = parse_yaml(MINIMAL + "hyperparameters: {actions: {}, outer: {inner: {}, x: 1}}\n")
+    flat = flatten_hparams(config.hyperparameters)
+    assert flat[("actions",)] == ConstHP({}) and flat[("outer", "inner")] == ConstHP({})
+    chosen = {path: hp.val for path, hp in flat.items() if isinstance(hp, ConstHP)}
+    assert unflatten_hparams(chosen) == {"actions": {}, "outer": {"inner": {}, "x": 1}}
+
+
 @pytest.mark.parametrize(
     ("length", "batches"),
     [

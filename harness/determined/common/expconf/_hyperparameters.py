@@ -91,11 +91,15 @@ def hyperparameters_to_dict(tree: HParamTree) -> dict[str, Any]:
 def flatten_hparams(tree: HParamTree) -> dict[tuple[str, ...], Hyperparameter]:
     """Lists every leaf under its path of names.
 
-    Paths are tuples rather than dotted strings because a name may itself contain a dot.
+    Paths are tuples rather than dotted strings because a name may itself contain a dot. An
+    empty group is a leaf of its own, the constant ``{}``: a trial's hparams have it as an
+    empty mapping, as in Determined (code that reads ``hparams["actions"]`` expects it).
     """
     flat: dict[tuple[str, ...], Hyperparameter] = {}
     for name, hp in tree.items():
-        if isinstance(hp, dict):
+        if isinstance(hp, dict) and not hp:
+            flat[(name,)] = ConstHP(val={})
+        elif isinstance(hp, dict):
             for sub, leaf in flatten_hparams(hp).items():
                 flat[(name, *sub)] = leaf
         else:
