@@ -115,7 +115,7 @@ class Service:
                     config=json.dumps(redaction.redacted(cfg.to_dict()))
                 )
             async with self.lock:
-                exp_id = await self.experiments.create(
+                created = await self.experiments.create(
                     text,
                     req.context,
                     paused=req.paused,
@@ -126,8 +126,10 @@ class Service:
                 )
         except errors.InvalidArgument as e:
             raise _scrubbed(e, text) from None
-        resp = await self.get_experiment(exp_id)
-        return v1.CreateExperimentResponse(experiment=resp.experiment, config=resp.config)
+        resp = await self.get_experiment(created.id)
+        return v1.CreateExperimentResponse(
+            experiment=resp.experiment, config=resp.config, warnings=list(created.warnings)
+        )
 
     async def get_experiments(self, req: v1.GetExperimentsRequest) -> v1.GetExperimentsResponse:
         rows, total = await queries.experiments(

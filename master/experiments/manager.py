@@ -63,6 +63,14 @@ def _transition(
     return transition
 
 
+@dataclasses.dataclass(frozen=True)
+class Created:
+    """A new experiment, and what its creator should be told (a missing entrypoint file)."""
+
+    id: int
+    warnings: tuple[str, ...] = ()
+
+
 class Experiments:
     def __init__(
         self,
@@ -160,9 +168,10 @@ class Experiments:
         parent_id: int = 0,
         unmanaged: bool = False,
         external_id: str = "",
-    ) -> int:
+    ) -> Created:
         if unmanaged:
-            return await self._unmanaged.create(text, username=username, external_id=external_id)
+            exp_id = await self._unmanaged.create(text, username=username, external_id=external_id)
+            return Created(exp_id)
         cfg = self.validate(text)
         if not context and parent_id:
             context = await queries.context(self._db, parent_id)
@@ -175,7 +184,7 @@ class Experiments:
             raise
         except Exception as e:
             raise errors.InvalidArgument(f"the context is not a valid archive: {e}") from None
-        entrypoint.check(cfg.entrypoint, files)
+        warnings = [w for w in [entrypoint.warning(cfg.entrypoint, files)] if w]
         seed = cfg.reproducibility.experiment_seed
         if seed is None:
             seed = random.SystemRandom().randrange(2**31)
@@ -218,6 +227,8 @@ class Experiments:
         self._live.add(exp)
         await self._runner.apply(exp, search.initial_operations())
         log.info("created experiment %d", exp.id)
+        for warning in warnings:
+            log.warning("experiment %d: %s", exp.id, warning)
         unused = expconf.unused_settings(cfg)
         if unused:
             log.info(
@@ -226,7 +237,7 @@ class Experiments:
                 exp.id,
                 ", ".join(unused),
             )
-        return exp.id
+        return Created(exp.id, tuple(warnings))
 
     @_transition
     async def create_trial(

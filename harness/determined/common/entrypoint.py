@@ -1,13 +1,12 @@
-"""Checks that an experiment's entrypoint can run from its context, before anything is
-created: a script or Trial module that is not in the context is a submission error, not a
-trial that fails five times."""
+"""Checks an experiment's entrypoint against its context before anything is created: a
+script or Trial module that the context lacks is said at once, not found by a trial that
+fails five times. It is a warning, not a refusal, as in Determined: the image may provide
+the file."""
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Collection, Sequence
-
-from determined.common import errors
 
 _PYTHONS = {"python", "python3"}
 
@@ -35,10 +34,13 @@ def missing_file(entrypoint: str | Sequence[str], files: Collection[str]) -> str
     return None
 
 
-def check(entrypoint: str | Sequence[str], files: Collection[str]) -> None:
+def warning(entrypoint: str | Sequence[str], files: Collection[str]) -> str | None:
+    """What to tell the user when the entrypoint's file is not in the context, if so."""
     missing = missing_file(entrypoint, files)
-    if missing is not None:
-        raise errors.InvalidArgument(
-            f"entrypoint: {missing} is not in the context directory (was it ignored by "
-            ".detignore, or is the context directory wrong?)"
-        )
+    if missing is None:
+        return None
+    return (
+        f"entrypoint: {missing} is not in the context directory; the experiment was created "
+        "anyway, as the image may provide it (was it ignored by .detignore, or is the "
+        "context directory wrong?)"
+    )
