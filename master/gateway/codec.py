@@ -107,6 +107,9 @@ async def json_body(request: Request) -> Any:
         return json.loads(raw or b"null")
     except ValueError as e:
         raise errors.InvalidArgument(f"request body: not valid JSON ({e})") from None
+    except RecursionError:
+        # 200,000 nested arrays: Python's parser gives up before its stack does.
+        raise errors.InvalidArgument("request body: JSON nested too deeply") from None
 
 
 def field(body: dict[str, Any], name: str, kind: type, default: Any = None) -> Any:

@@ -53,6 +53,18 @@ def test_the_master_refuses_a_billion_laughs_without_growing(
     assert rss_bytes(cluster.master.pid) - before < 20 * 1024 * 1024
 
 
+def test_a_body_nested_200000_levels_deep_is_a_400(cluster: Cluster) -> None:
+    deep = b"[" * 200_000 + b"]" * 200_000
+    req = cluster.request("/api/v1/experiments", method="POST")
+    req.data = deep
+    req.add_header("Content-Type", "application/json")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        cluster.urlopen(req, timeout=30)
+    assert refused.value.code == 400
+    assert json.loads(refused.value.read())["error"] == "request body: JSON nested too deeply"
+    assert "Traceback" not in (cluster.root / "master.log").read_text()
+
+
 # Sent over gRPC as the CLI would, but with a context the CLI would never pack: one member
 # whose header declares 3 GB of zeros.
 _SEND_CONTEXT = """
