@@ -228,6 +228,20 @@ CASES = [
         errors=("log_policies[0].pattern: not a valid regular expression",),
     ),
     Case(
+        "log_policies_in_the_0_38_form_name_the_action_as_a_string",
+        "log_policies: [{name: OOM, pattern: 'CUDA out of memory', action: cancel_retries}]",
+        filled={
+            "log_policies": [
+                {"name": "OOM", "pattern": "CUDA out of memory", "actions": ["cancel_retries"]}
+            ]
+        },
+    ),
+    Case(
+        "log_policy_action_string_of_another_kind",
+        "log_policies: [{pattern: a, action: send_webhook}]",
+        errors=("log_policies[0].action: expected one of cancel_retries, exclude_node",),
+    ),
+    Case(
         "log_policy_without_pattern_or_name",
         "log_policies: [{actions: [cancel_retries]}]",
         errors=("log_policies[0].pattern: required",),

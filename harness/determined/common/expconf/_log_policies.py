@@ -5,9 +5,10 @@ A policy has a ``pattern`` (a regular expression searched for in each line), an 
 the match is final, ``max_restarts`` notwithstanding), ``exclude_node`` (the restarted trial
 avoids the agent it failed on) and ``{signal: NAME}`` (a label of its own).
 
-Determined's older form, ``action: {type: cancel_retries}``, is read too and turned into the
-newer one. Policies with the same name and pattern are one policy: their actions are pooled,
-once each. The master's own policies come first, then the user's (see ``merge_log_policies``).
+Determined's older forms, ``action: cancel_retries`` and ``action: {type: cancel_retries}``,
+are read too and turned into the newer one. Policies with the same name and pattern are one
+policy: their actions are pooled, once each. The master's own policies come first, then the
+user's (see ``merge_log_policies``).
 """
 
 from __future__ import annotations
@@ -80,8 +81,15 @@ def _action(problems: Problems, path: str, value: Any) -> LogAction | None:
     return None
 
 
-def _legacy_action(sec: Section) -> LogAction | None:
-    """``action: {type: cancel_retries}``, Determined's form before ``actions``."""
+def _legacy(problems: Problems, path: str, value: Any) -> LogAction | None:
+    """Determined's forms before ``actions``: ``action: cancel_retries`` (0.38) and
+    ``action: {type: cancel_retries}``."""
+    if isinstance(value, str):
+        if value not in _NAMED_ACTIONS:
+            problems.add(path, f"expected one of {', '.join(_NAMED_ACTIONS)}, got {value!r}")
+            return None
+        return value
+    sec = Section(problems, path, value)
     kind = sec.required_choice("type", _NAMED_ACTIONS)
     sec.finish()
     return kind
@@ -116,7 +124,7 @@ def _policy(problems: Problems, path: str, value: Any) -> LogPolicy | None:
         if action is not None:
             actions.append(action)
     if sec.has("action"):
-        legacy = _legacy_action(sec.child("action"))
+        legacy = sec.get("action", None, lambda p, v: _legacy(problems, p, v))
         if legacy is not None:
             actions.append(legacy)
     sec.finish()
