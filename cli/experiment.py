@@ -65,7 +65,9 @@ def add_parser(nouns: Subparsers) -> None:
     p.set_defaults(func=wait)
 
     for verb in _ACTIONS:
-        _with_id(verbs, verb, f"{verb} an experiment").set_defaults(func=action)
+        # `det e unpause` is Determined's other name for activate.
+        aliases = ["unpause"] if verb == "activate" else None
+        _with_id(verbs, verb, f"{verb} an experiment", aliases=aliases).set_defaults(func=action)
 
     p = _with_id(
         verbs,

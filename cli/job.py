@@ -35,7 +35,9 @@ def add_parser(nouns: Subparsers) -> None:
     job = nouns.add_parser("job", aliases=["j"], help="see and manage the job queue")
     verbs = job.add_subparsers(dest="verb", metavar="COMMAND", required=True)
     p = verbs.add_parser("list", aliases=["ls"], help="list the queue in scheduling order")
-    p.add_argument("--resource-pool", default="", metavar="POOL", help="default: the default pool")
+    p.add_argument(
+        "-p", "--resource-pool", default="", metavar="POOL", help="default: the default pool"
+    )
     listing.add_format_flags(p)
     listing.add_pagination(p, limit=100)
     p.set_defaults(func=list_jobs)

@@ -158,3 +158,13 @@ def test_following_a_paused_experiment_is_a_usage_error(
         main(["e", "create", "c.yaml", ".", "--paused", "-f"])
     assert exc.value.code == 2
     assert "--follow-first-trial cannot be used with --paused" in capsys.readouterr().err
+
+
+def test_determineds_other_names_parse_as_theirs() -> None:
+    unpause = parse("e", "unpause", "3")
+    assert (unpause.func, unpause.action_name, unpause.experiment_id) == (
+        experiment.action,
+        "activate",
+        3,
+    )
+    assert parse("job", "list", "-p", "gpu").resource_pool == "gpu"
