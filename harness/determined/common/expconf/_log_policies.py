@@ -124,7 +124,7 @@ def _policy(problems: Problems, path: str, value: Any) -> LogPolicy | None:
         if action is not None:
             actions.append(action)
     if sec.has("action"):
-        legacy = sec.get("action", None, lambda p, v: _legacy(problems, p, v))
+        legacy = _legacy(problems, sec.at("action"), sec.raw("action"))
         if legacy is not None:
             actions.append(legacy)
     sec.finish()
