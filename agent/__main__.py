@@ -38,18 +38,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     except OSError as e:
         _fail(f"cannot create the work dir {cfg.work_dir}: {e.strerror or e}")
     logging.basicConfig(level=cfg.log_level, format=LOG_FORMAT, stream=sys.stderr)
-    if tightened:
-        log.warning(
-            "made the work directory's %s readable by its owner alone (they were open to "
-            "other users)",
-            ", ".join(tightened),
-        )
     # h2 and hpack log every frame at DEBUG, which drowns the agent's own lines.
     for noisy in ("hpack", "h2"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     agent_slots = slots.detect(cfg.slots)
     try:
-        asyncio.run(_serve(cfg, agent_slots))
+        asyncio.run(_serve(cfg, agent_slots, tightened))
     except BaseExceptionGroup as group:
         refused = group.subgroup(AgentRefused)
         if refused is None:
@@ -100,8 +94,16 @@ async def _daemon(cfg: config.AgentConfig, agent_slots: list[slots.SlotSpec]) ->
     return Daemon(cfg, slots=agent_slots, runtime=runtime, outbox=outbox)
 
 
-async def _serve(cfg: config.AgentConfig, agent_slots: list[slots.SlotSpec]) -> None:
+async def _serve(
+    cfg: config.AgentConfig, agent_slots: list[slots.SlotSpec], tightened: list[str]
+) -> None:
     daemon = await _daemon(cfg, agent_slots)
+    if tightened:  # said once the agent will run: a refused start stays one line
+        log.warning(
+            "made the work directory's %s readable by its owner alone (they were open to "
+            "other users)",
+            ", ".join(tightened),
+        )
     loop = asyncio.get_running_loop()
     seen = 0
 
