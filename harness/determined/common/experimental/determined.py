@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import tempfile
@@ -18,6 +19,9 @@ from determined.common.experimental.trial import Trial
 
 if TYPE_CHECKING:
     from determined.api.gen import v1
+
+
+_log = logging.getLogger("determined.experimental")
 
 
 class Determined:
@@ -100,6 +104,8 @@ class Determined:
         resp = self._session.call(lambda stub: stub.create_experiment(request))
         if resp.experiment is None:
             raise errors.DetError("the master's answer carries no experiment")
+        for warning in resp.warnings:  # as Determined's SDK: said, not raised
+            _log.warning("experiment %d: %s", resp.experiment.id, warning)
         exp = Experiment(resp.experiment.id, self._session)
         exp._hydrate(resp.experiment)
         exp.config = _json(resp.config)
