@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import pathlib
 import stat
@@ -218,40 +219,20 @@ async def test_failed_logins_are_counted_per_user_and_address(world: World) -> N
     assert world.throttle._failures["addr:10.9.9.9"][0] == 3
 
 
-async def test_logins_sent_at_once_wait_as_long_as_logins_sent_one_by_one(
+@dataclasses.dataclass
+class Throttled:
+    """An authenticator with a real login throttle, and the waits it asked for (recorded,
+    not slept)."""
+
+    authn: auth.Authenticator
+    waits: list[float]
+    password: str
+
+
+@pytest.fixture
+async def throttled(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    db = Database(tmp_path / "pydet.db")
-    await db.open()
-    waits: list[float] = []
-    real_sleep = asyncio.sleep
-
-    async def sleep(seconds: float) -> None:
-        waits.append(seconds)
-        await real_sleep(0)
-
-    monkeypatch.setattr(auth.asyncio, "sleep", sleep)
-    try:
-        authn = auth.Authenticator(
-            db,
-            tasks=Tasks(),
-            agent_token=AGENT_TOKEN,
-            throttle=LoginThrottle(free_failures=3, base_delay=0.25, max_delay=8.0),
-        )
-        await authn.bootstrap(tmp_path)
-        results = await asyncio.gather(
-            *(authn.login("admin", f"guess-{i}", "10.0.0.7") for i in range(10)),
-            return_exceptions=True,
-        )
-        assert all(isinstance(r, errors.Unauthenticated) for r in results)
-        assert sorted(waits) == [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
-    finally:
-        await db.close()
-
-
-async def test_guesses_at_a_user_never_keep_the_right_password_waiting(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
+) -> AsyncIterator[Throttled]:
     db = Database(tmp_path / "pydet.db")
     await db.open()
     waits: list[float] = []
@@ -271,33 +252,51 @@ async def test_guesses_at_a_user_never_keep_the_right_password_waiting(
         )
         await authn.bootstrap(tmp_path)
         password = (tmp_path / "admin-password").read_text().strip()
-        with caplog.at_level(logging.WARNING, logger=auth.__name__):
-            for i in range(15):
-                with pytest.raises(errors.Unauthenticated):
-                    await authn.login("admin", f"guess-{i}", "203.0.113.9")
-        assert waits[-1] == 8.0  # the guessing address is slowed to the maximum
-        slowed = [r.getMessage() for r in caplog.records if "slowing logins" in r.getMessage()]
-        assert slowed and all("203.0.113.9" in m for m in slowed)
-        assert len(slowed) < 15  # when it is slowed further, not at every attempt
-        # The right password from an address that has not failed: no wait at all.
-        waits.clear()
-        await authn.login("admin", password, "198.51.100.4")
-        assert waits == []
-        # The guessing address is still slowed. Guessing the user from many addresses is
-        # too: each address's first guess is free, and after it the user's count (3 free
-        # failures, then 0.25 s, doubling) slows that address as well.
-        with pytest.raises(errors.Unauthenticated):
-            await authn.login("admin", "guess-15", "203.0.113.9")
-        assert waits == [8.0]
-        for address in ("192.0.2.1", "192.0.2.2"):
-            for guess in ("a-guess", "another-guess"):
-                with pytest.raises(errors.Unauthenticated):
-                    await authn.login("admin", guess, address)
-        # The user's count after the success: 1, 2, 3, 4, 5 failures; only a second guess
-        # from an address that already failed waits, once the count is past the free ones.
-        assert waits == [8.0, 0.5]
+        yield Throttled(authn, waits, password)
     finally:
         await db.close()
+
+
+async def test_logins_sent_at_once_wait_as_long_as_logins_sent_one_by_one(
+    throttled: Throttled,
+) -> None:
+    results = await asyncio.gather(
+        *(throttled.authn.login("admin", f"guess-{i}", "10.0.0.7") for i in range(10)),
+        return_exceptions=True,
+    )
+    assert all(isinstance(r, errors.Unauthenticated) for r in results)
+    assert sorted(throttled.waits) == [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+
+
+async def test_guesses_at_a_user_never_keep_the_right_password_waiting(
+    throttled: Throttled, caplog: pytest.LogCaptureFixture
+) -> None:
+    authn, waits = throttled.authn, throttled.waits
+    with caplog.at_level(logging.WARNING, logger=auth.__name__):
+        for i in range(15):
+            with pytest.raises(errors.Unauthenticated):
+                await authn.login("admin", f"guess-{i}", "203.0.113.9")
+    assert waits[-1] == 8.0  # the guessing address is slowed to the maximum
+    slowed = [r.getMessage() for r in caplog.records if "slowing logins" in r.getMessage()]
+    assert slowed and all("203.0.113.9" in m for m in slowed)
+    assert len(slowed) < 15  # when it is slowed further, not at every attempt
+    # The right password from an address that has not failed: no wait at all.
+    waits.clear()
+    await authn.login("admin", throttled.password, "198.51.100.4")
+    assert waits == []
+    # The guessing address is still slowed. Guessing the user from many addresses is
+    # too: each address's first guess is free, and after it the user's count (3 free
+    # failures, then 0.25 s, doubling) slows that address as well.
+    with pytest.raises(errors.Unauthenticated):
+        await authn.login("admin", "guess-15", "203.0.113.9")
+    assert waits == [8.0]
+    for address in ("192.0.2.1", "192.0.2.2"):
+        for guess in ("a-guess", "another-guess"):
+            with pytest.raises(errors.Unauthenticated):
+                await authn.login("admin", guess, address)
+    # The user's count after the success: 1, 2, 3, 4, 5 failures; only a second guess
+    # from an address that already failed waits, once the count is past the free ones.
+    assert waits == [8.0, 0.5]
 
 
 async def test_a_deactivated_user_cannot_log_in_and_loses_its_sessions(world: World) -> None:
