@@ -119,6 +119,13 @@ def check(w: v1.Webhook) -> tuple[str, list[tuple[v1.TriggerType, dict[str, Any]
                 f"webhook.triggers[{i}].trigger_type: {t.trigger_type.name} is not delivered by"
                 " pydet (use EXPERIMENT_STATE_CHANGE or CUSTOM)"
             )
+        if t.trigger_type == v1.TriggerType.CUSTOM and w.mode != v1.WebhookMode.SPECIFIC:
+            # As Determined: an alert goes to the webhooks its experiment names, so a CUSTOM
+            # trigger needs SPECIFIC mode (an unset mode is refused too).
+            raise errors.InvalidArgument(
+                "custom trigger only works on webhook with mode 'SPECIFIC'."
+                f" Got WEBHOOK_MODE_{w.mode.name or 'UNSPECIFIED'}"
+            )
         triggers.append((t.trigger_type, _check_condition(i, t)))
     return name, triggers
 

@@ -62,6 +62,15 @@ def test_a_webhook_needs_an_http_url_and_triggers_pydet_delivers() -> None:
         check(v1.Webhook(url="http://h/"))
 
 
+def test_a_custom_trigger_needs_specific_mode_as_in_determined() -> None:
+    custom = v1.Trigger(trigger_type=v1.TriggerType.CUSTOM)
+    name, _ = check(v1.Webhook(url="http://h/", mode=v1.WebhookMode.SPECIFIC, triggers=[custom]))
+    assert name == "http://h/"
+    for mode in (v1.WebhookMode.WORKSPACE, v1.WebhookMode.UNSPECIFIED):
+        with pytest.raises(errors.InvalidArgument, match=r"mode 'SPECIFIC'\. Got WEBHOOK_MODE_"):
+            check(v1.Webhook(url="http://h/", mode=mode, triggers=[custom]))
+
+
 async def test_a_full_queue_drops_new_events_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     sender = Sender(queue_limit=3)
     with caplog.at_level(logging.WARNING):
