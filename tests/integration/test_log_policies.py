@@ -66,6 +66,15 @@ def test_a_matching_line_labels_the_trial_with_its_signal(
     assert "Log Signal" in described and "gpu_oom" in described
 
 
+def test_determineds_default_policies_label_a_cuda_oom_with_no_policy_configured(
+    two_agents: Cluster, tmp_path: pathlib.Path
+) -> None:
+    exp_id = _run(two_agents, tmp_path, "RuntimeError: CUDA out of memory. Tried 2 GiB", "[]", 0)
+    assert two_agents.wait_state(exp_id, "COMPLETED", "ERROR") == "ERROR"
+    (trial,) = two_agents.trials(exp_id)
+    assert trial["log_signal"] == "CUDA OOM"
+
+
 def test_cancel_retries_makes_a_matching_failure_final(
     two_agents: Cluster, tmp_path: pathlib.Path
 ) -> None:

@@ -46,6 +46,13 @@ S3 = "checkpoint_storage: {type: s3, bucket: b, "
 SHARED = "checkpoint_storage: {type: shared_fs, host_path: /mnt/ckpt, "
 AZURE = "checkpoint_storage: {type: azure, container: c, "
 
+# Determined's default policies (expconf's LogPoliciesConfigV0.WithDefaults), last in every
+# experiment's list unless a policy of its own uses their names.
+DETERMINED_LOG_POLICIES = [
+    {"name": "CUDA OOM", "pattern": ".*CUDA out of memory.*", "actions": []},
+    {"name": "ECC Error", "pattern": ".*uncorrectable ECC error encountered.*", "actions": []},
+]
+
 CASES = [
     # -- keys of Determined's schema that are accepted and kept ------------------------------
     Case(
@@ -58,7 +65,8 @@ CASES = [
                     "name": "OOM",
                     "pattern": "CUDA out of memory",
                     "actions": ["cancel_retries", "exclude_node", {"signal": "oom"}],
-                }
+                },
+                *DETERMINED_LOG_POLICIES,
             ]
         },
     ),
@@ -70,6 +78,7 @@ CASES = [
             "log_policies": [
                 {"pattern": "a", "actions": ["cancel_retries", "exclude_node"]},
                 {"pattern": "b", "actions": ["exclude_node"]},
+                *DETERMINED_LOG_POLICIES,
             ]
         },
     ),
@@ -232,7 +241,23 @@ CASES = [
         "log_policies: [{name: OOM, pattern: 'CUDA out of memory', action: cancel_retries}]",
         filled={
             "log_policies": [
-                {"name": "OOM", "pattern": "CUDA out of memory", "actions": ["cancel_retries"]}
+                {"name": "OOM", "pattern": "CUDA out of memory", "actions": ["cancel_retries"]},
+                *DETERMINED_LOG_POLICIES,
+            ]
+        },
+    ),
+    Case(
+        "log_policies_default_to_determineds_cuda_oom_and_ecc_policies",
+        "log_policies: []",
+        filled={"log_policies": DETERMINED_LOG_POLICIES},
+    ),
+    Case(
+        "a_default_log_policy_is_turned_off_by_its_name_alone",
+        "log_policies: [{name: CUDA OOM}]",
+        filled={
+            "log_policies": [
+                {"name": "CUDA OOM", "pattern": None, "actions": []},
+                DETERMINED_LOG_POLICIES[1],
             ]
         },
     ),
@@ -459,6 +484,7 @@ CASES = [
                 {"pattern": "a", "actions": ["cancel_retries"]},
                 {"pattern": "b", "actions": ["cancel_retries", "exclude_node"]},
                 {"pattern": "c", "actions": []},
+                *DETERMINED_LOG_POLICIES,
             ]
         },
     ),

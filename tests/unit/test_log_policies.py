@@ -42,3 +42,20 @@ def test_a_catastrophic_pattern_for_python_re_matches_a_long_line_at_once() -> N
     start = time.monotonic()
     assert p.regex.search("a" * 10_000 + "!") is None  # Python's re would not finish
     assert time.monotonic() - start < 1.0
+
+
+def test_a_dot_star_literal_pattern_matches_as_its_regex_does() -> None:
+    lines = [
+        "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB",
+        "cuda out of memory",  # patterns are case-sensitive
+        "uncorrectable ECC error encountered on GPU 3",
+        "",
+        "CUDA out of memor",
+    ]
+    patterns = [".*CUDA out of memory.*", ".*uncorrectable ECC error encountered.*", ".*a.b.*"]
+    for policy in compile_policies([LogPolicy(p) for p in patterns]):
+        for line in lines:
+            assert policy.matches(line) == (policy.regex.search(line) is not None), line
+    cuda, ecc, dotted = compile_policies([LogPolicy(p) for p in patterns])
+    assert cuda.literal == "CUDA out of memory" and ecc.literal is not None
+    assert dotted.literal is None  # its "." is a metacharacter: the regex decides

@@ -20,7 +20,11 @@ from determined.common.expconf._hyperparameters import (
 )
 from determined.common.expconf._kept import IGNORED_SECTIONS, default_kept, parse_kept
 from determined.common.expconf._lengths import Length, read_length
-from determined.common.expconf._log_policies import LogPolicy, parse_log_policies
+from determined.common.expconf._log_policies import (
+    DEFAULT_POLICIES,
+    LogPolicy,
+    parse_log_policies,
+)
 from determined.common.expconf._merge import merge_defaults
 from determined.common.expconf._mounts import BindMount, parse_bind_mounts
 from determined.common.expconf._optuna import OptunaSearcher, check_optuna_space
@@ -90,7 +94,7 @@ class ExperimentConfig:
     workspace: str | None = None
     profiling: dict[str, Any] = field(default_factory=lambda: dict(PROFILING_DEFAULTS))
     optimizations: dict[str, Any] = field(default_factory=lambda: dict(OPTIMIZATIONS_DEFAULTS))
-    log_policies: tuple[LogPolicy, ...] = ()
+    log_policies: tuple[LogPolicy, ...] = DEFAULT_POLICIES
     tensorboard_storage: CheckpointStorageConfig | None = None
     # slurm, pbs, security, data_layer, internal, integrations, retention_policy: checked and
     # kept as written (see _kept.py); None where the config leaves one out.

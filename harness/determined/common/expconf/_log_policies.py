@@ -8,7 +8,8 @@ avoids the agent it failed on) and ``{signal: NAME}`` (a label of its own).
 Determined's older forms, ``action: cancel_retries`` and ``action: {type: cancel_retries}``,
 are read too and turned into the newer one. Policies with the same name and pattern are one
 policy: their actions are pooled, once each. The master's own policies come first, then the
-user's (see ``merge_log_policies``).
+user's (see ``merge_log_policies``), and Determined's two defaults (CUDA OOM, ECC Error)
+follow unless a policy uses their names.
 """
 
 from __future__ import annotations
@@ -144,14 +145,29 @@ def pool_log_policies(policies: Iterable[LogPolicy]) -> tuple[LogPolicy, ...]:
     )
 
 
+# Determined's default policies (expconf's LogPoliciesConfigV0.WithDefaults): every experiment
+# has them unless its own policies use their names; ``- name: CUDA OOM`` alone turns one off.
+DEFAULT_POLICIES = (
+    LogPolicy(pattern=".*CUDA out of memory.*", name="CUDA OOM"),
+    LogPolicy(pattern=".*uncorrectable ECC error encountered.*", name="ECC Error"),
+)
+
+
+def with_default_policies(policies: Iterable[LogPolicy]) -> tuple[LogPolicy, ...]:
+    """``policies`` followed by Determined's defaults whose names they do not use."""
+    mine = tuple(policies)
+    names = {p.name for p in mine}
+    return (*mine, *(d for d in DEFAULT_POLICIES if d.name not in names))
+
+
 def parse_log_policies(problems: Problems, path: str, value: Any) -> tuple[LogPolicy, ...]:
     if value is None:
-        return ()
+        return DEFAULT_POLICIES
     items = as_list(problems, path, value)
     if items is None:
-        return ()
+        return DEFAULT_POLICIES
     found = [_policy(problems, index(path, i), item) for i, item in enumerate(items)]
-    return pool_log_policies(p for p in found if p is not None)
+    return with_default_policies(pool_log_policies(p for p in found if p is not None))
 
 
 def merge_log_policies(user: Any, default: Any) -> Any:
