@@ -85,10 +85,12 @@ CASES = [
     Case(
         "integrations_are_kept",
         "integrations: {webhooks: {webhook_id: [1, 2], webhook_name: [slack], exclude: false},"
-        " pachyderm: {pachd: {host: p, port: 80}, dataset: {repo: r, branch: main}}}",
+        " pachyderm: {pachd: {host: p, port: 80}, proxy: {scheme: https, host: x, port: 443},"
+        " dataset: {repo: r, branch: main}}}",
         filled={
             "integrations.webhooks.webhook_id": [1, 2],
             "integrations.pachyderm.dataset.repo": "r",
+            "integrations.pachyderm.proxy.scheme": "https",
         },
     ),
     Case(

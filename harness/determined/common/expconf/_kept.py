@@ -106,6 +106,8 @@ def _integrations(sec: Section) -> None:
         pachyderm = sec.child("pachyderm")
         for key in ("pachd", "proxy"):
             address = pachyderm.child(key)
+            if key == "proxy":
+                address.string("scheme", None)  # http or https, as Determined's schema has it
             _address(address)
             address.finish()
         dataset = pachyderm.child("dataset")
