@@ -16,6 +16,7 @@ import grpclib.server
 from grpclib.exceptions import GRPCError
 
 from determined.api.gen import v1
+from determined.common import errors
 from pydet.master.agents.table import Agent, AgentEvents, AgentTable, Slot
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,12 @@ class AgentHub:
                 sender.cancel()
         except* (ConnectionError, grpclib.exceptions.StreamTerminatedError) as eg:
             log.info("agent %s stream ended: %s", agent.id, eg.exceptions[0])
+        except* errors.ResourceExhausted as eg:
+            # The master's disk is full (said once by the store): the agent reconnects and
+            # sends again what was not acknowledged (its containers' exits).
+            log.info(
+                "agent %s: ending its stream until there is space: %s", agent.id, eg.exceptions[0]
+            )
         finally:
             if agent.generation == generation:
                 agent.connected = False

@@ -1,5 +1,9 @@
 """Task logs: lines from agents get their rank and level parsed, stored in batches, and
-served with head/tail/filters and follow."""
+served with head/tail/filters and follow.
+
+Lines that find the master's disk full wait in memory (``MAX_WAITING`` at most; beyond that
+the oldest are dropped and counted in the log) and are written, in order, once it has space:
+the agents and tasks that sent them are not made to fail for it."""
 
 from __future__ import annotations
 
@@ -8,9 +12,11 @@ import contextlib
 import dataclasses
 import logging
 import re
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from determined.common import errors
 from pydet.master import queries
 from pydet.master.events import EventBus
 from pydet.master.queries import LogFilter, LogRow
@@ -20,6 +26,10 @@ log = logging.getLogger(__name__)
 
 _RANK = re.compile(r"^\[rank=(\d+)\] ")
 _LEVEL = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)[:\s]")
+
+# Lines kept while the disk is full, and how often their write is tried again.
+MAX_WAITING = 100_000
+RETRY_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -55,12 +65,52 @@ class LogStore:
         # Followers wait on the trial's event; it is replaced after each notification.
         self._events: dict[int, asyncio.Event] = {}
         self._watchers: list[Callable[[Sequence[LogLine]], Awaitable[None]]] = []
+        self._waiting: deque[LogLine] = deque()
+        self._dropped = 0
+        self._retry: asyncio.Task[None] | None = None
 
     def watch(self, watcher: Callable[[Sequence[LogLine]], Awaitable[None]]) -> None:
         """Show every stored batch to ``watcher`` (the log policies), after it is stored."""
         self._watchers.append(watcher)
 
     async def append(self, lines: Sequence[LogLine]) -> None:
+        """Store ``lines`` (after any still waiting for space, so that order is kept)."""
+        if self._waiting or (self._retry is not None and not self._retry.done()):
+            self._wait(lines)
+            return
+        try:
+            await self._store(lines)
+        except errors.ResourceExhausted:
+            self._wait(lines)
+
+    def _wait(self, lines: Sequence[LogLine]) -> None:
+        self._waiting.extend(lines)
+        while len(self._waiting) > MAX_WAITING:
+            self._waiting.popleft()
+            self._dropped += 1
+        if self._retry is None or self._retry.done():
+            self._retry = asyncio.create_task(self._write_waiting(), name="log-lines-waiting")
+
+    async def _write_waiting(self) -> None:
+        while self._waiting:
+            await asyncio.sleep(RETRY_SECONDS)
+            # Lines arriving during the write wait behind this batch, as they would in the
+            # deque; on failure the batch goes back in front of them.
+            batch, self._waiting = self._waiting, deque()
+            try:
+                await self._store(batch)
+            except errors.ResourceExhausted:
+                batch.extend(self._waiting)
+                self._waiting = deque()
+                self._wait(batch)
+                continue
+            except Exception:
+                log.exception("writing %d waiting log lines failed; they are dropped", len(batch))
+            if self._dropped:
+                log.warning("%d log lines were dropped while the disk was full", self._dropped)
+                self._dropped = 0
+
+    async def _store(self, lines: Sequence[LogLine]) -> None:
         rows = []
         for line in lines:
             rank, level, message = parse_line(line.text)

@@ -27,6 +27,10 @@ wait in the unit and go to the database together with the next statement that ne
 answer (``execute``'s row id, a read by the unit's own task) or with the COMMIT; BEGIN waits
 with them. An error in a waiting write is raised where the batch runs, still inside the
 unit, which rolls back as for any error.
+
+A write that finds the disk full raises ``errors.ResourceExhausted`` ("the master's disk is
+full at PATH"), which callers answer with RESOURCE_EXHAUSTED: the master itself goes on, says
+so once in its log, and writes again as soon as a write succeeds (``DiskFull``).
 """
 
 from __future__ import annotations
@@ -37,10 +41,11 @@ import contextvars
 import logging
 import os
 import pathlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from determined.common import errors
 from pydet.master.store import dialect
 from pydet.master.store.connection import DbConfig, Statement
 from pydet.master.store.connection import Row as Row
@@ -95,6 +100,30 @@ async def _run_after_commit(work: AfterCommit) -> None:
 Connection = SQLite | Postgres
 
 
+class DiskFull:
+    """Whether the store's last write found its disk full: entering and leaving that state
+    are each said once in the master's log, however many writes fail in between."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.full = False
+
+    def error(self) -> errors.ResourceExhausted:
+        if not self.full:
+            self.full = True
+            log.warning(
+                "the master's disk is full at %s: writes are refused (RESOURCE_EXHAUSTED) and"
+                " retried by their callers until there is space",
+                self.where,
+            )
+        return errors.ResourceExhausted(f"the master's disk is full at {self.where}")
+
+    def wrote(self) -> None:
+        if self.full:
+            self.full = False
+            log.warning("the master's disk at %s has space again: writes resume", self.where)
+
+
 class Database:
     """The store: ``Database(path)`` is SQLite at ``path``; with ``config`` of type postgres
     it is that PostgreSQL database (``path`` then only names it in messages)."""
@@ -106,6 +135,7 @@ class Database:
         self._write = asyncio.Lock()
         self._commits = 0
         self._exit_after = _exit_after_commits()
+        self.disk = DiskFull(str(path.parent) if self.config is None else self.where)
 
     @property
     def dialect(self) -> str:
@@ -201,7 +231,8 @@ class Database:
             if unit.pending or unit.begun:
                 pending, unit.pending = unit.pending, []
                 try:
-                    await self.backend.batch(pending, begin=not unit.begun, commit=True)
+                    with self._space():
+                        await self.backend.batch(pending, begin=not unit.begun, commit=True)
                 except BaseException:
                     await self._rollback()
                     raise
@@ -213,6 +244,16 @@ class Database:
         if self.backend.in_transaction:
             await self.backend.rollback()
 
+    @contextlib.contextmanager
+    def _space(self) -> Iterator[None]:
+        """Around a backend call that writes: a full disk becomes ``ResourceExhausted``."""
+        try:
+            yield
+        except Exception as e:
+            if self.backend.is_disk_full(e):
+                raise self.disk.error() from None
+            raise
+
     async def after_commit(self, work: AfterCommit) -> None:
         """Run ``work`` once the current unit has committed (at once outside a unit); it is
         dropped if the unit rolls back."""
@@ -223,6 +264,7 @@ class Database:
             unit.after_commit.append(work)
 
     def _committed(self) -> None:
+        self.disk.wrote()
         self._commits += 1
         if self._exit_after:
             log.debug("test hook: commit %d of %d", self._commits, self._exit_after)
@@ -237,7 +279,8 @@ class Database:
         if unit is not None:
             return await self._send(unit, (sql, params, False))
         async with self._write:
-            rowid = await self.backend.execute(sql, params)
+            with self._space():
+                rowid = await self.backend.execute(sql, params)
             self._committed()
             return rowid
 
@@ -256,7 +299,8 @@ class Database:
         unit.pending = []
         begin = not unit.begun
         unit.begun = True
-        return await self.backend.batch(statements, begin=begin, commit=False)
+        with self._space():
+            return await self.backend.batch(statements, begin=begin, commit=False)
 
     async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         unit = self._unit()

@@ -70,6 +70,11 @@ class Postgres:
                 " master's db: settings"
             ) from None
 
+    @staticmethod
+    def is_disk_full(e: BaseException) -> bool:
+        """SQLSTATE 53100 (disk_full) from the server."""
+        return getattr(e, "sqlstate", None) == "53100"
+
     def _lost(self, e: BaseException) -> bool:
         import asyncpg
 

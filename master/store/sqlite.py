@@ -58,6 +58,12 @@ class SQLite:
         await reader.execute("PRAGMA busy_timeout=5000")
         return cls(writer, reader)
 
+    @staticmethod
+    def is_disk_full(e: BaseException) -> bool:
+        """SQLITE_FULL: a write found no space (the database's file or its WAL)."""
+        code = getattr(e, "sqlite_errorcode", None)
+        return isinstance(e, sqlite3.Error) and code is not None and code & 0xFF == 13
+
     async def close(self) -> None:
         try:
             await self.reader.close()

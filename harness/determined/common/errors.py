@@ -54,6 +54,14 @@ class Unavailable(DetError):
     http_status = 503
 
 
+class ResourceExhausted(DetError):
+    """Out of a resource the caller cannot fix by changing its request: the master's disk is
+    full (its writes resume when there is space; callers retry)."""
+
+    grpc_status = "RESOURCE_EXHAUSTED"
+    http_status = 507  # Insufficient Storage
+
+
 class Aborted(DetError):
     """A collective or long poll that can never finish (a peer died, the task ended)."""
 
@@ -76,6 +84,7 @@ BY_GRPC_STATUS: dict[str, type[DetError]] = {
         PermissionDenied,
         Unauthenticated,
         Unavailable,
+        ResourceExhausted,
         Aborted,
         DeadlineExceeded,
     )

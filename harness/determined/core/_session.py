@@ -34,7 +34,18 @@ T = TypeVar("T")
 # How long an RPC keeps being retried while the master cannot be reached (it may be
 # restarting) before the failure is reported to the caller.
 RETRY_FOR_SECONDS = 30.0
+# How long a call the master refuses because its disk is full (RESOURCE_EXHAUSTED) keeps
+# being retried: the master writes again as soon as someone frees space.
+DISK_FULL_RETRY_FOR_SECONDS = 6 * 3600.0
 _CLOSED = "the Core API session is closed (core.Context.close() was called)"
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is the master saying its disk is full: worth trying again later."""
+    return (
+        isinstance(exc, grpclib.exceptions.GRPCError)
+        and exc.status is grpclib.const.Status.RESOURCE_EXHAUSTED
+    )
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -236,6 +247,7 @@ class _Retry:
         self._master_url = master_url
         self._deadline = time.monotonic() + retry_for
         self._delay = 0.2
+        self._disk_full_until: float | None = None
 
     def delay_after(self, e: Exception) -> float:
         """Seconds to wait before the next attempt; raises when there is none to make."""
@@ -245,7 +257,14 @@ class _Retry:
                 f"{self._what}: the master did not answer before the deadline"
             ) from None
         delay = self._delay
-        if is_transient(e) and time.monotonic() + delay < self._deadline:
+        if is_disk_full(e):
+            if self._disk_full_until is None:
+                self._disk_full_until = time.monotonic() + DISK_FULL_RETRY_FOR_SECONDS
+                log.warning("%s: %s; retrying until it has space", self._what, _message(e))
+            if time.monotonic() + delay < self._disk_full_until:
+                self._delay = min(delay * 2, 5.0)
+                return delay
+        elif is_transient(e) and time.monotonic() + delay < self._deadline:
             log.debug("%s: master unreachable (%s); retrying in %.1fs", self._what, e, delay)
             self._delay = min(delay * 2, 5.0)
             return delay
@@ -253,3 +272,7 @@ class _Retry:
         if translated is None:
             raise  # the caller's exception, as it is
         raise type(translated)(f"{self._what}: {translated.message}") from None
+
+
+def _message(e: Exception) -> str:
+    return str(getattr(e, "message", None) or e)
