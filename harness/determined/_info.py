@@ -106,6 +106,15 @@ class TrialInfo(_Frozen):
     def _trial_run_id(self) -> int:
         return self.trial_run_id
 
+    # Determined's private names, which its examples read (``info.trial._config["data"]``).
+    @property
+    def _config(self) -> dict[str, Any]:
+        return self.config
+
+    @property
+    def _steps_completed(self) -> int:
+        return self.steps_completed
+
 
 class ClusterInfo(_Frozen):
     """Describes the running task; ``None`` from ``get_cluster_info()`` off-cluster."""

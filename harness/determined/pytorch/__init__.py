@@ -44,9 +44,12 @@ from determined.pytorch._reducer import MetricReducer, Reducer
 from determined.pytorch._schedule import to_batches
 from determined.pytorch._trainer import Outcome, TrialController, run
 from determined.pytorch._trial import PyTorchTrial
+from determined.pytorch._units import Batch, Epoch, TrainUnit
 
 __all__ = [
+    "Batch",
     "DataLoader",
+    "Epoch",
     "LRScheduler",
     "MetricReducer",
     "Outcome",
@@ -54,6 +57,7 @@ __all__ = [
     "PyTorchTrialContext",
     "Reducer",
     "TorchData",
+    "TrainUnit",
     "TrialController",
     "TrialEnv",
     "TrialEnvError",

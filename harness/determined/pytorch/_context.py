@@ -11,7 +11,7 @@ import torch
 
 from determined.pytorch import _data
 from determined.pytorch._lr_scheduler import LRScheduler
-from determined.pytorch._reducer import MetricReducer, WrappedReducer, _FunctionReducer
+from determined.pytorch._reducer import MetricReducer, WrappedReducer, wrap
 
 if TYPE_CHECKING:
     from determined import core
@@ -202,23 +202,9 @@ class PyTorchTrialContext:
         to the returned object's ``update(value)`` (across all workers). Its result is the
         metric ``name``; without a name it must be a dict of metric names to values.
         """
-        if isinstance(reducer, MetricReducer):
-            wrapped: MetricReducer = reducer
-        elif callable(reducer):
-            wrapped = _FunctionReducer(reducer)
-        else:
-            raise TypeError(
-                "wrap_reducer() takes a pytorch.MetricReducer or a function of a list of "
-                f"values, not {type(reducer).__name__}"
-            )
-        if not (for_training or for_validation):
-            raise ValueError("wrap_reducer(): for_training and for_validation are both False")
-        self.reducers.append(
-            WrappedReducer(
-                wrapped, name=name, for_training=for_training, for_validation=for_validation
-            )
-        )
-        return wrapped
+        wrapped = wrap(reducer, name=name, for_training=for_training, for_validation=for_validation)
+        self.reducers.append(wrapped)
+        return wrapped.reducer
 
     def backward(
         self,

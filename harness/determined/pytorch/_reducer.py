@@ -99,6 +99,30 @@ class WrappedReducer:
         return dict(value)
 
 
+def wrap(
+    reducer: MetricReducer | Callable[[list[Any]], Any],
+    *,
+    name: str | None,
+    for_training: bool,
+    for_validation: bool,
+) -> WrappedReducer:
+    """What a context's ``wrap_reducer()`` registers (the arguments checked)."""
+    if isinstance(reducer, MetricReducer):
+        wrapped: MetricReducer = reducer
+    elif callable(reducer):
+        wrapped = _FunctionReducer(reducer)
+    else:
+        raise TypeError(
+            "wrap_reducer() takes a pytorch.MetricReducer or a function of a list of "
+            f"values, not {type(reducer).__name__}"
+        )
+    if not (for_training or for_validation):
+        raise ValueError("wrap_reducer(): for_training and for_validation are both False")
+    return WrappedReducer(
+        wrapped, name=name, for_training=for_training, for_validation=for_validation
+    )
+
+
 class Partial:
     """One worker's running reduction of per-batch scalar metrics (picklable)."""
 
