@@ -1,9 +1,11 @@
-"""``python3 -m determined.exec.harness TRIAL``: train a ``PyTorchTrial`` class in this worker.
+"""``python3 -m determined.exec.harness TRIAL``: train a Trial class in this worker.
 
 ``TRIAL`` is ``module:ClassName`` (``model_def:MyTrial``, ``pkg.models:MyTrial``, or a path
 ``models/mnist:MyTrial``), resolved against the working directory, which on a cluster is
-the experiment's context directory. The launchers run it once per worker for
-``--trial TRIAL`` (``determined.launch.torch_distributed --trial model_def:MyTrial``).
+the experiment's context directory: a ``determined.pytorch.PyTorchTrial``, or a
+``determined.pytorch.deepspeed.DeepSpeedTrial`` (``determined.pytorch.deepspeed._harness``).
+The launchers run it once per worker for ``--trial TRIAL``
+(``determined.launch.torch_distributed --trial model_def:MyTrial``).
 
 On a cluster the trial's hyperparameters, config and seed come from the task's environment.
 Off the cluster set ``DET_HPARAMS`` (a JSON object) and, for the length to train,
@@ -45,14 +47,14 @@ class TrialLoadError(errors.InvalidArgument):
 
 
 def load_trial_class(spec: str, *, directory: str | None = None) -> type[PyTorchTrial]:
-    """Import the ``PyTorchTrial`` subclass that ``spec`` (``module:ClassName``) names.
+    """Import the ``PyTorchTrial`` (or ``pytorch.deepspeed.DeepSpeedTrial``) subclass that
+    ``spec`` (``module:ClassName``) names.
 
     ``directory`` (default: the working directory) is put first on ``sys.path``.
 
     Raises:
         TrialLoadError: with a message that says what is wrong and where it looked.
     """
-    from determined.pytorch import PyTorchTrial
 
     match = _SPEC.fullmatch(spec.strip())
     if match is None:
@@ -76,34 +78,53 @@ def load_trial_class(spec: str, *, directory: str | None = None) -> type[PyTorch
             f"importing {module_name!r} for trial {spec!r} failed: {e} (is a dependency "
             "missing from the image, or a startup-hook.sh step?)"
         ) from None
+    bases = _trial_bases()
     found = getattr(module, class_name, None)
     if found is None:
-        trials = _trial_classes(module, PyTorchTrial)
+        trials = _trial_classes(module, bases)
         hint = f"; it defines {', '.join(trials)}" if trials else ""
         raise TrialLoadError(
             f"module {module_name!r} ({getattr(module, '__file__', '?')}) has no class "
             f"{class_name!r}{hint}"
         )
-    if not (isinstance(found, type) and issubclass(found, PyTorchTrial)):
+    if not (isinstance(found, type) and issubclass(found, bases)):
         what = (
             f"the class {found.__name__}"
             if isinstance(found, type)
             else f"an object of type {type(found).__name__}"
         )
         raise TrialLoadError(
-            f"{spec} names {what}, which is not a subclass of determined.pytorch.PyTorchTrial"
+            f"{spec} names {what}, which is not a subclass of determined.pytorch.PyTorchTrial "
+            "or determined.pytorch.deepspeed.DeepSpeedTrial"
         )
     if inspect.isabstract(found):
         missing = ", ".join(sorted(getattr(found, "__abstractmethods__", ())))
         raise TrialLoadError(f"{spec} does not implement the abstract method(s) {missing}")
-    return found
+    return found  # type: ignore[return-value]  # a PyTorchTrial or a DeepSpeedTrial
 
 
-def _trial_classes(module: Any, base: type) -> list[str]:
+def _trial_bases() -> tuple[type, ...]:
+    """The Trial base classes: ``DeepSpeedTrial`` only when the user's code imported it
+    (importing it imports deepspeed)."""
+    from determined.pytorch import PyTorchTrial
+
+    deepspeed_api = sys.modules.get("determined.pytorch.deepspeed")
+    if deepspeed_api is None:
+        return (PyTorchTrial,)
+    return (PyTorchTrial, deepspeed_api.DeepSpeedTrial)
+
+
+def is_deepspeed_trial(trial_class: type) -> bool:
+    """Whether ``trial_class`` is a ``DeepSpeedTrial`` (without importing deepspeed)."""
+    deepspeed_api = sys.modules.get("determined.pytorch.deepspeed")
+    return deepspeed_api is not None and issubclass(trial_class, deepspeed_api.DeepSpeedTrial)
+
+
+def _trial_classes(module: Any, bases: tuple[type, ...]) -> list[str]:
     return sorted(
         name
         for name, value in vars(module).items()
-        if isinstance(value, type) and issubclass(value, base) and value is not base
+        if isinstance(value, type) and issubclass(value, bases) and value not in bases
     )
 
 
@@ -126,6 +147,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         trial_class = load_trial_class(args[0])
+        if is_deepspeed_trial(trial_class):
+            from determined.pytorch.deepspeed import _harness
+
+            _harness.run_trial(trial_class)  # type: ignore[arg-type]  # a DeepSpeedTrial
+            logging.getLogger(PROG).info("trial finished")
+            return 0
         outcome = pytorch.run(trial_class)
     except errors.DetError as e:
         print(f"{PROG}: {e.message}", file=sys.stderr, flush=True)
