@@ -11,4 +11,4 @@ ruff format --check .
 mypy
 lint-imports --no-cache
 scripts/webui.sh test
-pytest -m "not slow and not docker and not webui and not slurm and not postgres" -p no:cacheprovider "$@"
+pytest -m "not slow and not docker and not webui and not slurm and not postgres and not frameworks" -p no:cacheprovider "$@"

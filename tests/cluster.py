@@ -135,6 +135,9 @@ class Cluster:
         self._token: str | None = None
         # This master's PostgreSQL database (its db: settings), if it keeps its store there.
         self.postgres: dict[str, str] | None = None
+        # The interpreter agents run with, hence their tasks' ``python3`` (another virtual
+        # environment's, for frameworks that need packages of their own).
+        self.agent_python = sys.executable
 
     @property
     def admin_password(self) -> str:
@@ -314,7 +317,7 @@ class Cluster:
         self.agents[name] = self._spawn(
             name,
             [
-                sys.executable,
+                self.agent_python,
                 "-m",
                 "pydet.agent",
                 "--master",
