@@ -180,6 +180,52 @@ class DistributedContext:
         )
 
     @classmethod
+    def from_tf_config(cls) -> tuple[DistributedContext, Any]:
+        """A ``DistributedContext`` and a ``tf.distribute.Strategy`` from ``TF_CONFIG``
+        (which ``determined.launch.tensorflow`` sets when a trial spans several containers).
+
+        Several workers in ``TF_CONFIG`` give a ``MultiWorkerMirroredStrategy`` (one worker
+        per container, the first one the chief); otherwise a ``MirroredStrategy`` when this
+        machine has more than one GPU, else TensorFlow's default strategy.
+        """
+        import json
+
+        import tensorflow as tf
+
+        raw = os.environ.get("TF_CONFIG")
+        if raw:
+            try:
+                tf_config = json.loads(raw)
+                task_type = tf_config["task"]["type"]
+                workers = list(tf_config["cluster"]["worker"])
+                index = int(tf_config["task"]["index"])
+            except (ValueError, KeyError, TypeError) as e:
+                raise ValueError(
+                    f"DistributedContext.from_tf_config(): TF_CONFIG is malformed ({e}): {raw}"
+                ) from None
+            if task_type != "worker":
+                raise RuntimeError(
+                    "DistributedContext.from_tf_config() only supports the default strategy, "
+                    "MirroredStrategy or MultiWorkerMirroredStrategy, but found unexpected "
+                    f'task_type="{task_type}" in TF_CONFIG ({raw})'
+                )
+            if len(workers) > 1:
+                dist = cls(
+                    rank=index,
+                    size=len(workers),
+                    local_rank=0,
+                    local_size=1,
+                    cross_rank=index,
+                    cross_size=len(workers),
+                    chief_ip=str(workers[0]).split(":")[0],
+                )
+                return dist, tf.distribute.MultiWorkerMirroredStrategy()
+        dist = cls(rank=0, size=1, local_rank=0, local_size=1, cross_rank=0, cross_size=1)
+        gpus = len(tf.config.list_physical_devices("GPU"))
+        strategy = tf.distribute.MirroredStrategy() if gpus > 1 else tf.distribute.get_strategy()
+        return dist, strategy
+
+    @classmethod
     def from_horovod(cls, hvd: Any, chief_ip: str | None = None) -> DistributedContext:
         """Build one from an initialized Horovod module (``import horovod.torch as hvd``)."""
         return cls(
