@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.cluster import EXAMPLES, Cluster, cluster_fixture
+from tests.frameworks.foreign import pytorch_trial_checkpoint
 from tests.integration.test_core_api import Api, checkpoint_dir
 from tests.integration.test_digits import wait_trial
 
@@ -175,12 +176,7 @@ def test_checkpoint_of_another_framework_fails_the_trial_naming_it(
     cluster: Cluster, api: Api, tmp_path: pathlib.Path
 ) -> None:
     # A PyTorchTrial's checkpoint: no DeepSpeed engine, no det_state_dict_rank0.pth.
-    torch_exp = cluster.create(
-        EXAMPLES / "pytorch_trial" / "const.yaml", EXAMPLES / "pytorch_trial"
-    )
-    api.wait(torch_exp, "COMPLETED", timeout=300)
-    (torch_trial,) = api.trials(torch_exp)
-    foreign = api.checkpoints(torch_trial.id)[-1].uuid
+    foreign = pytorch_trial_checkpoint(cluster, api)
 
     exp_id = cluster.create(
         EXAMPLE / "distributed.yaml",
