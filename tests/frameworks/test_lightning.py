@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import pathlib
 from collections.abc import Iterator
 
@@ -10,9 +11,11 @@ import pytest
 from tests.cluster import Cluster, cluster_fixture
 from tests.integration.test_core_api import Api, write_context
 
-pytest.importorskip("lightning")
-
-pytestmark = [pytest.mark.frameworks, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.frameworks,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(importlib.util.find_spec("lightning") is None, reason="no lightning"),
+]
 
 TRAIN = """
 import lightning.pytorch as pl
