@@ -43,51 +43,22 @@ from determined.pytorch._env import TrialEnvError
 from determined.pytorch._reducer import Partial, check_reducers, combine
 from determined.pytorch._units import Batch, Epoch, TrainUnit
 from determined.pytorch.deepspeed._context import DeepSpeedTrialContext
+from determined.pytorch.deepspeed._layout import (
+    LOAD_DATA_FILE,
+    STATE_FILE,
+    TRIAL_TYPE,
+    _PlainUnpickler,
+    _TrialState,
+    rank_file,
+)
+from determined.pytorch.deepspeed._loaders import loader_length, repeat
 from determined.pytorch.deepspeed._trial import DeepSpeedTrial
 
 log = logging.getLogger("determined.pytorch")
 
-TRIAL_TYPE = "DeepSpeedTrial"
-STATE_FILE = "trial_state.pkl"
-LOAD_DATA_FILE = "load_data.json"
-
-
-def rank_file(rank: int) -> str:
-    """The name of worker ``rank``'s own file in a checkpoint."""
-    return f"det_state_dict_rank{rank}.pth"
-
 
 class _ShouldExit(Exception):
     """Leaves the training loop from inside it (preempted or asked to stop)."""
-
-
-class _TrialState:
-    """What ``trial_state.pkl`` holds: where training is."""
-
-    def __init__(
-        self,
-        trial_id: int = 0,
-        last_ckpt: int = 0,
-        step_id: int = 0,
-        last_val: int = 0,
-        batches_trained: int = 0,
-        epochs_trained: int = 0,
-    ) -> None:
-        self.trial_id = trial_id
-        self.last_ckpt = last_ckpt
-        self.step_id = step_id
-        self.last_val = last_val
-        self.batches_trained = batches_trained
-        self.epochs_trained = epochs_trained
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    """Reads ``trial_state.pkl``, which holds only a dict of numbers: nothing else loads."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(
-            f"{STATE_FILE} may hold only plain values, not {module}.{name}"
-        )
 
 
 class DeepSpeedTrialController:
@@ -262,7 +233,7 @@ class DeepSpeedTrialController:
                 self.validation_loader = val
             micro_per_epoch = self._micro_batches_per_epoch()
             epoch_lens = [micro_per_epoch // micro]
-            val_batches = _length(self.validation_loader, "validation")
+            val_batches = loader_length(self.validation_loader, "validation")
             if self.context.use_pipeline_parallel:
                 if val_batches < micro:
                     raise TrialEnvError(
@@ -327,7 +298,7 @@ class DeepSpeedTrialController:
             )
             assert stream.batches_per_epoch is not None
             return stream.batches_per_epoch
-        return _length(loader, "training")
+        return loader_length(loader, "training")
 
     def _training_batches(self) -> Iterator[Any] | None:
         """This worker's micro-batches from where training stands, forever (or None)."""
@@ -346,7 +317,7 @@ class DeepSpeedTrialController:
                     start=start,
                 )
             )
-        return _repeat(loader)
+        return repeat(loader)
 
     def _epoch_len(self) -> int:
         assert self.context._epoch_len, "Training dataloader uninitialized."
@@ -611,29 +582,6 @@ def _metrics_of(out: Any, fn: str, *, loss: bool = True) -> Mapping[str, Any]:
     return out
 
 
-def _length(loader: Any, what: str) -> int:
-    try:
-        return len(loader)
-    except TypeError:
-        inner = getattr(loader, "loader", None)  # DeepSpeed's RepeatingLoader
-        if inner is not None:
-            return len(inner)
-        raise TrialEnvError(
-            f"the {what} data loader ({type(loader).__name__}) has no length; the trainer needs "
-            "one to know where epochs and validation end"
-        ) from None
-
-
-def _repeat(loader: Any) -> Iterator[Any]:
-    while True:
-        produced = False
-        for batch in loader:
-            produced = True
-            yield batch
-        if not produced:
-            raise TrialEnvError("the training data loader produced no batches")
-
-
 def _call(cb: Any, hook: str, *args: Any, **kwargs: Any) -> None:
     fn = getattr(cb, hook, None)
     if callable(fn):
@@ -645,14 +593,3 @@ def _parameters(fn: Any) -> Mapping[str, Any]:
         return inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return {}
-
-
-def batch_length(batch: Any) -> int:
-    """The number of records in a batch: the first dimension of its first tensor."""
-    if isinstance(batch, torch.Tensor):
-        return int(batch.shape[0])
-    if isinstance(batch, Mapping):
-        return batch_length(next(iter(batch.values())))
-    if isinstance(batch, (list, tuple)) and batch:
-        return batch_length(batch[0])
-    raise TypeError(f"cannot tell the length of a batch of type {type(batch).__name__}")

@@ -98,6 +98,6 @@ class DeepSpeedTrial(abc.ABC):
 
     def get_batch_length(self, batch: Any) -> int:
         """The number of records in a batch (the first dimension of its first tensor)."""
-        from determined.pytorch.deepspeed._controller import batch_length
+        from determined.pytorch.deepspeed._loaders import batch_length
 
         return batch_length(batch)
