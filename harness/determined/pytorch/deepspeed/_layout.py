@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pickle
+from dataclasses import dataclass
 from typing import Any
 
 TRIAL_TYPE = "DeepSpeedTrial"
@@ -16,24 +17,16 @@ def rank_file(rank: int) -> str:
     return f"det_state_dict_rank{rank}.pth"
 
 
+@dataclass
 class _TrialState:
     """What ``trial_state.pkl`` holds: where training is."""
 
-    def __init__(
-        self,
-        trial_id: int = 0,
-        last_ckpt: int = 0,
-        step_id: int = 0,
-        last_val: int = 0,
-        batches_trained: int = 0,
-        epochs_trained: int = 0,
-    ) -> None:
-        self.trial_id = trial_id
-        self.last_ckpt = last_ckpt
-        self.step_id = step_id
-        self.last_val = last_val
-        self.batches_trained = batches_trained
-        self.epochs_trained = epochs_trained
+    trial_id: int = 0
+    last_ckpt: int = 0
+    step_id: int = 0
+    last_val: int = 0
+    batches_trained: int = 0
+    epochs_trained: int = 0
 
 
 class _PlainUnpickler(pickle.Unpickler):
