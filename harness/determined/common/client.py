@@ -178,7 +178,7 @@ def translate(
     """The shared error for a failed call, or None if ``exc`` is not an RPC failure;
     ``choose_master`` ends the message for a master that cannot be reached."""
     if isinstance(exc, grpclib.exceptions.GRPCError):
-        cls = errors.BY_GRPC_STATUS.get(exc.status.name, errors.DetError)
+        cls = errors.BY_GRPC_STATUS.get(exc.status.name, errors.Internal)
         if exc.status.name == "UNAVAILABLE":
             return errors.Unavailable(f"the master at {address} is unavailable: {exc.message}")
         return cls(exc.message or exc.status.name)
