@@ -13,6 +13,8 @@ from pydet.master.auth.authenticator import Authenticator
 from pydet.master.auth.callers import UserCaller
 from pydet.master.guard import current_caller, current_peer
 from pydet.master.service import Service
+from pydet.master.users import profiles
+from pydet.master.users.profiles import Profiles
 from pydet.master.webhooks import dispatch as webhooks
 
 log = logging.getLogger(__name__)
@@ -26,9 +28,10 @@ def _user() -> UserCaller:
 
 
 class DeterminedServicer(v1.DeterminedBase):
-    def __init__(self, service: Service, auth: Authenticator) -> None:
+    def __init__(self, service: Service, auth: Authenticator, users: Profiles) -> None:
         self.s = service
         self.auth = auth
+        self.users = users
 
     async def get_master(self, message: v1.GetMasterRequest) -> v1.GetMasterResponse:
         return self.s.master_info()
@@ -43,14 +46,31 @@ class DeterminedServicer(v1.DeterminedBase):
         return v1.LogoutResponse()
 
     async def get_me(self, message: v1.GetMeRequest) -> v1.GetMeResponse:
-        return v1.GetMeResponse(user=await self.auth.me(_user()))
+        return v1.GetMeResponse(user=profiles.message(await self.users.get(_user().id)))
 
     async def get_users(self, message: v1.GetUsersRequest) -> v1.GetUsersResponse:
-        return v1.GetUsersResponse(users=await self.auth.users())
+        found = await self.users.all(active=message.active)
+        return v1.GetUsersResponse(users=[profiles.message(u) for u in found])
+
+    async def get_user(self, message: v1.GetUserRequest) -> v1.GetUserResponse:
+        return v1.GetUserResponse(user=profiles.message(await self.users.get(message.user_id)))
+
+    async def get_user_by_username(
+        self, message: v1.GetUserByUsernameRequest
+    ) -> v1.GetUserByUsernameResponse:
+        found = await self.users.by_name(message.username)
+        return v1.GetUserByUsernameResponse(user=profiles.message(found))
 
     async def post_user(self, message: v1.PostUserRequest) -> v1.PostUserResponse:
-        user = await self.auth.create_user(message.username, message.password, admin=message.admin)
-        return v1.PostUserResponse(user=user)
+        created = await self.users.create(
+            message.username,
+            message.password,
+            admin=message.admin,
+            remote=message.remote,
+            display_name=message.display_name,
+            agent=message.agent_user_group,
+        )
+        return v1.PostUserResponse(user=profiles.message(created))
 
     async def set_user_password(
         self, message: v1.SetUserPasswordRequest
@@ -59,10 +79,17 @@ class DeterminedServicer(v1.DeterminedBase):
         return v1.SetUserPasswordResponse()
 
     async def patch_user(self, message: v1.PatchUserRequest) -> v1.PatchUserResponse:
-        user = await self.auth.patch_user(
-            _user(), message.username, active=message.active, admin=message.admin
-        )
-        return v1.PatchUserResponse(user=user)
+        if not message.user_id:  # pydet's older form: the user by name, active and admin
+            user = await self.auth.patch_user(
+                _user(), message.username, active=message.active, admin=message.admin
+            )
+            return v1.PatchUserResponse(user=profiles.message(await self.users.get(user.id)))
+        target = await self.users.get(message.user_id)
+        async with self.s.lock:
+            renamed = await self.users.patch(_user(), target, message.user or v1.PatchUser())
+            if renamed is not None:
+                self.s.user_renamed(renamed.old, renamed.new)
+        return v1.PatchUserResponse(user=profiles.message(await self.users.get(target.id)))
 
     # -- experiments ---------------------------------------------------------------------------
 
@@ -128,6 +155,33 @@ class DeterminedServicer(v1.DeterminedBase):
     ) -> v1.ExperimentActionResponse:
         return await self.s.experiment_action("delete", message.experiment_id)
 
+    async def patch_experiment(
+        self, message: v1.PatchExperimentRequest
+    ) -> v1.PatchExperimentResponse:
+        if message.experiment is None or not message.experiment.id:
+            raise errors.InvalidArgument("experiment.id is required")
+        return v1.PatchExperimentResponse(
+            experiment=await self.s.patch_experiment(message.experiment)
+        )
+
+    async def put_experiment_label(
+        self, message: v1.PutExperimentLabelRequest
+    ) -> v1.PutExperimentLabelResponse:
+        labels = await self.s.set_experiment_label(message.experiment_id, message.label, on=True)
+        return v1.PutExperimentLabelResponse(labels=labels)
+
+    async def delete_experiment_label(
+        self, message: v1.DeleteExperimentLabelRequest
+    ) -> v1.DeleteExperimentLabelResponse:
+        labels = await self.s.set_experiment_label(message.experiment_id, message.label, on=False)
+        return v1.DeleteExperimentLabelResponse(labels=labels)
+
+    async def delete_tensorboard_files(
+        self, message: v1.DeleteTensorboardFilesRequest
+    ) -> v1.DeleteTensorboardFilesResponse:
+        await self.s.delete_tensorboard_files(message.experiment_id)
+        return v1.DeleteTensorboardFilesResponse()
+
     async def continue_experiment(
         self, message: v1.ContinueExperimentRequest
     ) -> v1.ContinueExperimentResponse:
@@ -171,6 +225,30 @@ class DeterminedServicer(v1.DeterminedBase):
         self, message: v1.GetTrialMetricsRequest
     ) -> v1.GetTrialMetricsResponse:
         return v1.GetTrialMetricsResponse(reports=await self.s.get_trial_metrics(message))
+
+    async def get_metrics(
+        self, message: v1.GetMetricsRequest
+    ) -> AsyncIterator[v1.GetMetricsResponse]:
+        async for page in self.s.get_metrics(list(message.trial_ids), message.group):
+            yield v1.GetMetricsResponse(metrics=page)
+
+    async def report_trial_source_info(
+        self, message: v1.ReportTrialSourceInfoRequest
+    ) -> v1.ReportTrialSourceInfoResponse:
+        info = message.trial_source_info
+        if info is None:
+            raise errors.InvalidArgument("trial_source_info is required")
+        await self.s.report_trial_source_info(info)
+        return v1.ReportTrialSourceInfoResponse(
+            trial_id=info.trial_id, checkpoint_uuid=info.checkpoint_uuid
+        )
+
+    async def get_trial_metrics_by_checkpoint(
+        self, message: v1.GetTrialMetricsByCheckpointRequest
+    ) -> v1.GetTrialMetricsByCheckpointResponse:
+        return v1.GetTrialMetricsByCheckpointResponse(
+            metrics=await self.s.trial_metrics_by_checkpoint(message)
+        )
 
     async def get_agents(self, message: v1.GetAgentsRequest) -> v1.GetAgentsResponse:
         return self.s.get_agents()
@@ -304,6 +382,14 @@ class DeterminedServicer(v1.DeterminedBase):
     ) -> v1.DeleteCheckpointsResponse:
         await self.s.checkpoints.delete_checkpoints(message.uuids)
         return v1.DeleteCheckpointsResponse()
+
+    async def checkpoints_remove_files(
+        self, message: v1.CheckpointsRemoveFilesRequest
+    ) -> v1.CheckpointsRemoveFilesResponse:
+        await self.s.checkpoints.remove_files(
+            list(message.checkpoint_uuids), list(message.checkpoint_globs)
+        )
+        return v1.CheckpointsRemoveFilesResponse()
 
     async def post_checkpoint_metadata(
         self, message: v1.PostCheckpointMetadataRequest

@@ -38,6 +38,7 @@ def experiment(row: queries.ExperimentRow, *, pulling: int = 0) -> v1.Experiment
         project=cfg.get("project") or "",
         workspace=cfg.get("workspace") or "",
         unmanaged=row.unmanaged,
+        notes=row.notes,
     )
 
 
@@ -100,6 +101,7 @@ def checkpoint(row: queries.CheckpointRow) -> v1.Checkpoint:
         report_time=row.report_time,
         storage=redacted_json(row.storage, storage=True),
         searcher_metric=row.searcher_metric,
+        validation_metrics=row.validation_metrics,
     )
 
 
@@ -110,4 +112,6 @@ def metric(row: queries.MetricRow) -> v1.MetricReport:
         metrics=row.metrics,
         timestamp=row.timestamp,
         batch_metrics=row.batch_metrics,
+        trial_id=row.trial_id,
+        trial_run_id=row.run_id,
     )

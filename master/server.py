@@ -43,6 +43,7 @@ from pydet.master.tasks.task_list import TaskList
 from pydet.master.tasks.task_owners import TaskOwners
 from pydet.master.tasks.task_spec import MasterInfo
 from pydet.master.tasks.tensorboards import Tensorboards
+from pydet.master.users.profiles import Profiles
 from pydet.master.webhooks.dispatch import Webhooks
 from pydet.master.webhooks.sender import Sender
 from pydet.master.webhooks.store import WebhookStore
@@ -220,9 +221,12 @@ class Master:
         for pool in slurm_pools:
             await pool.adopt()
         lookup = authz.Lookup(self.db)
+        servicer = DeterminedServicer(
+            service, authenticator, Profiles(self.db, authenticator, lookup)
+        )
         grpc_server = grpclib.server.Server(
             [
-                Guarded(DeterminedServicer(service, authenticator), authenticator, lookup),
+                Guarded(servicer, authenticator, lookup),
                 Guarded(hub, authenticator, lookup),
             ],
             codec=wire.WireCodec(),

@@ -19,6 +19,7 @@ from pydet.master.events import EventBus
 from pydet.master.experiments import json_input, shown_state, warm_start
 from pydet.master.experiments.checkpoints import Checkpoints
 from pydet.master.experiments.continuation import max_trials_override, parse_override
+from pydet.master.experiments.edits import ExperimentEdits
 from pydet.master.experiments.live import LiveExperiments
 from pydet.master.experiments.manager import Experiments
 from pydet.master.experiments.reports import Reports
@@ -39,6 +40,8 @@ T = TypeVar("T")
 
 # Bytes of JSON a trial's metadata may take.
 MAX_TRIAL_METADATA = 1 << 20
+# Reports per message of GetMetrics' stream (Determined's page size).
+METRICS_PAGE = 1000
 
 
 def _scrubbed(e: errors.InvalidArgument, config_text: str) -> errors.InvalidArgument:
@@ -86,6 +89,7 @@ class Service:
         self.checkpoints = checkpoints
         self.info = info
         self.version = version
+        self.edits = ExperimentEdits(db, live)
 
     async def locked(self, awaitable: Awaitable[T]) -> T:
         async with self.lock:
@@ -225,6 +229,33 @@ class Service:
             experiment=(await self.get_experiment(experiment_id)).experiment
         )
 
+    async def patch_experiment(self, change: v1.PatchExperiment) -> v1.Experiment:
+        async with self.lock:
+            await self.edits.patch(change)
+        return (await self.get_experiment(change.id)).experiment or v1.Experiment()
+
+    async def set_experiment_label(self, experiment_id: int, label: str, *, on: bool) -> list[str]:
+        async with self.lock:
+            if on:
+                return await self.edits.add_label(experiment_id, label)
+            return await self.edits.remove_label(experiment_id, label)
+
+    async def delete_tensorboard_files(self, experiment_id: int) -> None:
+        config = await queries.stored_config(self.db, experiment_id)
+        if config is None:
+            raise errors.NotFound(f"experiment {experiment_id} not found")
+        await self.tensorboards.remove_files(experiment_id, config)
+
+    def user_renamed(self, old: str, new: str) -> None:
+        """What the master holds in memory of a renamed user's experiments and TensorBoards
+        (its store already says the new name). Under the lock."""
+        for exp in self.live:
+            if exp.username == old:
+                exp.username = new
+        for tb in self.tensorboards.live():
+            if tb.username == old:
+                tb.username = new
+
     async def continue_experiment(
         self, experiment_id: int, override_config: str
     ) -> v1.ContinueExperimentResponse:
@@ -334,6 +365,64 @@ class Service:
             group=req.group,
             after_steps=req.after_steps if req.after_steps else -1,
             limit=req.limit,
+        )
+        return [convert.metric(r) for r in rows]
+
+    async def get_metrics(
+        self, trial_ids: list[int], group: str
+    ) -> AsyncIterator[list[v1.MetricReport]]:
+        """Determined's GetMetrics: one group's reports of each trial (in id order), in
+        step order, a page at a time."""
+        if not trial_ids:
+            raise errors.InvalidArgument("trial_ids: name at least one trial")
+        if not group:
+            raise errors.InvalidArgument("group: name a metric group (training, validation...)")
+        twice = sorted({t for t in trial_ids if trial_ids.count(t) > 1})
+        if twice:
+            raise errors.InvalidArgument(f"trial_ids: trial {twice[0]} is named twice")
+        for trial_id in sorted(trial_ids):
+            await queries.ensure_trial(self.db, trial_id)
+        for trial_id in sorted(trial_ids):
+            after = -1
+            while True:
+                rows = await queries.metrics(
+                    self.db, trial_id, group=group, after_steps=after, limit=METRICS_PAGE
+                )
+                if rows:
+                    yield [convert.metric(r) for r in rows]
+                    after = rows[-1].steps_completed
+                if len(rows) < METRICS_PAGE:
+                    break
+
+    async def report_trial_source_info(self, info: v1.TrialSourceInfo) -> None:
+        """Remember that a trial used a checkpoint (its reports are the checkpoint's metrics)."""
+        if info.trial_source_info_type == v1.TrialSourceInfoType.UNSPECIFIED:
+            raise errors.InvalidArgument("trial_source_info_type: say how the trial used it")
+        await queries.ensure_trial(self.db, info.trial_id)
+        await queries.checkpoint(self.db, info.checkpoint_uuid)  # NotFound naming it
+        await self.db.execute(
+            "INSERT OR IGNORE INTO trial_source_infos"
+            " (trial_id, checkpoint_uuid, source_type, model_id, model_version)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (
+                info.trial_id,
+                info.checkpoint_uuid,
+                info.trial_source_info_type.name,
+                info.model_id,
+                info.model_version,
+            ),
+        )
+
+    async def trial_metrics_by_checkpoint(
+        self, req: v1.GetTrialMetricsByCheckpointRequest
+    ) -> list[v1.MetricReport]:
+        await queries.checkpoint(self.db, req.checkpoint_uuid)  # NotFound naming it
+        kind = req.trial_source_info_type
+        rows = await queries.checkpoint_metrics(
+            self.db,
+            req.checkpoint_uuid,
+            source_type="" if kind == v1.TrialSourceInfoType.UNSPECIFIED else kind.name,
+            group=req.metric_group,
         )
         return [convert.metric(r) for r in rows]
 

@@ -294,6 +294,11 @@ class Authenticator:
             if cached.id == user_id and digest != keep:
                 del self._cache[digest]
 
+    def forget_cached_sessions(self, user_id: int) -> None:
+        """Read the user's sessions from the store again at their next call (after a change
+        to the user, such as a new name, that their callers carry)."""
+        self._uncache(user_id)
+
     async def _end_sessions(self, user_id: int, *, keep: str = "") -> None:
         self._uncache(user_id, keep=keep)
         await self._db.execute(

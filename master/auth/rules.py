@@ -7,7 +7,12 @@ request message, before the call reaches the domain. The rules:
   with a parent) is for the parent's owner or an admin.
 - Steering an experiment (pause, activate, cancel, kill, archive, delete, its job's
   priority, weight, pool and position, its resources) is for its owner or an admin.
-- Users and agents are managed by admins; a user may change their own password.
+- Users and agents are managed by admins; a user may change their own password, username
+  and display name, and any user may read any user (Determined's basic rules).
+- An experiment's name, description, labels and notes, and its TensorBoard files, are
+  its owner's or an admin's to change, as is removing some files of its checkpoints.
+- A trial's task (or its experiment's owner) says which checkpoint it used; any user reads
+  the metrics of the trials that used a checkpoint.
 - A task acts only on its own allocation and trial, reads only its own experiment (and the
   checkpoint it started from), and can create, steer or read nothing else.
 - Webhooks are managed (created, listed, deleted) by admins, as in Determined; a task posts
@@ -66,6 +71,11 @@ class Lookup:
             raise errors.NotFound(f"experiment {experiment_id} not found")
         self._remember(self._owners, experiment_id, owner)
         return owner
+
+    def forget_owners(self) -> None:
+        """Drop the cached owners (a user was renamed: their experiments' owner changed)."""
+        self._owners.clear()
+        self._jobs.clear()
 
     async def trial_experiment(self, trial_id: int) -> int:
         experiment_id = await queries.trial_experiment(self._db, trial_id)
@@ -170,6 +180,27 @@ async def admin(caller: Caller, message: Any, lookup: Lookup) -> None:
         raise errors.PermissionDenied("only an admin may do this")
 
 
+async def patch_user(caller: Caller, message: Any, lookup: Lookup) -> None:
+    """An admin changes anyone; a user only their own username and display name (in
+    Determined's form, by user_id; pydet's older form by name is for admins)."""
+    u = _user(caller)
+    if u.admin:
+        return
+    if not message.user_id or message.user_id != u.id:
+        raise errors.PermissionDenied("only an admin may change another user")
+    change = message.user
+    if change is not None and (
+        change.admin is not None
+        or change.active is not None
+        or change.remote is not None
+        or change.agent_user_group is not None
+    ):
+        raise errors.PermissionDenied(
+            "only an admin may change who is an admin, active or remote, or a user's agent "
+            "user and group"
+        )
+
+
 async def self_or_admin(caller: Caller, message: Any, lookup: Lookup) -> None:
     u = _user(caller)
     if not u.admin and message.username != u.username:
@@ -187,6 +218,12 @@ async def create_experiment(caller: Caller, message: Any, lookup: Lookup) -> Non
     _user(caller)
     if message.parent_id:
         await _owns(caller, int(message.parent_id), lookup, "fork")
+
+
+async def patch_experiment(caller: Caller, message: Any, lookup: Lookup) -> None:
+    _user(caller)
+    if message.experiment is not None and message.experiment.id:  # else refused as invalid
+        await _owns(caller, int(message.experiment.id), lookup, "change")
 
 
 async def continue_experiment(caller: Caller, message: Any, lookup: Lookup) -> None:
@@ -234,19 +271,28 @@ def task_of_trial(field: str = "trial_id") -> Rule:
     """The trial's own task, or (for reporting from outside a task) its experiment's owner."""
 
     async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
-        trial_id = int(getattr(message, field))
-        task = _own_task(caller)
-        if task is not None:
-            if trial_id != task.trial_id:
-                raise errors.PermissionDenied(
-                    f"{_TASK_REFUSED}: this task is trial {task.trial_id}, not trial {trial_id}"
-                )
-            return
-        _user(caller)
-        exp = await lookup.trial_experiment(trial_id)
-        await _owns(caller, exp, lookup, "report for a trial of")
+        await _task_or_owner_of_trial(caller, int(getattr(message, field)), lookup)
 
     return rule
+
+
+async def _task_or_owner_of_trial(caller: Caller, trial_id: int, lookup: Lookup) -> None:
+    task = _own_task(caller)
+    if task is not None:
+        if trial_id != task.trial_id:
+            raise errors.PermissionDenied(
+                f"{_TASK_REFUSED}: this task is trial {task.trial_id}, not trial {trial_id}"
+            )
+        return
+    _user(caller)
+    exp = await lookup.trial_experiment(trial_id)
+    await _owns(caller, exp, lookup, "report for a trial of")
+
+
+async def report_trial_source_info(caller: Caller, message: Any, lookup: Lookup) -> None:
+    """As a report: the trial's own task, or its experiment's owner."""
+    info = message.trial_source_info
+    await _task_or_owner_of_trial(caller, int(info.trial_id) if info is not None else 0, lookup)
 
 
 def reader_or_task_of_trial(field: str) -> Rule:
@@ -365,10 +411,20 @@ async def get_checkpoints(caller: Caller, message: Any, lookup: Lookup) -> None:
 
 
 async def delete_checkpoints(caller: Caller, message: Any, lookup: Lookup) -> None:
+    await _may_delete_checkpoints(caller, message.uuids, lookup)
+
+
+async def remove_checkpoint_files(caller: Caller, message: Any, lookup: Lookup) -> None:
+    """As deleting them: see ``delete_checkpoints``."""
+    await _may_delete_checkpoints(caller, message.checkpoint_uuids, lookup)
+
+
+async def _may_delete_checkpoints(caller: Caller, uuids: Iterable[str], lookup: Lookup) -> None:
+    """The owner of each checkpoint's experiment or an admin, or a task of that experiment."""
     task = _own_task(caller)
     if task is None:
         _user(caller)
-    experiments = {await lookup.checkpoint_experiment(u) for u in message.uuids}
+    experiments = {await lookup.checkpoint_experiment(u) for u in uuids}
     for exp in sorted(experiments):
         if task is not None:
             if exp != task.experiment_id:
@@ -421,7 +477,9 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/GetUsers": user,
     "/v1.Determined/PostUser": admin,
     "/v1.Determined/SetUserPassword": self_or_admin,
-    "/v1.Determined/PatchUser": admin,
+    "/v1.Determined/PatchUser": patch_user,
+    "/v1.Determined/GetUser": user,
+    "/v1.Determined/GetUserByUsername": user,
     "/v1.Determined/CreateExperiment": create_experiment,
     "/v1.Determined/GetExperiments": user,
     "/v1.Determined/GetExperiment": user,
@@ -435,6 +493,10 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/UnarchiveExperiment": owner_of_experiment("unarchive"),
     "/v1.Determined/DeleteExperiment": owner_of_experiment("delete"),
     "/v1.Determined/ContinueExperiment": continue_experiment,
+    "/v1.Determined/PatchExperiment": patch_experiment,
+    "/v1.Determined/PutExperimentLabel": owner_of_experiment("label"),
+    "/v1.Determined/DeleteExperimentLabel": owner_of_experiment("label"),
+    "/v1.Determined/DeleteTensorboardFiles": owner_of_experiment("delete the TensorBoard files of"),
     "/v1.Determined/GetTrial": user,
     "/v1.Determined/KillTrial": owner_of_trial("kill a trial of"),
     "/v1.Determined/CreateTrial": owner_of_experiment("add a trial to"),
@@ -445,6 +507,9 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/TrialLogs": user,
     "/v1.Determined/TaskLogs": user,
     "/v1.Determined/GetTrialMetrics": user,
+    "/v1.Determined/GetMetrics": user,
+    "/v1.Determined/ReportTrialSourceInfo": report_trial_source_info,
+    "/v1.Determined/GetTrialMetricsByCheckpoint": user,
     "/v1.Determined/GetAgents": user,
     "/v1.Determined/EnableAgent": admin,
     "/v1.Determined/DisableAgent": admin,
@@ -468,6 +533,7 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/GetCheckpoint": get_checkpoint,
     "/v1.Determined/GetCheckpoints": get_checkpoints,
     "/v1.Determined/DeleteCheckpoints": delete_checkpoints,
+    "/v1.Determined/CheckpointsRemoveFiles": remove_checkpoint_files,
     "/v1.Determined/PostCheckpointMetadata": post_checkpoint_metadata,
     "/v1.Determined/PostWebhook": admin,
     "/v1.Determined/GetWebhooks": admin,

@@ -1,4 +1,4 @@
-"""The master's side of checkpoints in S3: deleting their objects.
+"""The master's side of checkpoints in S3: listing and deleting their objects.
 
 When a checkpoint is deleted (by a user, with its experiment, or by the retention policy)
 its record says where its files are; for an ``s3`` storage the master deletes the objects
@@ -23,6 +23,22 @@ async def remove_objects(config: Mapping[str, Any], uuid: str) -> None:
     """Delete checkpoint ``uuid``'s objects; a failure is logged (the record is already
     gone, and the objects can be deleted by hand), never raised."""
     await _remove(config, f"checkpoint {uuid}", lambda storage: storage.remove(uuid))
+
+
+async def remove_files(config: Mapping[str, Any], uuid: str, rels: list[str]) -> None:
+    """Delete some files of checkpoint ``uuid`` (its Checkpoint.remove_files); a failure is
+    logged, never raised."""
+    await _remove(config, f"checkpoint {uuid}", lambda storage: storage.remove_files(uuid, rels))
+
+
+async def files(config: Mapping[str, Any], uuid: str) -> dict[str, int] | None:
+    """Checkpoint ``uuid``'s objects (relative path to size); None if they cannot be listed."""
+    try:
+        storage = S3Storage(config, what="the checkpoint's storage")
+        return await asyncio.to_thread(storage.files, uuid)
+    except (errors.DetError, ValueError) as e:
+        log.warning("could not list the objects of checkpoint %s: %s", uuid, e)
+        return None
 
 
 async def remove_tree(config: Mapping[str, Any], key_prefix: str) -> None:

@@ -23,3 +23,24 @@ def checkpoint_dir(storage: dict[str, Any], uuid: str) -> pathlib.Path | None:
     """Where a checkpoint's files are, when the master can reach them."""
     base = storage_dir(storage)
     return None if base is None else base / uuid
+
+
+def files(directory: pathlib.Path) -> dict[str, int] | None:
+    """The files under a checkpoint's directory (relative path to size); None if the
+    directory cannot be read."""
+    if not directory.is_dir():
+        return None
+    return {
+        path.relative_to(directory).as_posix(): path.stat().st_size
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
+
+
+def remove_files(directory: pathlib.Path, rels: list[str]) -> None:
+    """Remove these files of a checkpoint's directory, and the directories left empty."""
+    for rel in rels:
+        (directory / rel).unlink(missing_ok=True)
+    for sub in sorted((d for d in directory.rglob("*") if d.is_dir()), reverse=True):
+        if not any(sub.iterdir()):
+            sub.rmdir()

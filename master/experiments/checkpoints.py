@@ -1,12 +1,13 @@
 """Checkpoint records: what trials report, the retention policy applied when a trial
-ends, and deletion (records marked in the caller's transaction, files removed once it has
-committed)."""
+ends, and deletion, whole or of some files (records marked in the caller's transaction,
+files removed once it has committed)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import re
 import shutil
 from collections.abc import Sequence
 from typing import Any
@@ -134,6 +135,51 @@ class Checkpoints:
             )
             await self._db.after_commit(remove)
 
+    async def remove_files(self, uuids: Sequence[str], globs: Sequence[str]) -> None:
+        """Remove the files of each checkpoint that match any of ``globs`` (Determined's
+        CheckpointsRemoveFiles): its record then lists the files left, and is
+        PARTIALLY_DELETED, or DELETED when none is left. No globs: the record's files are
+        read again from storage. As with deletion, records change first and files go once
+        that has committed."""
+        patterns = [_glob(g) for g in globs]
+        changes: list[tuple[str, dict[str, Any], dict[str, int], list[str], str]] = []
+        for uuid in uuids:
+            row = await self._db.fetch_one(
+                "SELECT state, storage FROM checkpoints WHERE uuid = ?", (uuid,)
+            )
+            if row is None:
+                raise errors.NotFound(f"checkpoint {uuid} not found")
+            if row["state"] == "DELETED":
+                raise errors.FailedPrecondition(f"checkpoint {uuid} was deleted")
+            storage = json.loads(row["storage"] or "{}")
+            found = await _stored_files(storage, uuid)
+            if found is None:
+                raise errors.FailedPrecondition(
+                    f"the master cannot read the storage of checkpoint {uuid} "
+                    f"({storage.get('type', 'unknown')}), so it cannot remove its files"
+                )
+            doomed = sorted(f for f in found if any(_matches(f, p) for p in patterns))
+            left = {f: size for f, size in found.items() if f not in doomed}
+            state = row["state"]
+            if doomed:
+                state = "PARTIALLY_DELETED" if left else "DELETED"
+            changes.append((uuid, storage, left, doomed, state))
+
+        async def remove() -> None:
+            for uuid, storage, _, doomed, _ in changes:
+                if doomed:
+                    await _remove_stored(storage, uuid, doomed)
+
+        async with self._db.atomic():
+            await self._db.execute_many(
+                "UPDATE checkpoints SET resources = ?, size = ?, state = ? WHERE uuid = ?",
+                [
+                    (json.dumps(left), sum(left.values()), state, uuid)
+                    for uuid, _, left, _, state in changes
+                ],
+            )
+            await self._db.after_commit(remove)
+
     async def delete_files(self, checkpoints: Sequence[tuple[str, str]]) -> None:
         """Remove the files of checkpoints whose records are already gone."""
         for uuid, storage in checkpoints:
@@ -146,3 +192,49 @@ class Checkpoints:
         path = shared_fs.checkpoint_dir(storage, uuid)
         if path is not None:
             await asyncio.to_thread(shutil.rmtree, path, True)
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    """A checkpoint file glob: ``*`` and ``?`` within a path segment, ``**`` across them."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out) + "$")
+
+
+def _matches(path: str, pattern: re.Pattern[str]) -> bool:
+    """Whether the glob names the file or one of the directories it is in."""
+    parts = path.split("/")
+    return any(pattern.match("/".join(parts[:n])) for n in range(1, len(parts) + 1))
+
+
+async def _stored_files(storage: dict[str, Any], uuid: str) -> dict[str, int] | None:
+    """The checkpoint's files as its storage holds them; None if the master cannot see."""
+    if storage.get("type") == "s3":
+        return await s3.files(storage, uuid)
+    path = shared_fs.checkpoint_dir(storage, uuid)
+    return None if path is None else await asyncio.to_thread(shared_fs.files, path)
+
+
+async def _remove_stored(storage: dict[str, Any], uuid: str, rels: list[str]) -> None:
+    if storage.get("type") == "s3":
+        await s3.remove_files(storage, uuid, rels)
+        return
+    path = shared_fs.checkpoint_dir(storage, uuid)
+    if path is not None:
+        await asyncio.to_thread(shared_fs.remove_files, path, rels)

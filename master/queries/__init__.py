@@ -32,7 +32,13 @@ from pydet.master.queries.experiments import (
     trials,
 )
 from pydet.master.queries.logs import LogFilter, LogRow, task_logs
-from pydet.master.queries.metrics import MetricRow, best_validation, metrics, trial_metrics_json
+from pydet.master.queries.metrics import (
+    MetricRow,
+    best_validation,
+    checkpoint_metrics,
+    metrics,
+    trial_metrics_json,
+)
 from pydet.master.queries.owners import (
     checkpoint_experiment,
     checkpoint_trial,
@@ -41,7 +47,7 @@ from pydet.master.queries.owners import (
     tensorboard_owner,
     trial_experiment,
 )
-from pydet.master.queries.users import UserRow, user, users
+from pydet.master.queries.users import UserRow, user, user_by_id, users
 
 __all__ = [
     "CheckpointRow",
@@ -55,6 +61,7 @@ __all__ = [
     "best_validation",
     "checkpoint",
     "checkpoint_experiment",
+    "checkpoint_metrics",
     "checkpoint_trial",
     "context",
     "ensure_experiment",
@@ -74,5 +81,6 @@ __all__ = [
     "trial_metrics_json",
     "trials",
     "user",
+    "user_by_id",
     "users",
 ]

@@ -29,6 +29,8 @@ class CheckpointRow:
     storage: str
     # The searcher metric of its trial's latest validation at the same step, if any.
     searcher_metric: float | None
+    # That validation's metrics (JSON text as reported; "" when there was none).
+    validation_metrics: str = ""
 
 
 async def checkpoint(db: Database, uuid: str) -> CheckpointRow:
@@ -74,11 +76,11 @@ async def _checkpoints(db: Database, where: str, params: Sequence[object]) -> li
         metrics = latest.get(r["uuid"])
         name = names.get(r["experiment_id"])
         metric = None if metrics is None else searcher_value(json.loads(metrics), name)
-        out.append(_row(r, metric))
+        out.append(_row(r, metric, metrics or ""))
     return out
 
 
-def _row(r: Row, metric: float | None) -> CheckpointRow:
+def _row(r: Row, metric: float | None, validation: str) -> CheckpointRow:
     return CheckpointRow(
         uuid=r["uuid"],
         trial_id=r["trial_id"] or 0,
@@ -93,6 +95,7 @@ def _row(r: Row, metric: float | None) -> CheckpointRow:
         report_time=r["report_time"],
         storage=r["storage"],
         searcher_metric=metric,
+        validation_metrics=validation,
     )
 
 

@@ -45,6 +45,7 @@ class ExperimentRow:
     # What its trials are doing (their phases, each once), from which its shown state follows.
     trial_phases: tuple[str, ...] = ()
     unmanaged: bool = False
+    notes: str = ""
 
     @property
     def config_dict(self) -> dict[str, Any]:
@@ -131,6 +132,7 @@ def _experiment(row: Row) -> ExperimentRow:
         best_validation=row["lo"] if smaller else row["hi"],
         trial_phases=tuple((row["phases"] or "").split(",")) if row["phases"] else (),
         unmanaged=bool(row["unmanaged"]),
+        notes=row["notes"],
     )
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from determined.common import errors
 from pydet.master.queries.experiments import ensure_trial
-from pydet.master.store.db import Database
+from pydet.master.store.db import Database, Row
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,9 @@ class MetricRow:
     metrics: str
     batch_metrics: str
     timestamp: float
+    trial_id: int = 0
+    # The run of the trial that reported it (1 for its first process).
+    run_id: int = 0
 
 
 def _where(trial_id: int, group: str, after_steps: int) -> tuple[str, list[object]]:
@@ -39,16 +42,41 @@ async def metrics(
         f"SELECT * FROM metrics WHERE {where} ORDER BY steps_completed, id LIMIT ?",
         [*params, limit or -1],
     )
-    return [
-        MetricRow(
-            group=r["grp"],
-            steps_completed=r["steps_completed"],
-            metrics=r["metrics"],
-            batch_metrics=r["batch_metrics"],
-            timestamp=r["timestamp"],
-        )
-        for r in rows
-    ]
+    return [_metric(r) for r in rows]
+
+
+def _metric(r: Row) -> MetricRow:
+    return MetricRow(
+        group=r["grp"],
+        steps_completed=r["steps_completed"],
+        metrics=r["metrics"],
+        batch_metrics=r["batch_metrics"],
+        timestamp=r["timestamp"],
+        trial_id=r["trial_id"],
+        run_id=r["run_id"],
+    )
+
+
+async def checkpoint_metrics(
+    db: Database, uuid: str, *, source_type: str = "", group: str = ""
+) -> list[MetricRow]:
+    """The reports of the trials that said they used checkpoint ``uuid`` (of that
+    ``source_type``, any when empty; of ``group``, every group when empty), trial by trial
+    in step order."""
+    where = "s.checkpoint_uuid = ? AND NOT m.archived"
+    params: list[object] = [uuid]
+    if source_type:
+        where += " AND s.source_type = ?"
+        params.append(source_type)
+    if group:
+        where += " AND m.grp = ?"
+        params.append(group)
+    rows = await db.fetch_all(
+        "SELECT DISTINCT m.* FROM metrics m JOIN trial_source_infos s ON s.trial_id = m.trial_id"
+        f" WHERE {where} ORDER BY m.trial_id, m.steps_completed, m.id",
+        params,
+    )
+    return [_metric(r) for r in rows]
 
 
 async def trial_metrics_json(

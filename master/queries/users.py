@@ -1,4 +1,5 @@
-"""Users as `det user list` and `det user whoami` show them (never their password hashes)."""
+"""Users as `det user list`, `det user whoami` and the SDK's ``User`` show them (never
+their password hashes)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from dataclasses import dataclass
 
 from pydet.master.store.db import Database, Row
 
-_COLUMNS = "id, username, admin, active, modified_at"
+_COLUMNS = (
+    "id, username, admin, active, modified_at, display_name, remote,"
+    " agent_uid, agent_gid, agent_user, agent_group"
+)
 
 
 @dataclass(frozen=True)
@@ -16,6 +20,13 @@ class UserRow:
     admin: bool
     active: bool
     modified_at: float
+    display_name: str = ""
+    remote: bool = False
+    # The Unix identity its tasks run as (User.link_with_agent); None where unset.
+    agent_uid: int | None = None
+    agent_gid: int | None = None
+    agent_user: str | None = None
+    agent_group: str | None = None
 
 
 def _row(r: Row) -> UserRow:
@@ -25,6 +36,12 @@ def _row(r: Row) -> UserRow:
         admin=bool(r["admin"]),
         active=bool(r["active"]),
         modified_at=float(r["modified_at"]),
+        display_name=str(r["display_name"] or ""),
+        remote=bool(r["remote"]),
+        agent_uid=None if r["agent_uid"] is None else int(r["agent_uid"]),
+        agent_gid=None if r["agent_gid"] is None else int(r["agent_gid"]),
+        agent_user=r["agent_user"],
+        agent_group=r["agent_group"],
     )
 
 
@@ -33,5 +50,17 @@ async def user(db: Database, username: str) -> UserRow | None:
     return None if row is None else _row(row)
 
 
-async def users(db: Database) -> list[UserRow]:
-    return [_row(r) for r in await db.fetch_all(f"SELECT {_COLUMNS} FROM users ORDER BY id")]
+async def user_by_id(db: Database, user_id: int) -> UserRow | None:
+    row = await db.fetch_one(f"SELECT {_COLUMNS} FROM users WHERE id = ?", (user_id,))
+    return None if row is None else _row(row)
+
+
+async def users(db: Database, *, active: bool | None = None) -> list[UserRow]:
+    """Every user, or only the active (``active=True``) or deactivated ones, by id."""
+    if active is None:
+        rows = await db.fetch_all(f"SELECT {_COLUMNS} FROM users ORDER BY id")
+    else:
+        rows = await db.fetch_all(
+            f"SELECT {_COLUMNS} FROM users WHERE active = ? ORDER BY id", (int(active),)
+        )
+    return [_row(r) for r in rows]

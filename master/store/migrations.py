@@ -334,4 +334,25 @@ MIGRATIONS: list[Migration] = [
     """
     ALTER TABLE trials ADD COLUMN searcher_record TEXT NOT NULL DEFAULT '';
     """,
+    # 21: what the Python SDK reads and sets beyond the CLI: a user's display name, remote
+    # sign-on and agent user and group; an experiment's notes; and which trials used which
+    # checkpoint (core_context.experimental.report_task_using_checkpoint).
+    """
+    ALTER TABLE users ADD COLUMN display_name TEXT NOT NULL DEFAULT '';
+    ALTER TABLE users ADD COLUMN remote INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE users ADD COLUMN agent_uid INTEGER;
+    ALTER TABLE users ADD COLUMN agent_gid INTEGER;
+    ALTER TABLE users ADD COLUMN agent_user TEXT;
+    ALTER TABLE users ADD COLUMN agent_group TEXT;
+    ALTER TABLE experiments ADD COLUMN notes TEXT NOT NULL DEFAULT '';
+    CREATE TABLE trial_source_infos (
+        trial_id INTEGER NOT NULL REFERENCES trials (id) ON DELETE CASCADE,
+        checkpoint_uuid TEXT NOT NULL,
+        source_type TEXT NOT NULL,
+        model_id INTEGER,
+        model_version INTEGER,
+        PRIMARY KEY (trial_id, checkpoint_uuid, source_type)
+    );
+    CREATE INDEX trial_source_infos_checkpoint ON trial_source_infos (checkpoint_uuid);
+    """,
 ]

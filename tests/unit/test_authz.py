@@ -77,6 +77,8 @@ TASK_RPCS = {
     "GetCheckpoint",
     "GetCheckpoints",
     "DeleteCheckpoints",
+    "CheckpointsRemoveFiles",
+    "ReportTrialSourceInfo",
     "PostWebhookEventData",
     "PostRunMetadata",
     "GetRunMetadata",
@@ -300,6 +302,72 @@ async def test_a_user_may_change_their_own_password_and_an_admin_anyones(
     await check("SetUserPassword", ROOT, other, lookup)
     assert "another user's password" in await refused("SetUserPassword", ALICE, other, lookup)
     await refused("SetUserPassword", TASK, own, lookup)
+
+
+async def test_a_user_may_rename_themselves_and_set_their_display_name_only(
+    lookup: authz.Lookup,
+) -> None:
+    def patch(user_id: int, **change: Any) -> v1.PatchUserRequest:
+        return v1.PatchUserRequest(user_id=user_id, user=v1.PatchUser(**change))
+
+    await check("PatchUser", ALICE, patch(2, display_name="Alice", username="alice2"), lookup)
+    for change in (
+        {"admin": True},
+        {"active": False},
+        {"remote": True},
+        {"agent_user_group": v1.AgentUserGroup(agent_uid=1)},
+    ):
+        assert "only an admin" in await refused("PatchUser", ALICE, patch(2, **change), lookup)
+        await check("PatchUser", ROOT, patch(2, **change), lookup)
+    other = patch(3, display_name="Bob")
+    assert "another user" in await refused("PatchUser", ALICE, other, lookup)
+    await check("PatchUser", ROOT, other, lookup)
+    # pydet's older form names the user and is for admins.
+    await refused("PatchUser", ALICE, v1.PatchUserRequest(username="alice", active=True), lookup)
+    await refused("PatchUser", TASK, patch(2, display_name="x"), lookup)
+    for rpc, message in (
+        ("GetUser", v1.GetUserRequest(user_id=3)),
+        ("GetUserByUsername", v1.GetUserByUsernameRequest(username="bob")),
+    ):
+        await check(rpc, ALICE, message, lookup)
+        await refused(rpc, TASK, message, lookup)
+
+
+async def test_only_the_owner_or_an_admin_edits_an_experiments_name_labels_and_files(
+    lookup: authz.Lookup,
+) -> None:
+    for rpc, message in (
+        ("PatchExperiment", v1.PatchExperimentRequest(v1.PatchExperiment(id=1, name="x"))),
+        ("PutExperimentLabel", v1.PutExperimentLabelRequest(experiment_id=1, label="x")),
+        ("DeleteExperimentLabel", v1.DeleteExperimentLabelRequest(experiment_id=1, label="x")),
+        ("DeleteTensorboardFiles", v1.DeleteTensorboardFilesRequest(experiment_id=1)),
+        ("CheckpointsRemoveFiles", v1.CheckpointsRemoveFilesRequest(checkpoint_uuids=["ck-11"])),
+    ):
+        await check(rpc, ALICE, message, lookup)
+        await check(rpc, ROOT, message, lookup)
+        assert "only the owner of experiment 1 (alice)" in await refused(rpc, BOB, message, lookup)
+    with pytest.raises(errors.NotFound, match="experiment 9"):
+        await check(
+            "PatchExperiment", ROOT, v1.PatchExperimentRequest(v1.PatchExperiment(id=9)), lookup
+        )
+
+
+async def test_a_trials_task_or_owner_says_which_checkpoint_it_used_and_any_user_reads_it(
+    lookup: authz.Lookup,
+) -> None:
+    def used(trial_id: int) -> v1.ReportTrialSourceInfoRequest:
+        return v1.ReportTrialSourceInfoRequest(
+            v1.TrialSourceInfo(trial_id=trial_id, checkpoint_uuid="ck-21")
+        )
+
+    await check("ReportTrialSourceInfo", TASK, used(11), lookup)
+    await check("ReportTrialSourceInfo", ALICE, used(11), lookup)
+    await refused("ReportTrialSourceInfo", TASK, used(12), lookup)
+    await refused("ReportTrialSourceInfo", BOB, used(11), lookup)
+    read = v1.GetTrialMetricsByCheckpointRequest(checkpoint_uuid="ck-11")
+    await check("GetTrialMetricsByCheckpoint", BOB, read, lookup)
+    await check("GetMetrics", BOB, v1.GetMetricsRequest(trial_ids=[11], group="training"), lookup)
+    await refused("GetMetrics", TASK, v1.GetMetricsRequest(trial_ids=[11]), lookup)
 
 
 # -- agents -----------------------------------------------------------------------------------
@@ -534,6 +602,9 @@ def _aimed_at_own_work(request_type: type[Any]) -> Any:
         "run_id": 11,
         "uuid": "ck-11",
         "uuids": ["ck-11"],
+        "checkpoint_uuids": ["ck-11"],
+        "trial_source_info": v1.TrialSourceInfo(trial_id=11, checkpoint_uuid="ck-11"),
+        "user_id": 1,
         "username": "alice",
         "agent_id": "agent-0",
         "updates": [v1.JobUpdate(job_id="job-1", priority=1)],

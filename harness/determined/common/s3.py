@@ -169,6 +169,11 @@ class S3Storage:
         keys = [self._key(storage_id, rel) for rel in self.files(storage_id)]
         return self._delete(keys, f"checkpoint {storage_id}")
 
+    def remove_files(self, storage_id: str, rels: Iterable[str]) -> int:
+        """Delete these files (relative paths) of checkpoint ``storage_id``; how many."""
+        keys = [self._key(storage_id, rel) for rel in rels]
+        return self._delete(keys, f"files of checkpoint {storage_id}")
+
     def remove_tree(self, key_prefix: str) -> int:
         """Delete every object whose key starts with ``key_prefix/`` (under this storage's
         prefix), e.g. an experiment's TensorBoard files; how many there were."""

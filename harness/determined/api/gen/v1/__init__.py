@@ -11,6 +11,7 @@ __all__ = (
     "AgentActionResponse",
     "AgentHello",
     "AgentMessage",
+    "AgentUserGroup",
     "AgentsBase",
     "AgentsStub",
     "AllGatherRequest",
@@ -18,6 +19,8 @@ __all__ = (
     "AllocationSummary",
     "BindMount",
     "Checkpoint",
+    "CheckpointsRemoveFilesRequest",
+    "CheckpointsRemoveFilesResponse",
     "CompleteSearcherOperationRequest",
     "CompleteSearcherOperationResponse",
     "ContainerExited",
@@ -34,8 +37,12 @@ __all__ = (
     "CustomWebhookEventData",
     "DeleteCheckpointsRequest",
     "DeleteCheckpointsResponse",
+    "DeleteExperimentLabelRequest",
+    "DeleteExperimentLabelResponse",
     "DeleteTemplateRequest",
     "DeleteTemplateResponse",
+    "DeleteTensorboardFilesRequest",
+    "DeleteTensorboardFilesResponse",
     "DeleteWebhookRequest",
     "DeleteWebhookResponse",
     "DeterminedBase",
@@ -46,6 +53,7 @@ __all__ = (
     "Experiment",
     "ExperimentActionRequest",
     "ExperimentActionResponse",
+    "ExperimentLabels",
     "GetAgentsRequest",
     "GetAgentsResponse",
     "GetBestValidationRequest",
@@ -70,6 +78,8 @@ __all__ = (
     "GetMasterResponse",
     "GetMeRequest",
     "GetMeResponse",
+    "GetMetricsRequest",
+    "GetMetricsResponse",
     "GetResourcePoolsRequest",
     "GetResourcePoolsResponse",
     "GetRunMetadataRequest",
@@ -84,10 +94,16 @@ __all__ = (
     "GetTensorboardResponse",
     "GetTensorboardsRequest",
     "GetTensorboardsResponse",
+    "GetTrialMetricsByCheckpointRequest",
+    "GetTrialMetricsByCheckpointResponse",
     "GetTrialMetricsRequest",
     "GetTrialMetricsResponse",
     "GetTrialRequest",
     "GetTrialResponse",
+    "GetUserByUsernameRequest",
+    "GetUserByUsernameResponse",
+    "GetUserRequest",
+    "GetUserResponse",
     "GetUsersRequest",
     "GetUsersResponse",
     "GetWebhooksRequest",
@@ -112,8 +128,12 @@ __all__ = (
     "MarkAllocationResourcesDaemonResponse",
     "MasterMessage",
     "MetricReport",
+    "PatchExperiment",
+    "PatchExperimentRequest",
+    "PatchExperimentResponse",
     "PatchTrialRequest",
     "PatchTrialResponse",
+    "PatchUser",
     "PatchUserRequest",
     "PatchUserResponse",
     "PostAllocationProxyAddressRequest",
@@ -133,6 +153,8 @@ __all__ = (
     "PreviewSearchRequest",
     "PreviewSearchResponse",
     "ProvisionerStatus",
+    "PutExperimentLabelRequest",
+    "PutExperimentLabelResponse",
     "PutTemplateRequest",
     "PutTemplateResponse",
     "ReportCheckpointRequest",
@@ -143,6 +165,8 @@ __all__ = (
     "ReportTrialMetricsResponse",
     "ReportTrialProgressRequest",
     "ReportTrialProgressResponse",
+    "ReportTrialSourceInfoRequest",
+    "ReportTrialSourceInfoResponse",
     "ResourcePool",
     "ResourcesSummary",
     "RunningContainer",
@@ -166,6 +190,8 @@ __all__ = (
     "TrialLogsRequest",
     "TrialLogsResponse",
     "TrialPhase",
+    "TrialSourceInfo",
+    "TrialSourceInfoType",
     "Trigger",
     "TriggerType",
     "UpdateJobQueueRequest",
@@ -394,6 +420,33 @@ class TrialPhase(betterproto2.Enum):
             "TRIAL_PHASE_COMPLETED": 13,
             "TRIAL_PHASE_CANCELED": 14,
             "TRIAL_PHASE_ERRORED": 15,
+        }
+
+
+class TrialSourceInfoType(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    INFERENCE = 1
+    """
+    The trial ran inference with the checkpoint.
+    """
+
+    FINE_TUNING = 2
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "TRIAL_SOURCE_INFO_TYPE_UNSPECIFIED",
+            1: "TRIAL_SOURCE_INFO_TYPE_INFERENCE",
+            2: "TRIAL_SOURCE_INFO_TYPE_FINE_TUNING",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "TRIAL_SOURCE_INFO_TYPE_UNSPECIFIED": 0,
+            "TRIAL_SOURCE_INFO_TYPE_INFERENCE": 1,
+            "TRIAL_SOURCE_INFO_TYPE_FINE_TUNING": 2,
         }
 
 
@@ -645,6 +698,24 @@ default_message_pool.register_message("v1", "AgentMessage", AgentMessage)
 
 
 @dataclass(eq=False, repr=False)
+class AgentUserGroup(betterproto2.Message):
+    """
+    Determined's AgentUserGroup: the agent-side identity of a user's tasks.
+    """
+
+    agent_uid: "int | None" = betterproto2.field(1, betterproto2.TYPE_INT32, optional=True)
+
+    agent_gid: "int | None" = betterproto2.field(2, betterproto2.TYPE_INT32, optional=True)
+
+    agent_user: "str | None" = betterproto2.field(3, betterproto2.TYPE_STRING, optional=True)
+
+    agent_group: "str | None" = betterproto2.field(4, betterproto2.TYPE_STRING, optional=True)
+
+
+default_message_pool.register_message("v1", "AgentUserGroup", AgentUserGroup)
+
+
+@dataclass(eq=False, repr=False)
 class AllGatherRequest(betterproto2.Message):
     allocation_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
@@ -770,7 +841,7 @@ class Checkpoint(betterproto2.Message):
 
     state: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
     """
-    "COMPLETED" or "DELETED".
+    "COMPLETED", "PARTIALLY_DELETED" (some files removed) or "DELETED".
     """
 
     report_time: "float" = betterproto2.field(11, betterproto2.TYPE_DOUBLE)
@@ -787,8 +858,41 @@ class Checkpoint(betterproto2.Message):
     The searcher metric of the validation at the same step, when there was one.
     """
 
+    validation_metrics: "str" = betterproto2.field(20, betterproto2.TYPE_STRING)
+    """
+    JSON object: the metrics of the validation at the same step ("" when there was none).
+    """
+
 
 default_message_pool.register_message("v1", "Checkpoint", Checkpoint)
+
+
+@dataclass(eq=False, repr=False)
+class CheckpointsRemoveFilesRequest(betterproto2.Message):
+    """
+    Determined's CheckpointsRemoveFiles: the files of the checkpoints that match any of the
+    globs (relative paths, with ** for any depth) are removed from storage; a checkpoint left
+    with files is PARTIALLY_DELETED, one left with none DELETED. No globs: nothing removed.
+    """
+
+    checkpoint_uuids: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
+
+    checkpoint_globs: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
+
+
+default_message_pool.register_message(
+    "v1", "CheckpointsRemoveFilesRequest", CheckpointsRemoveFilesRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class CheckpointsRemoveFilesResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message(
+    "v1", "CheckpointsRemoveFilesResponse", CheckpointsRemoveFilesResponse
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -1079,6 +1183,28 @@ default_message_pool.register_message("v1", "DeleteCheckpointsResponse", DeleteC
 
 
 @dataclass(eq=False, repr=False)
+class DeleteExperimentLabelRequest(betterproto2.Message):
+    experiment_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    label: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "DeleteExperimentLabelRequest", DeleteExperimentLabelRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class DeleteExperimentLabelResponse(betterproto2.Message):
+    labels: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
+
+
+default_message_pool.register_message(
+    "v1", "DeleteExperimentLabelResponse", DeleteExperimentLabelResponse
+)
+
+
+@dataclass(eq=False, repr=False)
 class DeleteTemplateRequest(betterproto2.Message):
     template_name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
@@ -1092,6 +1218,30 @@ class DeleteTemplateResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "DeleteTemplateResponse", DeleteTemplateResponse)
+
+
+@dataclass(eq=False, repr=False)
+class DeleteTensorboardFilesRequest(betterproto2.Message):
+    """
+    Removes the experiment's TensorBoard files from its checkpoint storage.
+    """
+
+    experiment_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message(
+    "v1", "DeleteTensorboardFilesRequest", DeleteTensorboardFilesRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class DeleteTensorboardFilesResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message(
+    "v1", "DeleteTensorboardFilesResponse", DeleteTensorboardFilesResponse
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -1190,6 +1340,11 @@ class Experiment(betterproto2.Message):
     Reported into by a script off the cluster (core_v2.init() there); never scheduled.
     """
 
+    notes: "str" = betterproto2.field(30, betterproto2.TYPE_STRING)
+    """
+    Free-form notes (the SDK's Experiment.set_notes, the WebUI's notes tab).
+    """
+
 
 default_message_pool.register_message("v1", "Experiment", Experiment)
 
@@ -1210,6 +1365,14 @@ class ExperimentActionResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "ExperimentActionResponse", ExperimentActionResponse)
+
+
+@dataclass(eq=False, repr=False)
+class ExperimentLabels(betterproto2.Message):
+    values: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
+
+
+default_message_pool.register_message("v1", "ExperimentLabels", ExperimentLabels)
 
 
 @dataclass(eq=False, repr=False)
@@ -1492,6 +1655,29 @@ default_message_pool.register_message("v1", "GetMeResponse", GetMeResponse)
 
 
 @dataclass(eq=False, repr=False)
+class GetMetricsRequest(betterproto2.Message):
+    """
+    Determined's GetMetrics: the reports of one group of several trials, trial by trial in
+    id order, each in step order, in pages; the stream ends after the last.
+    """
+
+    trial_ids: "list[int]" = betterproto2.field(1, betterproto2.TYPE_INT32, repeated=True)
+
+    group: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "GetMetricsRequest", GetMetricsRequest)
+
+
+@dataclass(eq=False, repr=False)
+class GetMetricsResponse(betterproto2.Message):
+    metrics: "list[MetricReport]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+
+
+default_message_pool.register_message("v1", "GetMetricsResponse", GetMetricsResponse)
+
+
+@dataclass(eq=False, repr=False)
 class GetResourcePoolsRequest(betterproto2.Message):
     pass
 
@@ -1619,6 +1805,38 @@ default_message_pool.register_message("v1", "GetTensorboardsResponse", GetTensor
 
 
 @dataclass(eq=False, repr=False)
+class GetTrialMetricsByCheckpointRequest(betterproto2.Message):
+    checkpoint_uuid: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    trial_source_info_type: "TrialSourceInfoType" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: TrialSourceInfoType(0)
+    )
+    """
+    Only trials that used it this way; any way when unspecified.
+    """
+
+    metric_group: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    Only this group; every group when empty.
+    """
+
+
+default_message_pool.register_message(
+    "v1", "GetTrialMetricsByCheckpointRequest", GetTrialMetricsByCheckpointRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class GetTrialMetricsByCheckpointResponse(betterproto2.Message):
+    metrics: "list[MetricReport]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+
+
+default_message_pool.register_message(
+    "v1", "GetTrialMetricsByCheckpointResponse", GetTrialMetricsByCheckpointResponse
+)
+
+
+@dataclass(eq=False, repr=False)
 class GetTrialMetricsRequest(betterproto2.Message):
     trial_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
 
@@ -1663,8 +1881,43 @@ default_message_pool.register_message("v1", "GetTrialResponse", GetTrialResponse
 
 
 @dataclass(eq=False, repr=False)
+class GetUserByUsernameRequest(betterproto2.Message):
+    username: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "GetUserByUsernameRequest", GetUserByUsernameRequest)
+
+
+@dataclass(eq=False, repr=False)
+class GetUserByUsernameResponse(betterproto2.Message):
+    user: "User | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+
+
+default_message_pool.register_message("v1", "GetUserByUsernameResponse", GetUserByUsernameResponse)
+
+
+@dataclass(eq=False, repr=False)
+class GetUserRequest(betterproto2.Message):
+    user_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message("v1", "GetUserRequest", GetUserRequest)
+
+
+@dataclass(eq=False, repr=False)
+class GetUserResponse(betterproto2.Message):
+    user: "User | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+
+
+default_message_pool.register_message("v1", "GetUserResponse", GetUserResponse)
+
+
+@dataclass(eq=False, repr=False)
 class GetUsersRequest(betterproto2.Message):
-    pass
+    active: "bool | None" = betterproto2.field(20, betterproto2.TYPE_BOOL, optional=True)
+    """
+    Only active users (true) or only deactivated ones (false); everybody when unset.
+    """
 
 
 default_message_pool.register_message("v1", "GetUsersRequest", GetUsersRequest)
@@ -2028,8 +2281,62 @@ class MetricReport(betterproto2.Message):
     JSON list of per-batch metric objects (training only; may be empty).
     """
 
+    trial_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+    """
+    Set in answers (not read in reports): the trial, and its run (1 for its first
+    process, one more at each restart) that reported it.
+    """
+
+    trial_run_id: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
+
 
 default_message_pool.register_message("v1", "MetricReport", MetricReport)
+
+
+@dataclass(eq=False, repr=False)
+class PatchExperiment(betterproto2.Message):
+    """
+    Determined's PatchExperiment: each field set is changed, the others are kept. name,
+    description and labels change the experiment's config too.
+    """
+
+    id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    name: "str | None" = betterproto2.field(2, betterproto2.TYPE_STRING, optional=True)
+
+    description: "str | None" = betterproto2.field(3, betterproto2.TYPE_STRING, optional=True)
+
+    notes: "str | None" = betterproto2.field(4, betterproto2.TYPE_STRING, optional=True)
+
+    labels: "ExperimentLabels | None" = betterproto2.field(
+        5, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    The whole new set of labels (duplicates dropped); unset to keep them.
+    """
+
+
+default_message_pool.register_message("v1", "PatchExperiment", PatchExperiment)
+
+
+@dataclass(eq=False, repr=False)
+class PatchExperimentRequest(betterproto2.Message):
+    experiment: "PatchExperiment | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message("v1", "PatchExperimentRequest", PatchExperimentRequest)
+
+
+@dataclass(eq=False, repr=False)
+class PatchExperimentResponse(betterproto2.Message):
+    experiment: "Experiment | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message("v1", "PatchExperimentResponse", PatchExperimentResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -2055,12 +2362,50 @@ default_message_pool.register_message("v1", "PatchTrialResponse", PatchTrialResp
 
 
 @dataclass(eq=False, repr=False)
+class PatchUser(betterproto2.Message):
+    """
+    What PatchUserRequest changes: each field set is changed, the others are kept.
+    """
+
+    username: "str | None" = betterproto2.field(1, betterproto2.TYPE_STRING, optional=True)
+    """
+    A new username (the SDK's User.rename).
+    """
+
+    display_name: "str | None" = betterproto2.field(2, betterproto2.TYPE_STRING, optional=True)
+    """
+    "" clears it.
+    """
+
+    admin: "bool | None" = betterproto2.field(3, betterproto2.TYPE_BOOL, optional=True)
+
+    active: "bool | None" = betterproto2.field(4, betterproto2.TYPE_BOOL, optional=True)
+
+    agent_user_group: "AgentUserGroup | None" = betterproto2.field(
+        5, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    remote: "bool | None" = betterproto2.field(6, betterproto2.TYPE_BOOL, optional=True)
+
+
+default_message_pool.register_message("v1", "PatchUser", PatchUser)
+
+
+@dataclass(eq=False, repr=False)
 class PatchUserRequest(betterproto2.Message):
     username: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
     active: "bool | None" = betterproto2.field(2, betterproto2.TYPE_BOOL, optional=True)
 
     admin: "bool | None" = betterproto2.field(3, betterproto2.TYPE_BOOL, optional=True)
+
+    user_id: "int" = betterproto2.field(20, betterproto2.TYPE_INT32)
+    """
+    Determined's form: the user by id, and the fields to change in ``user``. Used when
+    user_id is set (then username, active and admin above are not read).
+    """
+
+    user: "PatchUser | None" = betterproto2.field(21, betterproto2.TYPE_MESSAGE, optional=True)
 
 
 default_message_pool.register_message("v1", "PatchUserRequest", PatchUserRequest)
@@ -2163,6 +2508,17 @@ class PostUserRequest(betterproto2.Message):
     password: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
     admin: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
+
+    remote: "bool" = betterproto2.field(20, betterproto2.TYPE_BOOL)
+    """
+    A user who signs on through an external identity provider: no password.
+    """
+
+    display_name: "str" = betterproto2.field(21, betterproto2.TYPE_STRING)
+
+    agent_user_group: "AgentUserGroup | None" = betterproto2.field(
+        22, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "PostUserRequest", PostUserRequest)
@@ -2305,6 +2661,26 @@ default_message_pool.register_message("v1", "ProvisionerStatus", ProvisionerStat
 
 
 @dataclass(eq=False, repr=False)
+class PutExperimentLabelRequest(betterproto2.Message):
+    experiment_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    label: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "PutExperimentLabelRequest", PutExperimentLabelRequest)
+
+
+@dataclass(eq=False, repr=False)
+class PutExperimentLabelResponse(betterproto2.Message):
+    labels: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
+
+
+default_message_pool.register_message(
+    "v1", "PutExperimentLabelResponse", PutExperimentLabelResponse
+)
+
+
+@dataclass(eq=False, repr=False)
 class PutTemplateRequest(betterproto2.Message):
     template: "Template | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
 
@@ -2407,6 +2783,30 @@ class ReportTrialProgressResponse(betterproto2.Message):
 
 default_message_pool.register_message(
     "v1", "ReportTrialProgressResponse", ReportTrialProgressResponse
+)
+
+
+@dataclass(eq=False, repr=False)
+class ReportTrialSourceInfoRequest(betterproto2.Message):
+    trial_source_info: "TrialSourceInfo | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message(
+    "v1", "ReportTrialSourceInfoRequest", ReportTrialSourceInfoRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class ReportTrialSourceInfoResponse(betterproto2.Message):
+    trial_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    checkpoint_uuid: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "ReportTrialSourceInfoResponse", ReportTrialSourceInfoResponse
 )
 
 
@@ -2898,6 +3298,29 @@ default_message_pool.register_message("v1", "TrialLogsResponse", TrialLogsRespon
 
 
 @dataclass(eq=False, repr=False)
+class TrialSourceInfo(betterproto2.Message):
+    """
+    A trial that used a checkpoint (core_context.experimental.report_task_using_checkpoint):
+    its metrics are then the checkpoint's too (the SDK's Checkpoint.get_metrics).
+    """
+
+    trial_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    checkpoint_uuid: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    trial_source_info_type: "TrialSourceInfoType" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: TrialSourceInfoType(0)
+    )
+
+    model_id: "int | None" = betterproto2.field(4, betterproto2.TYPE_INT32, optional=True)
+
+    model_version: "int | None" = betterproto2.field(5, betterproto2.TYPE_INT32, optional=True)
+
+
+default_message_pool.register_message("v1", "TrialSourceInfo", TrialSourceInfo)
+
+
+@dataclass(eq=False, repr=False)
 class Trigger(betterproto2.Message):
     id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
 
@@ -2947,6 +3370,23 @@ class User(betterproto2.Message):
     active: "bool" = betterproto2.field(4, betterproto2.TYPE_BOOL)
 
     modified_at: "float" = betterproto2.field(5, betterproto2.TYPE_DOUBLE)
+
+    display_name: "str" = betterproto2.field(20, betterproto2.TYPE_STRING)
+    """
+    Shown instead of the username where set (the SDK's User.change_display_name).
+    """
+
+    remote: "bool" = betterproto2.field(21, betterproto2.TYPE_BOOL)
+    """
+    Signs on through an external identity provider only: no password login.
+    """
+
+    agent_user_group: "AgentUserGroup | None" = betterproto2.field(
+        22, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    The Unix user and group its tasks run as (the SDK's User.link_with_agent).
+    """
 
 
 default_message_pool.register_message("v1", "User", User)
@@ -3101,15 +3541,12 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
 
     async def get_users(
         self,
-        message: "GetUsersRequest | None" = None,
+        message: "GetUsersRequest",
         *,
         timeout: "float | None" = None,
         deadline: "Deadline | None" = None,
         metadata: "MetadataLike | None" = None,
     ) -> "GetUsersResponse":
-
-        if message is None:
-            message = GetUsersRequest()
 
         return await self._unary_unary(
             "/v1.Determined/GetUsers",
@@ -3169,6 +3606,42 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             "/v1.Determined/PatchUser",
             message,
             PatchUserResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_user(
+        self,
+        message: "GetUserRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetUserResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/GetUser",
+            message,
+            GetUserResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_user_by_username(
+        self,
+        message: "GetUserByUsernameRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetUserByUsernameResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/GetUserByUsername",
+            message,
+            GetUserByUsernameResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
@@ -3408,6 +3881,78 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def patch_experiment(
+        self,
+        message: "PatchExperimentRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "PatchExperimentResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/PatchExperiment",
+            message,
+            PatchExperimentResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def put_experiment_label(
+        self,
+        message: "PutExperimentLabelRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "PutExperimentLabelResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/PutExperimentLabel",
+            message,
+            PutExperimentLabelResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def delete_experiment_label(
+        self,
+        message: "DeleteExperimentLabelRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "DeleteExperimentLabelResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/DeleteExperimentLabel",
+            message,
+            DeleteExperimentLabelResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def delete_tensorboard_files(
+        self,
+        message: "DeleteTensorboardFilesRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "DeleteTensorboardFilesResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/DeleteTensorboardFiles",
+            message,
+            DeleteTensorboardFilesResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def get_trial(
         self,
         message: "GetTrialRequest",
@@ -3590,6 +4135,64 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             "/v1.Determined/GetTrialMetrics",
             message,
             GetTrialMetricsResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_metrics(
+        self,
+        message: "GetMetricsRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "AsyncIterator[GetMetricsResponse]":
+
+        async for response in self._unary_stream(
+            "/v1.Determined/GetMetrics",
+            message,
+            GetMetricsResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        ):
+            yield response
+
+    async def report_trial_source_info(
+        self,
+        message: "ReportTrialSourceInfoRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ReportTrialSourceInfoResponse":
+        """
+        A task says which checkpoint it uses; the checkpoint's metrics are then its reports.
+        """
+
+        return await self._unary_unary(
+            "/v1.Determined/ReportTrialSourceInfo",
+            message,
+            ReportTrialSourceInfoResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_trial_metrics_by_checkpoint(
+        self,
+        message: "GetTrialMetricsByCheckpointRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetTrialMetricsByCheckpointResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/GetTrialMetricsByCheckpoint",
+            message,
+            GetTrialMetricsByCheckpointResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
@@ -4021,6 +4624,24 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def checkpoints_remove_files(
+        self,
+        message: "CheckpointsRemoveFilesRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "CheckpointsRemoveFilesResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/CheckpointsRemoveFiles",
+            message,
+            CheckpointsRemoveFilesResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def post_checkpoint_metadata(
         self,
         message: "PostCheckpointMetadataRequest",
@@ -4356,6 +4977,16 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def get_user(self, message: "GetUserRequest") -> "GetUserResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def get_user_by_username(
+        self, message: "GetUserByUsernameRequest"
+    ) -> "GetUserByUsernameResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def create_experiment(
         self, message: "CreateExperimentRequest"
     ) -> "CreateExperimentResponse":
@@ -4430,6 +5061,30 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def patch_experiment(
+        self, message: "PatchExperimentRequest"
+    ) -> "PatchExperimentResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def put_experiment_label(
+        self, message: "PutExperimentLabelRequest"
+    ) -> "PutExperimentLabelResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def delete_experiment_label(
+        self, message: "DeleteExperimentLabelRequest"
+    ) -> "DeleteExperimentLabelResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def delete_tensorboard_files(
+        self, message: "DeleteTensorboardFilesRequest"
+    ) -> "DeleteTensorboardFilesResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def get_trial(self, message: "GetTrialRequest") -> "GetTrialResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
@@ -4478,6 +5133,28 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
     async def get_trial_metrics(
         self, message: "GetTrialMetricsRequest"
     ) -> "GetTrialMetricsResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def get_metrics(
+        self, message: "GetMetricsRequest"
+    ) -> "AsyncIterator[GetMetricsResponse]":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+        yield GetMetricsResponse()
+
+    async def report_trial_source_info(
+        self, message: "ReportTrialSourceInfoRequest"
+    ) -> "ReportTrialSourceInfoResponse":
+        """
+        A task says which checkpoint it uses; the checkpoint's metrics are then its reports.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def get_trial_metrics_by_checkpoint(
+        self, message: "GetTrialMetricsByCheckpointRequest"
+    ) -> "GetTrialMetricsByCheckpointResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
@@ -4599,6 +5276,12 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
     async def delete_checkpoints(
         self, message: "DeleteCheckpointsRequest"
     ) -> "DeleteCheckpointsResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def checkpoints_remove_files(
+        self, message: "CheckpointsRemoveFilesRequest"
+    ) -> "CheckpointsRemoveFilesResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
@@ -4740,6 +5423,22 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         response = await self.patch_user(request)
         await stream.send_message(response)
 
+    async def __rpc_get_user(
+        self, stream: "grpclib.server.Stream[GetUserRequest, GetUserResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.get_user(request)
+        await stream.send_message(response)
+
+    async def __rpc_get_user_by_username(
+        self, stream: "grpclib.server.Stream[GetUserByUsernameRequest, GetUserByUsernameResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.get_user_by_username(request)
+        await stream.send_message(response)
+
     async def __rpc_create_experiment(
         self, stream: "grpclib.server.Stream[CreateExperimentRequest, CreateExperimentResponse]"
     ) -> None:
@@ -4846,6 +5545,40 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         response = await self.continue_experiment(request)
         await stream.send_message(response)
 
+    async def __rpc_patch_experiment(
+        self, stream: "grpclib.server.Stream[PatchExperimentRequest, PatchExperimentResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.patch_experiment(request)
+        await stream.send_message(response)
+
+    async def __rpc_put_experiment_label(
+        self, stream: "grpclib.server.Stream[PutExperimentLabelRequest, PutExperimentLabelResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.put_experiment_label(request)
+        await stream.send_message(response)
+
+    async def __rpc_delete_experiment_label(
+        self,
+        stream: "grpclib.server.Stream[DeleteExperimentLabelRequest, DeleteExperimentLabelResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.delete_experiment_label(request)
+        await stream.send_message(response)
+
+    async def __rpc_delete_tensorboard_files(
+        self,
+        stream: "grpclib.server.Stream[DeleteTensorboardFilesRequest, DeleteTensorboardFilesResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.delete_tensorboard_files(request)
+        await stream.send_message(response)
+
     async def __rpc_get_trial(
         self, stream: "grpclib.server.Stream[GetTrialRequest, GetTrialResponse]"
     ) -> None:
@@ -4927,6 +5660,35 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         request = await stream.recv_message()
         assert request is not None
         response = await self.get_trial_metrics(request)
+        await stream.send_message(response)
+
+    async def __rpc_get_metrics(
+        self, stream: "grpclib.server.Stream[GetMetricsRequest, GetMetricsResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        await self._call_rpc_handler_server_stream(
+            self.get_metrics,
+            stream,
+            request,
+        )
+
+    async def __rpc_report_trial_source_info(
+        self,
+        stream: "grpclib.server.Stream[ReportTrialSourceInfoRequest, ReportTrialSourceInfoResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.report_trial_source_info(request)
+        await stream.send_message(response)
+
+    async def __rpc_get_trial_metrics_by_checkpoint(
+        self,
+        stream: "grpclib.server.Stream[GetTrialMetricsByCheckpointRequest, GetTrialMetricsByCheckpointResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.get_trial_metrics_by_checkpoint(request)
         await stream.send_message(response)
 
     async def __rpc_get_agents(
@@ -5120,6 +5882,15 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         response = await self.delete_checkpoints(request)
         await stream.send_message(response)
 
+    async def __rpc_checkpoints_remove_files(
+        self,
+        stream: "grpclib.server.Stream[CheckpointsRemoveFilesRequest, CheckpointsRemoveFilesResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.checkpoints_remove_files(request)
+        await stream.send_message(response)
+
     async def __rpc_post_checkpoint_metadata(
         self,
         stream: "grpclib.server.Stream[PostCheckpointMetadataRequest, PostCheckpointMetadataResponse]",
@@ -5285,6 +6056,18 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 PatchUserRequest,
                 PatchUserResponse,
             ),
+            "/v1.Determined/GetUser": grpclib.const.Handler(
+                self.__rpc_get_user,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                GetUserRequest,
+                GetUserResponse,
+            ),
+            "/v1.Determined/GetUserByUsername": grpclib.const.Handler(
+                self.__rpc_get_user_by_username,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                GetUserByUsernameRequest,
+                GetUserByUsernameResponse,
+            ),
             "/v1.Determined/CreateExperiment": grpclib.const.Handler(
                 self.__rpc_create_experiment,
                 grpclib.const.Cardinality.UNARY_UNARY,
@@ -5363,6 +6146,30 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 ContinueExperimentRequest,
                 ContinueExperimentResponse,
             ),
+            "/v1.Determined/PatchExperiment": grpclib.const.Handler(
+                self.__rpc_patch_experiment,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                PatchExperimentRequest,
+                PatchExperimentResponse,
+            ),
+            "/v1.Determined/PutExperimentLabel": grpclib.const.Handler(
+                self.__rpc_put_experiment_label,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                PutExperimentLabelRequest,
+                PutExperimentLabelResponse,
+            ),
+            "/v1.Determined/DeleteExperimentLabel": grpclib.const.Handler(
+                self.__rpc_delete_experiment_label,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                DeleteExperimentLabelRequest,
+                DeleteExperimentLabelResponse,
+            ),
+            "/v1.Determined/DeleteTensorboardFiles": grpclib.const.Handler(
+                self.__rpc_delete_tensorboard_files,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                DeleteTensorboardFilesRequest,
+                DeleteTensorboardFilesResponse,
+            ),
             "/v1.Determined/GetTrial": grpclib.const.Handler(
                 self.__rpc_get_trial,
                 grpclib.const.Cardinality.UNARY_UNARY,
@@ -5422,6 +6229,24 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 GetTrialMetricsRequest,
                 GetTrialMetricsResponse,
+            ),
+            "/v1.Determined/GetMetrics": grpclib.const.Handler(
+                self.__rpc_get_metrics,
+                grpclib.const.Cardinality.UNARY_STREAM,
+                GetMetricsRequest,
+                GetMetricsResponse,
+            ),
+            "/v1.Determined/ReportTrialSourceInfo": grpclib.const.Handler(
+                self.__rpc_report_trial_source_info,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                ReportTrialSourceInfoRequest,
+                ReportTrialSourceInfoResponse,
+            ),
+            "/v1.Determined/GetTrialMetricsByCheckpoint": grpclib.const.Handler(
+                self.__rpc_get_trial_metrics_by_checkpoint,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                GetTrialMetricsByCheckpointRequest,
+                GetTrialMetricsByCheckpointResponse,
             ),
             "/v1.Determined/GetAgents": grpclib.const.Handler(
                 self.__rpc_get_agents,
@@ -5560,6 +6385,12 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 DeleteCheckpointsRequest,
                 DeleteCheckpointsResponse,
+            ),
+            "/v1.Determined/CheckpointsRemoveFiles": grpclib.const.Handler(
+                self.__rpc_checkpoints_remove_files,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                CheckpointsRemoveFilesRequest,
+                CheckpointsRemoveFilesResponse,
             ),
             "/v1.Determined/PostCheckpointMetadata": grpclib.const.Handler(
                 self.__rpc_post_checkpoint_metadata,
