@@ -124,6 +124,16 @@ def test_distributed_walkthrough_runs_unchanged_on_one_worker(tmp_path: pathlib.
     assert len(saved) == 2
 
 
+def test_the_experimental_context_only_logs_off_cluster(caplog: pytest.LogCaptureFixture) -> None:
+    class Used:
+        uuid = "a-checkpoint"
+
+    with caplog.at_level(logging.INFO), core.init() as core_context:
+        assert isinstance(core_context.experimental, core.DummyExperimentalCoreContext)
+        core_context.experimental.report_task_using_checkpoint(Used())
+    assert "not reporting the use of checkpoint" in caplog.text
+
+
 def test_training_metrics_are_logged_off_cluster(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="determined.core")
     with core.init() as core_context:

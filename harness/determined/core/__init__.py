@@ -23,6 +23,7 @@ from determined.core._distributed import (
     DistributedContext,
     DummyDistributedContext,
 )
+from determined.core._experimental import DummyExperimentalCoreContext, ExperimentalCoreContext
 from determined.core._preempt import DummyPreemptContext, PreemptContext, PreemptMode
 from determined.core._searcher import (
     DummySearcherContext,
@@ -42,10 +43,12 @@ __all__ = [
     "DownloadMode",
     "DummyCheckpointContext",
     "DummyDistributedContext",
+    "DummyExperimentalCoreContext",
     "DummyPreemptContext",
     "DummySearcherContext",
     "DummyTrainContext",
     "EarlyExitReason",
+    "ExperimentalCoreContext",
     "PreemptContext",
     "PreemptMode",
     "ReportError",

@@ -22,6 +22,7 @@ import determined as det
 from determined.core import _storage, _tensorboard
 from determined.core._checkpoint import CheckpointContext, DummyCheckpointContext
 from determined.core._distributed import DistributedContext, DummyDistributedContext
+from determined.core._experimental import DummyExperimentalCoreContext, ExperimentalCoreContext
 from determined.core._preempt import DummyPreemptContext, PreemptContext, PreemptMode
 from determined.core._searcher import DummySearcherContext, SearcherContext, parse_units
 from determined.core._tensorboard import TensorboardMode
@@ -63,7 +64,8 @@ DEFAULT_LOCAL_STORAGE = "checkpoints"
 
 
 class Context:
-    """The Core API: ``.train``, ``.checkpoint``, ``.preempt``, ``.searcher``, ``.distributed``.
+    """The Core API: ``.train``, ``.checkpoint``, ``.preempt``, ``.searcher``, ``.distributed``
+    and ``.experimental``.
 
     Build it with ``core.init()`` and use it as a context manager (``with core.init() as
     core_context:``); leaving the block, or ``close()``, waits until every reported metric
@@ -80,8 +82,10 @@ class Context:
         searcher: SearcherContext,
         info: det.ClusterInfo | None = None,
         _client: MasterClient | None = None,
+        experimental: ExperimentalCoreContext | DummyExperimentalCoreContext | None = None,
     ) -> None:
         self.checkpoint = checkpoint
+        self.experimental = experimental or DummyExperimentalCoreContext()
         self.distributed = distributed
         self.preempt = preempt
         self.train = train
@@ -320,6 +324,7 @@ def _cluster_init(
         searcher=searcher,
         info=info,
         _client=client,
+        experimental=ExperimentalCoreContext(client, trial_id),
     )
 
 

@@ -248,6 +248,28 @@ class MasterClient:
             "delete checkpoints", lambda: self.session.blocking_stub.delete_checkpoints(request)
         )
 
+    def report_trial_source_info(
+        self,
+        trial_id: int,
+        uuid: str,
+        kind: int,
+        *,
+        model_id: int | None = None,
+        model_version: int | None = None,
+    ) -> None:
+        info = v1.TrialSourceInfo(
+            trial_id=trial_id,
+            checkpoint_uuid=uuid,
+            trial_source_info_type=kind,
+            model_id=model_id,
+            model_version=model_version,
+        )
+        request = v1.ReportTrialSourceInfoRequest(trial_source_info=info)
+        self._run(
+            f"report the use of checkpoint {uuid}",
+            lambda: self.session.blocking_stub.report_trial_source_info(request),
+        )
+
     def post_alert(self, trial_id: int, *, title: str, description: str, level: str) -> None:
         request = v1.PostWebhookEventDataRequest(
             trial_id=trial_id,
