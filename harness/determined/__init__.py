@@ -9,7 +9,7 @@ from determined import _invalid_hp
 from determined._info import ClusterInfo, TrialInfo, get_cluster_info
 
 if TYPE_CHECKING:
-    from determined import core
+    from determined import core, errors
 
 __version__ = "0.1.0"
 
@@ -25,7 +25,7 @@ class InvalidHP(Exception):
 _invalid_hp.install(InvalidHP)
 
 # Submodules loaded on first use (``det.core``), so that ``import determined`` stays fast.
-_LAZY_SUBMODULES = ("core", "pytorch")
+_LAZY_SUBMODULES = ("core", "errors", "pytorch")
 
 
 def __getattr__(name: str) -> Any:
@@ -41,5 +41,6 @@ __all__ = [
     "TrialInfo",
     "__version__",
     "core",
+    "errors",
     "get_cluster_info",
 ]

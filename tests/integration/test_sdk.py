@@ -158,10 +158,17 @@ def test_list_checkpoints_sorts_by_metric_or_field(
     )
     assert [c.steps_completed for c in by_step] == [4, 4]
     trial = det.get_trial(ranked[0].training.trial_id if ranked[0].training else 0)
-    assert [c.uuid for c in trial.list_checkpoints()] == [
+    # A trial's list has every state: the retention policy's DELETED step-2 checkpoint
+    # comes after the kept one (a worse validation).
+    listed = trial.list_checkpoints()
+    assert [c.uuid for c in listed if c.state == client.CheckpointState.COMPLETED] == [
         c.uuid for c in ranked if c.training and c.training.trial_id == trial.id
     ]
-    assert trial.top_checkpoint().uuid == ranked[0].uuid
+    assert [(c.steps_completed, c.state) for c in listed] == [
+        (4, client.CheckpointState.COMPLETED),
+        (2, client.CheckpointState.DELETED),
+    ]
+    assert trial.list_checkpoints(max_results=1)[0].uuid == ranked[0].uuid
     same = det.get_checkpoint(ranked[0].uuid)
     assert same.get_metadata() == ranked[0].metadata
 

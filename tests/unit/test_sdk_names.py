@@ -6,10 +6,62 @@ from determined.api.gen import v1
 from determined.common import util
 from determined.experimental import client
 
+# Determined 0.38.1's SDK enums, member by member (their values are its REST enum names).
+DETERMINED_STATES = (
+    "ACTIVE PAUSED STOPPING_COMPLETED STOPPING_CANCELED STOPPING_ERROR COMPLETED CANCELED ERROR "
+    "DELETED DELETING DELETE_FAILED STOPPING_KILLED QUEUED PULLING STARTING RUNNING"
+).split()
+DETERMINED_TRIAL_STATES = (
+    "ACTIVE PAUSED STOPPING_CANCELED STOPPING_KILLED STOPPING_COMPLETED STOPPING_ERROR CANCELED "
+    "COMPLETED ERROR QUEUED PULLING STARTING RUNNING"
+).split()
+DETERMINED_CHECKPOINT_STATES = "ACTIVE COMPLETED ERROR DELETED PARTIALLY_DELETED".split()
 
-def test_experiment_states_mirror_the_masters_states() -> None:
-    assert {s.name: s.value for s in client.ExperimentState} == {s.name: s.value for s in v1.State}
-    assert client.TrialState.COMPLETED.value == v1.State.COMPLETED.value
+
+def test_states_have_determineds_names_and_values() -> None:
+    for enum, names in (
+        (client.ExperimentState, DETERMINED_STATES),
+        (client.TrialState, DETERMINED_TRIAL_STATES),
+        (client.CheckpointState, DETERMINED_CHECKPOINT_STATES),
+    ):
+        assert [(s.name, s.value) for s in enum] == [(n, f"STATE_{n}") for n in names]
+    # Every state the master shows is one of them (UNSPECIFIED is "not known yet": None).
+    assert {s.name for s in v1.State} - {"UNSPECIFIED"} == set(DETERMINED_STATES)
+
+
+def test_sort_and_order_enums_have_determineds_values() -> None:
+    assert client.OrderBy.ASC is client.OrderBy.ASCENDING
+    assert (client.OrderBy.ASC.value, client.OrderBy.DESC.value) == (
+        "ORDER_BY_ASC",
+        "ORDER_BY_DESC",
+    )
+    assert [s.name for s in client.TrialSortBy] == (
+        "ID START_TIME END_TIME STATE BEST_VALIDATION_METRIC LATEST_VALIDATION_METRIC "
+        "BATCHES_PROCESSED DURATION RESTARTS CHECKPOINT_SIZE LOG_RETENTION_DAYS"
+    ).split()
+    assert [s.name for s in client.CheckpointSortBy] == (
+        "UUID TRIAL_ID BATCH_NUMBER END_TIME STATE SEARCHER_METRIC".split()
+    )
+    assert all(s.value == f"SORT_BY_{s.name}" for s in client.ExperimentSortBy)
+    assert client.LogLevel.WARNING.value == "LOG_LEVEL_WARNING"
+    assert str(client.DownloadMode.DIRECT) == "direct"
+
+
+def test_the_deprecated_order_enums_warn_and_still_sort() -> None:
+    import pytest
+
+    with pytest.warns(FutureWarning, match="TrialOrderBy"):
+        assert client.TrialOrderBy.DESC.value == client.OrderBy.DESC.value
+
+
+def test_determined_experimental_offers_determineds_modules_and_names() -> None:
+    from determined.experimental import OrderBy, TrialSortBy, checkpoint, metrics, model
+
+    assert checkpoint.Checkpoint is client.Checkpoint
+    assert metrics.TrialMetrics is client.TrialMetrics
+    assert model.ModelSortBy.NAME.value == "SORT_BY_NAME"
+    assert (OrderBy, TrialSortBy) == (client.OrderBy, client.TrialSortBy)
+    assert not hasattr(model, "Model")  # the registry is not part of pydet yet
 
 
 def test_legacy_metric_groups_are_the_core_apis_groups() -> None:

@@ -1,8 +1,9 @@
 """Determined's experimental APIs: ``client`` (the Python SDK) and ``core_v2``.
 
 ``from determined.experimental import client`` is the usual import; the SDK's classes are
-also here by name (``from determined.experimental import Determined``), as in Determined.
-They load on first use, so ``import determined`` stays light for code inside tasks.
+also here by name (``from determined.experimental import Determined``), and so are its
+modules ``checkpoint``, ``metrics`` and ``model``, as in Determined. They load on first
+use, so ``import determined`` stays light for code inside tasks.
 """
 
 from __future__ import annotations
@@ -10,14 +11,29 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+_CLIENT = "determined.experimental.client"
+
 # Names Determined's determined.experimental offers, and the module that holds each.
 _LAZY = {
-    "Determined": "determined.experimental.client",
-    "Checkpoint": "determined.experimental.client",
-    "Experiment": "determined.experimental.client",
-    "ExperimentReference": "determined.experimental.client",
-    "Trial": "determined.experimental.client",
-    "TrialReference": "determined.experimental.client",
+    **{
+        name: _CLIENT
+        for name in (
+            "Checkpoint",
+            "Determined",
+            "Experiment",
+            "ExperimentReference",
+            "ModelOrderBy",
+            "ModelSortBy",
+            "OrderBy",
+            "Trial",
+            "TrialOrderBy",
+            "TrialReference",
+            "TrialSortBy",
+        )
+    },
+    "checkpoint": "determined.common.experimental.checkpoint",
+    "metrics": "determined.common.experimental.metrics",
+    "model": "determined.common.experimental.model",
 }
 
 
@@ -25,4 +41,6 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'determined.experimental' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    if module == _CLIENT or name not in ("checkpoint", "metrics", "model"):
+        return getattr(importlib.import_module(module), name)
+    return importlib.import_module(module)

@@ -16,19 +16,25 @@ The module-level functions use one default ``Determined`` object, made on first 
 ``login()``'s arguments or the environment; to talk to several masters, make ``Determined``
 objects yourself. Failures raise ``determined.common.errors.DetError`` subclasses
 (``NotFound``, ``Unauthenticated``, ``Unavailable``, ...) with a message that says what
-to do.
+to do; each is also the exception of ``determined.common.api.errors`` Determined raises
+there (``NotFoundException``, ``UnauthenticatedException``, ``MasterNotFoundException``,
+...), and a bad argument is also a ``ValueError``.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+import logging
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Concatenate, ParamSpec, TypeVar
 
 from determined.common.experimental._session import MasterSession as Session
+from determined.common.experimental._util import OrderBy
 from determined.common.experimental.checkpoint import (
     Checkpoint,
+    CheckpointOrderBy,
     CheckpointSortBy,
     CheckpointState,
     CheckpointTrainingMetadata,
@@ -37,48 +43,70 @@ from determined.common.experimental.checkpoint import (
 from determined.common.experimental.determined import Determined
 from determined.common.experimental.experiment import (
     Experiment,
+    ExperimentOrderBy,
     ExperimentReference,
+    ExperimentSortBy,
     ExperimentState,
 )
+from determined.common.experimental.metrics import TrainingMetrics, TrialMetrics, ValidationMetrics
+from determined.common.experimental.model import ModelOrderBy, ModelSortBy
 from determined.common.experimental.trial import (
     LogLevel,
-    OrderBy,
     Trial,
-    TrialMetrics,
     TrialOrderBy,
+    TrialReference,
     TrialSortBy,
     TrialState,
 )
-
-TrialReference = Trial
+from determined.common.experimental.user import User
 
 __all__ = [
     "Checkpoint",
+    "CheckpointOrderBy",
     "CheckpointSortBy",
     "CheckpointState",
     "CheckpointTrainingMetadata",
     "Determined",
     "DownloadMode",
     "Experiment",
+    "ExperimentOrderBy",
     "ExperimentReference",
+    "ExperimentSortBy",
     "ExperimentState",
     "LogLevel",
+    "ModelOrderBy",
+    "ModelSortBy",
     "OrderBy",
     "Session",
+    "TrainingMetrics",
     "Trial",
     "TrialMetrics",
     "TrialOrderBy",
     "TrialReference",
     "TrialSortBy",
     "TrialState",
+    "User",
+    "ValidationMetrics",
     "create_experiment",
+    "create_user",
     "get_checkpoint",
     "get_experiment",
+    "get_session_username",
     "get_trial",
+    "get_user_by_id",
+    "get_user_by_name",
+    "iter_trials_metrics",
     "list_experiments",
+    "list_users",
     "login",
     "logout",
+    "stream_trials_metrics",
+    "stream_trials_training_metrics",
+    "stream_trials_validation_metrics",
+    "whoami",
 ]
+
+logger = logging.getLogger("determined.client")
 
 _determined: Determined | None = None
 _P = ParamSpec("_P")
@@ -127,11 +155,23 @@ def login(
 
 
 def logout() -> None:
-    """Forget the default ``Determined`` object, so ``login()`` may be called again."""
+    """End the default object's session on the master and forget its cached token, as
+    Determined does; ``login()`` may then be called again. Without a default object (no
+    call made yet) it only warns."""
     global _determined
-    if _determined is not None:
+    if _determined is None:
+        logger.warning(
+            "client has not been logged in, either explicitly by client.login() or implicitly "
+            "by any other client.* function, so client.logout() has no session to log out of "
+            "and is a no-op. If you would like to log out of the default active session, try "
+            "client.Determined().logout() instead."
+        )
+        return
+    try:
+        _determined.logout()
+    finally:
         _determined.close()
-    _determined = None
+        _determined = None
 
 
 def _on_default(method: Callable[Concatenate[Determined, _P], _R], doc: str) -> Callable[_P, _R]:
@@ -168,3 +208,40 @@ get_trial = _on_default(Determined.get_trial, "The trial with this id (``Determi
 get_checkpoint = _on_default(
     Determined.get_checkpoint, "The checkpoint with this UUID (``Determined.get_checkpoint``)."
 )
+create_user = _on_default(Determined.create_user, "Create a user (``Determined.create_user``).")
+get_user_by_id = _on_default(
+    Determined.get_user_by_id, "The user with this id (``Determined.get_user_by_id``)."
+)
+get_user_by_name = _on_default(
+    Determined.get_user_by_name, "The user with this name (``Determined.get_user_by_name``)."
+)
+get_session_username = _on_default(
+    Determined.get_session_username,
+    "The name of the user the calls run as (``Determined.get_session_username``).",
+)
+whoami = _on_default(Determined.whoami, "The user the calls run as (``Determined.whoami``).")
+list_users = _on_default(
+    Determined.list_users, "Every user, or the (in)active ones (``Determined.list_users``)."
+)
+iter_trials_metrics = _on_default(
+    Determined.iter_trials_metrics,
+    "One group's reports of several trials (``Determined.iter_trials_metrics``).",
+)
+stream_trials_training_metrics = _on_default(
+    Determined.stream_trials_training_metrics,
+    "Deprecated: ``iter_trials_metrics(trial_ids, group='training')``.",
+)
+stream_trials_validation_metrics = _on_default(
+    Determined.stream_trials_validation_metrics,
+    "Deprecated: ``iter_trials_metrics(trial_ids, group='validation')``.",
+)
+
+
+def stream_trials_metrics(trial_ids: list[int], group: str) -> Iterator[TrialMetrics]:
+    """Deprecated: ``iter_trials_metrics``."""
+    warnings.warn(
+        "client.stream_trials_metrics is deprecated. Use client.iter_trials_metrics instead",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return iter_trials_metrics(trial_ids, group=group)

@@ -1,174 +1,193 @@
-"""Listing and ranking checkpoints for ``Experiment`` and ``Trial``.
+"""Checkpoints with their training metadata, and the orders ``list_checkpoints`` sorts
+them in, as Determined's master sorts them.
 
-A checkpoint's validation is the validation its trial reported at the same step; the
-master records the searcher metric of that validation with the checkpoint, and the other
-metrics come from the trial's validation reports. Only completed checkpoints count.
+A checkpoint's validation is the one its trial reported at the same step: the master sends
+its metrics and its value of the searcher's metric with the checkpoint. Sorting by the
+searcher's metric puts checkpoints without one last, better first unless ``order_by`` says
+otherwise; sorting by another metric puts those without it first in ascending order (last
+in descending), and equal values in report order, as Determined does.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from determined.common import errors
+from determined.common.experimental import _util
 from determined.common.experimental.checkpoint import (
     Checkpoint,
     CheckpointSortBy,
+    CheckpointState,
     CheckpointTrainingMetadata,
 )
-from determined.common.experimental.trial import OrderBy
 
 if TYPE_CHECKING:
     from determined.api.gen import v1
     from determined.common.experimental._session import MasterSession
 
+# Determined's numbers of the checkpoint states, which SORT_BY_STATE orders by.
+_STATE_NUMBERS = {s: n for n, s in enumerate(CheckpointState, start=1)}
 
-def _load(
+
+def one(session: MasterSession, uuid: str) -> v1.Checkpoint:
+    """The checkpoint's record (the master names a missing UUID in NotFound)."""
+    from determined.api.gen import v1
+
+    request = v1.GetCheckpointRequest(uuid=uuid)
+    found = session.call(lambda stub: stub.get_checkpoint(request)).checkpoint
+    assert found is not None
+    return found
+
+
+def _config(session: MasterSession, experiment_id: int) -> dict[str, Any]:
+    from determined.api.gen import v1
+
+    request = v1.GetExperimentRequest(experiment_id=experiment_id)
+    text = session.call(lambda stub: stub.get_experiment(request)).config
+    value = json.loads(text) if text else {}
+    return value if isinstance(value, dict) else {}
+
+
+def _training(
+    c: v1.Checkpoint, config: dict[str, Any], hparams: dict[str, Any]
+) -> CheckpointTrainingMetadata | None:
+    if not c.trial_id:
+        return None
+    metrics = json.loads(c.validation_metrics) if c.validation_metrics else None
+    return CheckpointTrainingMetadata(
+        experiment_config=config,
+        experiment_id=c.experiment_id,
+        trial_id=c.trial_id,
+        hparams=hparams,
+        validation_metrics={} if metrics is None else {"avgMetrics": metrics},
+        searcher_metric=c.searcher_metric,
+    )
+
+
+def training_of(session: MasterSession, c: v1.Checkpoint) -> CheckpointTrainingMetadata | None:
+    """The training metadata of one checkpoint (its experiment's config, its trial's
+    hyperparameters)."""
+    from determined.api.gen import v1
+
+    if not c.trial_id:
+        return None
+    trial = session.call(lambda stub: stub.get_trial(v1.GetTrialRequest(trial_id=c.trial_id)))
+    hparams = json.loads(trial.trial.hparams) if trial.trial and trial.trial.hparams else {}
+    return _training(c, _config(session, c.experiment_id), hparams)
+
+
+def load(
     session: MasterSession, *, experiment_id: int = 0, trial_id: int = 0
 ) -> tuple[list[Checkpoint], dict[str, Any]]:
+    """An experiment's or a trial's checkpoints (every state), oldest first, with their
+    training metadata; and the experiment's config."""
     from determined.api.gen import v1
 
     if trial_id:
         t = session.call(lambda stub: stub.get_trial(v1.GetTrialRequest(trial_id=trial_id)))
-        if t.trial is None:
-            raise errors.NotFound(f"trial {trial_id} not found")
+        assert t.trial is not None
         experiment_id = t.trial.experiment_id
-    exp = session.call(
-        lambda stub: stub.get_experiment(v1.GetExperimentRequest(experiment_id=experiment_id))
-    )
-    config: dict[str, Any] = json.loads(exp.config) if exp.config else {}
+    config = _config(session, experiment_id)
     request = v1.GetCheckpointsRequest(experiment_id=experiment_id, trial_id=trial_id)
-    records = [
-        c
-        for c in session.call(lambda stub: stub.get_checkpoints(request)).checkpoints
-        if c.state == "COMPLETED"
-    ]
-    trials = {
-        t.id: t
-        for t in session.call(
-            lambda stub: stub.get_experiment_trials(
-                v1.GetExperimentTrialsRequest(experiment_id=experiment_id)
-            )
-        ).trials
+    records = session.call(lambda stub: stub.get_checkpoints(request)).checkpoints
+    trials = v1.GetExperimentTrialsRequest(experiment_id=experiment_id)
+    hparams = {
+        t.id: json.loads(t.hparams) if t.hparams else {}
+        for t in session.call(lambda stub: stub.get_experiment_trials(trials)).trials
     }
-    validations: dict[int, dict[int, dict[str, Any]]] = {}
-    for tid in sorted({c.trial_id for c in records}):
-        reports = session.call(functools.partial(_validations, trial_id=tid)).reports
-        validations[tid] = {
-            int(r.steps_completed): json.loads(r.metrics) if r.metrics else {} for r in reports
-        }
-    out = []
-    for c in records:
-        trial = trials.get(c.trial_id)
-        metrics = validations.get(c.trial_id, {}).get(int(c.steps_completed))
-        training = CheckpointTrainingMetadata(
-            experiment_config=config,
-            experiment_id=c.experiment_id,
-            trial_id=c.trial_id,
-            hparams=json.loads(trial.hparams) if trial is not None and trial.hparams else {},
-            validation_metrics={} if metrics is None else {"avgMetrics": metrics},
-            searcher_metric=c.searcher_metric,
-        )
-        out.append(Checkpoint._from_proto(session, c, training))
+    out = [
+        Checkpoint._from_proto(session, c, _training(c, config, hparams.get(c.trial_id, {})))
+        for c in records
+    ]
     return out, config
 
 
-async def _validations(stub: v1.DeterminedStub, *, trial_id: int) -> v1.GetTrialMetricsResponse:
-    from determined.api.gen import v1
-
-    return await stub.get_trial_metrics(
-        v1.GetTrialMetricsRequest(trial_id=trial_id, group="validation")
+def searcher(config: dict[str, Any]) -> tuple[str | None, bool]:
+    """The searcher's metric and whether smaller is better."""
+    section = config.get("searcher") or {}
+    metric = section.get("metric")
+    return (metric if isinstance(metric, str) else None), bool(
+        section.get("smaller_is_better", True)
     )
 
 
-def _searcher(config: dict[str, Any]) -> tuple[str, bool]:
-    searcher = config.get("searcher") or {}
-    return str(searcher.get("metric") or ""), bool(searcher.get("smaller_is_better", True))
-
-
-def _metric(c: Checkpoint, name: str | None) -> float | None:
-    """The checkpoint's validation of ``name`` (None: the searcher metric), if numeric."""
+def metric_of(c: Checkpoint, name: str | None) -> float | None:
+    """The checkpoint's validation value of ``name`` (None: the searcher's), if numeric."""
     training = c.training
     if training is None:
         return None
     if name is None:
         value: Any = training.searcher_metric
     else:
-        value = training.validation_metrics.get("avgMetrics", {}).get(name)
+        value = (training.validation_metrics.get("avgMetrics") or {}).get(name)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         return None
     return float(value)
 
 
-def best_checkpoints(
-    session: MasterSession,
-    *,
-    experiment_id: int = 0,
-    trial_id: int = 0,
-    sort_by: str | None,
-    smaller_is_better: bool | None,
-    limit: int,
-) -> list[Checkpoint]:
-    """The best checkpoint of each of the ``limit`` best trials, best first."""
-    checkpoints, config = _load(session, experiment_id=experiment_id, trial_id=trial_id)
-    metric, searcher_smaller = _searcher(config)
-    name = None if not sort_by or sort_by == metric else sort_by
-    smaller = searcher_smaller if smaller_is_better is None else smaller_is_better
-    sign = 1.0 if smaller else -1.0
-    ranked = [(m, c) for c in checkpoints if (m := _metric(c, name)) is not None]
-    ranked.sort(key=lambda mc: (sign * mc[0], mc[1].training.trial_id if mc[1].training else 0))
-    best: list[Checkpoint] = []
-    seen: set[int] = set()
-    for _, c in ranked:
-        tid = c.training.trial_id if c.training else 0
-        if tid not in seen:
-            seen.add(tid)
-            best.append(c)
-    return best[:limit]
+def _time(c: Checkpoint) -> str:
+    return c.report_time or ""
 
 
-def list_checkpoints(
-    session: MasterSession,
-    *,
-    experiment_id: int = 0,
-    trial_id: int = 0,
+def _trial(c: Checkpoint) -> int:
+    return c.training.trial_id if c.training is not None else 0
+
+
+_FIELD_KEYS: dict[CheckpointSortBy, Callable[[Checkpoint], Any]] = {
+    CheckpointSortBy.UUID: lambda c: c.uuid,
+    CheckpointSortBy.TRIAL_ID: lambda c: (_trial(c), _time(c)),
+    CheckpointSortBy.BATCH_NUMBER: lambda c: (c.steps_completed, _time(c)),
+    CheckpointSortBy.END_TIME: _time,
+    CheckpointSortBy.STATE: lambda c: _STATE_NUMBERS.get(c.state, 0) if c.state else 0,
+}
+
+
+def sort(
+    checkpoints: list[Checkpoint],
+    config: dict[str, Any],
     sort_by: str | CheckpointSortBy | None,
-    order_by: OrderBy | None,
-    max_results: int | None,
+    order_by: Any,
 ) -> list[Checkpoint]:
-    """Completed checkpoints sorted by a field or a validation metric; by default by the
-    searcher metric, best first. Checkpoints without the metric come last."""
-    checkpoints, config = _load(session, experiment_id=experiment_id, trial_id=trial_id)
-    metric, smaller = _searcher(config)
+    """``checkpoints`` in the master's order for ``sort_by`` (default: the searcher's
+    metric) and ``order_by`` (default: better first for the searcher's metric, else
+    ascending)."""
     if sort_by is None:
         sort_by = CheckpointSortBy.SEARCHER_METRIC
+    if sort_by is CheckpointSortBy.SEARCHER_METRIC:
         if order_by is None:
-            order_by = OrderBy.ASC if smaller else OrderBy.DESC
-    descending = order_by is OrderBy.DESC
-    if isinstance(sort_by, str) or sort_by is CheckpointSortBy.SEARCHER_METRIC:
-        name = None if sort_by is CheckpointSortBy.SEARCHER_METRIC or sort_by == metric else sort_by
-        assert not isinstance(name, CheckpointSortBy)
-        with_metric = [c for c in checkpoints if _metric(c, name) is not None]
-        without = [c for c in checkpoints if _metric(c, name) is None]
-        with_metric.sort(key=lambda c: _metric(c, name) or 0.0, reverse=descending)
-        ordered = with_metric + without
-    else:
-        ordered = sorted(checkpoints, key=_field_key(sort_by), reverse=descending)
-    return ordered if max_results is None else ordered[:max_results]
+            smaller = searcher(config)[1]
+            order_by = _util.OrderBy.ASC if smaller else _util.OrderBy.DESC
+        reverse = _util.descending(order_by)
+        have = [c for c in checkpoints if metric_of(c, None) is not None]
+        lack = [c for c in checkpoints if metric_of(c, None) is None]
+        have.sort(key=lambda c: (metric_of(c, None), _time(c)), reverse=reverse)
+        return have + lack
+    reverse = _util.descending(order_by)
+    if isinstance(sort_by, str):
+        name = sort_by
+
+        def by_metric(c: Checkpoint) -> tuple[int, float, str]:
+            value = metric_of(c, name)
+            return (0, 0.0, _time(c)) if value is None else (1, value, _time(c))
+
+        return sorted(checkpoints, key=by_metric, reverse=reverse)
+    return sorted(checkpoints, key=_FIELD_KEYS[sort_by], reverse=reverse)
 
 
-def _field_key(sort_by: CheckpointSortBy) -> Any:
-    def key(c: Checkpoint) -> Any:
-        if sort_by is CheckpointSortBy.UUID:
-            return c.uuid
-        if sort_by is CheckpointSortBy.TRIAL_ID:
-            return c.training.trial_id if c.training else 0
-        if sort_by is CheckpointSortBy.BATCH_NUMBER:
-            return c.steps_completed
-        if sort_by is CheckpointSortBy.END_TIME:
-            return c.report_time.timestamp() if c.report_time else 0.0
-        return c.state.value
-
-    return key
+def best_of_distinct_trials(
+    checkpoints: list[Checkpoint], metric: str, smaller_is_better: bool, limit: int
+) -> list[Checkpoint]:
+    """Determined's ``top_n_checkpoints``: by ``metric`` (those without it last), the best
+    checkpoint of each of the ``limit`` best trials."""
+    have = [c for c in checkpoints if metric_of(c, metric) is not None]
+    lack = [c for c in checkpoints if metric_of(c, metric) is None]
+    have.sort(key=lambda c: metric_of(c, metric) or 0.0, reverse=not smaller_is_better)
+    best: list[Checkpoint] = []
+    seen: set[int] = set()
+    for c in have + lack:
+        if _trial(c) not in seen:
+            seen.add(_trial(c))
+            best.append(c)
+    return best[:limit]

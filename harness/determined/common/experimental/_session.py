@@ -98,6 +98,18 @@ class MasterSession:
             with contextlib.suppress(Exception):
                 self._run(responses.aclose())
 
+    def logged_in_user(self) -> str:
+        """The user the calls run as, logging in first if needed."""
+        self.session_token()
+        username = credentials.wanted_user(self.address, self._user)
+        assert username is not None
+        return username
+
+    def logout(self) -> None:
+        """End the session on the master and forget the cached one (``det user logout``
+        does the same); nothing if there is none."""
+        self._run(self._logout())
+
     def close(self) -> None:
         """Close the connection and stop the loop thread; idempotent."""
         with self._lock:
@@ -136,6 +148,27 @@ class MasterSession:
         if self._session.token is None:
             await self._authenticate()
         return _translated(rpc(self._session.stub), self.address)
+
+    async def _logout(self) -> None:
+        from determined.api.gen import v1
+
+        username = credentials.wanted_user(self.address, self._user)
+        token = self._session.token
+        if token is None and username is not None:
+            token = credentials.cached_token(self.address, username)
+        if username is not None:
+            with contextlib.suppress(OSError):
+                credentials.forget(self.address, username)
+        self._from_cache = False
+        if token is None:
+            return
+        self._session.token = token
+        try:
+            await self._session.call(self._session.stub.logout(v1.LogoutRequest()))
+        except (errors.Unauthenticated, errors.PermissionDenied):
+            pass  # the session had ended already
+        finally:
+            self._session.token = None
 
     async def _authenticate(self) -> None:
         username = credentials.wanted_user(self.address, self._user)
