@@ -24,6 +24,9 @@ from determined.experimental import client
 from tests.cluster import Cluster, cluster_fixture, free_port, wait_until
 from tests.s3server import ACCESS_KEY, SECRET_KEY, S3Server
 
+# Determined's deprecated names (logs(), top_checkpoint()) are used on purpose: they warn.
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
 TRAIN = """
 import pathlib
 
