@@ -169,7 +169,7 @@ MESSAGES: dict[str, list[list[Any]]] = json.loads(
     '"ReportTrialSourceInfoResponse":[["trial_id",1,"int32",null,false,false,""],["checkpoint_uuid",2,"string",null,false,false,""]],'
     '"GetTrialMetricsByCheckpointRequest":[["checkpoint_uuid",1,"string",null,false,false,""],["trial_source_info_type",2,"enum",null,false,false,""],["metric_group",3,"string",null,false,false,""]],'
     '"GetTrialMetricsByCheckpointResponse":[["metrics",1,"message","MetricReport",true,true,""]],'
-    '"User":[["id",1,"int32",null,false,false,""],["username",2,"string",null,false,false,""],["admin",3,"bool",null,false,false,""],["active",4,"bool",null,false,false,""],["modified_at",5,"double",null,false,false,""],["display_name",20,"string",null,false,false,""],["remote",21,"bool",null,false,false,""],["agent_user_group",22,"message","AgentUserGroup",false,true,""]],'
+    '"User":[["id",1,"int32",null,false,false,""],["username",2,"string",null,false,false,""],["admin",3,"bool",null,false,false,""],["active",4,"bool",null,false,false,""],["modified_at",5,"double",null,false,false,""],["display_name",6,"string",null,false,false,""],["remote",21,"bool",null,false,false,""],["agent_user_group",22,"message","AgentUserGroup",false,true,""]],'
     '"AgentUserGroup":[["agent_uid",1,"int32",null,false,true,""],["agent_gid",2,"int32",null,false,true,""],["agent_user",3,"string",null,false,true,""],["agent_group",4,"string",null,false,true,""]],'
     '"LoginRequest":[["username",1,"string",null,false,false,""],["password",2,"string",null,false,false,""]],'
     '"LoginResponse":[["token",1,"string",null,false,false,""],["user",2,"message","User",false,true,""]],'

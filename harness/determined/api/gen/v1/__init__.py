@@ -3371,9 +3371,9 @@ class User(betterproto2.Message):
 
     modified_at: "float" = betterproto2.field(5, betterproto2.TYPE_DOUBLE)
 
-    display_name: "str" = betterproto2.field(20, betterproto2.TYPE_STRING)
+    display_name: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
     """
-    Shown instead of the username where set (the SDK's User.change_display_name).
+    The name the WebUI shows; "" for none (Determined's display_name).
     """
 
     remote: "bool" = betterproto2.field(21, betterproto2.TYPE_BOOL)
