@@ -7,10 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import pathlib
 import re
 import shutil
+import tarfile
+import tempfile
+import zipfile
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
 from determined.api.gen import v1
 from determined.common import errors
@@ -21,6 +25,9 @@ from pydet.master.experiments.live import Experiment
 from pydet.master.store.db import Database
 
 log = logging.getLogger(__name__)
+
+# Bytes of a checkpoint archive kept in memory before it spills to a temporary file.
+_SPOOL = 64 << 20
 
 
 class Checkpoints:
@@ -180,6 +187,19 @@ class Checkpoints:
             )
             await self._db.after_commit(remove)
 
+    async def archive(self, uuid: str, *, zipped: bool = False) -> IO[bytes]:
+        """The files of a COMPLETED or PARTIALLY_DELETED checkpoint as one archive (a gzip'd
+        tar, or a zip), read from its storage by the master: what Determined's
+        ``GET /checkpoints/UUID`` serves. Large archives spill to a temporary file."""
+        row = await queries.checkpoint(self._db, uuid)
+        if row.state not in ("COMPLETED", "PARTIALLY_DELETED"):
+            raise errors.FailedPrecondition(
+                f"checkpoint {uuid} is {row.state}: only COMPLETED or PARTIALLY_DELETED "
+                "checkpoints can be downloaded"
+            )
+        storage = json.loads(row.storage or "{}")
+        return await asyncio.to_thread(_pack, storage, uuid, zipped)
+
     async def delete_files(self, checkpoints: Sequence[tuple[str, str]]) -> None:
         """Remove the files of checkpoints whose records are already gone."""
         for uuid, storage in checkpoints:
@@ -229,6 +249,47 @@ async def _stored_files(storage: dict[str, Any], uuid: str) -> dict[str, int] | 
         return await s3.files(storage, uuid)
     path = shared_fs.checkpoint_dir(storage, uuid)
     return None if path is None else await asyncio.to_thread(shared_fs.files, path)
+
+
+def _pack(storage: dict[str, Any], uuid: str, zipped: bool) -> IO[bytes]:
+    """Checkpoint ``uuid``'s files, read from ``storage``, packed into a spooled file."""
+    out = tempfile.SpooledTemporaryFile(max_size=_SPOOL)
+    try:
+        with tempfile.TemporaryDirectory() as staging:
+            directory = _readable_copy(storage, uuid, pathlib.Path(staging))
+            # Links are left out: a task could point one at any file of the master's host.
+            files = sorted(p for p in directory.rglob("*") if p.is_file() and not p.is_symlink())
+            if zipped:
+                with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+                    for path in files:
+                        archive.write(path, path.relative_to(directory).as_posix())
+            else:
+                with tarfile.open(fileobj=out, mode="w:gz") as archive:
+                    for path in files:
+                        archive.add(path, path.relative_to(directory).as_posix())
+    except BaseException:
+        out.close()
+        raise
+    out.seek(0)
+    return out
+
+
+def _readable_copy(storage: dict[str, Any], uuid: str, staging: pathlib.Path) -> pathlib.Path:
+    """The directory holding the checkpoint's files: its own on a filesystem storage, a
+    copy fetched into ``staging`` from S3."""
+    if storage.get("type") == "s3":
+        from determined.common.s3 import S3Storage
+
+        s3_storage = S3Storage(storage, what=f"checkpoint {uuid}'s storage")
+        s3_storage.fetch(uuid, staging)
+        return staging
+    path = shared_fs.checkpoint_dir(storage, uuid)
+    if path is None or not path.is_dir():
+        raise errors.FailedPrecondition(
+            f"the master cannot read the files of checkpoint {uuid} from its storage "
+            f"({storage.get('type', 'unknown')})"
+        )
+    return path
 
 
 async def _remove_stored(storage: dict[str, Any], uuid: str, rels: list[str]) -> None:

@@ -27,6 +27,7 @@ from determined.common import errors
 from pydet.master.auth import rules as authz
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.gateway import auth as gateway_auth
+from pydet.master.gateway import checkpoints as gateway_checkpoints
 from pydet.master.gateway import cluster as gateway_cluster
 from pydet.master.gateway import codec as gateway_codec
 from pydet.master.gateway import experiments as gateway_experiments
@@ -101,6 +102,7 @@ def build(
         *gateway_stream.routes(service.events),
         *gateway_webhooks.routes(service),
         *gateway_tensorboards.routes(service),
+        *gateway_checkpoints.routes(service),
         *gateway_auth.routes(auth, session_lifetime),
     ]
     app = Starlette(

@@ -206,6 +206,32 @@ def test_remove_files_then_delete_a_checkpoint(
     assert (second.state, second.resources) == (client.CheckpointState.DELETED, {})
 
 
+def test_download_through_the_master(
+    cluster: Cluster, ten: client.Experiment, tmp_path: pathlib.Path
+) -> None:
+    ckpt = ten.list_checkpoints(max_results=1)[0]
+    path = ckpt.download(str(tmp_path / "master"), mode=client.DownloadMode.MASTER)
+    assert pathlib.Path(path, "state").read_text() == "state 10"
+    assert pathlib.Path(path, "model", "w.bin").read_text() == "w" * 10
+    assert json.loads(pathlib.Path(path, "metadata.json").read_text()) == {"steps_completed": 10}
+    # Storage this machine cannot see: AUTO falls back to the master; DIRECT cannot.
+    ckpt.storage = {"type": "shared_fs", "host_path": str(tmp_path / "not-mounted-here")}
+    auto = ckpt.download(str(tmp_path / "auto"))
+    assert pathlib.Path(auto, "state").read_text() == "state 10"
+    with pytest.raises(errors.APIException, match=r"not in .*not-mounted-here"):
+        ckpt.download(str(tmp_path / "direct"), mode=client.DownloadMode.DIRECT)
+    # The route is the master's HTTP API's: a user's session, and the checkpoint named.
+    assert cluster.fetch(f"/checkpoints/{ckpt.uuid}", None)[0] == 401
+    status, body = cluster.fetch(f"/checkpoints/{ckpt.uuid}", cluster.token)
+    assert (status, body[:2]) == (200, b"\x1f\x8b")
+    status, body = cluster.fetch("/checkpoints/no-such-uuid", cluster.token)
+    assert (status, json.loads(body)) == (404, {"error": "checkpoint no-such-uuid not found"})
+    gone = client.Checkpoint(ckpt._session, "no-such-uuid")
+    gone.state = client.CheckpointState.COMPLETED
+    with pytest.raises(det_errors.ProxiedDownloadFailed, match="no-such-uuid not found"):
+        gone.download(str(tmp_path / "gone"), mode=client.DownloadMode.MASTER)
+
+
 def test_the_metrics_of_trials_that_used_a_checkpoint(
     det: client.Determined, ten: client.Experiment, code: pathlib.Path
 ) -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import http.client
+import json
 import os
 import threading
 import weakref
@@ -35,6 +37,8 @@ HOW_TO_LOG_IN = (
 CHOOSE_MASTER = "Pass master= to client.login() or set DET_MASTER to choose another address"
 
 _END = object()
+# Seconds an HTTP request to the master may go without a byte.
+HTTP_TIMEOUT = 300.0
 
 
 class MasterSession:
@@ -97,6 +101,46 @@ class MasterSession:
         finally:
             with contextlib.suppress(Exception):
                 self._run(responses.aclose())
+
+    @contextlib.contextmanager
+    def http_get(self, path: str, *, accept: str) -> Iterator[http.client.HTTPResponse]:
+        """GET ``path`` from the master's HTTP API as this session's user (for what the
+        gRPC API does not carry, such as a checkpoint's files); the response is read in the
+        ``with`` block. A refusal is an error of the shared hierarchy, with the master's
+        message."""
+        token = self.session_token()
+        host, port = client.parse_address(self.address)
+        if client.uses_tls(self.address, self._session.cert_file):
+            import ssl
+
+            context = client.tls_context(self._session.cert_file, alpn=("http/1.1",))
+            if self._session.noverify:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                host, port, context=context, timeout=HTTP_TIMEOUT
+            )
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=HTTP_TIMEOUT)
+        with contextlib.closing(conn):
+            try:
+                headers = {"Authorization": f"Bearer {token}", "Accept": accept}
+                conn.request("GET", path, headers=headers)
+                resp = conn.getresponse()
+            except OSError as e:
+                raise errors.Unavailable(
+                    f"cannot reach the master at {self.address} ({e.__class__.__name__}: {e}); "
+                    f"is it running? {CHOOSE_MASTER}"
+                ) from None
+            with resp:
+                if resp.status != 200:
+                    body = resp.read()
+                    try:
+                        message = str(json.loads(body)["error"])
+                    except (ValueError, KeyError, TypeError):
+                        message = f"{resp.status} {resp.reason}"
+                    raise errors.BY_HTTP_STATUS.get(resp.status, errors.Internal)(message)
+                yield resp
 
     def logged_in_user(self) -> str:
         """The user the calls run as, logging in first if needed."""

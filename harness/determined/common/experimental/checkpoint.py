@@ -2,7 +2,8 @@
 
 ``download()`` reads the checkpoint straight from the cluster's checkpoint storage, as the
 master recorded it (a shared directory this machine can see, or S3 with this machine's AWS
-credentials), and writes ``metadata.json`` beside the files, as Determined does.
+credentials), or through the master when this machine cannot (``DownloadMode``), and
+writes ``metadata.json`` beside the files, as Determined does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pathlib
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from determined.common import errors
 from determined.common.experimental import _util
 from determined.common.experimental._util import DeprecatedEnum, InvalidValue
 from determined.common.experimental.metrics import TrialMetrics
@@ -29,8 +31,8 @@ _log = logging.getLogger("determined.client")
 
 class DownloadMode(enum.Enum):
     """How ``Checkpoint.download`` reaches the files: ``DIRECT`` from the checkpoint
-    storage; ``MASTER`` through the master, which pydet's master does not offer; ``AUTO``
-    is ``DIRECT`` on pydet."""
+    storage, ``MASTER`` through the master, ``AUTO`` directly and, if that cannot be done
+    from this machine, through the master."""
 
     DIRECT = "direct"
     MASTER = "master"
@@ -164,10 +166,11 @@ class Checkpoint:
         Raises:
             determined.errors.CheckpointStateException: the checkpoint is not COMPLETED or
                 PARTIALLY_DELETED.
-            errors.FailedPrecondition: its storage cannot be read from this machine.
+            errors.FailedPrecondition: (DIRECT) its storage cannot be read from this machine.
+            determined.errors.ProxiedDownloadFailed: (MASTER) the master could not send it.
+            determined.errors.MultipleDownloadsFailed: (AUTO) neither way worked.
         """
         from determined import errors as det_errors
-        from determined.common import checkpoint_files
 
         if self.state not in (CheckpointState.COMPLETED, CheckpointState.PARTIALLY_DELETED):
             if self.state is None:
@@ -178,15 +181,59 @@ class Checkpoint:
                 "Only COMPLETED or PARTIALLY_DELETED checkpoints can be downloaded. "
                 f"Checkpoint state: {self.state.value}"
             )
-        if DownloadMode(mode) is DownloadMode.MASTER:
-            raise det_errors.ProxiedDownloadFailed(
-                "pydet's master does not serve checkpoint files: use DownloadMode.DIRECT or AUTO"
-            )
+        mode = DownloadMode(mode)
         target = pathlib.Path(path) if path is not None else pathlib.Path("checkpoints", self.uuid)
         if not any((target / name).exists() for name in ("metadata.json", "MLmodel")):
-            # Shared with `det checkpoint download`: the same files and errors.
-            checkpoint_files.download(self.uuid, self.storage, target, metadata=self.metadata)
+            if mode is DownloadMode.DIRECT:
+                self._download_direct(target)
+            elif mode is DownloadMode.MASTER:
+                self._download_via_master(target)
+            else:
+                self._download_auto(target)
+        if not (target / "metadata.json").exists():
+            self.write_metadata_file(target / "metadata.json")
         return str(target)
+
+    def _download_direct(self, target: pathlib.Path) -> None:
+        from determined.common import checkpoint_files
+
+        # Shared with `det checkpoint download`: the same files and errors.
+        checkpoint_files.download(self.uuid, self.storage, target, metadata=self.metadata)
+
+    def _download_auto(self, target: pathlib.Path) -> None:
+        from determined import errors as det_errors
+
+        try:
+            self._download_direct(target)
+            return
+        except errors.DetError as direct:
+            if self.storage.get("type") == "azure":
+                raise
+            _log.info(f"Unable to download directly ({direct}), proxying download through master")
+        try:
+            self._download_via_master(target)
+        except Exception as e:
+            raise det_errors.MultipleDownloadsFailed(
+                "Auto checkpoint download mode was enabled. Attempted direct download and "
+                f"proxied download through master but they both failed: {e}"
+            ) from e
+
+    def _download_via_master(self, target: pathlib.Path) -> None:
+        """The files as the master reads them from storage (a gzip'd tar)."""
+        import tarfile
+
+        from determined import errors as det_errors
+
+        path = f"/checkpoints/{self.uuid}"
+        try:
+            with self._session.http_get(path, accept="application/gzip") as resp:
+                target.mkdir(parents=True, exist_ok=True)
+                with tarfile.open(fileobj=resp, mode="r|gz") as archive:
+                    archive.extractall(target, filter="data")
+        except errors.DetError as e:
+            raise det_errors.ProxiedDownloadFailed(
+                f"unable to download checkpoint {self.uuid} from the master: {e}"
+            ) from e
 
     def write_metadata_file(self, path: str | os.PathLike[str]) -> None:
         """Write the checkpoint's metadata as JSON to ``path`` (``download()`` does)."""
