@@ -63,7 +63,7 @@ async def checkpoint_metrics(
     """The reports of the trials that said they used checkpoint ``uuid`` (of that
     ``source_type``, any when empty; of ``group``, every group when empty), trial by trial
     in step order."""
-    where = "s.checkpoint_uuid = ? AND NOT m.archived"
+    where = "s.checkpoint_uuid = ? AND m.archived = 0"
     params: list[object] = [uuid]
     if source_type:
         where += " AND s.source_type = ?"
