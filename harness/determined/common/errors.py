@@ -120,7 +120,5 @@ BY_GRPC_STATUS: dict[str, type[DetError]] = {
 # The error an HTTP status of the master's gateway stands for (409 is several: the message
 # says which).
 BY_HTTP_STATUS: dict[int, type[DetError]] = {
-    cls.http_status: cls
-    for cls in BY_GRPC_STATUS.values()
-    if cls not in (AlreadyExists, Aborted)
+    cls.http_status: cls for cls in BY_GRPC_STATUS.values() if cls not in (AlreadyExists, Aborted)
 }
