@@ -28,7 +28,19 @@ import re
 
 # Tables whose rows have an id the database assigns, and the key an upsert replaces by.
 _SERIAL = frozenset(
-    {"experiments", "trials", "task_logs", "metrics", "users", "webhooks", "webhook_triggers"}
+    {
+        "experiments",
+        "trials",
+        "task_logs",
+        "metrics",
+        "users",
+        "webhooks",
+        "webhook_triggers",
+        "workspaces",
+        "projects",
+        "models",
+        "model_versions",
+    }
 )
 _KEYS = {
     "cluster": "key",

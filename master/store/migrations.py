@@ -355,4 +355,71 @@ MIGRATIONS: list[Migration] = [
     );
     CREATE INDEX trial_source_infos_checkpoint ON trial_source_infos (checkpoint_uuid);
     """,
+    # 22: where teams keep their work (master/workspaces/, master/models/): workspaces, their
+    # projects, the model registry. The default workspace and project ("Uncategorized", the
+    # first rows: id 1, owned by no user) hold every experiment already stored and every new
+    # one that names no project. A project's page of experiments is read by
+    # experiments_project; a checkpoint's model versions (kept from garbage collection) by
+    # model_versions_checkpoint.
+    """
+    CREATE TABLE workspaces (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL UNIQUE,
+        user_id INTEGER REFERENCES users (id) ON DELETE SET NULL,
+        archived INTEGER NOT NULL DEFAULT 0,
+        immutable INTEGER NOT NULL DEFAULT 0,
+        checkpoint_storage TEXT,
+        default_compute_pool TEXT NOT NULL DEFAULT '',
+        default_aux_pool TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE projects (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        workspace_id INTEGER NOT NULL REFERENCES workspaces (id),
+        name TEXT NOT NULL,
+        key TEXT NOT NULL UNIQUE,
+        description TEXT NOT NULL DEFAULT '',
+        notes TEXT NOT NULL DEFAULT '[]',
+        user_id INTEGER REFERENCES users (id) ON DELETE SET NULL,
+        archived INTEGER NOT NULL DEFAULT 0,
+        immutable INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        UNIQUE (workspace_id, name)
+    );
+    INSERT INTO workspaces (name, immutable, created_at) VALUES ('Uncategorized', 1, 0);
+    INSERT INTO projects (workspace_id, name, key, immutable, created_at)
+        VALUES (1, 'Uncategorized', 'UNCAT', 1, 0);
+    ALTER TABLE experiments ADD COLUMN project_id INTEGER NOT NULL DEFAULT 1;
+    CREATE INDEX experiments_project ON experiments (project_id, id);
+    CREATE TABLE models (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL UNIQUE,
+        description TEXT NOT NULL DEFAULT '',
+        metadata TEXT NOT NULL DEFAULT '{}',
+        labels TEXT NOT NULL DEFAULT '[]',
+        notes TEXT NOT NULL DEFAULT '',
+        user_id INTEGER REFERENCES users (id) ON DELETE SET NULL,
+        workspace_id INTEGER NOT NULL DEFAULT 1 REFERENCES workspaces (id),
+        archived INTEGER NOT NULL DEFAULT 0,
+        creation_time REAL NOT NULL,
+        last_updated_time REAL NOT NULL
+    );
+    CREATE INDEX models_workspace ON models (workspace_id);
+    CREATE TABLE model_versions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        model_id INTEGER NOT NULL REFERENCES models (id) ON DELETE CASCADE,
+        version INTEGER NOT NULL,
+        checkpoint_uuid TEXT NOT NULL,
+        name TEXT NOT NULL DEFAULT '',
+        comment TEXT NOT NULL DEFAULT '',
+        notes TEXT NOT NULL DEFAULT '',
+        labels TEXT NOT NULL DEFAULT '[]',
+        metadata TEXT NOT NULL DEFAULT '{}',
+        user_id INTEGER REFERENCES users (id) ON DELETE SET NULL,
+        creation_time REAL NOT NULL,
+        last_updated_time REAL NOT NULL,
+        UNIQUE (model_id, version)
+    );
+    CREATE INDEX model_versions_checkpoint ON model_versions (checkpoint_uuid);
+    """,
 ]

@@ -8,6 +8,7 @@ import sqlite3
 
 import pytest
 
+from pydet.master.store import db as db_module
 from pydet.master.store.db import Database
 from pydet.master.store.migrations import MIGRATIONS
 
@@ -71,5 +72,52 @@ async def reports_are_folded(db: Database, duplicate: type[Exception]) -> None:
                 "INSERT INTO metrics (trial_id, run_id, grp, steps_completed, metrics, timestamp)"
                 " VALUES (1, 1, 'training', 10, '{}', 0)"
             )
+    finally:
+        await db.close()
+
+
+# The migrations today's release (before workspaces) knew.
+BEFORE_WORKSPACES = 20
+
+
+async def test_every_experiment_of_an_existing_store_lands_in_uncategorized(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "pydet.db"
+    # The store as today's release writes it: its migrations only, applied by its Database.
+    with monkeypatch.context() as m:
+        m.setattr(db_module, "MIGRATIONS", MIGRATIONS[:BEFORE_WORKSPACES])
+        old = Database(path)
+        await old.open()
+        for exp_id, owner in ((1, "alice"), (2, "bob"), (3, "alice")):
+            await old.execute(
+                "INSERT INTO experiments (id, state, config, original_config, username,"
+                " start_time, job_id) VALUES (?, 'COMPLETED', '{}', '', ?, ?, ?)",
+                (exp_id, owner, float(exp_id), f"job-{exp_id}"),
+            )
+        await old.close()
+
+    db = Database(path)
+    await db.open()
+    try:
+        version = await db.fetch_one("SELECT MAX(version) AS v FROM schema_version")
+        assert version is not None and version["v"] == len(MIGRATIONS)
+        workspaces = await db.fetch_all("SELECT id, name, immutable FROM workspaces")
+        assert [tuple(r) for r in workspaces] == [(1, "Uncategorized", 1)]
+        projects = await db.fetch_all("SELECT id, workspace_id, name, immutable FROM projects")
+        assert [tuple(r) for r in projects] == [(1, 1, "Uncategorized", 1)]
+        placed = await db.fetch_all("SELECT id, project_id FROM experiments ORDER BY id")
+        assert [tuple(r) for r in placed] == [(1, 1), (2, 1), (3, 1)]
+        # A new experiment that names no project goes there too; a new workspace is the next id.
+        await db.execute(
+            "INSERT INTO experiments (state, config, original_config, start_time, job_id)"
+            " VALUES ('ACTIVE', '{}', '', 4, 'job-4')"
+        )
+        row = await db.fetch_one("SELECT project_id FROM experiments WHERE job_id = 'job-4'")
+        assert row is not None and row["project_id"] == 1
+        new_id = await db.execute("INSERT INTO workspaces (name, created_at) VALUES ('team', 0)")
+        assert new_id == 2
+        with pytest.raises(sqlite3.IntegrityError):
+            await db.execute("INSERT INTO workspaces (name, created_at) VALUES ('team', 0)")
     finally:
         await db.close()
