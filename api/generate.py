@@ -114,8 +114,14 @@ def schema_source(descriptor_set: bytes) -> str:
             ]
         for m in f.message_type:
             entries = {e.name: e for e in m.nested_type if e.options.map_entry}
-            if len(entries) != len(m.nested_type) or m.enum_type:
-                raise SystemExit(f"{f.name}: nested types in {m.name} are not supported")
+            if len(entries) != len(m.nested_type):
+                raise SystemExit(f"{f.name}: nested messages in {m.name} are not supported")
+            # A nested enum (GetModelsRequest.SortBy) by betterproto's name for it
+            # (GetModelsRequestSortBy); fields name no enum type in these tables.
+            for e in m.enum_type:
+                enums[_message_name(f"{f.package}.{m.name}{e.name}", pkg)] = [
+                    (v.name, v.number) for v in e.value
+                ]
             fields = []
             for fd in m.field:
                 kind, type_name = _type_of(fd, pkg)

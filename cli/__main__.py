@@ -23,6 +23,7 @@ from pydet.cli import (
     experiment,
     job,
     master,
+    project,
     search,
     task,
     template,
@@ -30,6 +31,7 @@ from pydet.cli import (
     trial,
     user,
     webhook,
+    workspace,
 )
 
 
@@ -66,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         user,
         webhook,
         template,
+        workspace,
+        project,
     ):
         module.add_parser(nouns)
     return parser

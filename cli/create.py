@@ -52,7 +52,13 @@ def add_create_parser(verbs: Subparsers) -> None:
         metavar="PATH",
         help="also upload this file or directory, at the context's top level (repeatable)",
     )
-    p.add_argument("--project_id", type=int, metavar="N", help="accepted for compatibility; unused")
+    p.add_argument(
+        "--project_id",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the project to create it in (default: the one the config names, else Uncategorized)",
+    )
     p.add_argument("-t", "--test-mode", action="store_true", help="run a shortened experiment")
     p.add_argument("--local", action="store_true", help="run on this machine, not the cluster")
     p.set_defaults(func=create, parser=p)
@@ -69,14 +75,29 @@ def create(args: argparse.Namespace) -> int:
         run_text = testmode.shorten(text) if args.test_mode else text
         with testmode.LocalCluster(testmode.slots_needed(run_text)) as local:
             return _submit(local.address, run_text, context, paused=False, follow=True)
+    project_id = args.project_id
     if args.test_mode:
         print("Running the experiment in test mode first", flush=True)
-        code = _submit(args.master, testmode.shorten(text), context, paused=False, follow=True)
+        code = _submit(
+            args.master,
+            testmode.shorten(text),
+            context,
+            paused=False,
+            follow=True,
+            project_id=project_id,
+        )
         if code != 0:
             print("Test mode failed; the experiment was not created", file=sys.stderr)
             return code
         print("Test mode passed; creating the experiment", flush=True)
-    return _submit(args.master, text, context, paused=args.paused, follow=args.follow_first_trial)
+    return _submit(
+        args.master,
+        text,
+        context,
+        paused=args.paused,
+        follow=args.follow_first_trial,
+        project_id=project_id,
+    )
 
 
 def _context(context_dir: str | None, includes: list[str]) -> bytes:
@@ -88,8 +109,18 @@ def _context(context_dir: str | None, includes: list[str]) -> bytes:
         return pack_context(empty, includes=includes)
 
 
-def _submit(master: str | None, text: str, context: bytes, *, paused: bool, follow: bool) -> int:
-    request = v1.CreateExperimentRequest(config=text, context=context, paused=paused)
+def _submit(
+    master: str | None,
+    text: str,
+    context: bytes,
+    *,
+    paused: bool,
+    follow: bool,
+    project_id: int = 0,
+) -> int:
+    request = v1.CreateExperimentRequest(
+        config=text, context=context, paused=paused, project_id=project_id
+    )
 
     async def body(s: client.Session) -> int:
         response = await s.call(s.stub.create_experiment(request))

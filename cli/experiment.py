@@ -12,7 +12,18 @@ import yaml
 
 from determined.api.gen import v1
 from determined.common import client, errors, expconf
-from pydet.cli import Subparsers, checkpoint, config, create, listing, pareto, render, rpc, trial
+from pydet.cli import (
+    Subparsers,
+    checkpoint,
+    config,
+    create,
+    listing,
+    pareto,
+    project,
+    render,
+    rpc,
+    trial,
+)
 
 # verb -> (stub method, past tense for the confirmation line)
 _ACTIONS = {
@@ -37,9 +48,25 @@ def add_parser(nouns: Subparsers) -> None:
         action="store_true",
         help="show all experiments (including archived and other users')",
     )
+    p.add_argument(
+        "--project_id", type=int, default=0, metavar="N", help="only the experiments of project N"
+    )
+    p.add_argument(
+        "--label",
+        dest="labels",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="only experiments with this label (repeatable: with every one of them)",
+    )
     listing.add_format_flags(p)
     listing.add_pagination(p)
     p.set_defaults(func=list_experiments)
+
+    p = _with_id(verbs, "move", "move an experiment to another project")
+    p.add_argument("workspace_name", metavar="WORKSPACE", help="the destination's workspace")
+    p.add_argument("project_name", metavar="PROJECT", help="the destination project")
+    p.set_defaults(func=move)
 
     p = verbs.add_parser("describe", help="show experiments and their trials")
     p.add_argument(
@@ -126,10 +153,13 @@ def list_experiments(args: argparse.Namespace) -> int:
     ones too (and an Archived column)."""
 
     async def body(s: client.Session) -> list[v1.Experiment]:
-        request = v1.GetExperimentsRequest(order_by="id")
+        request = v1.GetExperimentsRequest(
+            order_by="id", project_id=args.project_id, labels=args.labels
+        )
         if not args.all:
             me = rpc.present((await s.call(s.stub.get_me(v1.GetMeRequest()))).user, "user")
-            request = v1.GetExperimentsRequest(order_by="id", archived=False, users=[me.username])
+            request.archived = False
+            request.users = [me.username]
         return list((await s.call(s.stub.get_experiments(request))).experiments)
 
     experiments = listing.page(rpc.run(args.master, body), args)
@@ -424,6 +454,24 @@ def logs(args: argparse.Namespace) -> int:
         await trial.print_logs(s, trial.logs_request(trial_id, args))
 
     rpc.run(args.master, body)
+    return 0
+
+
+def move(args: argparse.Namespace) -> int:
+    """As Determined: ``det experiment move ID WORKSPACE PROJECT``."""
+
+    async def body(s: client.Session) -> None:
+        found = await project.by_name(s, args.workspace_name, args.project_name)
+        req = v1.MoveExperimentRequest(
+            experiment_id=args.experiment_id, destination_project_id=found.id
+        )
+        await s.call(s.stub.move_experiment(req))
+
+    rpc.run(args.master, body)
+    print(
+        f"Moved experiment {args.experiment_id} to project {args.project_name!r} in workspace"
+        f" {args.workspace_name!r}"
+    )
     return 0
 
 

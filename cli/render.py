@@ -107,7 +107,21 @@ def message_dict(message: betterproto2.Message) -> dict[str, Any]:
     return cleaned
 
 
+def proto_json(message: betterproto2.Message) -> dict[str, Any]:
+    """A message with well-known types (a Struct, a Timestamp) in protobuf's JSON mapping,
+    every field present, snake_case keys: times in RFC 3339, 64-bit integers as strings."""
+    raw: dict[str, Any] = message.to_dict(
+        output_format=betterproto2.OutputFormat.PROTO_JSON,
+        casing=betterproto2.Casing.SNAKE,
+        include_default_values=True,
+    )
+    return raw
+
+
 def _plain(value: Any, key: str = "") -> Any:
+    if isinstance(value, datetime.datetime):
+        # A Timestamp field: RFC 3339 in UTC, as Determined's JSON has it.
+        return value.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
     if isinstance(value, enum.Enum):
         return state_name(value)
     if isinstance(value, Mapping):

@@ -16,7 +16,8 @@ MODES = {"workspace": v1.WebhookMode.WORKSPACE, "specific": v1.WebhookMode.SPECI
 
 
 def add_parser(nouns: Subparsers) -> None:
-    webhook = nouns.add_parser("webhook", aliases=["w"], help="manage webhooks")
+    # `det w` is workspace, as in Determined; webhooks are `det webhook`.
+    webhook = nouns.add_parser("webhook", help="manage webhooks")
     verbs = webhook.add_subparsers(dest="verb", metavar="COMMAND", required=True)
     p = verbs.add_parser("create", help="create a webhook")
     p.add_argument("url", metavar="URL", help="where the master POSTs events")

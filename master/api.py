@@ -477,6 +477,95 @@ class DeterminedServicer(v1.DeterminedBase):
         tb = await self.s.kill_tensorboard(message.tensorboard_id)
         return v1.KillTensorboardResponse(tensorboard=tb)
 
+    # -- workspaces and projects ------------------------------------------------------------------
+
+    async def get_workspace(self, message: v1.GetWorkspaceRequest) -> v1.GetWorkspaceResponse:
+        return await self.s.org.get_workspace(message)
+
+    async def get_workspaces(self, message: v1.GetWorkspacesRequest) -> v1.GetWorkspacesResponse:
+        return await self.s.org.get_workspaces(message)
+
+    async def get_workspace_projects(
+        self, message: v1.GetWorkspaceProjectsRequest
+    ) -> v1.GetWorkspaceProjectsResponse:
+        return await self.s.org.get_workspace_projects(message)
+
+    async def post_workspace(self, message: v1.PostWorkspaceRequest) -> v1.PostWorkspaceResponse:
+        return await self.s.org.post_workspace(message, user_id=_user().id)
+
+    async def patch_workspace(self, message: v1.PatchWorkspaceRequest) -> v1.PatchWorkspaceResponse:
+        return await self.s.org.patch_workspace(message)
+
+    async def delete_workspace(
+        self, message: v1.DeleteWorkspaceRequest
+    ) -> v1.DeleteWorkspaceResponse:
+        return await self.s.org.delete_workspace(message)
+
+    async def archive_workspace(
+        self, message: v1.ArchiveWorkspaceRequest
+    ) -> v1.ArchiveWorkspaceResponse:
+        await self.s.org.archive_workspace(message.id, True)
+        return v1.ArchiveWorkspaceResponse()
+
+    async def unarchive_workspace(
+        self, message: v1.UnarchiveWorkspaceRequest
+    ) -> v1.UnarchiveWorkspaceResponse:
+        await self.s.org.archive_workspace(message.id, False)
+        return v1.UnarchiveWorkspaceResponse()
+
+    async def get_project(self, message: v1.GetProjectRequest) -> v1.GetProjectResponse:
+        return await self.s.org.get_project(message)
+
+    async def get_project_by_key(
+        self, message: v1.GetProjectByKeyRequest
+    ) -> v1.GetProjectByKeyResponse:
+        return await self.s.org.get_project_by_key(message)
+
+    async def post_project(self, message: v1.PostProjectRequest) -> v1.PostProjectResponse:
+        return await self.s.org.post_project(message, user_id=_user().id)
+
+    async def add_project_note(
+        self, message: v1.AddProjectNoteRequest
+    ) -> v1.AddProjectNoteResponse:
+        return await self.s.org.add_project_note(message)
+
+    async def put_project_notes(
+        self, message: v1.PutProjectNotesRequest
+    ) -> v1.PutProjectNotesResponse:
+        return await self.s.org.put_project_notes(message)
+
+    async def patch_project(self, message: v1.PatchProjectRequest) -> v1.PatchProjectResponse:
+        return await self.s.org.patch_project(message)
+
+    async def delete_project(self, message: v1.DeleteProjectRequest) -> v1.DeleteProjectResponse:
+        return await self.s.org.delete_project(message)
+
+    async def move_project(self, message: v1.MoveProjectRequest) -> v1.MoveProjectResponse:
+        return await self.s.org.move_project(message)
+
+    async def archive_project(self, message: v1.ArchiveProjectRequest) -> v1.ArchiveProjectResponse:
+        await self.s.org.archive_project(message.id, True)
+        return v1.ArchiveProjectResponse()
+
+    async def unarchive_project(
+        self, message: v1.UnarchiveProjectRequest
+    ) -> v1.UnarchiveProjectResponse:
+        await self.s.org.archive_project(message.id, False)
+        return v1.UnarchiveProjectResponse()
+
+    async def move_experiment(self, message: v1.MoveExperimentRequest) -> v1.MoveExperimentResponse:
+        return await self.s.org.move_experiment(message)
+
+    async def move_experiments(
+        self, message: v1.MoveExperimentsRequest
+    ) -> v1.MoveExperimentsResponse:
+        return await self.s.org.move_experiments(message)
+
+    async def get_experiment_labels(
+        self, message: v1.GetExperimentLabelsRequest
+    ) -> v1.GetExperimentLabelsResponse:
+        return await self.s.org.get_experiment_labels(message)
+
     async def post_allocation_proxy_address(
         self, message: v1.PostAllocationProxyAddressRequest
     ) -> v1.PostAllocationProxyAddressResponse:

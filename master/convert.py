@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import datetime
+
 from determined.api.gen import v1
+from determined.common import structs
 from pydet.master import queries
-from pydet.master.auth.redaction import redacted_json
+from pydet.master.auth.redaction import redacted, redacted_json
 from pydet.master.experiments import shown_state
 from pydet.master.experiments.trial_lifecycle import TrialPhase
+from pydet.master.workspaces.projects import Note, Project
+from pydet.master.workspaces.workspaces import Workspace
 
 
 def experiment(row: queries.ExperimentRow, *, pulling: int = 0) -> v1.Experiment:
@@ -35,10 +40,12 @@ def experiment(row: queries.ExperimentRow, *, pulling: int = 0) -> v1.Experiment
         smaller_is_better=bool(searcher.get("smaller_is_better", True)),
         best_searcher_metric=row.best_validation,
         parent_id=row.parent_id,
-        project=cfg.get("project") or "",
-        workspace=cfg.get("workspace") or "",
+        project=row.project_name,
+        workspace=row.workspace_name,
         unmanaged=row.unmanaged,
         notes=row.notes,
+        project_id=row.project_id,
+        workspace_id=row.workspace_id,
     )
 
 
@@ -114,4 +121,57 @@ def metric(row: queries.MetricRow) -> v1.MetricReport:
         batch_metrics=row.batch_metrics,
         trial_id=row.trial_id,
         trial_run_id=row.run_id,
+    )
+
+
+def timestamp(seconds: float | None) -> datetime.datetime | None:
+    """Seconds since the epoch as a Timestamp field's value (None stays unset)."""
+    return None if seconds is None else datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+
+
+def workspace(w: Workspace) -> v1.Workspace:
+    storage = w.checkpoint_storage
+    return v1.Workspace(
+        id=w.id,
+        name=w.name,
+        archived=w.archived,
+        username=w.username,
+        immutable=w.immutable,
+        num_projects=w.num_projects,
+        user_id=w.user_id or 0,
+        num_experiments=w.num_experiments,
+        state=v1.WorkspaceState.UNSPECIFIED,
+        # Its storage's secrets are never shown (as an experiment config's are not).
+        checkpoint_storage_config=structs.from_dict(
+            None
+            if storage is None
+            else redacted({"checkpoint_storage": storage})["checkpoint_storage"]
+        ),
+        default_compute_pool=w.default_compute_pool,
+        default_aux_pool=w.default_aux_pool,
+    )
+
+
+def note(n: Note) -> v1.Note:
+    return v1.Note(name=n.name, contents=n.contents)
+
+
+def project(p: Project) -> v1.Project:
+    return v1.Project(
+        id=p.id,
+        name=p.name,
+        workspace_id=p.workspace_id,
+        description=p.description,
+        last_experiment_started_at=timestamp(p.last_experiment_started_at),
+        notes=[note(n) for n in p.notes],
+        num_experiments=p.num_experiments,
+        num_active_experiments=p.num_active_experiments,
+        archived=p.archived,
+        username=p.username,
+        immutable=p.immutable,
+        user_id=p.user_id or 0,
+        workspace_name=p.workspace_name,
+        state=v1.WorkspaceState.UNSPECIFIED,
+        key=p.key,
+        num_runs=p.num_runs,
     )

@@ -47,6 +47,7 @@ from pydet.master.users.profiles import Profiles
 from pydet.master.webhooks.dispatch import Webhooks
 from pydet.master.webhooks.sender import Sender
 from pydet.master.webhooks.store import WebhookStore
+from pydet.master.workspaces.organization import Organization
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +203,7 @@ class Master:
             webhooks=hooks,
             templates=Templates(self.db),
             tensorboards=tensorboards,
+            organization=Organization(self.db, info.pools),
             elastic=elastic,
         )
         authenticator = auth.Authenticator(

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
 from determined.api.gen import v1
-from determined.common import errors, pareto
+from determined.common import errors, expconf, pareto
 from pydet.master import convert, queries
 from pydet.master.agents.table import AgentTable
 from pydet.master.auth import redaction
@@ -26,6 +26,7 @@ from pydet.master.experiments.reports import Reports
 from pydet.master.experiments.templates import Templates
 from pydet.master.jobs.queue import Jobs
 from pydet.master.logs.log_store import LogStore
+from pydet.master.organizing import Organizing
 from pydet.master.provisioner.pools import ElasticPools
 from pydet.master.search import preview
 from pydet.master.states import State
@@ -35,6 +36,7 @@ from pydet.master.tasks.task_list import TaskList
 from pydet.master.tasks.task_spec import MasterInfo
 from pydet.master.tasks.tensorboards import Tensorboards
 from pydet.master.webhooks.dispatch import Webhooks
+from pydet.master.workspaces.organization import Organization
 
 T = TypeVar("T")
 
@@ -70,9 +72,13 @@ class Service:
         webhooks: Webhooks,
         templates: Templates,
         tensorboards: Tensorboards,
+        organization: Organization,
         elastic: ElasticPools | None = None,
     ) -> None:
         self.elastic = elastic or ElasticPools()
+        self.organization = organization
+        # Workspaces, projects and moves: requests in, responses out (both transports).
+        self.org = Organizing(organization, db)
         self.templates = templates
         self.webhooks = webhooks
         self.tensorboards = tensorboards
@@ -113,8 +119,12 @@ class Service:
                 text = redaction.restore_secrets(text, parent)
         try:
             text = await self.templates.apply(text)
+            # Where it goes (its project), and what its workspace fills its config with.
+            place = await self.organization.placements.place(
+                expconf.load_yaml(text), req.project_id
+            )
             if req.validate_only and not req.unmanaged:
-                cfg = self.experiments.validate(text)
+                cfg = self.experiments.validate(text, place.defaults)
                 return v1.CreateExperimentResponse(
                     config=json.dumps(redaction.redacted(cfg.to_dict()))
                 )
@@ -127,6 +137,8 @@ class Service:
                     parent_id=req.parent_id,
                     unmanaged=req.unmanaged,
                     external_id=req.external_experiment_id,
+                    project_id=place.project.id,
+                    defaults=place.defaults,
                 )
         except errors.InvalidArgument as e:
             raise _scrubbed(e, text) from None
@@ -136,6 +148,8 @@ class Service:
         )
 
     async def get_experiments(self, req: v1.GetExperimentsRequest) -> v1.GetExperimentsResponse:
+        if req.project_id:
+            await self.organization.projects.get(req.project_id)  # NotFound naming it
         rows, total = await queries.experiments(
             self.db,
             queries.ExperimentFilter(
@@ -147,6 +161,8 @@ class Service:
                 limit=req.limit,
                 offset=req.offset,
                 users=tuple(req.users),
+                project_id=req.project_id,
+                labels=tuple(req.labels),
             ),
         )
         return v1.GetExperimentsResponse(

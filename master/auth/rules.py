@@ -20,6 +20,11 @@ request message, before the call reaches the domain. The rules:
 - Any user may start a TensorBoard and list them; killing one, and opening its page
   through the gateway's proxy, is for its owner or an admin. Its task may only report
   the address it serves on, for its own allocation.
+- Workspaces, projects and models: any user reads them and creates them; a workspace is
+  changed (renamed, archived, deleted, its storage and pools set) by its owner or an admin,
+  a project by its owner, its workspace's owner or an admin. Moving an experiment is for
+  its owner or an admin, and a non-admin moves experiments (and projects) only into a
+  workspace they own, or into the default one, where everybody's experiments go.
 - The agent token is good for the agents' stream only.
 
 An RPC missing from the table is refused for everybody, so a new RPC cannot be added
@@ -123,6 +128,32 @@ class Lookup:
         if owner is None:
             raise errors.NotFound(f"tensorboard {tensorboard_id} not found")
         return owner
+
+    async def experiment_owners(self, experiment_ids: Iterable[int]) -> dict[int, str]:
+        """The owners of those of the experiments that exist (one read for many)."""
+        wanted = list(experiment_ids)
+        owners = {i: self._owners[i] for i in wanted if i in self._owners}
+        missing = [i for i in wanted if i not in owners]
+        if missing:
+            found = await queries.experiment_owners(self._db, missing)
+            for experiment_id, owner in found.items():
+                self._remember(self._owners, experiment_id, owner)
+            owners.update(found)
+        return owners
+
+    async def workspace_owner(self, workspace_id: int) -> int | None:
+        """Its creator's user id (None for the default workspace)."""
+        found = await queries.workspace_owner(self._db, workspace_id)
+        if found is None:
+            raise errors.NotFound(f"workspace {workspace_id} not found")
+        return found[0]
+
+    async def project_owners(self, project_id: int) -> tuple[int | None, int | None, int]:
+        """The user ids of its creator and of its workspace's, and its workspace's id."""
+        found = await queries.project_owners(self._db, project_id)
+        if found is None:
+            raise errors.NotFound(f"project {project_id} not found")
+        return found
 
     async def job_experiment(self, job_id: str) -> int:
         cached = self._jobs.get(job_id)
@@ -467,6 +498,89 @@ async def agent(caller: Caller, message: Any, lookup: Lookup) -> None:
         raise errors.PermissionDenied("only an agent with the cluster's agent token may connect")
 
 
+# -- workspaces, projects and moves ---------------------------------------------------------------
+
+# The default workspace: everybody's experiments go there.
+DEFAULT_WORKSPACE = 1
+
+
+def owner_of_workspace(what: str) -> Rule:
+    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
+        u = _user(caller)
+        workspace_id = int(message.id)
+        owner = await lookup.workspace_owner(workspace_id)
+        if not u.admin and owner != u.id:
+            raise errors.PermissionDenied(
+                f"only the owner of workspace {workspace_id} or an admin may {what} it"
+            )
+
+    return rule
+
+
+async def _owns_project(caller: Caller, project_id: int, lookup: Lookup, what: str) -> None:
+    u = _user(caller)
+    owner, workspace_owner, _ = await lookup.project_owners(project_id)
+    if not u.admin and u.id not in (owner, workspace_owner):
+        raise errors.PermissionDenied(
+            f"only the owner of project {project_id} (or of its workspace) or an admin may "
+            f"{what} it"
+        )
+
+
+def owner_of_project(what: str, field: str = "id") -> Rule:
+    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
+        await _owns_project(caller, int(getattr(message, field)), lookup, what)
+
+    return rule
+
+
+async def _into_workspace(user: UserCaller, workspace_id: int, lookup: Lookup, what: str) -> None:
+    """A non-admin moves things only into a workspace they own (or the default one)."""
+    if user.admin or workspace_id == DEFAULT_WORKSPACE:
+        return
+    if await lookup.workspace_owner(workspace_id) != user.id:
+        raise errors.PermissionDenied(
+            f"only the owner of workspace {workspace_id} or an admin may move {what} into it"
+        )
+
+
+async def move_experiments(caller: Caller, message: Any, lookup: Lookup) -> None:
+    """MoveExperiment and MoveExperiments: the experiments' owner (or an admin), into a
+    project of a workspace the caller owns (or the default one)."""
+    u = _user(caller)
+    ids = (
+        [int(message.experiment_id)]
+        if hasattr(message, "experiment_id")
+        else [int(i) for i in message.experiment_ids]
+    )
+    owners = await lookup.experiment_owners(ids)
+    if hasattr(message, "experiment_id") and ids[0] not in owners:
+        raise errors.NotFound(f"experiment {ids[0]} not found")
+    if not u.admin:
+        others = sorted(i for i, owner in owners.items() if owner != u.username)
+        if others:
+            raise errors.PermissionDenied(
+                f"only the owner of experiment {others[0]} ({owners[others[0]]}) or an admin "
+                "may move it"
+            )
+    _, _, workspace_id = await lookup.project_owners(int(message.destination_project_id))
+    await _into_workspace(u, workspace_id, lookup, "experiments")
+
+
+async def move_project(caller: Caller, message: Any, lookup: Lookup) -> None:
+    """The project's owner or an admin (as Determined), into a workspace the caller owns."""
+    u = _user(caller)
+    project_id = int(message.project_id)
+    owner, _, _ = await lookup.project_owners(project_id)
+    if not u.admin and owner != u.id:
+        raise errors.PermissionDenied(
+            f"only the owner of project {project_id} or an admin may move it"
+        )
+    destination = int(message.destination_workspace_id)
+    await lookup.workspace_owner(destination)  # NotFound first
+    await _into_workspace(u, destination, lookup, "projects")
+
+
 # -- the table ----------------------------------------------------------------------------------
 
 RULES: dict[str, Rule] = {
@@ -548,6 +662,27 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/GetTensorboard": user,
     "/v1.Determined/KillTensorboard": owner_of_tensorboard,
     "/v1.Determined/PostAllocationProxyAddress": task_of_allocation,
+    "/v1.Determined/MoveExperiment": move_experiments,
+    "/v1.Determined/MoveExperiments": move_experiments,
+    "/v1.Determined/GetExperimentLabels": user,
+    "/v1.Determined/GetWorkspace": user,
+    "/v1.Determined/GetWorkspaces": user,
+    "/v1.Determined/GetWorkspaceProjects": user,
+    "/v1.Determined/PostWorkspace": user,
+    "/v1.Determined/PatchWorkspace": owner_of_workspace("change"),
+    "/v1.Determined/DeleteWorkspace": owner_of_workspace("delete"),
+    "/v1.Determined/ArchiveWorkspace": owner_of_workspace("archive"),
+    "/v1.Determined/UnarchiveWorkspace": owner_of_workspace("unarchive"),
+    "/v1.Determined/GetProject": user,
+    "/v1.Determined/GetProjectByKey": user,
+    "/v1.Determined/PostProject": user,
+    "/v1.Determined/AddProjectNote": owner_of_project("add notes to", "project_id"),
+    "/v1.Determined/PutProjectNotes": owner_of_project("change the notes of", "project_id"),
+    "/v1.Determined/PatchProject": owner_of_project("change"),
+    "/v1.Determined/DeleteProject": owner_of_project("delete"),
+    "/v1.Determined/MoveProject": move_project,
+    "/v1.Determined/ArchiveProject": owner_of_project("archive"),
+    "/v1.Determined/UnarchiveProject": owner_of_project("unarchive"),
     "/v1.Agents/Connect": agent,
 }
 

@@ -61,14 +61,15 @@ class ExperimentStore:
         parent_id: int,
         job_id: str,
         unmanaged: bool = False,
+        project_id: int = 1,
     ) -> int:
-        """A new experiment with its context; returns its id."""
+        """A new experiment with its context, in project ``project_id``; returns its id."""
         ids = await self._db.transaction(
             [
                 (
                     "INSERT INTO experiments (name, description, labels, state, config,"
-                    " original_config, username, start_time, parent_id, job_id, unmanaged)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    " original_config, username, start_time, parent_id, job_id, unmanaged,"
+                    " project_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         cfg.name or "",
                         cfg.description or "",
@@ -81,6 +82,7 @@ class ExperimentStore:
                         parent_id or None,
                         job_id,
                         int(unmanaged),
+                        project_id,
                     ),
                 ),
                 (

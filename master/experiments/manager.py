@@ -13,7 +13,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from determined.api.gen import v1
@@ -120,12 +120,16 @@ class Experiments:
 
     # -- creation ----------------------------------------------------------------------------
 
-    def validate(self, text: str) -> expconf.ExperimentConfig:
-        """The config, parsed with the master's defaults; its resource pool is always set
-        (an experiment's config is where its job settings are kept)."""
-        return self._checked(
-            expconf.parse_experiment_config(expconf.load_yaml(text), self._info.defaults)
-        )
+    def validate(
+        self, text: str, defaults: Mapping[str, Any] | None = None
+    ) -> expconf.ExperimentConfig:
+        """The config, parsed with ``defaults`` (its workspace's) over the master's; its
+        resource pool is always set (an experiment's config is where its job settings are
+        kept)."""
+        merged = self._info.defaults
+        if defaults:
+            merged = expconf.merge_defaults(defaults, self._info.defaults)
+        return self._checked(expconf.parse_experiment_config(expconf.load_yaml(text), merged))
 
     def _checked(self, cfg: expconf.ExperimentConfig) -> expconf.ExperimentConfig:
         if isinstance(cfg.searcher, expconf.UnsupportedSearcher):
@@ -168,11 +172,21 @@ class Experiments:
         parent_id: int = 0,
         unmanaged: bool = False,
         external_id: str = "",
+        project_id: int = 1,
+        defaults: Mapping[str, Any] | None = None,
     ) -> Created:
+        """A new experiment in project ``project_id``, its config filled from ``defaults``
+        (its workspace's: ``workspaces.placement``) before the master's."""
         if unmanaged:
-            exp_id = await self._unmanaged.create(text, username=username, external_id=external_id)
+            exp_id = await self._unmanaged.create(
+                text,
+                username=username,
+                external_id=external_id,
+                project_id=project_id,
+                defaults=defaults,
+            )
             return Created(exp_id)
-        cfg = self.validate(text)
+        cfg = self.validate(text, defaults)
         if not context and parent_id:
             context = await queries.context(self._db, parent_id)
         source = await self._store.source_checkpoint(cfg)
@@ -203,6 +217,7 @@ class Experiments:
             start_time=start_time,
             parent_id=parent_id,
             job_id=job_id,
+            project_id=project_id,
         )
         exp = Experiment(
             id=experiment_id,

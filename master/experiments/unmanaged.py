@@ -13,7 +13,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import yaml
@@ -55,7 +55,7 @@ class UnmanagedRuns:
         moves: TrialMoves,
         runner: SearchRunner,
         restore: Restore,
-        validate: Callable[[str], expconf.ExperimentConfig],
+        validate: Callable[[str, Mapping[str, Any] | None], expconf.ExperimentConfig],
     ) -> None:
         self._db = db
         self._store = store
@@ -65,11 +65,20 @@ class UnmanagedRuns:
         self._restore = restore
         self._validate = validate
 
-    async def create(self, text: str, *, username: str, external_id: str) -> int:
+    async def create(
+        self,
+        text: str,
+        *,
+        username: str,
+        external_id: str,
+        project_id: int = 1,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> int:
         """An experiment a script off the cluster reports into: no context, no entrypoint
         (it runs nowhere), no search (the script makes its trials), never paused. With an
         ``external_id``, the user's experiment of that id if there is one (brought back if
-        it has ended)."""
+        it has ended). It goes into ``project_id``, its config filled from ``defaults`` (its
+        workspace's) before the master's."""
         if external_id:
             row = await self._db.fetch_one(
                 "SELECT id FROM experiments WHERE unmanaged = 1 AND username = ? AND"
@@ -80,7 +89,7 @@ class UnmanagedRuns:
                 return await self._resume(int(row["id"]))
         raw = expconf.load_yaml(text)
         raw.setdefault("entrypoint", UNMANAGED_ENTRYPOINT)
-        cfg = self._validate(yaml.safe_dump(raw, sort_keys=False))
+        cfg = self._validate(yaml.safe_dump(raw, sort_keys=False), defaults)
         seed = cfg.reproducibility.experiment_seed
         if seed is None:
             seed = random.SystemRandom().randrange(2**31)
@@ -97,6 +106,7 @@ class UnmanagedRuns:
             parent_id=0,
             job_id=job_id,
             unmanaged=True,
+            project_id=project_id,
         )
         exp = Experiment(
             id=experiment_id,

@@ -2,10 +2,11 @@
 events for live updates, and the WebUI's static files.
 
 Routes live in one module per area of this package (``experiments``, ``cluster``,
-``webhooks``, ``tensorboards``, ``stream``, ``spa``, ``auth``, ``proxy``; ``codec`` and
-``json`` encode); this module assembles them, puts every API route behind
-``auth.authenticate``, and maps errors, here and nowhere else: the shared hierarchy's HTTP
-status with its message, anything unexpected as a logged 500 with a generic message.
+``webhooks``, ``tensorboards``, ``workspaces``, ``stream``, ``spa``, ``auth``, ``proxy``;
+``codec`` and ``json`` encode, ``bodies`` reads request messages); this module assembles
+them, puts every API route behind ``auth.authenticate``, and maps errors, here and nowhere
+else: the shared hierarchy's HTTP status with its message, anything unexpected as a logged
+500 with a generic message.
 
 A transport: it may use ``service`` (the façade), ``auth`` (sessions and the rule of
 every route) and ``events`` (the streams); no domain package imports it.
@@ -36,6 +37,7 @@ from pydet.master.gateway import spa as gateway_spa
 from pydet.master.gateway import stream as gateway_stream
 from pydet.master.gateway import tensorboards as gateway_tensorboards
 from pydet.master.gateway import webhooks as gateway_webhooks
+from pydet.master.gateway import workspaces as gateway_workspaces
 from pydet.master.service import Service
 
 log = logging.getLogger(__name__)
@@ -97,6 +99,8 @@ def build(
     api = [
         Route("/health", health, methods=["GET"]),
         Route("/api/v1/master", master, methods=["GET"]),
+        # Before the experiments' routes: /experiments/{id}/move is not an action of theirs.
+        *gateway_workspaces.routes(service),
         *gateway_experiments.routes(service),
         *gateway_cluster.routes(service),
         *gateway_stream.routes(service.events),

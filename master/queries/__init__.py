@@ -26,6 +26,7 @@ from pydet.master.queries.experiments import (
     ensure_experiment,
     ensure_trial,
     experiment,
+    experiment_labels,
     experiments,
     stored_config,
     trial,
@@ -43,9 +44,12 @@ from pydet.master.queries.owners import (
     checkpoint_experiment,
     checkpoint_trial,
     experiment_owner,
+    experiment_owners,
     job_experiment,
+    project_owners,
     tensorboard_owner,
     trial_experiment,
+    workspace_owner,
 )
 from pydet.master.queries.users import UserRow, user, user_by_id, users
 
@@ -68,10 +72,13 @@ __all__ = [
     "ensure_trial",
     "experiment",
     "experiment_checkpoints",
+    "experiment_labels",
     "experiment_owner",
+    "experiment_owners",
     "experiments",
     "job_experiment",
     "metrics",
+    "project_owners",
     "stored_config",
     "task_logs",
     "tensorboard_owner",
@@ -83,4 +90,5 @@ __all__ = [
     "user",
     "user_by_id",
     "users",
+    "workspace_owner",
 ]

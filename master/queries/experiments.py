@@ -13,12 +13,12 @@ from pydet.master.store.db import Database, Row
 
 # What `order_by` may name, and the column each sorts by.
 ORDER_COLUMNS = {
-    "id": "id",
-    "name": "name",
-    "state": "state",
-    "start_time": "start_time",
-    "end_time": "end_time",
-    "progress": "progress",
+    "id": "e.id",
+    "name": "e.name",
+    "state": "e.state",
+    "start_time": "e.start_time",
+    "end_time": "e.end_time",
+    "progress": "e.progress",
 }
 
 
@@ -46,6 +46,11 @@ class ExperimentRow:
     trial_phases: tuple[str, ...] = ()
     unmanaged: bool = False
     notes: str = ""
+    # Where it is: its project and that project's workspace.
+    project_id: int = 1
+    project_name: str = ""
+    workspace_id: int = 1
+    workspace_name: str = ""
 
     @property
     def config_dict(self) -> dict[str, Any]:
@@ -97,6 +102,10 @@ class ExperimentFilter:
     offset: int = 0
     # Owners' usernames; empty for everybody's.
     users: Sequence[str] = ()
+    # One project's experiments; 0 for every project's.
+    project_id: int = 0
+    # Experiments with every one of these labels.
+    labels: Sequence[str] = ()
 
 
 # Each experiment with its trials' count and the best of their validations (whether the
@@ -106,8 +115,9 @@ _EXPERIMENTS = (
     " (SELECT MIN(best_validation) FROM trials t WHERE t.experiment_id = e.id) AS lo,"
     " (SELECT MAX(best_validation) FROM trials t WHERE t.experiment_id = e.id) AS hi,"
     " (SELECT GROUP_CONCAT(DISTINCT phase) FROM trials t WHERE t.experiment_id = e.id)"
-    " AS phases"
-    " FROM experiments e"
+    " AS phases, p.name AS project_name, p.workspace_id, w.name AS workspace_name"
+    " FROM experiments e JOIN projects p ON p.id = e.project_id"
+    " JOIN workspaces w ON w.id = p.workspace_id"
 )
 
 
@@ -133,6 +143,10 @@ def _experiment(row: Row) -> ExperimentRow:
         trial_phases=tuple((row["phases"] or "").split(",")) if row["phases"] else (),
         unmanaged=bool(row["unmanaged"]),
         notes=row["notes"],
+        project_id=row["project_id"],
+        project_name=row["project_name"],
+        workspace_id=row["workspace_id"],
+        workspace_name=row["workspace_name"],
     )
 
 
@@ -188,30 +202,54 @@ async def experiments(db: Database, f: ExperimentFilter) -> tuple[list[Experimen
     where = ["1 = 1"]
     params: list[object] = []
     if f.states:
-        where.append(f"state IN ({','.join('?' * len(f.states))})")
+        where.append(f"e.state IN ({','.join('?' * len(f.states))})")
         params += [s.value for s in f.states]
     if f.archived is not None:
-        where.append("archived = ?")
+        where.append("e.archived = ?")
         params.append(int(f.archived))
     if f.name:
-        where.append("instr(lower(name), lower(?)) > 0")
+        where.append("instr(lower(e.name), lower(?)) > 0")
         params.append(f.name)
     if f.users:
-        where.append(f"username IN ({','.join('?' * len(f.users))})")
+        where.append(f"e.username IN ({','.join('?' * len(f.users))})")
         params.extend(f.users)
+    if f.project_id:
+        where.append("e.project_id = ?")
+        params.append(f.project_id)
+    for label in f.labels:
+        where.append(_HAS_LABEL[db.dialect])
+        params.append(label)
     column = ORDER_COLUMNS.get(f.order_by or "id")
     if column is None:
         raise errors.InvalidArgument(
             f"order_by: expected one of {', '.join(ORDER_COLUMNS)}; got {f.order_by!r}"
         )
     clause = " AND ".join(where)
-    total = await db.fetch_one(f"SELECT COUNT(*) AS n FROM experiments WHERE {clause}", params)
+    total = await db.fetch_one(f"SELECT COUNT(*) AS n FROM experiments e WHERE {clause}", params)
     rows = await db.fetch_all(
         f"{_EXPERIMENTS} WHERE {clause}"
         f" ORDER BY {column} {'DESC' if f.descending else 'ASC'} LIMIT ? OFFSET ?",
         [*params, f.limit or -1, f.offset],
     )
     return [_experiment(r) for r in rows], total["n"] if total is not None else 0
+
+
+# An experiment's labels are a JSON list: one of them is the label given.
+_HAS_LABEL = {
+    "sqlite": "EXISTS (SELECT 1 FROM json_each(e.labels) WHERE json_each.value = ?)",
+    "postgres": "jsonb_exists(e.labels::jsonb, ?)",
+}
+
+
+async def experiment_labels(db: Database, project_id: int = 0) -> list[str]:
+    """Every label experiments carry (of one project, or of all), most used first."""
+    where, params = ("WHERE project_id = ?", [project_id]) if project_id else ("", [])
+    rows = await db.fetch_all(f"SELECT labels FROM experiments {where}", params)
+    counts: dict[str, int] = {}
+    for row in rows:
+        for label in json.loads(row["labels"]):
+            counts[label] = counts.get(label, 0) + 1
+    return sorted(counts, key=lambda label: (-counts[label], label))
 
 
 async def stored_config(db: Database, experiment_id: int) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydet.master.store.db import Database
 
 
@@ -40,3 +42,39 @@ async def tensorboard_owner(db: Database, tensorboard_id: str) -> str | None:
     """The user who started the TensorBoard; None if there is no such TensorBoard."""
     row = await db.fetch_one("SELECT username FROM tensorboards WHERE id = ?", (tensorboard_id,))
     return None if row is None else str(row["username"])
+
+
+async def workspace_owner(db: Database, workspace_id: int) -> tuple[int | None] | None:
+    """(the user id of its creator,) for a workspace (None inside for the default one, the
+    cluster's); None if there is no such workspace."""
+    row = await db.fetch_one("SELECT user_id FROM workspaces WHERE id = ?", (workspace_id,))
+    return None if row is None else (row["user_id"],)
+
+
+async def project_owners(
+    db: Database, project_id: int
+) -> tuple[int | None, int | None, int] | None:
+    """The user ids of a project's creator and of its workspace's, and its workspace's id;
+    None if there is no such project."""
+    row = await db.fetch_one(
+        "SELECT p.user_id, w.user_id AS workspace_user_id, p.workspace_id FROM projects p"
+        " JOIN workspaces w ON w.id = p.workspace_id WHERE p.id = ?",
+        (project_id,),
+    )
+    if row is None:
+        return None
+    return row["user_id"], row["workspace_user_id"], row["workspace_id"]
+
+
+async def experiment_owners(db: Database, experiment_ids: Sequence[int]) -> dict[int, str]:
+    """The owners of those of the experiments that exist."""
+    owners: dict[int, str] = {}
+    ids = list(dict.fromkeys(experiment_ids))
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        rows = await db.fetch_all(
+            f"SELECT id, username FROM experiments WHERE id IN ({','.join('?' * len(chunk))})",
+            chunk,
+        )
+        owners.update((int(r["id"]), str(r["username"])) for r in rows)
+    return owners

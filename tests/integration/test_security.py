@@ -227,6 +227,7 @@ def api_routes() -> list[tuple[str, str]]:
             continue
         concrete = re.sub(r"\{id:int\}", "1", path)
         concrete = re.sub(r"\{action:str\}", "pause", concrete)
+        concrete = re.sub(r"\{\w+:str\}", "name", concrete)
         for method in sorted(getattr(route, "methods", None) or ()):
             if method != "HEAD":
                 found.append((method, concrete))
@@ -237,6 +238,8 @@ def test_every_api_route_refuses_a_missing_or_wrong_session(cluster: Cluster) ->
     routes = api_routes()
     assert ("GET", "/api/v1/experiments") in routes
     assert ("POST", "/api/v1/jobs/update") in routes
+    assert ("PATCH", "/api/v1/workspaces/1") in routes
+    assert ("GET", "/api/v1/projects/key/name") in routes
     assert len(routes) >= 18
     agent_token = cluster.agent_token_file.read_text().strip()
     for method, path in routes:

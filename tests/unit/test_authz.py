@@ -810,3 +810,105 @@ async def test_an_agent_without_the_agent_token_is_refused_and_logged(
         assert "agent token" in (e.value.message or "")
     assert caplog.text.count("refused an agent") == 3
     assert session not in caplog.text
+
+
+# -- workspaces, projects and moves ------------------------------------------------------------
+
+
+async def _teams(lookup: authz.Lookup) -> None:
+    """Alice's workspace 2 with her project 2, and bob's project 3 in it; bob's workspace 3."""
+    db = lookup._db
+    for user in (ALICE, BOB):
+        await db.execute(
+            "INSERT INTO users (id, username, password_hash, modified_at) VALUES (?, ?, '', 0)",
+            (user.id, user.username),
+        )
+    for ws_id, owner in ((2, ALICE), (3, BOB)):
+        await db.execute(
+            "INSERT INTO workspaces (id, name, user_id, created_at) VALUES (?, ?, ?, 0)",
+            (ws_id, f"ws-{ws_id}", owner.id),
+        )
+    for project_id, owner in ((2, ALICE), (3, BOB)):
+        await db.execute(
+            "INSERT INTO projects (id, workspace_id, name, key, user_id, created_at)"
+            " VALUES (?, 2, ?, ?, ?, 0)",
+            (project_id, f"p-{project_id}", f"K{project_id}", owner.id),
+        )
+
+
+async def test_a_workspace_is_changed_by_its_owner_or_an_admin_and_read_by_all(
+    lookup: authz.Lookup,
+) -> None:
+    await _teams(lookup)
+    for rpc, req in (
+        ("PatchWorkspace", v1.PatchWorkspaceRequest(id=2)),
+        ("DeleteWorkspace", v1.DeleteWorkspaceRequest(id=2)),
+        ("ArchiveWorkspace", v1.ArchiveWorkspaceRequest(id=2)),
+        ("UnarchiveWorkspace", v1.UnarchiveWorkspaceRequest(id=2)),
+    ):
+        await check(rpc, ALICE, req, lookup)
+        await check(rpc, ROOT, req, lookup)
+        assert "only the owner of workspace 2 or an admin" in await refused(rpc, BOB, req, lookup)
+    # The default workspace is nobody's: only an admin gets as far as the store's refusal.
+    await refused("PatchWorkspace", ALICE, v1.PatchWorkspaceRequest(id=1), lookup)
+    with pytest.raises(errors.NotFound, match="workspace 9 not found"):
+        await check("DeleteWorkspace", ROOT, v1.DeleteWorkspaceRequest(id=9), lookup)
+    for rpc, req in (
+        ("GetWorkspaces", v1.GetWorkspacesRequest()),
+        ("GetWorkspace", v1.GetWorkspaceRequest(id=2)),
+        ("GetWorkspaceProjects", v1.GetWorkspaceProjectsRequest(id=2)),
+        ("PostWorkspace", v1.PostWorkspaceRequest(name="x")),
+        ("PostProject", v1.PostProjectRequest(workspace_id=2, name="x")),
+        ("GetProject", v1.GetProjectRequest(id=2)),
+    ):
+        await check(rpc, BOB, req, lookup)
+
+
+async def test_a_project_is_changed_by_its_owner_its_workspaces_owner_or_an_admin(
+    lookup: authz.Lookup,
+) -> None:
+    await _teams(lookup)
+    outsider = UserCaller(id=7, username="carol", admin=False, session="s-carol")
+    for rpc, req in (
+        ("PatchProject", v1.PatchProjectRequest(id=3)),
+        ("DeleteProject", v1.DeleteProjectRequest(id=3)),
+        ("ArchiveProject", v1.ArchiveProjectRequest(id=3)),
+        ("PutProjectNotes", v1.PutProjectNotesRequest(project_id=3)),
+        ("AddProjectNote", v1.AddProjectNoteRequest(project_id=3)),
+    ):
+        await check(rpc, BOB, req, lookup)  # its owner
+        await check(rpc, ALICE, req, lookup)  # its workspace's owner
+        await check(rpc, ROOT, req, lookup)
+        assert "only the owner of project 3" in await refused(rpc, outsider, req, lookup)
+
+
+async def test_a_non_admin_moves_only_their_experiments_into_their_workspaces(
+    lookup: authz.Lookup,
+) -> None:
+    await _teams(lookup)
+    # Alice's experiment 1 into her workspace's project, or back to Uncategorized.
+    for destination in (2, 3, 1):
+        req = v1.MoveExperimentRequest(experiment_id=1, destination_project_id=destination)
+        await check("MoveExperiment", ALICE, req, lookup)
+    # Bob may not move alice's experiment, nor his own into alice's workspace.
+    into_alices = v1.MoveExperimentRequest(experiment_id=2, destination_project_id=2)
+    assert "owner of workspace 2" in await refused("MoveExperiment", BOB, into_alices, lookup)
+    alices = v1.MoveExperimentRequest(experiment_id=1, destination_project_id=1)
+    assert "owner of experiment 1 (alice)" in await refused("MoveExperiment", BOB, alices, lookup)
+    await check("MoveExperiment", ROOT, into_alices, lookup)
+    many = v1.MoveExperimentsRequest(experiment_ids=[1, 2], destination_project_id=1)
+    assert "experiment 2 (bob)" in await refused("MoveExperiments", ALICE, many, lookup)
+    await check("MoveExperiments", ROOT, many, lookup)
+    with pytest.raises(errors.NotFound, match="experiment 99 not found"):
+        await check(
+            "MoveExperiment",
+            ALICE,
+            v1.MoveExperimentRequest(experiment_id=99, destination_project_id=1),
+            lookup,
+        )
+    # Projects: their owner, into a workspace they own.
+    to_bobs = v1.MoveProjectRequest(project_id=3, destination_workspace_id=3)
+    await check("MoveProject", BOB, to_bobs, lookup)
+    to_alices = v1.MoveProjectRequest(project_id=2, destination_workspace_id=3)
+    assert "owner of workspace 3" in await refused("MoveProject", ALICE, to_alices, lookup)
+    assert "owner of project 2" in await refused("MoveProject", BOB, to_alices, lookup)

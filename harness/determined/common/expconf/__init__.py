@@ -58,6 +58,7 @@ from determined.common.expconf._storage import (
     GCSStorage,
     S3Storage,
     SharedFSStorage,
+    check_checkpoint_storage,
 )
 from determined.common.expconf._yaml import load_yaml
 from determined.common.expconf._yaml import safe_load as safe_load_yaml
@@ -106,6 +107,7 @@ __all__ = [
     "SingleSearcher",
     "Unit",
     "UnsupportedSearcher",
+    "check_checkpoint_storage",
     "flatten_hparams",
     "load_yaml",
     "merge_defaults",

@@ -6,6 +6,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeAlias, TypedDict
 
+from determined.common.expconf._errors import InvalidConfig
 from determined.common.expconf._mounts import PROPAGATIONS, Propagation, as_abs_path
 from determined.common.expconf._reader import Problems, Section
 
@@ -243,3 +244,12 @@ def _azure(sec: Section, common: _Common) -> AzureStorage | None:
         credential=credential,
         **common,
     )
+
+
+def check_checkpoint_storage(value: Any, path: str = "checkpoint_storage") -> None:
+    """Raises ``InvalidConfig`` listing every problem of a storage section given on its own
+    (a workspace's checkpoint storage); its paths start with ``path``."""
+    problems = Problems()
+    parse_checkpoint_storage(problems, path, value)
+    if problems:
+        raise InvalidConfig(problems.errors)

@@ -1,0 +1,221 @@
+"""The façade's share for where teams keep their work: workspaces, projects and experiments'
+moves between them, requests in and responses out, for both transports (the gRPC servicer
+and the gateway call the same method with the same request).
+
+Who may make each call is checked before it gets here (``auth.rules``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from determined.api.gen import v1
+from determined.common import errors, structs
+from pydet.master import convert, queries
+from pydet.master.store.db import Database
+from pydet.master.workspaces.organization import Organization
+from pydet.master.workspaces.projects import Note, ProjectFilter
+from pydet.master.workspaces.workspaces import WorkspaceFilter
+
+_WORKSPACE_ORDER = {
+    v1.GetWorkspacesRequestSortBy.UNSPECIFIED: "id",
+    v1.GetWorkspacesRequestSortBy.ID: "id",
+    v1.GetWorkspacesRequestSortBy.NAME: "name",
+}
+_PROJECT_ORDER = {
+    v1.GetWorkspaceProjectsRequestSortBy.UNSPECIFIED: "id",
+    v1.GetWorkspaceProjectsRequestSortBy.ID: "id",
+    v1.GetWorkspaceProjectsRequestSortBy.NAME: "name",
+    v1.GetWorkspaceProjectsRequestSortBy.DESCRIPTION: "description",
+    v1.GetWorkspaceProjectsRequestSortBy.CREATION_TIME: "creation_time",
+    v1.GetWorkspaceProjectsRequestSortBy.LAST_EXPERIMENT_START_TIME: ("last_experiment_start_time"),
+}
+
+
+def page(offset: int, limit: int) -> tuple[int, int]:
+    """A request's offset and limit, checked (0 for the limit: everything)."""
+    if offset < 0:
+        raise errors.InvalidArgument(f"offset: must be >= 0, got {offset}")
+    if limit < 0:
+        raise errors.InvalidArgument(f"limit: must be >= 0 (0 for all), got {limit}")
+    return offset, limit
+
+
+def pagination(offset: int, limit: int, total: int, count: int) -> v1.Pagination:
+    return v1.Pagination(
+        offset=offset, limit=limit, start_index=offset, end_index=offset + count, total=total
+    )
+
+
+def sort_key(table: dict[Any, str], value: Any) -> str:
+    try:
+        return table[value]
+    except KeyError:
+        raise errors.InvalidArgument(f"sort_by: unknown value {value!r}") from None
+
+
+class Organizing:
+    def __init__(self, org: Organization, db: Database) -> None:
+        self.org = org
+        self._db = db
+
+    # -- workspaces ------------------------------------------------------------------------------
+
+    async def get_workspace(self, req: v1.GetWorkspaceRequest) -> v1.GetWorkspaceResponse:
+        found = await self.org.workspaces.get(req.id)
+        return v1.GetWorkspaceResponse(workspace=convert.workspace(found))
+
+    async def get_workspaces(self, req: v1.GetWorkspacesRequest) -> v1.GetWorkspacesResponse:
+        offset, limit = page(req.offset, req.limit)
+        found, total = await self.org.workspaces.select(
+            WorkspaceFilter(
+                name=req.name,
+                exact_name=req.name_case_sensitive,
+                archived=req.archived,
+                users=tuple(req.users),
+                user_ids=tuple(req.user_ids),
+                order_by=sort_key(_WORKSPACE_ORDER, req.sort_by),
+                descending=req.order_by == v1.OrderBy.DESC,
+                offset=offset,
+                limit=limit,
+            )
+        )
+        return v1.GetWorkspacesResponse(
+            workspaces=[convert.workspace(w) for w in found],
+            pagination=pagination(offset, limit, total, len(found)),
+        )
+
+    async def post_workspace(
+        self, req: v1.PostWorkspaceRequest, *, user_id: int
+    ) -> v1.PostWorkspaceResponse:
+        created = await self.org.workspaces.create(
+            req.name,
+            user_id=user_id,
+            checkpoint_storage=structs.to_dict(req.checkpoint_storage_config),
+            default_compute_pool=req.default_compute_pool,
+            default_aux_pool=req.default_aux_pool,
+        )
+        return v1.PostWorkspaceResponse(workspace=convert.workspace(created))
+
+    async def patch_workspace(self, req: v1.PatchWorkspaceRequest) -> v1.PatchWorkspaceResponse:
+        patch = req.workspace or v1.PatchWorkspace()
+        compute = patch.default_compute_resource_pool
+        if compute is None and patch.default_compute_pool:
+            compute = patch.default_compute_pool
+        aux = patch.default_aux_resource_pool
+        if aux is None and patch.default_aux_pool:
+            aux = patch.default_aux_pool
+        changed = await self.org.workspaces.patch(
+            req.id,
+            name=patch.name,
+            checkpoint_storage=structs.to_dict(patch.checkpoint_storage_config),
+            default_compute_pool=compute,
+            default_aux_pool=aux,
+        )
+        return v1.PatchWorkspaceResponse(workspace=convert.workspace(changed))
+
+    async def delete_workspace(self, req: v1.DeleteWorkspaceRequest) -> v1.DeleteWorkspaceResponse:
+        await self.org.workspaces.delete(req.id)
+        return v1.DeleteWorkspaceResponse(completed=True)
+
+    async def archive_workspace(self, workspace_id: int, archived: bool) -> None:
+        await self.org.workspaces.set_archived(workspace_id, archived)
+
+    # -- projects --------------------------------------------------------------------------------
+
+    async def get_workspace_projects(
+        self, req: v1.GetWorkspaceProjectsRequest
+    ) -> v1.GetWorkspaceProjectsResponse:
+        offset, limit = page(req.offset, req.limit)
+        found, total = await self.org.projects.select(
+            ProjectFilter(
+                workspace_id=req.id,
+                name=req.name,
+                archived=req.archived,
+                users=tuple(req.users),
+                user_ids=tuple(req.user_ids),
+                order_by=sort_key(_PROJECT_ORDER, req.sort_by),
+                descending=req.order_by == v1.OrderBy.DESC,
+                offset=offset,
+                limit=limit,
+            )
+        )
+        return v1.GetWorkspaceProjectsResponse(
+            projects=[convert.project(p) for p in found],
+            pagination=pagination(offset, limit, total, len(found)),
+        )
+
+    async def get_project(self, req: v1.GetProjectRequest) -> v1.GetProjectResponse:
+        return v1.GetProjectResponse(project=convert.project(await self.org.projects.get(req.id)))
+
+    async def get_project_by_key(
+        self, req: v1.GetProjectByKeyRequest
+    ) -> v1.GetProjectByKeyResponse:
+        found = await self.org.projects.by_key(req.key)
+        return v1.GetProjectByKeyResponse(project=convert.project(found))
+
+    async def post_project(
+        self, req: v1.PostProjectRequest, *, user_id: int
+    ) -> v1.PostProjectResponse:
+        created = await self.org.projects.create(
+            req.workspace_id,
+            req.name,
+            user_id=user_id,
+            description=req.description,
+            key=req.key,
+        )
+        return v1.PostProjectResponse(project=convert.project(created))
+
+    async def add_project_note(self, req: v1.AddProjectNoteRequest) -> v1.AddProjectNoteResponse:
+        if req.note is None:
+            raise errors.InvalidArgument("note: required (a name and its contents)")
+        notes = await self.org.projects.add_note(
+            req.project_id, Note(req.note.name, req.note.contents)
+        )
+        return v1.AddProjectNoteResponse(notes=[convert.note(n) for n in notes])
+
+    async def put_project_notes(self, req: v1.PutProjectNotesRequest) -> v1.PutProjectNotesResponse:
+        notes = await self.org.projects.set_notes(
+            req.project_id, [Note(n.name, n.contents) for n in req.notes]
+        )
+        return v1.PutProjectNotesResponse(notes=[convert.note(n) for n in notes])
+
+    async def patch_project(self, req: v1.PatchProjectRequest) -> v1.PatchProjectResponse:
+        patch = req.project or v1.PatchProject()
+        changed = await self.org.projects.patch(
+            req.id, name=patch.name, description=patch.description, key=patch.key
+        )
+        return v1.PatchProjectResponse(project=convert.project(changed))
+
+    async def delete_project(self, req: v1.DeleteProjectRequest) -> v1.DeleteProjectResponse:
+        await self.org.projects.delete(req.id)
+        return v1.DeleteProjectResponse(completed=True)
+
+    async def move_project(self, req: v1.MoveProjectRequest) -> v1.MoveProjectResponse:
+        await self.org.projects.move(req.project_id, req.destination_workspace_id)
+        return v1.MoveProjectResponse()
+
+    async def archive_project(self, project_id: int, archived: bool) -> None:
+        await self.org.projects.set_archived(project_id, archived)
+
+    # -- experiments in projects -------------------------------------------------------------
+
+    async def move_experiment(self, req: v1.MoveExperimentRequest) -> v1.MoveExperimentResponse:
+        await self.org.moves.move(req.experiment_id, req.destination_project_id)
+        return v1.MoveExperimentResponse()
+
+    async def move_experiments(self, req: v1.MoveExperimentsRequest) -> v1.MoveExperimentsResponse:
+        results = await self.org.moves.move_many(
+            req.experiment_ids, req.destination_project_id, source=req.project_id
+        )
+        return v1.MoveExperimentsResponse(
+            results=[v1.ExperimentActionResult(id=i, error=e) for i, e in results.items()]
+        )
+
+    async def get_experiment_labels(
+        self, req: v1.GetExperimentLabelsRequest
+    ) -> v1.GetExperimentLabelsResponse:
+        if req.project_id:
+            await self.org.projects.get(req.project_id)
+        return v1.GetExperimentLabelsResponse(
+            labels=await queries.experiment_labels(self._db, req.project_id)
+        )
