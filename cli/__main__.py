@@ -23,6 +23,7 @@ from pydet.cli import (
     experiment,
     job,
     master,
+    model,
     project,
     search,
     task,
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         template,
         workspace,
         project,
+        model,
     ):
         module.add_parser(nouns)
     return parser

@@ -566,6 +566,64 @@ class DeterminedServicer(v1.DeterminedBase):
     ) -> v1.GetExperimentLabelsResponse:
         return await self.s.org.get_experiment_labels(message)
 
+    # -- the model registry --------------------------------------------------------------------
+
+    async def get_model(self, message: v1.GetModelRequest) -> v1.GetModelResponse:
+        return await self.s.org.get_model(message)
+
+    async def get_models(self, message: v1.GetModelsRequest) -> v1.GetModelsResponse:
+        return await self.s.org.get_models(message)
+
+    async def get_model_labels(
+        self, message: v1.GetModelLabelsRequest
+    ) -> v1.GetModelLabelsResponse:
+        return await self.s.org.get_model_labels(message)
+
+    async def post_model(self, message: v1.PostModelRequest) -> v1.PostModelResponse:
+        return await self.s.org.post_model(message, user_id=_user().id)
+
+    async def patch_model(self, message: v1.PatchModelRequest) -> v1.PatchModelResponse:
+        return await self.s.org.patch_model(message)
+
+    async def archive_model(self, message: v1.ArchiveModelRequest) -> v1.ArchiveModelResponse:
+        await self.s.org.archive_model(message.model_name, True)
+        return v1.ArchiveModelResponse()
+
+    async def unarchive_model(self, message: v1.UnarchiveModelRequest) -> v1.UnarchiveModelResponse:
+        await self.s.org.archive_model(message.model_name, False)
+        return v1.UnarchiveModelResponse()
+
+    async def move_model(self, message: v1.MoveModelRequest) -> v1.MoveModelResponse:
+        return await self.s.org.move_model(message)
+
+    async def delete_model(self, message: v1.DeleteModelRequest) -> v1.DeleteModelResponse:
+        return await self.s.org.delete_model(message)
+
+    async def get_model_version(
+        self, message: v1.GetModelVersionRequest
+    ) -> v1.GetModelVersionResponse:
+        return await self.s.org.get_model_version(message)
+
+    async def get_model_versions(
+        self, message: v1.GetModelVersionsRequest
+    ) -> v1.GetModelVersionsResponse:
+        return await self.s.org.get_model_versions(message)
+
+    async def post_model_version(
+        self, message: v1.PostModelVersionRequest
+    ) -> v1.PostModelVersionResponse:
+        return await self.s.org.post_model_version(message, user_id=_user().id)
+
+    async def patch_model_version(
+        self, message: v1.PatchModelVersionRequest
+    ) -> v1.PatchModelVersionResponse:
+        return await self.s.org.patch_model_version(message)
+
+    async def delete_model_version(
+        self, message: v1.DeleteModelVersionRequest
+    ) -> v1.DeleteModelVersionResponse:
+        return await self.s.org.delete_model_version(message)
+
     async def post_allocation_proxy_address(
         self, message: v1.PostAllocationProxyAddressRequest
     ) -> v1.PostAllocationProxyAddressResponse:

@@ -10,6 +10,8 @@ from pydet.master import queries
 from pydet.master.auth.redaction import redacted, redacted_json
 from pydet.master.experiments import shown_state
 from pydet.master.experiments.trial_lifecycle import TrialPhase
+from pydet.master.models.models import Model
+from pydet.master.models.versions import ModelVersion
 from pydet.master.workspaces.projects import Note, Project
 from pydet.master.workspaces.workspaces import Workspace
 
@@ -174,4 +176,46 @@ def project(p: Project) -> v1.Project:
         state=v1.WorkspaceState.UNSPECIFIED,
         key=p.key,
         num_runs=p.num_runs,
+    )
+
+
+def model(m: Model) -> v1.Model:
+    return v1.Model(
+        name=m.name,
+        description=m.description,
+        metadata=structs.from_dict(m.metadata),
+        creation_time=timestamp(m.creation_time),
+        last_updated_time=timestamp(m.last_updated_time),
+        id=m.id,
+        num_versions=m.num_versions,
+        labels=list(m.labels),
+        username=m.username,
+        archived=m.archived,
+        notes=m.notes,
+        user_id=m.user_id or 0,
+        workspace_id=m.workspace_id,
+    )
+
+
+def model_version(v: ModelVersion) -> v1.ModelVersion:
+    return v1.ModelVersion(
+        model=model(v.model),
+        # A version whose checkpoint record is gone (its experiment deleted by an older
+        # master) still names it.
+        checkpoint=(
+            checkpoint(v.checkpoint)
+            if v.checkpoint is not None
+            else v1.Checkpoint(uuid=v.checkpoint_uuid, state="DELETED")
+        ),
+        version=v.version,
+        creation_time=timestamp(v.creation_time),
+        id=v.id,
+        name=v.name,
+        metadata=structs.from_dict(v.metadata),
+        last_updated_time=timestamp(v.last_updated_time),
+        comment=v.comment,
+        username=v.username,
+        labels=list(v.labels),
+        notes=v.notes,
+        user_id=v.user_id or 0,
     )

@@ -1,6 +1,6 @@
-"""The façade's share for where teams keep their work: workspaces, projects and experiments'
-moves between them, requests in and responses out, for both transports (the gRPC servicer
-and the gateway call the same method with the same request).
+"""The façade's share for where teams keep their work: workspaces, projects, experiments'
+moves between them and the model registry, requests in and responses out, for both
+transports (the gRPC servicer and the gateway call the same method with the same request).
 
 Who may make each call is checked before it gets here (``auth.rules``)."""
 
@@ -11,11 +11,27 @@ from typing import Any
 from determined.api.gen import v1
 from determined.common import errors, structs
 from pydet.master import convert, queries
+from pydet.master.models.models import ModelFilter
+from pydet.master.models.registry import Registry
 from pydet.master.store.db import Database
 from pydet.master.workspaces.organization import Organization
 from pydet.master.workspaces.projects import Note, ProjectFilter
 from pydet.master.workspaces.workspaces import WorkspaceFilter
 
+_MODEL_ORDER = {
+    v1.GetModelsRequestSortBy.UNSPECIFIED: "last_updated_time",
+    v1.GetModelsRequestSortBy.NAME: "name",
+    v1.GetModelsRequestSortBy.DESCRIPTION: "description",
+    v1.GetModelsRequestSortBy.CREATION_TIME: "creation_time",
+    v1.GetModelsRequestSortBy.LAST_UPDATED_TIME: "last_updated_time",
+    v1.GetModelsRequestSortBy.NUM_VERSIONS: "num_versions",
+    v1.GetModelsRequestSortBy.WORKSPACE: "workspace",
+}
+_VERSION_ORDER = {
+    v1.GetModelVersionsRequestSortBy.UNSPECIFIED: "version",
+    v1.GetModelVersionsRequestSortBy.VERSION: "version",
+    v1.GetModelVersionsRequestSortBy.CREATION_TIME: "creation_time",
+}
 _WORKSPACE_ORDER = {
     v1.GetWorkspacesRequestSortBy.UNSPECIFIED: "id",
     v1.GetWorkspacesRequestSortBy.ID: "id",
@@ -54,8 +70,9 @@ def sort_key(table: dict[Any, str], value: Any) -> str:
 
 
 class Organizing:
-    def __init__(self, org: Organization, db: Database) -> None:
+    def __init__(self, org: Organization, registry: Registry, db: Database) -> None:
         self.org = org
+        self.registry = registry
         self._db = db
 
     # -- workspaces ------------------------------------------------------------------------------
@@ -219,3 +236,132 @@ class Organizing:
         return v1.GetExperimentLabelsResponse(
             labels=await queries.experiment_labels(self._db, req.project_id)
         )
+
+    # -- the model registry --------------------------------------------------------------------
+
+    async def get_model(self, req: v1.GetModelRequest) -> v1.GetModelResponse:
+        return v1.GetModelResponse(
+            model=convert.model(await self.registry.models.get(req.model_name))
+        )
+
+    async def get_models(self, req: v1.GetModelsRequest) -> v1.GetModelsResponse:
+        offset, limit = page(req.offset, req.limit)
+        found, total = await self.registry.models.select(
+            ModelFilter(
+                name=req.name,
+                description=req.description,
+                labels=tuple(req.labels),
+                archived=req.archived,
+                users=tuple(req.users),
+                user_ids=tuple(req.user_ids),
+                workspace_ids=tuple(req.workspace_ids),
+                workspace_names=tuple(req.workspace_names),
+                id=req.id,
+                order_by=sort_key(_MODEL_ORDER, req.sort_by),
+                descending=req.order_by == v1.OrderBy.DESC,
+                offset=offset,
+                limit=limit,
+            )
+        )
+        return v1.GetModelsResponse(
+            models=[convert.model(m) for m in found],
+            pagination=pagination(offset, limit, total, len(found)),
+        )
+
+    async def get_model_labels(self, req: v1.GetModelLabelsRequest) -> v1.GetModelLabelsResponse:
+        return v1.GetModelLabelsResponse(labels=await self.registry.models.labels(req.workspace_id))
+
+    async def post_model(self, req: v1.PostModelRequest, *, user_id: int) -> v1.PostModelResponse:
+        created = await self.registry.models.create(
+            req.name,
+            user_id=user_id,
+            description=req.description,
+            metadata=structs.to_dict(req.metadata),
+            labels=list(req.labels),
+            notes=req.notes,
+            workspace_id=req.workspace_id,
+            workspace_name=req.workspace_name,
+        )
+        return v1.PostModelResponse(model=convert.model(created))
+
+    async def patch_model(self, req: v1.PatchModelRequest) -> v1.PatchModelResponse:
+        patch = req.model or v1.PatchModel()
+        changed = await self.registry.models.patch(
+            req.model_name,
+            name=patch.name,
+            description=patch.description,
+            metadata=structs.to_dict(patch.metadata),
+            labels=structs.to_list(patch.labels),
+            notes=patch.notes,
+            workspace_id=patch.workspace_id,
+            workspace_name=patch.workspace_name,
+        )
+        return v1.PatchModelResponse(model=convert.model(changed))
+
+    async def archive_model(self, model_name: str, archived: bool) -> None:
+        await self.registry.models.set_archived(model_name, archived)
+
+    async def move_model(self, req: v1.MoveModelRequest) -> v1.MoveModelResponse:
+        await self.registry.models.move(req.model_name, req.destination_workspace_id)
+        return v1.MoveModelResponse()
+
+    async def delete_model(self, req: v1.DeleteModelRequest) -> v1.DeleteModelResponse:
+        await self.registry.models.delete(req.model_name)
+        return v1.DeleteModelResponse()
+
+    async def get_model_version(self, req: v1.GetModelVersionRequest) -> v1.GetModelVersionResponse:
+        found = await self.registry.versions.get(req.model_name, req.model_version_num)
+        return v1.GetModelVersionResponse(model_version=convert.model_version(found))
+
+    async def get_model_versions(
+        self, req: v1.GetModelVersionsRequest
+    ) -> v1.GetModelVersionsResponse:
+        offset, limit = page(req.offset, req.limit)
+        model, found, total = await self.registry.versions.select(
+            req.model_name,
+            order_by=sort_key(_VERSION_ORDER, req.sort_by),
+            descending=req.order_by == v1.OrderBy.DESC,
+            offset=offset,
+            limit=limit,
+        )
+        return v1.GetModelVersionsResponse(
+            model=convert.model(model),
+            model_versions=[convert.model_version(v) for v in found],
+            pagination=pagination(offset, limit, total, len(found)),
+        )
+
+    async def post_model_version(
+        self, req: v1.PostModelVersionRequest, *, user_id: int
+    ) -> v1.PostModelVersionResponse:
+        created = await self.registry.versions.register(
+            req.model_name,
+            req.checkpoint_uuid,
+            user_id=user_id,
+            name=req.name,
+            comment=req.comment,
+            notes=req.notes,
+            labels=list(req.labels),
+            metadata=structs.to_dict(req.metadata),
+        )
+        return v1.PostModelVersionResponse(model_version=convert.model_version(created))
+
+    async def patch_model_version(
+        self, req: v1.PatchModelVersionRequest
+    ) -> v1.PatchModelVersionResponse:
+        patch = req.model_version or v1.PatchModelVersion()
+        changed = await self.registry.versions.patch(
+            req.model_name,
+            req.model_version_num,
+            name=patch.name,
+            comment=patch.comment,
+            notes=patch.notes,
+            labels=structs.to_list(patch.labels),
+            metadata=structs.to_dict(patch.metadata),
+        )
+        return v1.PatchModelVersionResponse(model_version=convert.model_version(changed))
+
+    async def delete_model_version(
+        self, req: v1.DeleteModelVersionRequest
+    ) -> v1.DeleteModelVersionResponse:
+        await self.registry.versions.delete(req.model_name, req.model_version_num)
+        return v1.DeleteModelVersionResponse()

@@ -34,6 +34,7 @@ from pydet.master.jobs.queue import Jobs
 from pydet.master.listener import Limits, Listener, bind, raise_fd_limit, server_tls_context
 from pydet.master.logs import retention as log_retention
 from pydet.master.logs.log_store import LogStore
+from pydet.master.models.registry import Registry
 from pydet.master.provisioner.pools import ElasticPools
 from pydet.master.service import Service
 from pydet.master.slurm.pool import SlurmPool
@@ -177,6 +178,7 @@ class Master:
         hooks = Webhooks(
             self.db, WebhookStore(self.db), events, Sender(signing_key=signing_key.encode())
         )
+        organization = Organization(self.db, info.pools)
         service = Service(
             db=self.db,
             lock=lock,
@@ -203,7 +205,8 @@ class Master:
             webhooks=hooks,
             templates=Templates(self.db),
             tensorboards=tensorboards,
-            organization=Organization(self.db, info.pools),
+            organization=organization,
+            registry=Registry(self.db, organization.workspaces),
             elastic=elastic,
         )
         authenticator = auth.Authenticator(

@@ -26,6 +26,7 @@ from pydet.master.experiments.reports import Reports
 from pydet.master.experiments.templates import Templates
 from pydet.master.jobs.queue import Jobs
 from pydet.master.logs.log_store import LogStore
+from pydet.master.models.registry import Registry
 from pydet.master.organizing import Organizing
 from pydet.master.provisioner.pools import ElasticPools
 from pydet.master.search import preview
@@ -73,12 +74,14 @@ class Service:
         templates: Templates,
         tensorboards: Tensorboards,
         organization: Organization,
+        registry: Registry,
         elastic: ElasticPools | None = None,
     ) -> None:
         self.elastic = elastic or ElasticPools()
         self.organization = organization
-        # Workspaces, projects and moves: requests in, responses out (both transports).
-        self.org = Organizing(organization, db)
+        # Workspaces, projects, moves and models: requests in, responses out (both
+        # transports).
+        self.org = Organizing(organization, registry, db)
         self.templates = templates
         self.webhooks = webhooks
         self.tensorboards = tensorboards

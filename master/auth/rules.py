@@ -22,7 +22,8 @@ request message, before the call reaches the domain. The rules:
   the address it serves on, for its own allocation.
 - Workspaces, projects and models: any user reads them and creates them; a workspace is
   changed (renamed, archived, deleted, its storage and pools set) by its owner or an admin,
-  a project by its owner, its workspace's owner or an admin. Moving an experiment is for
+  a project by its owner, its workspace's owner or an admin, a model (and its versions) by
+  its owner or an admin. Moving an experiment is for
   its owner or an admin, and a non-admin moves experiments (and projects) only into a
   workspace they own, or into the default one, where everybody's experiments go.
 - The agent token is good for the agents' stream only.
@@ -153,6 +154,13 @@ class Lookup:
         found = await queries.project_owners(self._db, project_id)
         if found is None:
             raise errors.NotFound(f"project {project_id} not found")
+        return found
+
+    async def model_owner(self, identifier: str) -> tuple[int | None, str]:
+        """The user id of its creator, and its name (``identifier``: its name or id)."""
+        found = await queries.model_owner(self._db, identifier)
+        if found is None:
+            raise errors.NotFound(f"model {identifier!r} not found")
         return found
 
     async def job_experiment(self, job_id: str) -> int:
@@ -581,6 +589,28 @@ async def move_project(caller: Caller, message: Any, lookup: Lookup) -> None:
     await _into_workspace(u, destination, lookup, "projects")
 
 
+def owner_of_model(what: str) -> Rule:
+    """The model's owner or an admin; and a model moved to a workspace goes only into one the
+    caller owns (or the default one), as experiments do."""
+
+    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
+        u = _user(caller)
+        owner, name = await lookup.model_owner(str(message.model_name))
+        if not u.admin and owner != u.id:
+            raise errors.PermissionDenied(
+                f"only the owner of model {name!r} or an admin may {what} it"
+            )
+        destination = getattr(message, "destination_workspace_id", None)
+        patch = getattr(message, "model", None)
+        if patch is not None and patch.workspace_id is not None:
+            destination = patch.workspace_id
+        if destination:
+            await lookup.workspace_owner(int(destination))  # NotFound first
+            await _into_workspace(u, int(destination), lookup, "models")
+
+    return rule
+
+
 # -- the table ----------------------------------------------------------------------------------
 
 RULES: dict[str, Rule] = {
@@ -683,6 +713,20 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/MoveProject": move_project,
     "/v1.Determined/ArchiveProject": owner_of_project("archive"),
     "/v1.Determined/UnarchiveProject": owner_of_project("unarchive"),
+    "/v1.Determined/GetModel": user,
+    "/v1.Determined/GetModels": user,
+    "/v1.Determined/GetModelLabels": user,
+    "/v1.Determined/PostModel": user,
+    "/v1.Determined/PatchModel": owner_of_model("change"),
+    "/v1.Determined/ArchiveModel": owner_of_model("archive"),
+    "/v1.Determined/UnarchiveModel": owner_of_model("unarchive"),
+    "/v1.Determined/MoveModel": owner_of_model("move"),
+    "/v1.Determined/DeleteModel": owner_of_model("delete"),
+    "/v1.Determined/GetModelVersion": user,
+    "/v1.Determined/GetModelVersions": user,
+    "/v1.Determined/PostModelVersion": owner_of_model("register versions of"),
+    "/v1.Determined/PatchModelVersion": owner_of_model("change versions of"),
+    "/v1.Determined/DeleteModelVersion": owner_of_model("delete versions of"),
     "/v1.Agents/Connect": agent,
 }
 

@@ -1,6 +1,7 @@
 """Checkpoint records: what trials report, the retention policy applied when a trial
 ends, and deletion, whole or of some files (records marked in the caller's transaction,
-files removed once it has committed)."""
+files removed once it has committed). A checkpoint a model version holds (the model
+registry) is never garbage-collected, and deleting it is refused naming the model."""
 
 from __future__ import annotations
 
@@ -60,12 +61,15 @@ class Checkpoints:
         policy = retention.RetentionPolicy.from_config(exp.config)
         doomed = retention.checkpoints_to_delete(checkpoints, trials, policy)
         if doomed:
+            # The model registry keeps what it holds, whatever the policy says.
+            doomed -= {r.uuid for r in await queries.registrations(self._db, sorted(doomed))}
+        if doomed:
             log.info(
                 "experiment %d: deleting %d checkpoint(s) by its retention policy",
                 exp.id,
                 len(doomed),
             )
-            await self.delete_checkpoints(sorted(doomed))
+            await self._delete(sorted(doomed))
 
     async def record(self, c: v1.Checkpoint) -> None:
         """The checkpoint's row, and its trial's latest checkpoint pointing at it: one
@@ -118,6 +122,18 @@ class Checkpoints:
         )
 
     async def delete_checkpoints(self, uuids: Sequence[str]) -> None:
+        """Delete checkpoints a user named; refused, naming the model, when the model
+        registry holds any of them."""
+        held = await queries.registrations(self._db, uuids)
+        if held:
+            raise errors.FailedPrecondition(
+                "these checkpoints are in the model registry and cannot be deleted: "
+                + "; ".join(r.describe() for r in held)
+                + " (delete those model versions first)"
+            )
+        await self._delete(uuids)
+
+    async def _delete(self, uuids: Sequence[str]) -> None:
         """Mark the checkpoints DELETED, in one transaction (the caller's, when retention
         runs as part of a trial's end), and remove their files once it has committed: a
         master that dies in between leaves files behind, never a record of files that are

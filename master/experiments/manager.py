@@ -549,4 +549,12 @@ class Experiments:
             raise errors.FailedPrecondition(
                 f"experiment {experiment_id} is still running; kill it before deleting it"
             )
+        held = await queries.experiment_registrations(self._db, experiment_id)
+        if held:
+            raise errors.FailedPrecondition(
+                f"experiment {experiment_id} has checkpoints in the model registry and cannot be"
+                " deleted: "
+                + "; ".join(r.describe() for r in held)
+                + " (delete those model versions first, or archive the experiment)"
+            )
         return await self._store.delete(experiment_id)

@@ -2,8 +2,8 @@
 events for live updates, and the WebUI's static files.
 
 Routes live in one module per area of this package (``experiments``, ``cluster``,
-``webhooks``, ``tensorboards``, ``workspaces``, ``stream``, ``spa``, ``auth``, ``proxy``;
-``codec`` and ``json`` encode, ``bodies`` reads request messages); this module assembles
+``webhooks``, ``tensorboards``, ``workspaces``, ``models``, ``stream``, ``spa``, ``auth``,
+``proxy``; ``codec`` and ``json`` encode, ``bodies`` reads request messages); this module assembles
 them, puts every API route behind ``auth.authenticate``, and maps errors, here and nowhere
 else: the shared hierarchy's HTTP status with its message, anything unexpected as a logged
 500 with a generic message.
@@ -32,6 +32,7 @@ from pydet.master.gateway import checkpoints as gateway_checkpoints
 from pydet.master.gateway import cluster as gateway_cluster
 from pydet.master.gateway import codec as gateway_codec
 from pydet.master.gateway import experiments as gateway_experiments
+from pydet.master.gateway import models as gateway_models
 from pydet.master.gateway import proxy as gateway_proxy
 from pydet.master.gateway import spa as gateway_spa
 from pydet.master.gateway import stream as gateway_stream
@@ -101,6 +102,7 @@ def build(
         Route("/api/v1/master", master, methods=["GET"]),
         # Before the experiments' routes: /experiments/{id}/move is not an action of theirs.
         *gateway_workspaces.routes(service),
+        *gateway_models.routes(service),
         *gateway_experiments.routes(service),
         *gateway_cluster.routes(service),
         *gateway_stream.routes(service.events),

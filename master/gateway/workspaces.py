@@ -21,6 +21,7 @@ from pydet.master.gateway import bodies, codec
 from pydet.master.service import Service
 
 E = TypeVar("E", bound=enum.Enum)
+T = TypeVar("T")
 
 
 def _list_fields(request: Request, sort_kind: type[E]) -> dict[str, Any]:
@@ -39,14 +40,18 @@ def _list_fields(request: Request, sort_kind: type[E]) -> dict[str, Any]:
     }
 
 
-async def _archive(
-    request: Request, kind: str, change: Callable[[int, bool], Awaitable[None]]
+async def archiving(
+    request: Request,
+    kind: str,
+    target: T,
+    field: str,
+    change: Callable[[T, bool], Awaitable[None]],
 ) -> Response:
-    """POST .../{id}/archive or .../{id}/unarchive of a workspace or project (``kind``)."""
-    target = codec.integer(request, "id")
+    """POST .../archive or .../unarchive of a workspace, project or model (``kind``), named
+    ``target`` in its request's ``field``."""
     verb = "Archive" if request.url.path.endswith("/archive") else "Unarchive"
     rpc = f"{verb}{kind}"
-    await gateway_auth.authorize(request, rpc, getattr(v1, f"{rpc}Request")(id=target))
+    await gateway_auth.authorize(request, rpc, getattr(v1, f"{rpc}Request")(**{field: target}))
     await change(target, verb == "Archive")
     return codec.message(getattr(v1, f"{rpc}Response")())
 
@@ -83,7 +88,8 @@ def routes(service: Service) -> list[Route]:
         return codec.message(await service.org.delete_workspace(req))
 
     async def archive_workspace(request: Request) -> Response:
-        return await _archive(request, "Workspace", service.org.archive_workspace)
+        target = codec.integer(request, "id")
+        return await archiving(request, "Workspace", target, "id", service.org.archive_workspace)
 
     async def workspace_projects(request: Request) -> Response:
         req = v1.GetWorkspaceProjectsRequest(
@@ -122,7 +128,8 @@ def routes(service: Service) -> list[Route]:
         return codec.message(await service.org.delete_project(req))
 
     async def archive_project(request: Request) -> Response:
-        return await _archive(request, "Project", service.org.archive_project)
+        target = codec.integer(request, "id")
+        return await archiving(request, "Project", target, "id", service.org.archive_project)
 
     async def move_project(request: Request) -> Response:
         req = await bodies.body(request, v1.MoveProjectRequest)

@@ -4,8 +4,8 @@ messages. Writes stay with the modules that own the data (experiments, checkpoin
 reports, logs, auth), which may read through these functions too.
 
 One module per kind of thing read: ``experiments`` (experiments, trials and contexts),
-``metrics``, ``checkpoints``, ``logs``, ``users``, and ``owners`` (what authorization
-looks up).
+``metrics``, ``checkpoints``, ``models`` (the checkpoints the model registry holds),
+``logs``, ``users``, and ``owners`` (what authorization looks up).
 
 May use: ``store``, ``states`` and ``search`` (a searcher metric's value); nothing above.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 from pydet.master.queries.checkpoints import (
     CheckpointRow,
     checkpoint,
+    checkpoints_by_uuid,
     experiment_checkpoints,
     trial_checkpoints,
 )
@@ -28,6 +29,7 @@ from pydet.master.queries.experiments import (
     experiment,
     experiment_labels,
     experiments,
+    has_label,
     stored_config,
     trial,
     trials,
@@ -40,12 +42,18 @@ from pydet.master.queries.metrics import (
     metrics,
     trial_metrics_json,
 )
+from pydet.master.queries.models import (
+    Registration,
+    experiment_registrations,
+    registrations,
+)
 from pydet.master.queries.owners import (
     checkpoint_experiment,
     checkpoint_trial,
     experiment_owner,
     experiment_owners,
     job_experiment,
+    model_owner,
     project_owners,
     tensorboard_owner,
     trial_experiment,
@@ -60,6 +68,7 @@ __all__ = [
     "LogFilter",
     "LogRow",
     "MetricRow",
+    "Registration",
     "TrialRow",
     "UserRow",
     "best_validation",
@@ -67,6 +76,7 @@ __all__ = [
     "checkpoint_experiment",
     "checkpoint_metrics",
     "checkpoint_trial",
+    "checkpoints_by_uuid",
     "context",
     "ensure_experiment",
     "ensure_trial",
@@ -75,10 +85,14 @@ __all__ = [
     "experiment_labels",
     "experiment_owner",
     "experiment_owners",
+    "experiment_registrations",
     "experiments",
+    "has_label",
     "job_experiment",
     "metrics",
+    "model_owner",
     "project_owners",
+    "registrations",
     "stored_config",
     "task_logs",
     "tensorboard_owner",

@@ -107,3 +107,14 @@ async def _searcher_metric_names(db: Database, experiment_ids: set[int]) -> dict
         f"SELECT id, config FROM experiments WHERE id IN ({','.join('?' * len(ids))})", ids
     )
     return {r["id"]: json.loads(r["config"]).get("searcher", {}).get("metric") for r in rows}
+
+
+async def checkpoints_by_uuid(db: Database, uuids: Sequence[str]) -> dict[str, CheckpointRow]:
+    """Those of the checkpoints that exist, by uuid."""
+    wanted = sorted(set(uuids))
+    found: dict[str, CheckpointRow] = {}
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        found.update((c.uuid, c) for c in await _checkpoints(db, f"c.uuid IN ({marks})", chunk))
+    return found

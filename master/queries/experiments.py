@@ -217,7 +217,7 @@ async def experiments(db: Database, f: ExperimentFilter) -> tuple[list[Experimen
         where.append("e.project_id = ?")
         params.append(f.project_id)
     for label in f.labels:
-        where.append(_HAS_LABEL[db.dialect])
+        where.append(has_label(db.dialect, "e.labels"))
         params.append(label)
     column = ORDER_COLUMNS.get(f.order_by or "id")
     if column is None:
@@ -234,11 +234,12 @@ async def experiments(db: Database, f: ExperimentFilter) -> tuple[list[Experimen
     return [_experiment(r) for r in rows], total["n"] if total is not None else 0
 
 
-# An experiment's labels are a JSON list: one of them is the label given.
-_HAS_LABEL = {
-    "sqlite": "EXISTS (SELECT 1 FROM json_each(e.labels) WHERE json_each.value = ?)",
-    "postgres": "jsonb_exists(e.labels::jsonb, ?)",
-}
+def has_label(dialect: str, column: str) -> str:
+    """A condition (with one parameter, the label) that the JSON list of strings in
+    ``column`` (an experiment's or a model's labels) holds the label."""
+    if dialect == "postgres":
+        return f"jsonb_exists({column}::jsonb, ?)"
+    return f"EXISTS (SELECT 1 FROM json_each({column}) WHERE json_each.value = ?)"
 
 
 async def experiment_labels(db: Database, project_id: int = 0) -> list[str]:

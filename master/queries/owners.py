@@ -78,3 +78,15 @@ async def experiment_owners(db: Database, experiment_ids: Sequence[int]) -> dict
         )
         owners.update((int(r["id"]), str(r["username"])) for r in rows)
     return owners
+
+
+async def model_owner(db: Database, identifier: str) -> tuple[int | None, str] | None:
+    """(the user id of its creator, its name) for the model named ``identifier`` (or with
+    that id, when it is all digits); None if there is no such model."""
+    if identifier.isdigit():
+        row = await db.fetch_one(
+            "SELECT user_id, name FROM models WHERE id = ?", (int(identifier),)
+        )
+    else:
+        row = await db.fetch_one("SELECT user_id, name FROM models WHERE name = ?", (identifier,))
+    return None if row is None else (row["user_id"], str(row["name"]))

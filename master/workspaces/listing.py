@@ -4,10 +4,26 @@ of rows with the count of all the filters select."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from determined.common import errors
 from pydet.master.store.db import Database, Row
+
+
+@dataclass(frozen=True)
+class ListFilter:
+    """What every list of owned things takes: archived or not, their owners (by name or
+    id), an order and a page."""
+
+    archived: bool | None = None
+    users: Sequence[str] = ()
+    user_ids: Sequence[int] = ()
+    order_by: str = "id"
+    descending: bool = False
+    offset: int = 0
+    # 0: all of them.
+    limit: int = 0
 
 
 def order(columns: dict[str, str], key: str) -> str:

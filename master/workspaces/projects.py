@@ -78,21 +78,13 @@ class Project:
 
 
 @dataclass(frozen=True)
-class ProjectFilter:
+class ProjectFilter(listing.ListFilter):
     """What GetWorkspaceProjects asks for: every filter given must match."""
 
     # 0: every workspace's.
     workspace_id: int = 0
     # This name, any case.
     name: str = ""
-    archived: bool | None = None
-    users: Sequence[str] = ()
-    user_ids: Sequence[int] = ()
-    order_by: str = "id"
-    descending: bool = False
-    offset: int = 0
-    # 0: all of them.
-    limit: int = 0
 
 
 def _project(row: Row) -> Project:

@@ -50,20 +50,12 @@ class Workspace:
 
 
 @dataclass(frozen=True)
-class WorkspaceFilter:
+class WorkspaceFilter(listing.ListFilter):
     """What GetWorkspaces asks for: every filter given must match."""
 
     # Names containing this, any case; or exactly this one.
     name: str = ""
     exact_name: str = ""
-    archived: bool | None = None
-    users: Sequence[str] = ()
-    user_ids: Sequence[int] = ()
-    order_by: str = "id"
-    descending: bool = False
-    offset: int = 0
-    # 0: all of them.
-    limit: int = 0
 
 
 def _workspace(row: Row) -> Workspace:

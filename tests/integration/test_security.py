@@ -225,7 +225,7 @@ def api_routes() -> list[tuple[str, str]]:
         path = getattr(route, "path", "")
         if not path.startswith("/api/v1") or path in gateway_auth.OPEN_PATHS:
             continue
-        concrete = re.sub(r"\{id:int\}", "1", path)
+        concrete = re.sub(r"\{\w+:int\}", "1", path)
         concrete = re.sub(r"\{action:str\}", "pause", concrete)
         concrete = re.sub(r"\{\w+:str\}", "name", concrete)
         for method in sorted(getattr(route, "methods", None) or ()):
@@ -240,6 +240,7 @@ def test_every_api_route_refuses_a_missing_or_wrong_session(cluster: Cluster) ->
     assert ("POST", "/api/v1/jobs/update") in routes
     assert ("PATCH", "/api/v1/workspaces/1") in routes
     assert ("GET", "/api/v1/projects/key/name") in routes
+    assert ("DELETE", "/api/v1/models/name/versions/1") in routes
     assert len(routes) >= 18
     agent_token = cluster.agent_token_file.read_text().strip()
     for method, path in routes:

@@ -912,3 +912,47 @@ async def test_a_non_admin_moves_only_their_experiments_into_their_workspaces(
     to_alices = v1.MoveProjectRequest(project_id=2, destination_workspace_id=3)
     assert "owner of workspace 3" in await refused("MoveProject", ALICE, to_alices, lookup)
     assert "owner of project 2" in await refused("MoveProject", BOB, to_alices, lookup)
+
+
+async def test_a_model_is_changed_by_its_owner_or_an_admin_and_read_by_all(
+    lookup: authz.Lookup,
+) -> None:
+    await _teams(lookup)
+    await lookup._db.execute(
+        "INSERT INTO models (id, name, user_id, creation_time, last_updated_time)"
+        " VALUES (5, 'resnet', ?, 0, 0)",
+        (ALICE.id,),
+    )
+    for rpc, req in (
+        ("PatchModel", v1.PatchModelRequest(model_name="resnet")),
+        ("ArchiveModel", v1.ArchiveModelRequest(model_name="resnet")),
+        ("DeleteModel", v1.DeleteModelRequest(model_name="5")),  # by id, too
+        ("PostModelVersion", v1.PostModelVersionRequest(model_name="resnet")),
+        ("PatchModelVersion", v1.PatchModelVersionRequest(model_name="resnet")),
+        ("DeleteModelVersion", v1.DeleteModelVersionRequest(model_name="resnet")),
+    ):
+        await check(rpc, ALICE, req, lookup)
+        await check(rpc, ROOT, req, lookup)
+        assert "only the owner of model 'resnet' or an admin" in await refused(
+            rpc, BOB, req, lookup
+        )
+    for rpc, req in (
+        ("GetModels", v1.GetModelsRequest()),
+        ("GetModel", v1.GetModelRequest(model_name="resnet")),
+        ("GetModelVersions", v1.GetModelVersionsRequest(model_name="resnet")),
+        ("PostModel", v1.PostModelRequest(name="bobs")),
+    ):
+        await check(rpc, BOB, req, lookup)
+    with pytest.raises(errors.NotFound, match="model 'vgg' not found"):
+        await check("DeleteModel", ROOT, v1.DeleteModelRequest(model_name="vgg"), lookup)
+    # Moved only into a workspace its owner owns (alice's 2, not bob's 3).
+    await check(
+        "MoveModel",
+        ALICE,
+        v1.MoveModelRequest(model_name="resnet", destination_workspace_id=2),
+        lookup,
+    )
+    into_bobs = v1.MoveModelRequest(model_name="resnet", destination_workspace_id=3)
+    assert "owner of workspace 3" in await refused("MoveModel", ALICE, into_bobs, lookup)
+    patch = v1.PatchModelRequest(model_name="resnet", model=v1.PatchModel(workspace_id=3))
+    assert "owner of workspace 3" in await refused("PatchModel", ALICE, patch, lookup)
