@@ -49,7 +49,8 @@ from determined.common.experimental.experiment import (
     ExperimentState,
 )
 from determined.common.experimental.metrics import TrainingMetrics, TrialMetrics, ValidationMetrics
-from determined.common.experimental.model import ModelOrderBy, ModelSortBy
+from determined.common.experimental.model import Model, ModelOrderBy, ModelSortBy, ModelVersion
+from determined.common.experimental.project import Project
 from determined.common.experimental.trial import (
     LogLevel,
     Trial,
@@ -59,6 +60,7 @@ from determined.common.experimental.trial import (
     TrialState,
 )
 from determined.common.experimental.user import User
+from determined.common.experimental.workspace import Workspace
 
 __all__ = [
     "Checkpoint",
@@ -74,9 +76,12 @@ __all__ = [
     "ExperimentSortBy",
     "ExperimentState",
     "LogLevel",
+    "Model",
     "ModelOrderBy",
     "ModelSortBy",
+    "ModelVersion",
     "OrderBy",
+    "Project",
     "Session",
     "TrainingMetrics",
     "Trial",
@@ -87,17 +92,28 @@ __all__ = [
     "TrialState",
     "User",
     "ValidationMetrics",
+    "Workspace",
     "create_experiment",
+    "create_model",
     "create_user",
+    "create_workspace",
+    "delete_workspace",
     "get_checkpoint",
     "get_experiment",
+    "get_model",
+    "get_model_by_id",
+    "get_model_labels",
+    "get_models",
     "get_session_username",
     "get_trial",
     "get_user_by_id",
     "get_user_by_name",
+    "get_workspace",
     "iter_trials_metrics",
     "list_experiments",
+    "list_models",
     "list_users",
+    "list_workspaces",
     "login",
     "logout",
     "stream_trials_metrics",
@@ -245,3 +261,36 @@ def stream_trials_metrics(trial_ids: list[int], group: str) -> Iterator[TrialMet
         stacklevel=2,
     )
     return iter_trials_metrics(trial_ids, group=group)
+
+
+# Workspaces and the model registry.
+get_workspace = _on_default(
+    Determined.get_workspace, "The workspace of this name (``Determined.get_workspace``)."
+)
+list_workspaces = _on_default(
+    Determined.list_workspaces, "Every workspace (``Determined.list_workspaces``)."
+)
+create_workspace = _on_default(
+    Determined.create_workspace, "Create a workspace (``Determined.create_workspace``)."
+)
+delete_workspace = _on_default(
+    Determined.delete_workspace, "Delete a workspace (``Determined.delete_workspace``)."
+)
+create_model = _on_default(
+    Determined.create_model, "Add a model to the registry (``Determined.create_model``)."
+)
+get_model = _on_default(
+    Determined.get_model, "The model of this name or id (``Determined.get_model``)."
+)
+get_model_by_id = _on_default(
+    Determined.get_model_by_id, "Deprecated: ``get_model`` (``Determined.get_model_by_id``)."
+)
+get_models = _on_default(
+    Determined.get_models, "Deprecated: ``list_models`` (``Determined.get_models``)."
+)
+list_models = _on_default(
+    Determined.list_models, "The models matching the filters (``Determined.list_models``)."
+)
+get_model_labels = _on_default(
+    Determined.get_model_labels, "Every label models carry (``Determined.get_model_labels``)."
+)

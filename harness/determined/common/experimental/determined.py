@@ -26,8 +26,10 @@ from determined.common.experimental.metrics import (
     TrialMetrics,
     ValidationMetrics,
 )
+from determined.common.experimental.model import ModelMethods
 from determined.common.experimental.trial import Trial
 from determined.common.experimental.user import User, check_password_complexity
+from determined.common.experimental.workspace import WorkspaceMethods
 
 if TYPE_CHECKING:
     from determined.api.gen import v1
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger("determined.experimental")
 
 
-class Determined:
+class Determined(WorkspaceMethods, ModelMethods):
     """A connection to one master, as one user.
 
     Arguments:
@@ -192,7 +194,11 @@ class Determined:
         else:
             context = pack_context(model_dir, includes=list(includes or []))
         request = v1.CreateExperimentRequest(
-            config=text, context=context, paused=not activate, parent_id=parent_id or 0
+            config=text,
+            context=context,
+            paused=not activate,
+            parent_id=parent_id or 0,
+            project_id=project_id or 0,
         )
         resp = self._session.call(lambda stub: stub.create_experiment(request))
         if resp.experiment is None:
@@ -239,6 +245,7 @@ class Determined:
             name=name or "",
             archived=archived,
             users=list(users or []),
+            project_id=project_id or 0,
         )
         found = self._session.call(lambda stub: stub.get_experiments(request)).experiments
         keep = [

@@ -168,12 +168,30 @@ class Experiment:
         self.resource_pool = e.resource_pool
         self.start_time = _util.moment(e.start_time)
         self.end_time = _util.moment(e.end_time)
+        self.project_id = e.project_id
+        self.workspace_id = e.workspace_id
 
     @classmethod
     def _from_proto(cls, session: MasterSession, e: v1.Experiment) -> Experiment:
         exp = cls(e.id, session)
         exp._hydrate(e)
         return exp
+
+    def move_to_project(self, workspace_name: str, project_name: str) -> None:
+        """Move the experiment to the project ``project_name`` of the workspace
+        ``workspace_name``, on the master and here.
+
+        Raises:
+            errors.NotFound: there is no such workspace or project.
+        """
+        from determined.api.gen import v1
+        from determined.common.experimental.workspace import Workspace
+
+        project = Workspace(self._session, workspace_name=workspace_name).get_project(project_name)
+        req = v1.MoveExperimentRequest(experiment_id=self.id, destination_project_id=project.id)
+        self._session.call(lambda stub: stub.move_experiment(req))
+        self.project_id = project.id
+        self.workspace_id = project.workspace_id
 
     def get_config(self) -> dict[str, Any]:
         """The experiment's filled config, read now (pydet's)."""
