@@ -124,6 +124,10 @@ class Checkpoints:
     async def delete_checkpoints(self, uuids: Sequence[str]) -> None:
         """Delete checkpoints a user named; refused, naming the model, when the model
         registry holds any of them."""
+        await self._refuse_registered(uuids)
+        await self._delete(uuids)
+
+    async def _refuse_registered(self, uuids: Sequence[str]) -> None:
         held = await queries.registrations(self._db, uuids)
         if held:
             raise errors.FailedPrecondition(
@@ -131,7 +135,6 @@ class Checkpoints:
                 + "; ".join(r.describe() for r in held)
                 + " (delete those model versions first)"
             )
-        await self._delete(uuids)
 
     async def _delete(self, uuids: Sequence[str]) -> None:
         """Mark the checkpoints DELETED, in one transaction (the caller's, when retention
@@ -163,8 +166,10 @@ class Checkpoints:
         CheckpointsRemoveFiles): its record then lists the files left, and is
         PARTIALLY_DELETED, or DELETED when none is left. No globs: the record's files are
         read again from storage. As with deletion, records change first and files go once
-        that has committed."""
+        that has committed, and a checkpoint the model registry holds is refused."""
         patterns = [_glob(g) for g in globs]
+        if patterns:  # as Determined: a registered checkpoint keeps every file
+            await self._refuse_registered(uuids)
         changes: list[tuple[str, dict[str, Any], dict[str, int], list[str], str]] = []
         for uuid in uuids:
             row = await self._db.fetch_one(

@@ -173,6 +173,8 @@ def test_the_model_registry_as_determineds_e2e_test_uses_it(
     assert first.checkpoint is not None
     with pytest.raises(errors.FailedPrecondition, match="registered to mnist"):
         first.checkpoint.delete()
+    with pytest.raises(errors.FailedPrecondition, match="registered to mnist"):
+        first.checkpoint.remove_files(["**"])  # it keeps every file too
     latest = mnist.get_version()
     assert latest is not None
     latest.delete()
