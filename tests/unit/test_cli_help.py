@@ -1,0 +1,47 @@
+"""`det ... --help` for every command the parser has (found by walking it, so a new command
+is covered the day it is added): each prints its usage and exits 0, without a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+from collections.abc import Iterator
+
+import pytest
+
+from pydet.cli.__main__ import build_parser
+
+
+def _commands(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[str, ...]]:
+    yield path
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, (*path, name))
+
+
+PARSER = build_parser()  # one parser for all: building it is most of each test's time
+COMMANDS = sorted(set(_commands(PARSER)))
+
+
+def test_the_walk_finds_the_whole_tree() -> None:
+    assert ("experiment", "create") in COMMANDS
+    assert ("e", "set", "priority") in COMMANDS  # aliases are walked too
+    assert len(COMMANDS) > 100
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "det")
+def test_every_command_has_help(path: tuple[str, ...]) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        pytest.raises(SystemExit) as exited,
+    ):
+        PARSER.parse_args([*path, "--help"])
+    assert exited.value.code == 0, err.getvalue()
+    assert out.getvalue().startswith("usage: det"), out.getvalue()
+    assert "Traceback" not in out.getvalue() + err.getvalue()
