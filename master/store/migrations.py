@@ -425,4 +425,29 @@ MIGRATIONS: list[Migration] = [
     );
     CREATE INDEX model_versions_checkpoint ON model_versions (checkpoint_uuid);
     """,
+    # 23: what admins set at run time for the whole cluster (issue 34): the cluster-wide
+    # message (master/cluster/messages.py; a new one ends the one before, so the newest row is
+    # the message), the config policies of each workload type (master/cluster/policies.py;
+    # workspace_id 0 is the global scope), and the log retention set on a trial after it was
+    # created (`det experiment|trial set log-retention`; NULL: its experiment's or the master's).
+    """
+    CREATE TABLE cluster_messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        message TEXT NOT NULL,
+        start_time REAL NOT NULL,
+        end_time REAL,
+        created_time REAL NOT NULL,
+        created_by TEXT NOT NULL
+    );
+    CREATE TABLE config_policies (
+        workspace_id INTEGER NOT NULL DEFAULT 0,
+        workload_type TEXT NOT NULL,
+        invariant_config TEXT,
+        constraints TEXT,
+        updated_by TEXT NOT NULL,
+        updated_time REAL NOT NULL,
+        PRIMARY KEY (workspace_id, workload_type)
+    );
+    ALTER TABLE trials ADD COLUMN log_retention_days INTEGER;
+    """,
 ]
