@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from determined.api.gen import v1
 from determined.common import errors
 from pydet.master import queries
+from pydet.master.api_admin import AdminRpcs
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.auth.callers import UserCaller
 from pydet.master.guard import current_caller, current_peer
+from pydet.master.logs.master_log import MasterLog
 from pydet.master.service import Service
 from pydet.master.users import profiles
 from pydet.master.users.profiles import Profiles
@@ -27,11 +30,23 @@ def _user() -> UserCaller:
     return caller
 
 
-class DeterminedServicer(v1.DeterminedBase):
-    def __init__(self, service: Service, auth: Authenticator, users: Profiles) -> None:
+class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
+    def __init__(
+        self,
+        service: Service,
+        auth: Authenticator,
+        users: Profiles,
+        *,
+        master_log: MasterLog | None = None,
+        master_config: dict[str, Any] | None = None,
+        log_retention_days: int | None = None,
+    ) -> None:
         self.s = service
         self.auth = auth
         self.users = users
+        self.master_log = master_log or MasterLog()
+        self.master_config = master_config if master_config is not None else {"log": {}}
+        self.log_retention_days = log_retention_days
 
     async def get_master(self, message: v1.GetMasterRequest) -> v1.GetMasterResponse:
         return self.s.master_info()

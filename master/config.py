@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import pathlib
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from typing import Any
 import yaml
 
 from determined.common import errors
+from pydet.master.auth import redaction
 from pydet.master.provisioner import settings as provider_settings
 from pydet.master.provisioner.settings import ProviderSettings
 from pydet.master.slurm.sbatch import (
@@ -429,6 +431,32 @@ def deploy_facts(cfg: MasterConfig) -> dict[str, Any]:
         "agent_token_path": str(cfg.agent_token_path),
         "default_resource_pool": cfg.default_resource_pool,
     }
+
+
+def printable(cfg: MasterConfig) -> dict[str, Any]:
+    """The effective config as `det master config` shows it (Determined's GetMasterConfig):
+    every setting, defaults included, as JSON values, with the webhook signing key and the
+    checkpoint storage's credentials left out."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, pathlib.Path):
+            return str(value)
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        return value
+
+    out: dict[str, Any] = plain(dataclasses.asdict(cfg))
+    out["checkpoint_storage"] = redaction.redacted({"checkpoint_storage": cfg.storage()})[
+        "checkpoint_storage"
+    ]
+    if out.get("webhook_signing_key"):
+        out["webhook_signing_key"] = redaction.REDACTED
+    out["retention_policy"] = {"log_retention_days": out.pop("log_retention_days")}
+    # Determined's shape; PatchMasterConfig changes it.
+    out["log"] = {"level": out.pop("log_level"), "color": False}
+    return out
 
 
 def parser() -> argparse.ArgumentParser:

@@ -21,9 +21,12 @@ from pydet.master.api import DeterminedServicer
 from pydet.master.auth import authenticator as auth
 from pydet.master.auth import rules as authz
 from pydet.master.auth.task_tokens import LiveTaskTokens
+from pydet.master.cluster.messages import ClusterMessages
+from pydet.master.cluster.policies import ConfigPolicies
 from pydet.master.events import EventBus
 from pydet.master.experiments.checkpoints import Checkpoints
 from pydet.master.experiments.experiment_store import ExperimentStore
+from pydet.master.experiments.gc_policy import GcPolicies
 from pydet.master.experiments.live import LiveExperiments
 from pydet.master.experiments.log_policies import LogPolicyWatch
 from pydet.master.experiments.manager import Experiments
@@ -34,6 +37,7 @@ from pydet.master.jobs.queue import Jobs
 from pydet.master.listener import Limits, Listener, bind, raise_fd_limit, server_tls_context
 from pydet.master.logs import retention as log_retention
 from pydet.master.logs.log_store import LogStore
+from pydet.master.logs.master_log import MasterLog
 from pydet.master.models.registry import Registry
 from pydet.master.provisioner.pools import ElasticPools
 from pydet.master.service import Service
@@ -91,6 +95,8 @@ class Master:
         self._stopping = asyncio.Event()
         self.port = cfg.port
         self.ready = asyncio.Event()
+        # The master's own log for `det master logs`, from its first line to its last.
+        self.log = MasterLog()
 
     async def _cluster_id(self) -> str:
         row = await self.db.fetch_one("SELECT value FROM cluster WHERE key = 'cluster_id'")
@@ -103,6 +109,14 @@ class Master:
         return cluster_id
 
     async def run(self) -> None:
+        root = logging.getLogger()
+        root.addHandler(self.log)
+        try:
+            await self._run()
+        finally:
+            root.removeHandler(self.log)
+
+    async def _run(self) -> None:
         tls = self.cfg.security.tls
         # Before anything else: a bad certificate or key stops the start with its reason.
         self._tls = server_tls_context(tls.cert, tls.key) if tls is not None else None
@@ -172,6 +186,8 @@ class Master:
             master_cert=tls.cert if tls is not None else None,
         )
         reports = Reports(self.db, live, events)
+        messages = ClusterMessages(self.db)
+        await messages.load()
         signing_key = self.cfg.webhook_signing_key or auth.load_or_create_signing_key(
             self.cfg.webhook_signing_key_path
         )
@@ -207,6 +223,9 @@ class Master:
             tensorboards=tensorboards,
             organization=organization,
             registry=Registry(self.db, organization.workspaces),
+            messages=messages,
+            policies=ConfigPolicies(self.db),
+            gc_policies=GcPolicies(self.db, live, store, checkpoints),
             elastic=elastic,
         )
         authenticator = auth.Authenticator(
@@ -227,7 +246,12 @@ class Master:
             await pool.adopt()
         lookup = authz.Lookup(self.db)
         servicer = DeterminedServicer(
-            service, authenticator, Profiles(self.db, authenticator, lookup)
+            service,
+            authenticator,
+            Profiles(self.db, authenticator, lookup),
+            master_log=self.log,
+            master_config=master_config.printable(self.cfg),
+            log_retention_days=self.cfg.log_retention_days,
         )
         grpc_server = grpclib.server.Server(
             [

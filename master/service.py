@@ -6,6 +6,7 @@ experiment, trial and allocation state move together."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
@@ -15,16 +16,21 @@ from determined.common import errors, expconf, pareto
 from pydet.master import convert, queries
 from pydet.master.agents.table import AgentTable
 from pydet.master.auth import redaction
+from pydet.master.cluster import policies
+from pydet.master.cluster.messages import ClusterMessages
+from pydet.master.cluster.policies import ConfigPolicies
 from pydet.master.events import EventBus
 from pydet.master.experiments import json_input, shown_state, warm_start
 from pydet.master.experiments.checkpoints import Checkpoints
 from pydet.master.experiments.continuation import max_trials_override, parse_override
 from pydet.master.experiments.edits import ExperimentEdits
+from pydet.master.experiments.gc_policy import GcPolicies
 from pydet.master.experiments.live import LiveExperiments
 from pydet.master.experiments.manager import Experiments
 from pydet.master.experiments.reports import Reports
 from pydet.master.experiments.templates import Templates
 from pydet.master.jobs.queue import Jobs
+from pydet.master.logs import retention as log_retention
 from pydet.master.logs.log_store import LogStore
 from pydet.master.models.registry import Registry
 from pydet.master.organizing import Organizing
@@ -75,8 +81,14 @@ class Service:
         tensorboards: Tensorboards,
         organization: Organization,
         registry: Registry,
+        messages: ClusterMessages,
+        policies: ConfigPolicies,
+        gc_policies: GcPolicies,
         elastic: ElasticPools | None = None,
     ) -> None:
+        self.messages = messages
+        self.policies = policies
+        self.gc_policies = gc_policies
         self.elastic = elastic or ElasticPools()
         self.organization = organization
         # Workspaces, projects, moves and models: requests in, responses out (both
@@ -105,8 +117,12 @@ class Service:
             return await awaitable
 
     def master_info(self) -> v1.GetMasterResponse:
+        shown = self.messages.shown()
         return v1.GetMasterResponse(
-            version=self.version, cluster_id=self.info.cluster_id, cluster_name="pydet"
+            version=self.version,
+            cluster_id=self.info.cluster_id,
+            cluster_name="pydet",
+            cluster_message=None if shown is None else shown.to_proto(),
         )
 
     # -- experiments -------------------------------------------------------------------------
@@ -121,13 +137,15 @@ class Service:
             if parent is not None:
                 text = redaction.restore_secrets(text, parent)
         try:
-            text = await self.templates.apply(text)
+            text = await self.policies.apply_invariant(await self.templates.apply(text))
             # Where it goes (its project), and what its workspace fills its config with.
             place = await self.organization.placements.place(
                 expconf.load_yaml(text), req.project_id
             )
-            if req.validate_only and not req.unmanaged:
+            if not req.unmanaged:
                 cfg = self.experiments.validate(text, place.defaults)
+                await self._check_constraints(cfg)
+            if req.validate_only and not req.unmanaged:
                 return v1.CreateExperimentResponse(
                     config=json.dumps(redaction.redacted(cfg.to_dict()))
                 )
@@ -149,6 +167,36 @@ class Service:
         return v1.CreateExperimentResponse(
             experiment=resp.experiment, config=resp.config, warnings=list(created.warnings)
         )
+
+    async def _check_constraints(self, cfg: expconf.ExperimentConfig) -> None:
+        """The experiment config policies' constraints (master/cluster/policies.py)."""
+        found = await self.policies.get(policies.EXPERIMENT)
+        resources = cfg.resources
+        policies.check_slots(found, slots=resources.slots_per_trial, max_slots=resources.max_slots)
+        # Agent pools run a smaller priority first, whatever their scheduler (as Determined's
+        # agent resource manager says).
+        policies.check_priority(found, resources.priority, smaller_is_higher=True)
+
+    async def _check_changes(
+        self, experiment_id: int, *, priority: int | None, max_slots: int | None
+    ) -> None:
+        """A later change of an experiment's priority or max slots, held to the policies:
+        what the invariant config sets cannot change, and the constraints still apply."""
+        found = await self.policies.get(policies.EXPERIMENT)
+        fixed = policies.invariant_value(found, "resources", "max_slots")
+        if max_slots is not None and fixed is not None and max_slots != fixed:
+            raise errors.InvalidArgument(
+                f"max slots is already set in an invariant config policy: max_slots of {fixed} "
+                "is enforced"
+            )
+        policies.check_slots(found, slots=None, max_slots=max_slots)
+        if priority is None:
+            return
+        if policies.invariant_value(found, "resources", "priority") is not None:
+            raise errors.InvalidArgument(
+                "priority cannot be modified: an invariant config policy sets it"
+            )
+        policies.check_priority(found, priority, smaller_is_higher=True)
 
     async def get_experiments(self, req: v1.GetExperimentsRequest) -> v1.GetExperimentsResponse:
         if req.project_id:
@@ -360,6 +408,7 @@ class Service:
             agent_ids=tuple(req.agent_ids),
             container_ids=tuple(req.container_ids),
             stdtypes=tuple(req.stdtypes),
+            sources=tuple(req.sources),
             timestamp_before=req.timestamp_before,
             timestamp_after=req.timestamp_after,
         )
@@ -512,10 +561,16 @@ class Service:
         return task_summaries.summaries(self.tasks, self.jobs.scheduler_of)
 
     async def update_job_queue(self, updates: list[v1.JobUpdate]) -> None:
+        for u in updates:
+            if u.priority is not None:
+                exp = self.jobs.experiment_of(u.job_id)
+                if exp is not None:
+                    await self._check_changes(exp.id, priority=u.priority, max_slots=None)
         async with self.lock:
             await self.jobs.update(updates)
 
     async def set_experiment_resources(self, req: v1.SetExperimentResourcesRequest) -> None:
+        await self._check_changes(req.experiment_id, priority=req.priority, max_slots=req.max_slots)
         async with self.lock:
             await self.jobs.set_resources(
                 req.experiment_id,
@@ -530,6 +585,22 @@ class Service:
     async def set_agent_enabled(self, agent_id: str, *, enabled: bool, drain: bool) -> v1.Agent:
         async with self.lock:
             return self.jobs.set_agent_enabled(agent_id, enabled=enabled, drain=drain)
+
+    async def set_slot_enabled(
+        self, agent_id: str, slot_id: str, *, enabled: bool, drain: bool
+    ) -> v1.Slot:
+        async with self.lock:
+            return self.jobs.set_slot_enabled(agent_id, slot_id, enabled=enabled, drain=drain)
+
+    async def set_experiment_log_retention(self, experiment_id: int, days: int) -> None:
+        """`det experiment set log-retention`: on its trials, and in its config for those
+        to come (the live config too, which the store is written from)."""
+        async with self.lock:
+            await log_retention.set_experiment_days(self.db, experiment_id, days)
+            exp = self.live.get(experiment_id)
+            if exp is not None:
+                kept = {**exp.config.kept, "retention_policy": {"log_retention_days": days}}
+                exp.config = dataclasses.replace(exp.config, kept=kept)
 
     def trial_state(self, trial_id: int) -> State | None:
         found = self.live.trial(trial_id)

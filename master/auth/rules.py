@@ -26,6 +26,9 @@ request message, before the call reaches the domain. The rules:
   its owner or an admin. Moving an experiment is for
   its owner or an admin, and a non-admin moves experiments (and projects) only into a
   workspace they own, or into the default one, where everybody's experiments go.
+- Running the cluster: the master's config, the cluster-wide message, slots, log cleanup
+  and config policies are for admins; the master's log, resource use and the policies in
+  force for any user; an experiment's gc policy and log retention for its owner or an admin.
 - The agent token is good for the agents' stream only.
 
 An RPC missing from the table is refused for everybody, so a new RPC cannot be added
@@ -727,6 +730,29 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/PostModelVersion": owner_of_model("register versions of"),
     "/v1.Determined/PatchModelVersion": owner_of_model("change versions of"),
     "/v1.Determined/DeleteModelVersion": owner_of_model("delete versions of"),
+    # Running the cluster (master/api_admin.py): as Determined's basic authorization, the
+    # master's config, the cluster message, slots, log cleanup and config policies are for
+    # admins; its log, resource use and the policies in force are for any user.
+    "/v1.Determined/GetMasterConfig": admin,
+    "/v1.Determined/PatchMasterConfig": admin,
+    "/v1.Determined/MasterLogs": user,
+    "/v1.Determined/GetClusterMessage": admin,
+    "/v1.Determined/SetClusterMessage": admin,
+    "/v1.Determined/DeleteClusterMessage": admin,
+    "/v1.Determined/EnableSlot": admin,
+    "/v1.Determined/DisableSlot": admin,
+    "/v1.Determined/ResourceAllocationRaw": user,
+    "/v1.Determined/ResourceAllocationAggregated": user,
+    "/v1.Determined/CleanupLogs": admin,
+    "/v1.Determined/PutGlobalConfigPolicies": admin,
+    "/v1.Determined/GetGlobalConfigPolicies": user,
+    "/v1.Determined/DeleteGlobalConfigPolicies": admin,
+    "/v1.Determined/PreviewExperimentGc": user,
+    "/v1.Determined/SetExperimentGcPolicy": owner_of_experiment("change the gc policy of"),
+    "/v1.Determined/PutExperimentRetainLogs": owner_of_experiment("change the log retention of"),
+    "/v1.Determined/PutTrialRetainLogs": owner_of_trial("change the log retention of a trial of"),
+    "/v1.Determined/PostTemplate": user,
+    "/v1.Determined/PatchTemplateConfig": owner_of_template("template_name"),
     "/v1.Agents/Connect": agent,
 }
 

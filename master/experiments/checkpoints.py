@@ -31,6 +31,20 @@ log = logging.getLogger(__name__)
 _SPOOL = 64 << 20
 
 
+def retention_records(rows: Sequence[queries.CheckpointRow]) -> list[retention.CheckpointRecord]:
+    """Stored checkpoints as the retention policy sees them."""
+    return [
+        retention.CheckpointRecord(
+            uuid=c.uuid,
+            trial_id=c.trial_id,
+            steps_completed=c.steps_completed,
+            metric=c.searcher_metric,
+            state=c.state,
+        )
+        for c in rows
+    ]
+
+
 class Checkpoints:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -39,16 +53,7 @@ class Checkpoints:
         """Delete the checkpoints the experiment's retention policy no longer keeps."""
         if not exp.may_have_checkpoints:
             return  # it runs at every trial's end: a new experiment's reads cost nothing
-        checkpoints = [
-            retention.CheckpointRecord(
-                uuid=c.uuid,
-                trial_id=c.trial_id,
-                steps_completed=c.steps_completed,
-                metric=c.searcher_metric,
-                state=c.state,
-            )
-            for c in await queries.experiment_checkpoints(self._db, exp.id)
-        ]
+        checkpoints = retention_records(await queries.experiment_checkpoints(self._db, exp.id))
         if not checkpoints:
             return  # runs at every trial's end: an experiment without checkpoints costs nothing
         # Only trials with checkpoints bear on what is kept.

@@ -74,13 +74,16 @@ class Templates:
         row = await self._db.fetch_one("SELECT username FROM templates WHERE name = ?", (name,))
         return None if row is None else str(row["username"])
 
-    async def put(self, t: v1.Template, username: str) -> Template:
-        """Create or replace the template named ``t.name``; it keeps its first owner."""
+    async def put(self, t: v1.Template, username: str, *, mode: str = "put") -> Template:
+        """Create or replace the template named ``t.name``; it keeps its first owner. With
+        ``mode`` "create" one that exists is an error, with "replace" one that does not."""
         name = check_name(t.name)
         config = parse_config(t.config)
         async with self._db.atomic():
             owner = await self.owner(name)
             if owner is None:
+                if mode == "replace":
+                    raise errors.NotFound(f"template {name!r} not found")
                 count = await self._db.fetch_one("SELECT COUNT(*) AS n FROM templates")
                 if count is not None and count["n"] >= MAX_TEMPLATES:
                     raise errors.FailedPrecondition(
@@ -89,6 +92,10 @@ class Templates:
                 await self._db.execute(
                     "INSERT INTO templates (name, config, username) VALUES (?, ?, ?)",
                     (name, json.dumps(config), username),
+                )
+            elif mode == "create":
+                raise errors.AlreadyExists(
+                    f"template {name!r} already exists (det template set replaces it)"
                 )
             else:
                 await self._db.execute(

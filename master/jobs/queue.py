@@ -141,6 +141,11 @@ class Jobs:
                 notes.append(f"trial {trial.id}: {self._notes[alloc.id]}")
         return "; ".join(notes)
 
+    def experiment_of(self, job_id: str) -> Experiment | None:
+        """The experiment of a job in the queue (None for any other job id)."""
+        found = self._queued().get(job_id)
+        return None if found is None else found[0]
+
     async def update(self, updates: list[v1.JobUpdate]) -> None:
         """Apply `det job update(-batch)`: all of it, or nothing when any part is invalid."""
         queued = self._queued()
@@ -242,6 +247,28 @@ class Jobs:
                 )
             )
         return out
+
+    def set_slot_enabled(
+        self, agent_id: str, slot_id: str, *, enabled: bool, drain: bool
+    ) -> v1.Slot:
+        """`det slot enable|disable`: one slot in or out of scheduling; disabling stops the
+        task on it (it runs again elsewhere) unless ``drain`` lets it finish."""
+        agent = self._agents.agents.get(agent_id)
+        if agent is None:
+            raise errors.NotFound(f"agent {agent_id} not found")
+        slot = agent.slots.get(slot_id)
+        if slot is None:
+            known = ", ".join(sorted(agent.slots)) or "none"
+            raise errors.NotFound(
+                f"slot {slot_id} not found on agent {agent_id} (its slots: {known})"
+            )
+        slot.enabled = enabled
+        if not enabled and not drain and slot.allocation_id:
+            alloc = self._tasks.allocations.get(slot.allocation_id)
+            if alloc is not None:
+                self._tasks.kill(alloc, reason="slot_disabled")
+        self._tasks.wake()
+        return next(s for s in agent.to_proto().slots if s.id == slot_id)
 
     def set_agent_enabled(self, agent_id: str, *, enabled: bool, drain: bool) -> v1.Agent:
         agent = self._agents.agents.get(agent_id)

@@ -24,6 +24,9 @@ class LogFilter:
     agent_ids: tuple[str, ...] = ()
     container_ids: tuple[str, ...] = ()
     stdtypes: tuple[str, ...] = ()
+    # Determined's log sources: "master" (lines the master wrote, stdtype "master") and
+    # "agent" (what the task's processes wrote).
+    sources: tuple[str, ...] = ()
     timestamp_before: float | None = None
     timestamp_after: float | None = None
 
@@ -71,6 +74,14 @@ async def task_logs(
         if values:
             where.append(f"{column} IN ({','.join('?' * len(values))})")
             params.extend(values)
+    if f.sources:
+        chosen = {"master", "agent"} & set(f.sources)
+        if chosen == {"master"}:
+            where.append("stdtype = 'master'")
+        elif chosen == {"agent"}:
+            where.append("stdtype != 'master'")
+        elif not chosen:
+            where.append("1 = 0")
     if f.timestamp_before is not None:
         where.append("timestamp < ?")
         params.append(f.timestamp_before)

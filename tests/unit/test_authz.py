@@ -655,6 +655,61 @@ async def test_the_agent_token_opens_nothing_but_the_agents_stream(
             await authz.authorize(item.rpc, AGENT, item.message, lookup)
 
 
+# -- running the cluster (issue 34) ---------------------------------------------------------------
+
+ADMIN_ONLY = [
+    "GetMasterConfig",
+    "PatchMasterConfig",
+    "GetClusterMessage",
+    "SetClusterMessage",
+    "DeleteClusterMessage",
+    "EnableSlot",
+    "DisableSlot",
+    "CleanupLogs",
+    "PutGlobalConfigPolicies",
+    "DeleteGlobalConfigPolicies",
+]
+ANY_USER = [
+    "MasterLogs",
+    "ResourceAllocationRaw",
+    "ResourceAllocationAggregated",
+    "GetGlobalConfigPolicies",
+    "PreviewExperimentGc",
+    "PostTemplate",
+]
+
+
+@pytest.mark.parametrize("rpc", ADMIN_ONLY)
+async def test_running_the_cluster_is_for_admins(rpc: str, lookup: authz.Lookup) -> None:
+    message = service_mapping()[f"/v1.Determined/{rpc}"].request_type()
+    await check(rpc, ROOT, message, lookup)
+    assert "only an admin" in await refused(rpc, ALICE, message, lookup)
+    await refused(rpc, TASK, message, lookup)
+    await refused(rpc, AGENT, message, lookup)
+
+
+@pytest.mark.parametrize("rpc", ANY_USER)
+async def test_reading_the_cluster_is_for_any_user(rpc: str, lookup: authz.Lookup) -> None:
+    message = service_mapping()[f"/v1.Determined/{rpc}"].request_type()
+    await check(rpc, ALICE, message, lookup)
+    await check(rpc, ROOT, message, lookup)
+    await refused(rpc, TASK, message, lookup)
+
+
+async def test_what_is_kept_of_an_experiment_is_for_its_owner(lookup: authz.Lookup) -> None:
+    for rpc, message in (
+        ("SetExperimentGcPolicy", v1.SetExperimentGcPolicyRequest(experiment_id=1)),
+        ("PutExperimentRetainLogs", v1.PutExperimentRetainLogsRequest(experiment_id=1)),
+        ("PutTrialRetainLogs", v1.PutTrialRetainLogsRequest(trial_id=11)),
+    ):
+        await check(rpc, ALICE, message, lookup)
+        await check(rpc, ROOT, message, lookup)
+        assert "(alice)" in await refused(rpc, BOB, message, lookup)
+        await refused(rpc, TASK, message, lookup)
+    with pytest.raises(errors.NotFound, match="trial 99 not found"):
+        await check("PutTrialRetainLogs", ROOT, v1.PutTrialRetainLogsRequest(trial_id=99), lookup)
+
+
 # -- behind the guard ------------------------------------------------------------------------------
 
 AGENT_TOKEN = "agent-token-for-the-guard-tests"
