@@ -66,13 +66,24 @@ const logout = button("Log out", () => {
 }, "small logout");
 const userBox = h("span", { class: "user" }, userName, logout);
 const main = h("main", { id: "page" });
+// The cluster-wide message (`det master cluster-message set`), read once a user is known.
+const banner = h("div", { class: "cluster-message", role: "status" });
+banner.hidden = true;
 const app = document.getElementById("app") as HTMLElement;
-replace(app, h("header", { class: "top" }, link("/experiments", h("strong", { class: "brand" }, "pydet")), nav, h("span", { class: "spacer" }), liveDot, userBox), main);
+replace(app, h("header", { class: "top" }, link("/experiments", h("strong", { class: "brand" }, "pydet")), nav, h("span", { class: "spacer" }), liveDot, userBox), banner, main);
 
 currentUser.subscribe((user) => {
   userBox.hidden = user === null;
   userName.textContent = user ? user.username : "";
   userName.title = user?.admin ? `${user.username} (admin)` : "";
+  if (user === null) return;
+  api.master().then(
+    (m) => {
+      banner.textContent = m.cluster_message?.message ?? "";
+      banner.hidden = m.cluster_message === null;
+    },
+    () => {},
+  );
 });
 
 const router = new Router(

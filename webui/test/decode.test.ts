@@ -194,3 +194,12 @@ describe("API decoders", () => {
     expect(() => decoders.logs({})).toThrow(DecodeError);
   });
 });
+
+describe("the master's answer", () => {
+  it("carries the cluster message when one is shown, else null", () => {
+    const shown = { version: "0.1.0", cluster_id: "c", cluster_message: { message: "maintenance at noon", start_time: 1 } };
+    expect(decode(t.masterInfo, shown).cluster_message).toEqual({ message: "maintenance at noon" });
+    expect(decode(t.masterInfo, { version: "0.1.0", cluster_message: null }).cluster_message).toBeNull();
+    expect(decode(t.masterInfo, { version: "0.1.0" }).cluster_message).toBeNull();
+  });
+});

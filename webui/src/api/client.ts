@@ -146,6 +146,7 @@ export const api = {
   login: (username: string, password: string) => call("POST", LOGIN_ROUTE, t.user, { username, password }),
   logout: () => call("POST", "/api/v1/auth/logout", ignore),
   me: () => call("GET", "/api/v1/me", t.user),
+  master: () => call("GET", "/api/v1/master", t.masterInfo),
   tensorboards: () => call("GET", "/api/v1/tensorboards", t.tensorboardList),
   tensorboard: (id: string) => call("GET", `/api/v1/tensorboards/${encodeURIComponent(id)}`, t.tensorboardOne),
   launchTensorboard: (body: { experiment_ids: number[]; trial_ids: number[] }) =>

@@ -459,6 +459,16 @@ export interface User {
 }
 export const user: Decoder<User> = object<User>({ id: int, username: str, admin: bool, active: bool });
 
+/** The master (GetMaster), with the cluster-wide message an admin set, if one is shown now. */
+export interface MasterInfo {
+  version: string;
+  cluster_message: { message: string } | null;
+}
+export const masterInfo: Decoder<MasterInfo> = object<MasterInfo>({
+  version: str,
+  cluster_message: optional(nullable(object<{ message: string }>({ message: str })), null),
+});
+
 /** A TensorBoard task (`det tensorboard`); `service_address` is its path on the master. */
 export interface Tensorboard {
   id: string;
