@@ -1,4 +1,5 @@
-"""`det agent list` and `det slot list`: what the cluster has and what is using it."""
+"""`det agent list|enable|disable` and `det slot list|enable|disable`: what the cluster has,
+what is using it, and taking agents or single slots out of scheduling (admins)."""
 
 from __future__ import annotations
 
@@ -6,31 +7,45 @@ import argparse
 from typing import Any
 
 from determined.api.gen import v1
-from determined.common import client
+from determined.common import client, errors
 from pydet.cli import Subparsers, listing, render, rpc
 
 
 def add_parser(nouns: Subparsers) -> None:
-    agent = nouns.add_parser("agent", aliases=["a"], help="list agents")
+    agent = nouns.add_parser("agent", aliases=["a"], help="list, enable and disable agents")
     verbs = agent.add_subparsers(dest="verb", metavar="COMMAND", required=True)
     p = verbs.add_parser("list", aliases=["ls"], help="list agents and their slot usage")
     listing.add_format_flags(p)
     p.set_defaults(func=list_agents)
     p = verbs.add_parser("enable", help="let the scheduler use an agent again")
-    p.add_argument("agent_id", metavar="AGENT_ID")
+    _which_agents(p, "enable")
     p.set_defaults(func=enable, drain=False)
     p = verbs.add_parser(
         "disable", help="take an agent out of scheduling (its tasks restart elsewhere)"
     )
-    p.add_argument("agent_id", metavar="AGENT_ID")
+    _which_agents(p, "disable")
     p.add_argument("--drain", action="store_true", help="let running tasks finish instead")
     p.set_defaults(func=disable)
 
-    slot = nouns.add_parser("slot", aliases=["s"], help="list slots")
+    slot = nouns.add_parser("slot", aliases=["s"], help="list, enable and disable slots")
     verbs = slot.add_subparsers(dest="verb", metavar="COMMAND", required=True)
     p = verbs.add_parser("list", aliases=["ls"], help="list every agent's slots")
     listing.add_format_flags(p)
     p.set_defaults(func=list_slots)
+    for verb, what in (
+        ("enable", "let the scheduler use a slot again"),
+        ("disable", "take one slot out of scheduling (its task restarts elsewhere)"),
+    ):
+        p = verbs.add_parser(verb, help=what)
+        p.add_argument("agent_id", metavar="AGENT_ID")
+        p.add_argument("slot_id", metavar="SLOT_ID", help="as `det slot list` shows it")
+        p.set_defaults(func=set_slot, enabled=verb == "enable")
+
+
+def _which_agents(p: argparse.ArgumentParser, verb: str) -> None:
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("agent_id", metavar="AGENT_ID", nargs="?")
+    which.add_argument("--all", action="store_true", help=f"{verb} every agent")
 
 
 def _cluster(master: str | None) -> v1.GetAgentsResponse:
@@ -115,14 +130,39 @@ def list_slots(args: argparse.Namespace) -> int:
 
 
 def _act(args: argparse.Namespace, *, enabled: bool) -> int:
-    async def body(s: client.Session) -> v1.Agent:
-        req = v1.AgentActionRequest(agent_id=args.agent_id, drain=args.drain)
-        call = s.stub.enable_agent(req) if enabled else s.stub.disable_agent(req)
-        return rpc.present((await s.call(call)).agent, "agent")
+    verb = "enable" if enabled else "disable"
+    if not (args.all or args.agent_id):
+        raise errors.InvalidArgument(f"give an agent id or --all (det agent {verb} --help)")
 
-    agent = rpc.run(args.master, body)
-    what = "enabled" if enabled else ("draining" if agent.draining else "disabled")
-    print(f"Agent {agent.id} {what}")
+    async def body(s: client.Session) -> list[v1.Agent]:
+        if args.all:
+            found = await s.call(s.stub.get_agents(v1.GetAgentsRequest()))
+            ids = sorted(a.id for a in found.agents)
+        else:
+            ids = [args.agent_id]
+        changed = []
+        for agent_id in ids:
+            req = v1.AgentActionRequest(agent_id=agent_id, drain=args.drain)
+            call = s.stub.enable_agent(req) if enabled else s.stub.disable_agent(req)
+            changed.append(rpc.present((await s.call(call)).agent, "agent"))
+        return changed
+
+    for agent in rpc.run(args.master, body):
+        what = "enabled" if enabled else ("draining" if agent.draining else "disabled")
+        print(f"Agent {agent.id} {what}")
+    return 0
+
+
+def set_slot(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> v1.Slot:
+        if args.enabled:
+            req = v1.EnableSlotRequest(agent_id=args.agent_id, slot_id=args.slot_id)
+            return rpc.present((await s.call(s.stub.enable_slot(req))).slot, "slot")
+        off = v1.DisableSlotRequest(agent_id=args.agent_id, slot_id=args.slot_id)
+        return rpc.present((await s.call(s.stub.disable_slot(off))).slot, "slot")
+
+    slot = rpc.run(args.master, body)
+    print(f"{'Enabled' if args.enabled else 'Disabled'} slot {slot.id} of agent {args.agent_id}")
     return 0
 
 
