@@ -1,5 +1,6 @@
-"""`det template list|describe|set|remove`: config fragments that experiments' configs are
-merged over (``template:`` in a config, or ``det experiment create --template NAME``)."""
+"""`det template list|describe|create|set|set-value config|remove`: config fragments that
+experiments' configs are merged over (``template:`` in a config, or ``det experiment create
+--template NAME``)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,17 @@ def add_parser(nouns: Subparsers) -> None:
     p = verbs.add_parser("set", help="create or replace a template from a YAML file")
     p.add_argument("template_name", metavar="NAME")
     p.add_argument("template_file", metavar="FILE", help="the config fragment (YAML)")
-    p.set_defaults(func=set_template)
+    p.set_defaults(func=set_template, mode="put")
+    p = verbs.add_parser("create", help="create a template (one of the same name is an error)")
+    p.add_argument("template_name", metavar="NAME")
+    p.add_argument("template_file", metavar="FILE", help="the config fragment (YAML)")
+    p.set_defaults(func=set_template, mode="create")
+    values = verbs.add_parser("set-value", help="change a part of an existing template")
+    parts = values.add_subparsers(dest="part", metavar="PART", required=True)
+    p = parts.add_parser("config", help="replace an existing template's config")
+    p.add_argument("template_name", metavar="NAME")
+    p.add_argument("template_file", metavar="FILE", help="the config fragment (YAML)")
+    p.set_defaults(func=set_template, mode="replace")
     p = verbs.add_parser("remove", aliases=["rm"], help="remove a template")
     p.add_argument("template_name", metavar="NAME")
     p.set_defaults(func=remove)
@@ -77,10 +88,19 @@ def set_template(args: argparse.Namespace) -> int:
     template = v1.Template(name=args.template_name, config=json.dumps(fragment))
 
     async def body(s: client.Session) -> None:
-        await s.call(s.stub.put_template(v1.PutTemplateRequest(template=template)))
+        if args.mode == "create":
+            await s.call(s.stub.post_template(v1.PostTemplateRequest(template=template)))
+        elif args.mode == "replace":
+            req = v1.PatchTemplateConfigRequest(
+                template_name=args.template_name, config=template.config
+            )
+            await s.call(s.stub.patch_template_config(req))
+        else:
+            await s.call(s.stub.put_template(v1.PutTemplateRequest(template=template)))
 
     rpc.run(args.master, body)
-    print(f"Set template {args.template_name}")
+    done = {"create": "Created", "replace": "Changed the config of", "put": "Set"}[args.mode]
+    print(f"{done} template {args.template_name}")
     return 0
 
 
