@@ -21,8 +21,10 @@ from pydet.cli import (
     pareto,
     project,
     render,
+    retention,
     rpc,
     trial,
+    workloads,
 )
 
 # verb -> (stub method, past tense for the confirmation line)
@@ -72,7 +74,18 @@ def add_parser(nouns: Subparsers) -> None:
     p.add_argument(
         "experiment_ids", type=_id_list, metavar="EXPERIMENT_IDS", help="comma-separated ids"
     )
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--metrics", action="store_true", help="also show every trial's reported metrics"
+    )
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print JSON")
+    fmt.add_argument("--csv", action="store_true", help="print the tables as CSV")
+    fmt.add_argument(
+        "--outdir",
+        type=pathlib.Path,
+        metavar="DIR",
+        help="write experiments.csv, trials.csv and workloads.csv to DIR",
+    )
     p.set_defaults(func=describe)
     _with_id(verbs, "config", "print an experiment's filled config").set_defaults(func=show_config)
     p = _with_id(verbs, "list-trials", "list its trials", aliases=["lt"])
@@ -128,7 +141,9 @@ def add_parser(nouns: Subparsers) -> None:
 
     p = _with_id(verbs, "logs", "print the logs of the experiment's first trial")
     trial.add_log_flags(p)
+    p.add_argument("--json", action="store_true", help="print each line as a JSON object")
     p.set_defaults(func=logs)
+    retention.add_download_model_def_parser(verbs)
     _add_set_parser(verbs)
 
 
@@ -189,17 +204,28 @@ def _id_list(text: str) -> list[int]:
 
 
 Described = tuple[v1.GetExperimentResponse, list[v1.Trial]]
+# Each trial's metric reports and checkpoints, by trial id (for --metrics, --csv, --outdir).
+Reported = dict[int, tuple[list[v1.MetricReport], list[v1.Checkpoint]]]
 
 
 def describe(args: argparse.Namespace) -> int:
+    tables = args.csv or args.outdir is not None
+    reported: Reported = {}
+
     async def body(s: client.Session) -> list[Described]:
         out = []
         for exp_id in args.experiment_ids:
             request = v1.GetExperimentRequest(experiment_id=exp_id)
-            out.append((await s.call(s.stub.get_experiment(request)), await _trials(s, exp_id)))
+            trials = await _trials(s, exp_id)
+            out.append((await s.call(s.stub.get_experiment(request)), trials))
+            if args.metrics or tables:
+                reported.update(await _reported(s, exp_id, trials))
         return out
 
     described = rpc.run(args.master, body)
+    if tables:
+        _describe_tables(args, described, reported)
+        return 0
     entries = []
     for i, (resp, trials) in enumerate(described):
         e = rpc.present(resp.experiment, "experiment")
@@ -213,9 +239,54 @@ def describe(args: argparse.Namespace) -> int:
         if resp.imported_trials:
             print()
             print(imported_text(resp.imported_trials))
+        if args.metrics:
+            print()
+            head, body_rows = _workloads(trials, reported, metrics=True)
+            workloads.emit("", "Workloads:", head, body_rows, as_csv=False, outdir=None)
     if args.json:
         print(render.to_json(entries))
     return 0
+
+
+async def _reported(s: client.Session, exp_id: int, trials: list[v1.Trial]) -> Reported:
+    ckpts = await s.call(s.stub.get_checkpoints(v1.GetCheckpointsRequest(experiment_id=exp_id)))
+    out: Reported = {}
+    for t in trials:
+        req = v1.GetTrialMetricsRequest(trial_id=t.id)
+        reports = list((await s.call(s.stub.get_trial_metrics(req))).reports)
+        out[t.id] = (reports, [c for c in ckpts.checkpoints if c.trial_id == t.id])
+    return out
+
+
+def _workloads(
+    trials: list[v1.Trial], reported: Reported, *, metrics: bool
+) -> tuple[list[str], list[list[Any]]]:
+    every = [r for t in trials for r in reported.get(t.id, ([], []))[0]]
+    training = workloads.scalar_names(every, "training") if metrics else []
+    validation = workloads.scalar_names(every, "validation") if metrics else []
+    body: list[list[Any]] = []
+    for t in trials:
+        reports, ckpts = reported.get(t.id, ([], []))
+        body += workloads.rows(t.id, reports, ckpts, training, validation)
+    return workloads.headers(training, validation), body
+
+
+def _describe_tables(
+    args: argparse.Namespace, described: list[Described], reported: Reported
+) -> None:
+    """Determined's three tables: the experiments, their trials, the trials' workloads."""
+    exps = [rpc.present(resp.experiment, "experiment") for resp, _ in described]
+    exp_rows = [[*render.experiment_row(e), e.archived, e.description] for e in exps]
+    exp_head = [*render.EXPERIMENT_HEADERS, "Archived", "Description"]
+    trials = [t for _, ts in described for t in ts]
+    opts = {"as_csv": args.csv, "outdir": args.outdir}
+    workloads.emit("experiments.csv", "Experiment:", exp_head, exp_rows, **opts)
+    trial_rows = [render.trial_row(t) for t in trials]
+    workloads.emit("trials.csv", "\nTrials:", render.TRIAL_HEADERS, trial_rows, **opts)
+    head, body = _workloads(trials, reported, metrics=args.metrics)
+    workloads.emit("workloads.csv", "\nWorkloads:", head, body, **opts)
+    if args.outdir is not None:
+        print(f"Wrote experiments.csv, trials.csv and workloads.csv to {args.outdir}")
 
 
 def print_described(
@@ -451,7 +522,7 @@ def logs(args: argparse.Namespace) -> int:
         trial_id = await create.first_trial(s, args.experiment_id, wait=args.follow)
         if trial_id is None:
             raise errors.NotFound(f"experiment {args.experiment_id} ended without any trial")
-        await trial.print_logs(s, trial.logs_request(trial_id, args))
+        await trial.print_logs(s, trial.logs_request(trial_id, args), as_json=args.json)
 
     rpc.run(args.master, body)
     return 0
@@ -476,8 +547,12 @@ def move(args: argparse.Namespace) -> int:
 
 
 def _add_set_parser(verbs: Subparsers) -> None:
-    p = verbs.add_parser("set", help="change an experiment's priority, weight or max slots")
+    p = verbs.add_parser(
+        "set", help="change an experiment's priority, weight, max slots, gc policy or log retention"
+    )
     what = p.add_subparsers(dest="field", metavar="FIELD", required=True)
+    retention.add_gc_policy_parser(what)
+    retention.add_log_retention_parser(what, "experiment")
     for name, kind, help_text in (
         ("priority", int, "scheduling priority (lower runs first)"),
         ("weight", float, "fair-share weight"),

@@ -13,7 +13,7 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, checkpoint, listing, render, rpc
+from pydet.cli import Subparsers, checkpoint, listing, render, retention, rpc
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -62,6 +62,10 @@ def add_parser(nouns: Subparsers) -> None:
     p.add_argument("trial_id", type=int, metavar="TRIAL_ID")
     p.set_defaults(func=kill)
 
+    p = verbs.add_parser("set", help="change a trial's log retention")
+    what = p.add_subparsers(dest="field", metavar="FIELD", required=True)
+    retention.add_log_retention_parser(what, "trial")
+
 
 def add_log_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
@@ -85,18 +89,19 @@ def add_log_flags(p: argparse.ArgumentParser) -> None:
         help=f"only lines at this level or above ({', '.join(LOG_LEVELS)})",
     )
     p.add_argument("--search", metavar="TEXT", help="only lines containing TEXT")
-    for flag, dest, what in (
-        ("--allocation-id", "allocation_ids", "allocation"),
-        ("--agent-id", "agent_ids", "agent"),
-        ("--container-id", "container_ids", "container"),
-        ("--stdtype", "stdtypes", "output stream (stdout, stderr)"),
+    for flag, dest, what, metavar in (
+        ("--allocation-id", "allocation_ids", "allocation", "ID"),
+        ("--agent-id", "agent_ids", "agent", "ID"),
+        ("--container-id", "container_ids", "container", "ID"),
+        ("--stdtype", "stdtypes", "output stream (stdout, stderr)", "STREAM"),
+        ("--source", "sources", "source (agent: the task's output, master: the master's)", "S"),
     ):
         p.add_argument(
             flag,
             dest=dest,
             action="append",
             default=[],
-            metavar="ID" if flag != "--stdtype" else "STREAM",
+            metavar=metavar,
             help=f"only lines of this {what} (repeatable)",
         )
     for flag, when in (("--timestamp-before", "before"), ("--timestamp-after", "after")):
@@ -134,6 +139,7 @@ def logs_request(trial_id: int, args: argparse.Namespace) -> v1.TrialLogsRequest
         agent_ids=list(args.agent_ids),
         container_ids=list(args.container_ids),
         stdtypes=list(args.stdtypes),
+        sources=list(args.sources),
         timestamp_before=args.timestamp_before,
         timestamp_after=args.timestamp_after,
     )
