@@ -1,10 +1,15 @@
-"""`det task list|logs`: the tasks the cluster holds (Determined's allocation summaries) and
-a task's logs. A trial's task id is ``EXPERIMENT.TRIAL``; a TensorBoard's is a UUID."""
+"""`det task list|logs|config|kill|cleanup-logs`: the tasks the cluster holds (Determined's
+allocation summaries), a task's logs, its config, stopping it, and deleting expired logs
+now. A trial's task id is ``EXPERIMENT.TRIAL``; a TensorBoard's is a UUID."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from typing import Any
+
+import yaml
 
 from determined.api.gen import v1
 from determined.common import client, errors
@@ -34,7 +39,22 @@ def add_parser(nouns: Subparsers) -> None:
     p = verbs.add_parser("logs", help="print a task's logs")
     p.add_argument("task_id", metavar="TASK_ID")
     trial.add_log_flags(p)
+    p.add_argument("--json", action="store_true", help="print each line as a JSON object")
     p.set_defaults(func=logs)
+
+    p = verbs.add_parser("config", help="print a task's config (a trial's: its experiment's)")
+    p.add_argument("task_id", metavar="TASK_ID")
+    p.add_argument("--json", action="store_true", help="print JSON rather than YAML")
+    p.set_defaults(func=config)
+
+    p = verbs.add_parser("kill", help="stop a task (a trial, or a TensorBoard)")
+    p.add_argument("task_id", metavar="TASK_ID")
+    p.set_defaults(func=kill)
+
+    p = verbs.add_parser(
+        "cleanup-logs", help="delete the task logs past their retention now (admins)"
+    )
+    p.set_defaults(func=cleanup_logs)
 
 
 def _agent(s: v1.AllocationSummary) -> str:
@@ -79,23 +99,42 @@ def trial_of(task_id: str) -> tuple[int, int]:
     return int(exp), int(tid)
 
 
+async def _trial_of_task(s: client.Session, task_id: str) -> v1.Trial:
+    """The trial whose task ``task_id`` ("3.7") is; NotFound naming the task otherwise."""
+    exp_id, trial_id = trial_of(task_id)
+    try:
+        found = await s.call(s.stub.get_trial(v1.GetTrialRequest(trial_id=trial_id)))
+    except errors.NotFound:
+        raise errors.NotFound(f"task {task_id} not found") from None
+    t = rpc.present(found.trial, "trial")
+    if t.experiment_id != exp_id:
+        raise errors.NotFound(f"task {task_id} not found")
+    return t
+
+
 def logs(args: argparse.Namespace) -> int:
     if "." not in args.task_id:
         # Not a trial's task (a TensorBoard's): its lines by task id.
-        return print_task_logs(args.master, args.task_id, head=args.head, tail=args.tail)
-    exp_id, trial_id = trial_of(args.task_id)
+        return print_task_logs(
+            args.master, args.task_id, head=args.head, tail=args.tail, as_json=args.json
+        )
 
     async def body(s: client.Session) -> None:
-        found = await s.call(s.stub.get_trial(v1.GetTrialRequest(trial_id=trial_id)))
-        if rpc.present(found.trial, "trial").experiment_id != exp_id:
-            raise errors.NotFound(f"task {args.task_id} not found")
-        await trial.print_logs(s, trial.logs_request(trial_id, args))
+        t = await _trial_of_task(s, args.task_id)
+        await trial.print_logs(s, trial.logs_request(t.id, args), as_json=args.json)
 
     rpc.run(args.master, body)
     return 0
 
 
-def print_task_logs(master: str | None, task_id: str, *, head: int | None, tail: int | None) -> int:
+def print_task_logs(
+    master: str | None,
+    task_id: str,
+    *,
+    head: int | None,
+    tail: int | None,
+    as_json: bool = False,
+) -> int:
     """Print the lines of a task that is not a trial's (TaskLogs; no follow)."""
     request = v1.TaskLogsRequest(task_id=task_id, head=head or 0, tail=tail or 0)
 
@@ -103,5 +142,52 @@ def print_task_logs(master: str | None, task_id: str, *, head: int | None, tail:
         return list((await s.call(s.stub.task_logs(request))).logs)
 
     for line in rpc.run(master, body):
-        print(render.log_line(line))
+        print(json.dumps(render.message_dict(line)) if as_json else render.log_line(line))
+    return 0
+
+
+def config(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> dict[str, Any]:
+        if "." in args.task_id:
+            t = await _trial_of_task(s, args.task_id)
+            req = v1.GetExperimentRequest(experiment_id=t.experiment_id)
+            resp = await s.call(s.stub.get_experiment(req))
+            found: dict[str, Any] = json.loads(resp.config or "{}")
+            return found
+        tb_req = v1.GetTensorboardRequest(tensorboard_id=args.task_id)
+        tb = rpc.present((await s.call(s.stub.get_tensorboard(tb_req))).tensorboard, "tensorboard")
+        return {
+            "description": tb.description,
+            "experiment_ids": list(tb.experiment_ids),
+            "trial_ids": list(tb.trial_ids),
+            "resources": {"resource_pool": tb.resource_pool, "slots": 0},
+        }
+
+    found = rpc.run(args.master, body)
+    if args.json:
+        print(render.to_json(found))
+    else:
+        sys.stdout.write(yaml.safe_dump(found, sort_keys=False, default_flow_style=False))
+    return 0
+
+
+def kill(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> None:
+        if "." in args.task_id:
+            t = await _trial_of_task(s, args.task_id)
+            await s.call(s.stub.kill_trial(v1.KillTrialRequest(trial_id=t.id)))
+            return
+        req = v1.KillTensorboardRequest(tensorboard_id=args.task_id)
+        await s.call(s.stub.kill_tensorboard(req))
+
+    rpc.run(args.master, body)
+    print(f"Killed task {args.task_id}")
+    return 0
+
+
+def cleanup_logs(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> int:
+        return (await s.call(s.stub.cleanup_logs(v1.CleanupLogsRequest()))).removed_count
+
+    print(f"Deleted {rpc.run(args.master, body)} rows of log entries.")
     return 0
