@@ -27,6 +27,9 @@ from pydet.master.logs import retention as log_retention
 from pydet.master.queries import usage
 from pydet.master.service import Service
 
+# Days (or months) one ResourceAllocationAggregated answers for: ten years by day.
+MAX_PERIODS = 3660
+
 
 def _username() -> str:
     caller = current_caller()
@@ -191,8 +194,10 @@ class AdminRpcs:
             raise errors.InvalidArgument(
                 f"period: expected {usage.DAILY} or {usage.MONTHLY}, got {period!r}"
             )
-        if (end - start).days > 3660:
-            raise errors.InvalidArgument("end_date: at most ten years after start_date")
+        if len(usage.periods(start, end, period)) > MAX_PERIODS:
+            raise errors.InvalidArgument(
+                f"end_date: at most {MAX_PERIODS} periods after start_date (ask per month)"
+            )
         found = await usage.aggregated(self.s.db, start, end, period, now=time.time())
         return v1.ResourceAllocationAggregatedResponse(
             resource_entries=[
