@@ -1,9 +1,13 @@
-"""`det deploy local cluster-up|cluster-down`: a master and agents on this machine.
+"""`det deploy local cluster-up|cluster-down`: a master and agents on this machine (the parts
+one at a time, master-up, agent-up and the rest, are in ``local_parts``).
 
 cluster-up returns only once the cluster can run work (the master answers /health and every
 agent is connected), so `det deploy local cluster-up && det experiment create ...` is safe
 in scripts. Anything it started is stopped again if it fails, so a failed attempt leaves
 nothing behind but the logs it points to.
+
+A cluster lives in a data directory: ``--data-dir``, else one named by Determined's
+``--cluster-name`` (``determined``, the default, is ~/.local/share/pydet/local).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+import yaml
+
 from determined.api.gen import v1
 from determined.common import client, errors
 from pydet.cli import Subparsers, auth, images, local_cluster, local_config
@@ -31,12 +37,13 @@ from pydet.cli.local_cluster import ClusterState, Proc
 from pydet.cli.local_config import LocalMaster
 
 DEFAULT_DATA_DIR = "~/.local/share/pydet/local"
+DEFAULT_CLUSTER_NAME = "determined"
 ADMIN = "admin"
 READY_TIMEOUT = 30.0
 DEFAULT_TASK_IMAGE = images.DEFAULT_TASK_IMAGE
 
 
-def _count(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+def count_arg(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -57,7 +64,7 @@ def add_parser(nouns: Subparsers) -> None:
     verbs = local.add_subparsers(dest="verb", metavar="COMMAND", required=True)
 
     up = verbs.add_parser("cluster-up", help="start a master and agents in the background")
-    up.add_argument("--master-port", type=_count(1, 65535), default=8080, metavar="P")
+    up.add_argument("--master-port", type=count_arg(1, 65535), default=8080, metavar="P")
     up.add_argument(
         "--host",
         default="127.0.0.1",
@@ -65,18 +72,18 @@ def add_parser(nouns: Subparsers) -> None:
     )
     up.add_argument(
         "--agents",
-        type=_count(0),
+        type=count_arg(0),
         default=1,
         metavar="N",
         help="number of agents (0: the master alone; cluster-up returns once it is healthy)",
     )
     up.add_argument(
         "--slots",
-        type=_count(1),
+        type=count_arg(1),
         metavar="M",
         help="artificial slots per agent (default: the GPUs the agent finds, else 1)",
     )
-    up.add_argument("--data-dir", default=DEFAULT_DATA_DIR, metavar="DIR")
+    add_cluster_flags(up)
     up.add_argument(
         "--runtime",
         choices=("process", "docker"),
@@ -90,8 +97,66 @@ def add_parser(nouns: Subparsers) -> None:
         help=f"docker runtime: image for tasks whose config names none "
         f"(default: {DEFAULT_TASK_IMAGE}, built locally when missing)",
     )
-    up.add_argument(
+    add_master_flags(up)
+    add_gpu_flags(up)
+    up.set_defaults(func=cluster_up)
+
+    down = verbs.add_parser("cluster-down", help="stop the local cluster")
+    add_cluster_flags(down)
+    add_delete_db_flag(down, "after stopping it")
+    down.set_defaults(func=cluster_down)
+
+    # Imported here: local_parts uses this module's helpers.
+    from pydet.cli import local_parts
+
+    local_parts.add_parsers(verbs)
+
+
+def add_cluster_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cluster-name",
+        default=DEFAULT_CLUSTER_NAME,
+        metavar="NAME",
+        help=f"which local cluster (its data directory; default: {DEFAULT_CLUSTER_NAME})",
+    )
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        metavar="DIR",
+        help=f"the cluster's data directory (default: {DEFAULT_DATA_DIR} for the default "
+        "cluster name, else ~/.local/share/pydet/local-NAME)",
+    )
+
+
+def add_delete_db_flag(p: argparse.ArgumentParser, when: str) -> None:
+    p.add_argument(
+        "--delete-db", action="store_true", help=f"remove the master's store (SQLite) {when}"
+    )
+
+
+def add_gpu_flags(p: argparse.ArgumentParser) -> None:
+    gpu = p.add_mutually_exclusive_group()
+    gpu.add_argument(
+        "--gpu",
+        dest="gpu",
+        action="store_true",
+        default=True,
+        help="agents use the GPUs they find (the default)",
+    )
+    gpu.add_argument(
+        "--no-gpu",
+        dest="gpu",
+        action="store_false",
+        help="agents ignore GPUs and offer artificial CPU slots (--slots, default 1)",
+    )
+
+
+def add_master_flags(p: argparse.ArgumentParser) -> None:
+    config = p.add_mutually_exclusive_group()
+    config.add_argument(
         "--master-config",
+        "--master-config-path",
+        dest="master_config",
         type=Path,
         default=None,
         metavar="FILE",
@@ -99,11 +164,95 @@ def add_parser(nouns: Subparsers) -> None:
         "keys win, even over --master-port and --host; mappings merge key by key; "
         "resource_pools and other lists are replaced whole)",
     )
-    up.set_defaults(func=cluster_up)
+    config.add_argument(
+        "--storage-host-path",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep checkpoints in DIR (a shared_fs checkpoint storage)",
+    )
+    p.add_argument(
+        "--initial-user-password",
+        default=None,
+        metavar="PASSWORD",
+        help="the admin's password on a new cluster (default: a generated one, in a file)",
+    )
+    add_delete_db_flag(p, "before starting: a new, empty cluster")
 
-    down = verbs.add_parser("cluster-down", help="stop the local cluster")
-    down.add_argument("--data-dir", default=DEFAULT_DATA_DIR, metavar="DIR")
-    down.set_defaults(func=cluster_down)
+
+def _write_secret(path: Path, text: str) -> None:
+    """Replace a file that only its owner may read (0600 from its first byte)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write(text + "\n")
+    tmp.replace(path)
+
+
+def data_dir_of(args: argparse.Namespace) -> Path:
+    """The cluster's data directory: --data-dir, else the one of its --cluster-name."""
+    if args.data_dir:
+        return Path(args.data_dir).expanduser().resolve()
+    name = getattr(args, "cluster_name", DEFAULT_CLUSTER_NAME)
+    if not name or "/" in name or name in (".", ".."):
+        raise errors.InvalidArgument(f"--cluster-name: {name!r} cannot name a directory")
+    base = DEFAULT_DATA_DIR if name == DEFAULT_CLUSTER_NAME else f"{DEFAULT_DATA_DIR}-{name}"
+    return Path(base).expanduser().resolve()
+
+
+def prepare_master(args: argparse.Namespace, data_dir: Path) -> LocalMaster:
+    """The master's config: cluster-up's defaults, --master-config over them, or the
+    --storage-host-path storage."""
+    storage = getattr(args, "storage_host_path", None)
+    extra = None
+    if storage is not None:
+        storage.expanduser().mkdir(parents=True, exist_ok=True)
+        extra = {"checkpoint_storage": {"type": "shared_fs", "host_path": str(storage)}}
+    return local_config.prepare(
+        getattr(args, "master_config", None),
+        port=args.master_port,
+        host=getattr(args, "host", "127.0.0.1"),
+        data_dir=data_dir,
+        settings=extra,
+    )
+
+
+def delete_db(master: LocalMaster) -> None:
+    """Remove the master's SQLite store (and the password generated with it)."""
+    if master.config_file is not None:
+        settings = yaml.safe_load(master.config_file.read_text()) or {}
+        if (settings.get("db") or {}).get("type") == "postgres":
+            raise errors.FailedPrecondition(
+                "--delete-db: the master keeps its store in PostgreSQL; drop that database there"
+            )
+    for name in ("pydet.db", "pydet.db-wal", "pydet.db-shm", "admin-password"):
+        (master.data_dir / name).unlink(missing_ok=True)
+
+
+def set_initial_password(port: int, master: LocalMaster, password: str) -> None:
+    """The admin's password on a cluster whose admin still has the generated one."""
+
+    async def change() -> bool:
+        async with client.session(f"127.0.0.1:{port}") as s:
+            try:
+                generated = master.admin_password_file.read_text().strip()
+                await auth.login(s, ADMIN, generated, active=True)
+            except (OSError, errors.Unauthenticated):
+                return False
+            req = v1.SetUserPasswordRequest(username=ADMIN, password=password)
+            await s.call(s.stub.set_user_password(req))
+            await auth.login(s, ADMIN, password, active=True)
+            return True
+
+    if asyncio.run(change()):
+        _write_secret(master.admin_password_file, password)
+        print(f"Set the {ADMIN} password given with --initial-user-password")
+    else:
+        print(
+            f"The {ADMIN} password was changed before; --initial-user-password is for a new "
+            "cluster (add --delete-db to start one)",
+            file=sys.stderr,
+        )
 
 
 def master_argv(
@@ -126,12 +275,18 @@ def agent_argv(
     *,
     default_image: str | None = None,
     token_file: Path | None = None,
-    resource_pool: str = "default",
+    resource_pool: str | None = "default",
+    master_host: str = "localhost",
+    config_file: Path | None = None,
 ) -> list[str]:
-    argv = [sys.executable, "-P", "-m", "pydet.agent", "--master", f"localhost:{port}"]
+    argv = [sys.executable, "-P", "-m", "pydet.agent", "--master", f"{master_host}:{port}"]
+    if config_file is not None:  # first: the flags after it win
+        argv += ["--config-file", str(config_file)]
     if token_file is not None:
         argv += ["--token-file", str(token_file)]
-    argv += ["--agent-id", agent_id, "--work-dir", str(work_dir), "--resource-pool", resource_pool]
+    argv += ["--agent-id", agent_id, "--work-dir", str(work_dir)]
+    if resource_pool is not None:  # None: the agent's config file says
+        argv += ["--resource-pool", resource_pool]
     if default_image:
         argv += ["--default-image", default_image]
     argv += ["--runtime", runtime]
@@ -159,23 +314,21 @@ def healthy(port: int) -> bool:
 
 
 def cluster_up(args: argparse.Namespace) -> int:
-    data_dir = Path(args.data_dir).expanduser().resolve()
+    data_dir = data_dir_of(args)
     old = local_cluster.read_state(data_dir)
     if old is not None:
-        if all(local_cluster.alive(p) for p in old.procs) and healthy(old.port):
+        up = old.master is not None and healthy(old.port)
+        if up and all(local_cluster.alive(p) for p in old.procs):
             print(f"A local cluster is already running: master at http://localhost:{old.port}")
             print(f"(DET_MASTER=localhost:{old.port}); stop it with det deploy local cluster-down")
             return 0
         # What is left of a cluster that crashed or was half stopped.
         local_cluster.stop(old.agents)
-        local_cluster.stop([old.master])
+        local_cluster.stop(old.procs[: len(old.procs) - len(old.agents)])
         local_cluster.remove_state(data_dir)
-    master = local_config.prepare(
-        getattr(args, "master_config", None),
-        port=args.master_port,
-        host=getattr(args, "host", "127.0.0.1"),
-        data_dir=data_dir,
-    )
+    master = prepare_master(args, data_dir)
+    if args.delete_db:
+        delete_db(master)
     port = master.port
     if port_in_use(port):
         raise errors.FailedPrecondition(f"port {port} is in use; choose another with --master-port")
@@ -194,6 +347,8 @@ def cluster_up(args: argparse.Namespace) -> int:
         local_cluster.stop(started[:1])
         local_cluster.remove_state(data_dir)
         raise
+    if args.initial_user_password is not None:
+        set_initial_password(port, master, args.initial_user_password)
     print(f"Master at http://localhost:{port} (DET_MASTER=localhost:{port})")
     print(
         f"Logged in as {ADMIN}; the {ADMIN} password (for the WebUI and other machines) is in "
@@ -232,10 +387,12 @@ def start_and_wait(
     host = socket.gethostname()
     local_cluster.write_state(data_dir, ClusterState(port, master, agents))
     while not healthy(port):
-        _check_alive(master)
+        check_alive(master)
         if time.monotonic() > deadline:
-            _fail(master, f"did not answer http://localhost:{port}/health")
+            fail(master, f"did not answer http://localhost:{port}/health")
         time.sleep(0.2)
+    # --no-gpu: artificial slots even where there are GPUs.
+    slots = args.slots if args.slots is not None or getattr(args, "gpu", True) else 1
     for i in range(args.agents):
         agent_id = f"{host}-{i}"
         work_dir = data_dir / f"agent-{i}"
@@ -244,7 +401,7 @@ def start_and_wait(
             port,
             agent_id,
             work_dir,
-            args.slots,
+            slots,
             args.runtime,
             default_image=args.default_image,
             token_file=local.agent_token_file,
@@ -266,14 +423,14 @@ async def _wait_for_agents(
         await auth.login(s, ADMIN, password, active=True)
         while True:
             for p in [master, *agents]:
-                _check_alive(p)
+                check_alive(p)
             resp = await s.call(s.stub.get_agents(v1.GetAgentsRequest()))
             connected = {a.id for a in resp.agents if a.connected}
             missing = [a for a in agents if a.name not in connected]
             if not missing:
                 return
             if time.monotonic() > deadline:
-                _fail(missing[0], "did not connect to the master")
+                fail(missing[0], "did not connect to the master")
             await asyncio.sleep(0.2)
 
 
@@ -327,19 +484,19 @@ async def _image_present(image: str) -> bool:
     return True
 
 
-def _check_alive(p: Proc) -> None:
+def check_alive(p: Proc) -> None:
     # `p` is our own child here, so waitpid knows for sure; the command-line identity check
     # of `local_cluster.alive` is for pids read back from the state file.
     code = local_cluster.exit_code(p)
     if code is not None:
-        _fail(p, f"exited with code {code}", timed_out=False)
+        fail(p, f"exited with code {code}", timed_out=False)
     try:
         os.kill(p.pid, 0)
     except ProcessLookupError:
-        _fail(p, "exited", timed_out=False)
+        fail(p, "exited", timed_out=False)
 
 
-def _fail(p: Proc, what: str, *, timed_out: bool = True) -> NoReturn:
+def fail(p: Proc, what: str, *, timed_out: bool = True) -> NoReturn:
     within = f" within {READY_TIMEOUT:.0f} s" if timed_out else ""
     who = "the master" if p.name == "master" else f"agent {p.name}"
     raise errors.DetError(
@@ -348,15 +505,21 @@ def _fail(p: Proc, what: str, *, timed_out: bool = True) -> NoReturn:
 
 
 def cluster_down(args: argparse.Namespace) -> int:
-    data_dir = Path(args.data_dir).expanduser().resolve()
+    data_dir = data_dir_of(args)
     state = local_cluster.read_state(data_dir)
     if state is None:
         print(f"No local cluster is running (no {local_cluster.STATE_FILE} in {data_dir})")
+        if args.delete_db:
+            delete_db(local_config.recorded(data_dir))
         return 0
     running = [p for p in state.procs if local_cluster.alive(p)]
     # Agents first, so they can end their tasks and report it while the master still listens.
-    killed = local_cluster.stop(state.agents) + local_cluster.stop([state.master])
+    masters = [state.master] if state.master is not None else []
+    killed = local_cluster.stop(state.agents) + local_cluster.stop(masters)
     local_cluster.remove_state(data_dir)
+    if args.delete_db:
+        delete_db(local_config.recorded(data_dir))
+        print(f"Removed the master's store in {data_dir / 'master'}")
     for p in killed:
         print(f"{p.name} (pid {p.pid}) did not stop within 15 s and was killed", file=sys.stderr)
     if running:

@@ -42,18 +42,19 @@ class Proc:
 @dataclasses.dataclass(frozen=True)
 class ClusterState:
     port: int
-    master: Proc
+    # None after `det deploy local master-down` (agents may still run, waiting for it).
+    master: Proc | None
     agents: list[Proc]
 
     @property
     def procs(self) -> list[Proc]:
-        return [self.master, *self.agents]
+        return [*([self.master] if self.master is not None else []), *self.agents]
 
 
 def write_state(data_dir: Path, state: ClusterState) -> None:
     doc = {
         "master_port": state.port,
-        "master": state.master.to_dict(),
+        "master": None if state.master is None else state.master.to_dict(),
         "agents": [a.to_dict() for a in state.agents],
     }
     tmp = data_dir / (STATE_FILE + ".tmp")
@@ -67,7 +68,7 @@ def read_state(data_dir: Path) -> ClusterState | None:
         doc = json.loads((data_dir / STATE_FILE).read_text())
         return ClusterState(
             port=int(doc["master_port"]),
-            master=Proc.from_dict(doc["master"]),
+            master=None if doc["master"] is None else Proc.from_dict(doc["master"]),
             agents=[Proc.from_dict(a) for a in doc["agents"]],
         )
     except FileNotFoundError:

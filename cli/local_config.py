@@ -99,18 +99,28 @@ def read(path: Path) -> dict[str, Any]:
     return loaded
 
 
-def prepare(user_file: Path | None, *, port: int, host: str, data_dir: Path) -> LocalMaster:
-    """The master cluster-up starts: with flags alone, or (given ``user_file``) with the
-    merged config written to DATA_DIR/master.yaml and checked."""
+def prepare(
+    user_file: Path | None,
+    *,
+    port: int,
+    host: str,
+    data_dir: Path,
+    settings: dict[str, Any] | None = None,
+) -> LocalMaster:
+    """The master cluster-up starts: with flags alone, or (given ``user_file`` or
+    ``settings`` of its own) with the merged config written to DATA_DIR/master.yaml and
+    checked."""
     master_dir = data_dir / "master"
-    if user_file is None:
+    if user_file is None and settings is None:
+        (data_dir / MERGED_FILE).unlink(missing_ok=True)
         return LocalMaster(port, master_dir, master_dir / "agent-token", "default")
-    defaults = {"host": host, "port": port, "data_dir": str(master_dir)}
-    settings = _absolute(merged(defaults, read(user_file)))
+    defaults = merged({"host": host, "port": port, "data_dir": str(master_dir)}, settings or {})
+    over = read(user_file) if user_file is not None else {}
+    settings = _absolute(merged(defaults, over))
     data_dir.mkdir(parents=True, exist_ok=True)
     out = data_dir / MERGED_FILE
     out.write_text(yaml.safe_dump(settings, sort_keys=False))
-    facts = _checked(out, user_file)
+    facts = _checked(out, user_file or out)
     return LocalMaster(
         int(facts["port"]),
         Path(facts["data_dir"]),
@@ -120,13 +130,31 @@ def prepare(user_file: Path | None, *, port: int, host: str, data_dir: Path) -> 
     )
 
 
-def _checked(config_file: Path, user_file: Path) -> dict[str, Any]:
+def recorded(data_dir: Path) -> LocalMaster:
+    """The master of the cluster in ``data_dir`` as it was last started (its merged config
+    file, if it had one), for the commands that act on a part of it."""
+    config_file = data_dir / MERGED_FILE
+    if not config_file.is_file():
+        master_dir = data_dir / "master"
+        return LocalMaster(8080, master_dir, master_dir / "agent-token", "default")
+    facts = _checked(config_file, config_file, keep=True)
+    return LocalMaster(
+        int(facts["port"]),
+        Path(facts["data_dir"]),
+        Path(facts["agent_token_path"]),
+        str(facts["default_resource_pool"]),
+        config_file=config_file,
+    )
+
+
+def _checked(config_file: Path, user_file: Path, *, keep: bool = False) -> dict[str, Any]:
     """The master's own check of the merged config (``det-master --check-config``, run as a
     process: the CLI never imports the master), or the error it names."""
     argv = [sys.executable, "-P", "-m", "pydet.master", "--config-file", str(config_file)]
     done = subprocess.run([*argv, "--check-config"], capture_output=True, text=True)
     if done.returncode != 0:
-        config_file.unlink(missing_ok=True)
+        if not keep:
+            config_file.unlink(missing_ok=True)
         lines = done.stderr.strip().splitlines() or [f"det-master exited {done.returncode}"]
         message = lines[-1].removeprefix("det-master: ").removeprefix("master config: ")
         raise _invalid(user_file, message)
