@@ -445,3 +445,35 @@ def cluster_fixture(tmp_path: pathlib.Path, agents: int = 1, slots: int = 1) -> 
             c.start_agent(f"agent-{i}", slots)
 
     yield from running(Cluster(tmp_path), start)
+
+
+Det = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+def local_det(tmp_path: pathlib.Path, data_dir: pathlib.Path) -> Iterator[Det]:
+    """A fixture's body: `det` as a user on this machine runs it (no DET_* settings, a config
+    and home directory of its own, ``-m localhost:PORT`` given ``master=PORT``); stops the
+    `det deploy local` cluster in ``data_dir`` at the end."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DET_USER", "DET_PASS", "DET_MASTER", "DET_MASTER_CERT_FILE")
+    }
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    env["HOME"] = str(tmp_path / "home")
+
+    def run(*args: str, master: int | None = None) -> subprocess.CompletedProcess[str]:
+        extra = ["-m", f"localhost:{master}"] if master else []
+        return subprocess.run(
+            [sys.executable, "-m", "pydet.cli", *extra, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    try:
+        yield run
+    finally:
+        down = run("deploy", "local", "cluster-down", "--data-dir", str(data_dir))
+        assert down.returncode == 0, down

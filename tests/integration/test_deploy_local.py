@@ -4,17 +4,13 @@ it and the field before anything starts, and a master alone is up once it is hea
 
 from __future__ import annotations
 
-import os
 import pathlib
 import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
-from tests.cluster import free_port
-
-Det = Callable[..., subprocess.CompletedProcess[str]]
+from tests.cluster import Det, free_port, local_det
 
 
 @pytest.fixture
@@ -24,30 +20,8 @@ def data_dir(tmp_path: pathlib.Path) -> pathlib.Path:
 
 @pytest.fixture
 def det(tmp_path: pathlib.Path, data_dir: pathlib.Path) -> Iterator[Det]:
-    """`det` as a user runs it, with a config home of its own; stops whatever cluster-up
-    started under ``data_dir`` at the end."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DET_USER", "DET_PASS", "DET_MASTER", "DET_MASTER_CERT_FILE")
-    }
-    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
-
-    def run(*args: str, master: int | None = None) -> subprocess.CompletedProcess[str]:
-        extra = ["-m", f"localhost:{master}"] if master else []
-        return subprocess.run(
-            [sys.executable, "-m", "pydet.cli", *extra, *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-    try:
-        yield run
-    finally:
-        down = run("deploy", "local", "cluster-down", "--data-dir", str(data_dir))
-        assert down.returncode == 0, down
+    """`det` as a user runs it; stops the cluster in ``data_dir`` at the end."""
+    yield from local_det(tmp_path, data_dir)
 
 
 def cluster_up(det: Det, data_dir: pathlib.Path, *flags: str) -> subprocess.CompletedProcess[str]:
