@@ -59,6 +59,28 @@ def _scrubbed(e: errors.InvalidArgument, config_text: str) -> errors.InvalidArgu
     return e if message == e.message else errors.InvalidArgument(message)
 
 
+def _log_filter(
+    req: v1.TrialLogsRequest | v1.TaskLogsRequest, *, levels: tuple[str, ...] = ()
+) -> queries.LogFilter:
+    """The filters a logs request carries (both requests name them alike)."""
+    return queries.LogFilter(
+        head=max(0, req.head),
+        tail=max(0, req.tail),
+        rank_ids=tuple(req.rank_ids),
+        levels=levels,
+        min_level=req.min_level,
+        search=req.search,
+        after_id=req.after_id,
+        allocation_ids=tuple(req.allocation_ids),
+        agent_ids=tuple(req.agent_ids),
+        container_ids=tuple(req.container_ids),
+        stdtypes=tuple(req.stdtypes),
+        sources=tuple(req.sources),
+        timestamp_before=req.timestamp_before,
+        timestamp_after=req.timestamp_after,
+    )
+
+
 class Service:
     def __init__(
         self,
@@ -396,22 +418,7 @@ class Service:
 
     async def trial_logs(self, req: v1.TrialLogsRequest) -> AsyncIterator[list[v1.TaskLog]]:
         await queries.ensure_trial(self.db, req.trial_id)
-        f = queries.LogFilter(
-            head=max(0, req.head),
-            tail=max(0, req.tail),
-            rank_ids=tuple(req.rank_ids),
-            levels=tuple(req.levels),
-            min_level=req.min_level,
-            search=req.search,
-            after_id=req.after_id,
-            allocation_ids=tuple(req.allocation_ids),
-            agent_ids=tuple(req.agent_ids),
-            container_ids=tuple(req.container_ids),
-            stdtypes=tuple(req.stdtypes),
-            sources=tuple(req.sources),
-            timestamp_before=req.timestamp_before,
-            timestamp_after=req.timestamp_after,
-        )
+        f = _log_filter(req, levels=tuple(req.levels))
 
         async def done() -> bool:
             return self.live.trial(req.trial_id) is None
@@ -420,7 +427,7 @@ class Service:
             yield [convert.task_log(r) for r in rows]
 
     async def task_logs(self, req: v1.TaskLogsRequest) -> list[v1.TaskLog]:
-        f = queries.LogFilter(head=max(0, req.head), tail=max(0, req.tail))
+        f = _log_filter(req)
         rows = await queries.task_logs(self.db, 0, f, task_id=req.task_id)
         if not rows and self.tasks.allocation_of(req.task_id) is None:
             await self.tensorboards.get(req.task_id)  # NotFound for an unknown task

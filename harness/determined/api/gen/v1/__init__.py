@@ -5155,6 +5155,38 @@ class TaskLogsRequest(betterproto2.Message):
 
     tail: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
 
+    rank_ids: "list[int]" = betterproto2.field(4, betterproto2.TYPE_INT32, repeated=True)
+    """
+    The filters of TrialLogsRequest, with the same meanings.
+    """
+
+    min_level: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+
+    search: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+
+    after_id: "int" = betterproto2.field(7, betterproto2.TYPE_INT64)
+    """
+    Only lines with an id above this (a follower polls with the last id it printed).
+    """
+
+    allocation_ids: "list[str]" = betterproto2.field(8, betterproto2.TYPE_STRING, repeated=True)
+
+    agent_ids: "list[str]" = betterproto2.field(9, betterproto2.TYPE_STRING, repeated=True)
+
+    container_ids: "list[str]" = betterproto2.field(10, betterproto2.TYPE_STRING, repeated=True)
+
+    stdtypes: "list[str]" = betterproto2.field(11, betterproto2.TYPE_STRING, repeated=True)
+
+    timestamp_before: "float | None" = betterproto2.field(
+        12, betterproto2.TYPE_DOUBLE, optional=True
+    )
+
+    timestamp_after: "float | None" = betterproto2.field(
+        13, betterproto2.TYPE_DOUBLE, optional=True
+    )
+
+    sources: "list[str]" = betterproto2.field(14, betterproto2.TYPE_STRING, repeated=True)
+
 
 default_message_pool.register_message("v1", "TaskLogsRequest", TaskLogsRequest)
 
