@@ -5,6 +5,7 @@ now. A trial's task id is ``EXPERIMENT.TRIAL``; a TensorBoard's is a UUID."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from typing import Any
@@ -115,9 +116,7 @@ async def _trial_of_task(s: client.Session, task_id: str) -> v1.Trial:
 def logs(args: argparse.Namespace) -> int:
     if "." not in args.task_id:
         # Not a trial's task (a TensorBoard's): its lines by task id.
-        return print_task_logs(
-            args.master, args.task_id, head=args.head, tail=args.tail, as_json=args.json
-        )
+        return print_task_logs(args.master, args.task_id, args)
 
     async def body(s: client.Session) -> None:
         t = await _trial_of_task(s, args.task_id)
@@ -127,22 +126,37 @@ def logs(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_task_logs(
-    master: str | None,
-    task_id: str,
-    *,
-    head: int | None,
-    tail: int | None,
-    as_json: bool = False,
-) -> int:
-    """Print the lines of a task that is not a trial's (TaskLogs; no follow)."""
-    request = v1.TaskLogsRequest(task_id=task_id, head=head or 0, tail=tail or 0)
+# How often `-f` asks for a TensorBoard's new lines.
+FOLLOW_EVERY = 1.0
 
-    async def body(s: client.Session) -> list[v1.TaskLog]:
-        return list((await s.call(s.stub.task_logs(request))).logs)
 
-    for line in rpc.run(master, body):
-        print(json.dumps(render.message_dict(line)) if as_json else render.log_line(line))
+def print_task_logs(master: str | None, task_id: str, args: argparse.Namespace) -> int:
+    """Print the lines of a task that is not a trial's (a TensorBoard's), with the log flags
+    of ``args``; with -f, new lines as they come until the task has ended."""
+    request = v1.TaskLogsRequest(task_id=task_id, **trial.log_filters(args))
+
+    async def ended(s: client.Session) -> bool:
+        req = v1.GetTensorboardRequest(tensorboard_id=task_id)
+        tb = (await s.call(s.stub.get_tensorboard(req))).tensorboard
+        return tb is None or tb.state == "STATE_TERMINATED"
+
+    async def body(s: client.Session) -> None:
+        while True:
+            lines = list((await s.call(s.stub.task_logs(request))).logs)
+            for line in lines:
+                text = json.dumps(render.message_dict(line)) if args.json else render.log_line(line)
+                sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+            if not args.follow:
+                return
+            if lines:
+                request.after_id, request.head, request.tail = lines[-1].id, 0, 0
+            elif await ended(s):
+                return
+            else:
+                await asyncio.sleep(FOLLOW_EVERY)
+
+    rpc.run(master, body)
     return 0
 
 

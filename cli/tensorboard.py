@@ -13,7 +13,7 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, listing, render, rpc, task
+from pydet.cli import Subparsers, listing, render, rpc, task, trial
 
 HEADERS = (
     "ID",
@@ -25,6 +25,16 @@ HEADERS = (
     "Exit Status",
     "Resource Pool",
 )
+# --sort-by's names (Determined's) for the fields they sort by.
+SORT_KEYS = {
+    "id": "id",
+    "username": "username",
+    "description": "description",
+    "state": "state",
+    "exitStatus": "exit_status",
+    "resourcePool": "resource_pool",
+    "startTime": "start_time",
+}
 # How long `start` waits for the TensorBoard to serve before it gives up waiting.
 START_TIMEOUT = 300.0
 
@@ -32,7 +42,15 @@ START_TIMEOUT = 300.0
 def add_parser(nouns: Subparsers) -> None:
     tb = nouns.add_parser("tensorboard", help="manage TensorBoard instances")
     verbs = tb.add_subparsers(dest="verb", metavar="COMMAND")
-    tb.set_defaults(func=list_tensorboards, csv=False, json=False, quiet=False, all=False)
+    tb.set_defaults(
+        func=list_tensorboards,
+        csv=False,
+        json=False,
+        quiet=False,
+        all=False,
+        sort_by="startTime",
+        order_by="asc",
+    )
 
     p = verbs.add_parser("list", aliases=["ls"], help="list TensorBoard instances")
     p.add_argument("-q", "--quiet", action="store_true", help="only display the IDs")
@@ -40,6 +58,10 @@ def add_parser(nouns: Subparsers) -> None:
         "-a", "--all", action="store_true", help="show all TensorBoards (including other users')"
     )
     listing.add_format_flags(p)
+    p.add_argument(
+        "--sort-by", choices=sorted(SORT_KEYS), default="startTime", help="sort by this field"
+    )
+    p.add_argument("--order-by", choices=("asc", "desc"), default="asc", help="the order")
     p.set_defaults(func=list_tensorboards)
 
     p = verbs.add_parser("start", help="start a new TensorBoard instance")
@@ -72,9 +94,14 @@ def add_parser(nouns: Subparsers) -> None:
 
     p = verbs.add_parser("logs", help="print a TensorBoard instance's logs")
     p.add_argument("tensorboard_id", metavar="TENSORBOARD_ID")
-    p.add_argument("--head", type=int, default=0, help="only the first N lines")
-    p.add_argument("--tail", type=int, default=0, help="only the last N lines")
+    trial.add_log_flags(p)
+    p.add_argument("--json", action="store_true", help="print each line as a JSON object")
     p.set_defaults(func=logs)
+
+    p = verbs.add_parser("config", help="print a TensorBoard instance's config")
+    p.add_argument("tensorboard_id", metavar="TENSORBOARD_ID")
+    p.add_argument("--json", action="store_true", help="print JSON rather than YAML")
+    p.set_defaults(func=config)
 
     p = verbs.add_parser("kill", help="kill TensorBoard instances")
     p.add_argument("tensorboard_id", nargs="+", metavar="TENSORBOARD_ID")
@@ -110,7 +137,12 @@ def list_tensorboards(args: argparse.Namespace) -> int:
         me = rpc.present((await s.call(s.stub.get_me(v1.GetMeRequest()))).user, "user")
         return [t for t in resp.tensorboards if t.username == me.username]
 
-    tensorboards = rpc.run(args.master, body)
+    field = SORT_KEYS[args.sort_by]
+    tensorboards = sorted(
+        rpc.run(args.master, body),
+        key=lambda t: getattr(t, field),
+        reverse=args.order_by == "desc",
+    )
     if args.quiet:
         for t in tensorboards:
             print(t.id)
@@ -200,4 +232,9 @@ def kill(args: argparse.Namespace) -> int:
 
 
 def logs(args: argparse.Namespace) -> int:
-    return task.print_task_logs(args.master, args.tensorboard_id, head=args.head, tail=args.tail)
+    return task.print_task_logs(args.master, args.tensorboard_id, args)
+
+
+def config(args: argparse.Namespace) -> int:
+    args.task_id = args.tensorboard_id
+    return task.config(args)
