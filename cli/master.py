@@ -179,7 +179,7 @@ def logs(args: argparse.Namespace) -> int:
         async for resp in rpc.stream(s, s.stub.master_logs(req)):
             e = resp.log_entry
             if e is not None:
-                sys.stdout.write(f"{render.iso_utc(e.timestamp)} [{e.level}]: {e.message}\n")
+                sys.stdout.write(render.master_log_line(e) + "\n")
                 sys.stdout.flush()
 
     rpc.run(args.master, body)

@@ -237,3 +237,8 @@ def log_line(log: v1.TaskLog) -> str:
     rank = "" if log.rank is None else f"[rank={log.rank}] "
     message = log.message.rstrip("\r\n")
     return f"[{iso_utc(log.timestamp)}] {rank}{message}"
+
+
+def master_log_line(e: v1.LogEntry) -> str:
+    """A line of the master's own log as Determined's `det master logs` prints it."""
+    return f"{iso_utc(e.timestamp)} [{e.level}]: {e.message}"

@@ -13,7 +13,7 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, checkpoint, listing, render, retention, rpc
+from pydet.cli import Subparsers, checkpoint, listing, render, retention, rpc, support_bundle
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -44,17 +44,7 @@ def add_parser(nouns: Subparsers) -> None:
     which.add_argument("--best", action="store_true", help="the best by the searcher metric")
     which.add_argument("--latest", action="store_true", help="the most recent")
     which.add_argument("--uuid", metavar="UUID", help="this one")
-    p.add_argument(
-        "--sort-by",
-        metavar="METRIC",
-        help="with --best: the validation metric to rank by (default: the searcher metric)",
-    )
-    p.add_argument(
-        "--smaller-is-better",
-        type=_boolean,
-        metavar="true|false",
-        help="with --sort-by: whether smaller values of METRIC are better",
-    )
+    add_sort_flags(p)
     checkpoint.add_download_flags(p)
     p.set_defaults(func=download, parser=p)
 
@@ -62,9 +52,25 @@ def add_parser(nouns: Subparsers) -> None:
     p.add_argument("trial_id", type=int, metavar="TRIAL_ID")
     p.set_defaults(func=kill)
 
+    support_bundle.add_parser(verbs)
+
     p = verbs.add_parser("set", help="change a trial's log retention")
     what = p.add_subparsers(dest="field", metavar="FIELD", required=True)
     retention.add_log_retention_parser(what, "trial")
+
+
+def add_sort_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--sort-by",
+        metavar="METRIC",
+        help="the validation metric to rank by (default: the searcher metric)",
+    )
+    p.add_argument(
+        "--smaller-is-better",
+        type=_boolean,
+        metavar="true|false",
+        help="with --sort-by: whether smaller values of METRIC are better",
+    )
 
 
 def add_log_flags(p: argparse.ArgumentParser) -> None:
@@ -126,23 +132,26 @@ def rfc3339(text: str) -> float:
     return when.timestamp()
 
 
+def log_filters(args: argparse.Namespace) -> dict[str, Any]:
+    """The fields of a TrialLogsRequest or TaskLogsRequest that ``add_log_flags`` set."""
+    return {
+        "head": args.head or 0,
+        "tail": args.tail or 0,
+        "rank_ids": list(args.rank_ids),
+        "min_level": args.level or "",
+        "search": args.search or "",
+        "allocation_ids": list(args.allocation_ids),
+        "agent_ids": list(args.agent_ids),
+        "container_ids": list(args.container_ids),
+        "stdtypes": list(args.stdtypes),
+        "sources": list(args.sources),
+        "timestamp_before": args.timestamp_before,
+        "timestamp_after": args.timestamp_after,
+    }
+
+
 def logs_request(trial_id: int, args: argparse.Namespace) -> v1.TrialLogsRequest:
-    return v1.TrialLogsRequest(
-        trial_id=trial_id,
-        follow=args.follow,
-        head=args.head or 0,
-        tail=args.tail or 0,
-        rank_ids=list(args.rank_ids),
-        min_level=args.level or "",
-        search=args.search or "",
-        allocation_ids=list(args.allocation_ids),
-        agent_ids=list(args.agent_ids),
-        container_ids=list(args.container_ids),
-        stdtypes=list(args.stdtypes),
-        sources=list(args.sources),
-        timestamp_before=args.timestamp_before,
-        timestamp_after=args.timestamp_after,
-    )
+    return v1.TrialLogsRequest(trial_id=trial_id, follow=args.follow, **log_filters(args))
 
 
 async def print_logs(
@@ -267,6 +276,19 @@ def _boolean(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
 
 
+def scored_by(
+    checkpoints: list[v1.Checkpoint], validations: list[v1.MetricReport], metric: str
+) -> list[tuple[float, v1.Checkpoint]]:
+    """One trial's checkpoints that have a validation of ``metric`` at their step, each with
+    its value."""
+    at_step: dict[int, float] = {}
+    for r in validations:
+        value = (json.loads(r.metrics) if r.metrics else {}).get(metric)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            at_step[r.steps_completed] = float(value)
+    return [(at_step[c.steps_completed], c) for c in checkpoints if c.steps_completed in at_step]
+
+
 def ranked_by(
     checkpoints: list[v1.Checkpoint],
     validations: list[v1.MetricReport],
@@ -275,14 +297,9 @@ def ranked_by(
     smaller_is_better: bool,
 ) -> list[v1.Checkpoint]:
     """The checkpoints with a validation of ``metric`` at their step, best first."""
-    at_step: dict[int, float] = {}
-    for r in validations:
-        value = (json.loads(r.metrics) if r.metrics else {}).get(metric)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            at_step[r.steps_completed] = float(value)
-    scored = [c for c in checkpoints if c.steps_completed in at_step]
     sign = 1.0 if smaller_is_better else -1.0
-    return sorted(scored, key=lambda c: (sign * at_step[c.steps_completed], c.report_time))
+    scored = scored_by(checkpoints, validations, metric)
+    return [c for _, c in sorted(scored, key=lambda p: (sign * p[0], p[1].report_time))]
 
 
 def download(args: argparse.Namespace) -> int:
