@@ -4,11 +4,12 @@ what is using it, and taking agents or single slots out of scheduling (admins)."
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, listing, render, rpc
+from pydet.cli import Subparsers, listing, render, rpc, task
 
 
 def add_parser(nouns: Subparsers) -> None:
@@ -19,12 +20,17 @@ def add_parser(nouns: Subparsers) -> None:
     p.set_defaults(func=list_agents)
     p = verbs.add_parser("enable", help="let the scheduler use an agent again")
     _which_agents(p, "enable")
-    p.set_defaults(func=enable, drain=False)
+    p.set_defaults(func=enable, drain=False, csv=False, json=False)
     p = verbs.add_parser(
         "disable", help="take an agent out of scheduling (its tasks restart elsewhere)"
     )
     _which_agents(p, "disable")
-    p.add_argument("--drain", action="store_true", help="let running tasks finish instead")
+    p.add_argument(
+        "--drain",
+        action="store_true",
+        help="let running tasks finish instead, and list them (as CSV or JSON if asked)",
+    )
+    listing.add_format_flags(p)
     p.set_defaults(func=disable)
 
     slot = nouns.add_parser("slot", aliases=["s"], help="list, enable and disable slots")
@@ -134,7 +140,7 @@ def _act(args: argparse.Namespace, *, enabled: bool) -> int:
     if not (args.all or args.agent_id):
         raise errors.InvalidArgument(f"give an agent id or --all (det agent {verb} --help)")
 
-    async def body(s: client.Session) -> list[v1.Agent]:
+    async def body(s: client.Session) -> tuple[list[v1.Agent], list[v1.AllocationSummary]]:
         if args.all:
             found = await s.call(s.stub.get_agents(v1.GetAgentsRequest()))
             ids = sorted(a.id for a in found.agents)
@@ -145,11 +151,31 @@ def _act(args: argparse.Namespace, *, enabled: bool) -> int:
             req = v1.AgentActionRequest(agent_id=agent_id, drain=args.drain)
             call = s.stub.enable_agent(req) if enabled else s.stub.disable_agent(req)
             changed.append(rpc.present((await s.call(call)).agent, "agent"))
-        return changed
+        if enabled or not args.drain:
+            return changed, []
+        tasks = (await s.call(s.stub.get_tasks(v1.GetTasksRequest()))).allocation_id_to_summary
+        on_them = [t for t in tasks.values() if {r.agent_id for r in t.resources} & set(ids)]
+        return changed, on_them
 
-    for agent in rpc.run(args.master, body):
+    changed, draining = rpc.run(args.master, body)
+    quiet = args.json or args.csv
+    for agent in changed:
         what = "enabled" if enabled else ("draining" if agent.draining else "disabled")
-        print(f"Agent {agent.id} {what}")
+        print(f"Agent {agent.id} {what}", file=sys.stderr if quiet else sys.stdout)
+    if not enabled and args.drain:
+        # As Determined: the tasks the draining agents still run.
+        if not quiet:
+            print(
+                "Tasks still in progress on draining nodes."
+                if draining
+                else "No tasks in progress on draining nodes."
+            )
+        listing.show(
+            args,
+            task.HEADERS,
+            [task.row(t) for t in draining],
+            {t.allocation_id: render.message_dict(t) for t in draining},
+        )
     return 0
 
 

@@ -61,6 +61,7 @@ def add_parser(nouns: Subparsers) -> None:
         metavar="LABEL",
         help="only experiments with this label (repeatable: with every one of them)",
     )
+    p.add_argument("--show_project", action="store_true", help="add workspace and project columns")
     listing.add_format_flags(p)
     listing.add_pagination(p)
     p.set_defaults(func=list_experiments)
@@ -97,11 +98,20 @@ def add_parser(nouns: Subparsers) -> None:
     p.set_defaults(func=checkpoint.list_checkpoints)
     p = _with_id(verbs, "download", "download its best checkpoints")
     p.add_argument("--top-n", type=int, default=1, metavar="N", help="the N best (default 1)")
+    trial.add_sort_flags(p)
     checkpoint.add_download_flags(p)
-    p.set_defaults(func=download)
+    p.set_defaults(func=download, parser=p)
 
     p = _with_id(verbs, "wait", "wait for an experiment to end; exit 0 only if it completed")
-    p.add_argument("--interval", type=float, default=2.0, metavar="S", help="poll every S seconds")
+    p.add_argument(
+        "--interval",
+        "--polling-interval",
+        dest="interval",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="poll every S seconds",
+    )
     p.set_defaults(func=wait)
 
     for verb in _ACTIONS:
@@ -180,6 +190,12 @@ def list_experiments(args: argparse.Namespace) -> int:
     experiments = listing.page(rpc.run(args.master, body), args)
     headers = [*render.EXPERIMENT_HEADERS, *(["Archived"] if args.all else [])]
     rows = [render.experiment_row(e) + ([e.archived] if args.all else []) for e in experiments]
+    if args.show_project:
+        headers += ["Workspace", "Project"]
+        rows = [
+            [*row, e.workspace or "Uncategorized", e.project or "Uncategorized"]
+            for row, e in zip(rows, experiments, strict=True)
+        ]
     as_json = [render.message_dict(e) for e in experiments]
     listing.show(args, headers, rows, as_json)
     return 0
@@ -422,17 +438,31 @@ def download(args: argparse.Namespace) -> int:
     ``OUTPUT_DIR/UUID`` (default ``checkpoints/UUID``), as Determined does."""
     if args.top_n < 1:
         raise errors.InvalidArgument(f"--top-n must be at least 1; got {args.top_n}")
+    if (args.sort_by is None) != (args.smaller_is_better is None):
+        args.parser.error("--sort-by and --smaller-is-better must be set together")
 
     async def body(s: client.Session) -> tuple[v1.Experiment, list[v1.Checkpoint]]:
-        return await checkpoint.experiment_checkpoints(s, args.experiment_id)
+        exp, found = await checkpoint.experiment_checkpoints(s, args.experiment_id)
+        live = checkpoint.downloadable(found)
+        if args.sort_by is None:
+            return exp, checkpoint.ranked(live, smaller_is_better=exp.smaller_is_better)
+        # By another validation metric: each trial's checkpoints by its own validations.
+        scored: list[tuple[float, v1.Checkpoint]] = []
+        for trial_id in sorted({c.trial_id for c in live}):
+            req = v1.GetTrialMetricsRequest(trial_id=trial_id, group="validation")
+            validations = list((await s.call(s.stub.get_trial_metrics(req))).reports)
+            mine = [c for c in live if c.trial_id == trial_id]
+            scored += trial.scored_by(mine, validations, args.sort_by)
+        sign = 1.0 if args.smaller_is_better else -1.0
+        return exp, [c for _, c in sorted(scored, key=lambda p: (sign * p[0], p[1].report_time))]
 
-    exp, found = rpc.run(args.master, body)
-    live = checkpoint.downloadable(found)
-    best = checkpoint.ranked(live, smaller_is_better=exp.smaller_is_better)[: args.top_n]
+    exp, ranked = rpc.run(args.master, body)
+    best = ranked[: args.top_n]
     if not best:
+        metric = args.sort_by or exp.searcher_metric or "none configured"
         raise errors.NotFound(
-            f"experiment {args.experiment_id} has no checkpoint with a searcher metric "
-            f"({exp.searcher_metric or 'none configured'}) to download"
+            f"experiment {args.experiment_id} has no checkpoint with a validation of {metric} "
+            "to download"
         )
     root = pathlib.Path(args.output_dir or "checkpoints")
     for c in best:

@@ -38,8 +38,9 @@ def add_parser(nouns: Subparsers) -> None:
     p.add_argument(
         "-p", "--resource-pool", default="", metavar="POOL", help="default: the default pool"
     )
-    listing.add_format_flags(p)
+    listing.add_format_flags(p, yaml=True)
     listing.add_pagination(p, limit=100)
+    p.add_argument("--reverse", action="store_true", help="the queue from its end")
     p.set_defaults(func=list_jobs)
 
     p = verbs.add_parser("update", help="change one job's place, priority, weight or pool")
@@ -97,8 +98,10 @@ def list_jobs(args: argparse.Namespace) -> int:
         return list((await s.call(s.stub.get_jobs(req))).jobs)
 
     jobs = rpc.run(args.master, body)
-    # The queue position stays each job's own when a page starts further down.
-    shown = listing.page(list(enumerate(jobs)), args)
+    # The queue position stays each job's own when a page starts further down (or the
+    # queue is read from its end).
+    numbered = list(enumerate(jobs))
+    shown = listing.page(numbered[::-1] if args.reverse else numbered, args)
     as_json = [render.message_dict(j) for _, j in shown]
     rows = [job_row(i, j) for i, j in shown]
     headers: tuple[str, ...] = HEADERS

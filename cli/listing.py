@@ -1,5 +1,6 @@
 """The flags list commands share, as Determined's CLI spells them: ``--json`` / ``--csv``
-(one of them; a table otherwise) and pagination (``--limit`` items a page, ``--offset``,
+(and, where Determined has them, ``--yaml`` / ``--table``; one of them, a table otherwise)
+and pagination (``--limit`` items a page, ``--offset``,
 ``--pages 1|all``: with ``all``, the default, every page is shown)."""
 
 from __future__ import annotations
@@ -9,15 +10,20 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+import yaml
+
 from pydet.cli import render
 
 T = TypeVar("T")
 
 
-def add_format_flags(p: argparse.ArgumentParser) -> None:
+def add_format_flags(p: argparse.ArgumentParser, *, yaml: bool = False) -> None:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="print CSV")
     fmt.add_argument("--json", action="store_true", help="print JSON")
+    if yaml:
+        fmt.add_argument("--yaml", action="store_true", help="print YAML")
+        fmt.add_argument("--table", action="store_true", help="print a table (the default)")
 
 
 def add_pagination(p: argparse.ArgumentParser, *, limit: int = 200) -> None:
@@ -59,9 +65,12 @@ def show(
     rows: Sequence[Sequence[Any]],
     as_json: Any,
 ) -> None:
-    """``as_json`` with --json, the rows as CSV with --csv, else a table."""
+    """``as_json`` with --json (or as YAML with --yaml), the rows as CSV with --csv, else a
+    table."""
     if getattr(args, "json", False):
         print(render.to_json(as_json))
+    elif getattr(args, "yaml", False):
+        sys.stdout.write(yaml.safe_dump(as_json, sort_keys=False, default_flow_style=False))
     elif getattr(args, "csv", False):
         sys.stdout.write(render.csv(headers, rows))
     else:
