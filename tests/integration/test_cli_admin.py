@@ -347,6 +347,59 @@ def test_the_gc_policy_deletes_what_it_no_longer_keeps(
     )
 
 
+def test_a_support_bundle_holds_the_trials_and_the_masters_logs(
+    cluster: Cluster, experiment: int, tmp_path: pathlib.Path
+) -> None:
+    trial_id = first_trial(cluster, experiment)
+    out = cluster.det("trial", "support-bundle", str(trial_id), "-o", str(tmp_path)).stdout
+    (bundle,) = tmp_path.glob(f"det-bundle-trial-{trial_id}-*.tar.gz")
+    assert f"bundle path: {bundle}" in out
+    with tarfile.open(bundle) as tar:
+        names = {pathlib.PurePath(n).name: n for n in tar.getnames()}
+        assert set(names) == {
+            "trial_logs.txt",
+            "master_logs.txt",
+            "api_trial_call.json",
+            "api_experiment_call.json",
+        }
+        trial = json.loads(tar.extractfile(names["api_trial_call.json"]).read())  # type: ignore[union-attr]
+        assert trial["id"] == trial_id
+        master_log = tar.extractfile(names["master_logs.txt"]).read().decode()  # type: ignore[union-attr]
+        assert "listening on" in master_log
+    assert "trial 9999 not found" in fails(cluster, "trial", "support-bundle", "9999")
+    assert "no such directory" in fails(
+        cluster, "trial", "support-bundle", str(trial_id), "-o", str(tmp_path / "nope")
+    )
+
+
+def test_determineds_other_listing_and_download_flags(
+    cluster: Cluster, experiment: int, tmp_path: pathlib.Path
+) -> None:
+    listed = cluster.det("experiment", "list", "--show_project").stdout
+    assert "Workspace" in listed and "Uncategorized" in listed
+    # Exit 0: it completed (Determined's other name for --interval).
+    cluster.det("experiment", "wait", str(experiment), "--polling-interval", "0.5")
+    # The best checkpoint by x when larger is better: the last step's.
+    cluster.det(
+        "experiment", "download", str(experiment), "--sort-by", "x", "--smaller-is-better",
+        "false", "-o", str(tmp_path / "best"), "-q",
+    )  # fmt: skip
+    (kept,) = (tmp_path / "best").iterdir()
+    assert (kept / "w").read_text() == "3"
+    assert "must be set together" in fails(
+        cluster, "experiment", "download", str(experiment), "--sort-by", "x"
+    )
+    assert "has no checkpoint with a validation of nothing" in fails(
+        cluster, "experiment", "download", str(experiment), "--sort-by", "nothing",
+        "--smaller-is-better", "true",
+    )  # fmt: skip
+    assert cluster.det("job", "list", "--yaml").stdout.strip() == "[]"
+    assert "not allowed with argument" in fails(cluster, "job", "list", "--yaml", "--json")
+    drained = cluster.det("agent", "disable", "agent-0", "--drain", "--json")
+    assert json.loads(drained.stdout) == {} and "Agent agent-0 draining" in drained.stderr
+    cluster.det("agent", "enable", "agent-0")
+
+
 def test_log_retention_then_cleanup_deletes_a_trials_logs(
     cluster: Cluster, experiment: int
 ) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from typing import Any
@@ -88,6 +90,26 @@ def test_tensorboard_serves_a_trials_metrics_through_the_master(
     task_log = cluster.det("tensorboard", "logs", tb_id).stdout
     assert f"TensorBoard is ready at /proxy/{tb_id}/" in task_log, task_log
     assert "TensorBoard is ready" in cluster.det("task", "logs", tb_id).stdout
+    # Determined's log flags, on a TensorBoard's lines too.
+    last_two = cluster.det("tensorboard", "logs", tb_id, "--json", "--tail", "2").stdout
+    assert [json.loads(line)["task_id"] for line in last_two.splitlines()] == [tb_id, tb_id]
+    assert cluster.det("tensorboard", "logs", tb_id, "--search", "no such line").stdout == ""
+    assert "TensorBoard is ready" in cluster.det(
+        "tensorboard", "logs", tb_id, "--source", "agent", "--stdtype", "stdout", "--stdtype",
+        "stderr",
+    ).stdout  # fmt: skip
+    config = json.loads(cluster.det("tensorboard", "config", tb_id, "--json").stdout)
+    assert config["experiment_ids"] == [exp_id] and config["trial_ids"] == [trial_id]
+    assert (
+        tb_id
+        in cluster.det("tensorboard", "list", "--sort-by", "state", "--order-by", "desc").stdout
+    )
+    following = subprocess.Popen(
+        [sys.executable, "-m", "pydet.cli", "tensorboard", "logs", tb_id, "-f"],
+        env=cluster.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     tasks = json.loads(cluster.det("task", "list", "--json").stdout)
     (summary,) = [t for t in tasks.values() if t["task_id"] == tb_id]
     assert summary["slots_needed"] == 0 and summary["name"] == f"TensorBoard ({tb_id[:8]})"
@@ -120,6 +142,9 @@ def test_tensorboard_serves_a_trials_metrics_through_the_master(
 
     assert f"Killed tensorboard {tb_id}" in cluster.det("tensorboard", "kill", tb_id).stdout
     wait_until(lambda: not _tensorboards(cluster), 30, "the TensorBoard to end")
+    # A follower stops once the TensorBoard has ended, having printed its lines.
+    followed, _ = following.communicate(timeout=60)
+    assert following.returncode == 0 and "TensorBoard is ready" in followed
     assert tb_id not in cluster.det("tensorboard", "list").stdout
     assert cluster.fetch(f"/proxy/{tb_id}/", cluster.token)[0] == 404
     gone = cluster.det("tensorboard", "open", tb_id, "--no-browser", check=False)

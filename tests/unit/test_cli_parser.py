@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import argparse
+import pathlib
 
 import pytest
 
@@ -119,7 +120,14 @@ def test_a_time_that_is_not_rfc3339_is_a_usage_error(capsys: pytest.CaptureFixtu
 def test_deploy_defaults() -> None:
     args = parse("deploy", "local", "cluster-up")
     assert (args.master_port, args.agents, args.slots, args.runtime) == (8080, 1, None, "process")
-    assert args.data_dir == "~/.local/share/pydet/local"
+    home = pathlib.Path("~/.local/share/pydet").expanduser().resolve()
+    # The data directory comes from Determined's --cluster-name unless --data-dir says.
+    assert args.data_dir is None and args.cluster_name == "determined"
+    assert deploy.data_dir_of(args) == home / "local"
+    named = parse("deploy", "local", "cluster-down", "--cluster-name", "lab")
+    assert deploy.data_dir_of(named) == home / "local-lab"
+    given = parse("deploy", "local", "master-up", "--cluster-name", "lab", "--data-dir", "/tmp/x")
+    assert deploy.data_dir_of(given) == pathlib.Path("/tmp/x")
 
 
 @pytest.mark.parametrize(
