@@ -281,6 +281,12 @@ class AdminRpcs:
         stored = await self.s.templates.put(message.template, _username(), mode="create")
         return v1.PostTemplateResponse(template=stored.to_proto())
 
+    async def set_tensorboard_priority(
+        self, message: v1.SetTensorboardPriorityRequest
+    ) -> v1.SetTensorboardPriorityResponse:
+        tb = await self.s.set_tensorboard_priority(message.tensorboard_id, message.priority)
+        return v1.SetTensorboardPriorityResponse(tensorboard=tb)
+
     async def patch_template_config(
         self, message: v1.PatchTemplateConfigRequest
     ) -> v1.PatchTemplateConfigResponse:

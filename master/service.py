@@ -555,6 +555,13 @@ class Service:
             )
         return tb.to_proto()
 
+    async def set_tensorboard_priority(self, tensorboard_id: str, priority: int) -> v1.Tensorboard:
+        """A TensorBoard's priority, held to the NTSC (tasks') config policies."""
+        found = await self.policies.get(policies.NTSC)
+        policies.check_priority(found, priority, smaller_is_higher=True)
+        async with self.lock:
+            return self.tensorboards.set_priority(tensorboard_id, priority).to_proto()
+
     async def kill_tensorboard(self, tensorboard_id: str) -> v1.Tensorboard:
         async with self.lock:
             return (await self.tensorboards.kill(tensorboard_id)).to_proto()

@@ -494,6 +494,10 @@ async def owner_of_tensorboard(caller: Caller, message: Any, lookup: Lookup) -> 
     await owns_tensorboard(caller, str(message.tensorboard_id), lookup, "kill")
 
 
+async def tensorboard_priority(caller: Caller, message: Any, lookup: Lookup) -> None:
+    await owns_tensorboard(caller, str(message.tensorboard_id), lookup, "change the priority of")
+
+
 async def owns_tensorboard(caller: Caller, tensorboard_id: str, lookup: Lookup, what: str) -> None:
     """The TensorBoard's owner or an admin (the gateway's proxy checks the same)."""
     user = _user(caller)
@@ -753,6 +757,7 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/PutTrialRetainLogs": owner_of_trial("change the log retention of a trial of"),
     "/v1.Determined/PostTemplate": user,
     "/v1.Determined/PatchTemplateConfig": owner_of_template("template_name"),
+    "/v1.Determined/SetTensorboardPriority": tensorboard_priority,
     "/v1.Agents/Connect": agent,
 }
 

@@ -61,9 +61,11 @@ def proxy_path(task_id: str) -> str:
     return f"/proxy/{task_id}/"
 
 
-@dataclass(frozen=True)
+@dataclass
 class TensorboardJob:
-    """A TensorBoard's place in the queue: the default priority, first come first served."""
+    """A TensorBoard's place in the queue: the default priority unless changed (`det
+    tensorboard set priority`; the scheduler reads it at every pass), first come first
+    served."""
 
     job_id: str
     resource_pool: str
@@ -108,6 +110,7 @@ class Tensorboard:
             exit_status=self.exit_status,
             job_id=self.id,
             allocation_id=self.allocation_id,
+            priority=self.job.priority,
         )
 
 
@@ -269,6 +272,16 @@ class Tensorboards:
         if alloc is not None:
             await self._move(tb, Phase.TERMINATING)
             self._tasks.kill(alloc, reason="killed", grace=5.0)
+        return tb
+
+    def set_priority(self, tensorboard_id: str, priority: int) -> Tensorboard:
+        if not 1 <= priority <= 99:
+            raise errors.InvalidArgument(f"priority must be between 1 and 99, got {priority}")
+        tb = self._live.get(tensorboard_id)
+        if tb is None:
+            raise errors.NotFound(f"tensorboard {tensorboard_id} not found or ended")
+        tb.job.priority = priority
+        self._tasks.wake()
         return tb
 
     def proxy_address(self, task_id: str) -> tuple[str, str]:

@@ -424,6 +424,12 @@ async def test_only_its_owner_or_an_admin_kills_a_tensorboard(lookup: authz.Look
         "KillTensorboard", BOB, kill, lookup
     )
     await refused("KillTensorboard", TASK, kill, lookup)
+    priority = v1.SetTensorboardPriorityRequest(tensorboard_id="tb-1", priority=5)
+    await check("SetTensorboardPriority", ALICE, priority, lookup)
+    await check("SetTensorboardPriority", ROOT, priority, lookup)
+    assert "may change the priority of it" in await refused(
+        "SetTensorboardPriority", BOB, priority, lookup
+    )
     with pytest.raises(errors.NotFound):
         await check("KillTensorboard", ALICE, v1.KillTensorboardRequest(tensorboard_id="x"), lookup)
     for rpc, message in (

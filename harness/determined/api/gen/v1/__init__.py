@@ -299,6 +299,8 @@ __all__ = (
     "SetExperimentGcPolicyResponse",
     "SetExperimentResourcesRequest",
     "SetExperimentResourcesResponse",
+    "SetTensorboardPriorityRequest",
+    "SetTensorboardPriorityResponse",
     "SetUserPasswordRequest",
     "SetUserPasswordResponse",
     "Slot",
@@ -5009,6 +5011,34 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
+class SetTensorboardPriorityRequest(betterproto2.Message):
+    """
+    A live TensorBoard's place in the queue (1-99, lower first), until it ends.
+    """
+
+    tensorboard_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    priority: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message(
+    "v1", "SetTensorboardPriorityRequest", SetTensorboardPriorityRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class SetTensorboardPriorityResponse(betterproto2.Message):
+    tensorboard: "Tensorboard | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message(
+    "v1", "SetTensorboardPriorityResponse", SetTensorboardPriorityResponse
+)
+
+
+@dataclass(eq=False, repr=False)
 class SetUserPasswordRequest(betterproto2.Message):
     username: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
@@ -5257,6 +5287,11 @@ class Tensorboard(betterproto2.Message):
     job_id: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
 
     allocation_id: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+
+    priority: "int" = betterproto2.field(13, betterproto2.TYPE_INT32)
+    """
+    Its place in the queue (1-99, lower first).
+    """
 
 
 default_message_pool.register_message("v1", "Tensorboard", Tensorboard)
@@ -8158,6 +8193,24 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def set_tensorboard_priority(
+        self,
+        message: "SetTensorboardPriorityRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "SetTensorboardPriorityResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/SetTensorboardPriority",
+            message,
+            SetTensorboardPriorityResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
 
 from ..google import protobuf as _google__protobuf__
 
@@ -8911,6 +8964,12 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
     async def patch_template_config(
         self, message: "PatchTemplateConfigRequest"
     ) -> "PatchTemplateConfigResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def set_tensorboard_priority(
+        self, message: "SetTensorboardPriorityRequest"
+    ) -> "SetTensorboardPriorityResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
@@ -10016,6 +10075,15 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         response = await self.patch_template_config(request)
         await stream.send_message(response)
 
+    async def __rpc_set_tensorboard_priority(
+        self,
+        stream: "grpclib.server.Stream[SetTensorboardPriorityRequest, SetTensorboardPriorityResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.set_tensorboard_priority(request)
+        await stream.send_message(response)
+
     def __mapping__(self) -> "dict[str, grpclib.const.Handler]":
         return {
             "/v1.Determined/GetMaster": grpclib.const.Handler(
@@ -10815,5 +10883,11 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 PatchTemplateConfigRequest,
                 PatchTemplateConfigResponse,
+            ),
+            "/v1.Determined/SetTensorboardPriority": grpclib.const.Handler(
+                self.__rpc_set_tensorboard_priority,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                SetTensorboardPriorityRequest,
+                SetTensorboardPriorityResponse,
             ),
         }
