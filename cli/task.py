@@ -174,7 +174,7 @@ def config(args: argparse.Namespace) -> int:
             "description": tb.description,
             "experiment_ids": list(tb.experiment_ids),
             "trial_ids": list(tb.trial_ids),
-            "resources": {"resource_pool": tb.resource_pool, "slots": 0},
+            "resources": {"resource_pool": tb.resource_pool, "slots": 0, "priority": tb.priority},
         }
 
     found = rpc.run(args.master, body)

@@ -98,6 +98,13 @@ def add_parser(nouns: Subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print each line as a JSON object")
     p.set_defaults(func=logs)
 
+    what = verbs.add_parser("set", help="change a TensorBoard instance's settings")
+    fields = what.add_subparsers(dest="field", metavar="FIELD", required=True)
+    p = fields.add_parser("priority", help="its place in the queue (1-99, lower first)")
+    p.add_argument("tensorboard_id", metavar="TENSORBOARD_ID")
+    p.add_argument("priority", type=int, metavar="PRIORITY")
+    p.set_defaults(func=set_priority)
+
     p = verbs.add_parser("config", help="print a TensorBoard instance's config")
     p.add_argument("tensorboard_id", metavar="TENSORBOARD_ID")
     p.add_argument("--json", action="store_true", help="print JSON rather than YAML")
@@ -233,6 +240,19 @@ def kill(args: argparse.Namespace) -> int:
 
 def logs(args: argparse.Namespace) -> int:
     return task.print_task_logs(args.master, args.tensorboard_id, args)
+
+
+def set_priority(args: argparse.Namespace) -> int:
+    req = v1.SetTensorboardPriorityRequest(
+        tensorboard_id=args.tensorboard_id, priority=args.priority
+    )
+
+    async def body(s: client.Session) -> None:
+        await s.call(s.stub.set_tensorboard_priority(req))
+
+    rpc.run(args.master, body)
+    print(f"Set priority of TensorBoard {args.tensorboard_id} to {args.priority}")
+    return 0
 
 
 def config(args: argparse.Namespace) -> int:

@@ -464,3 +464,6 @@ def test_a_tasks_config_is_its_experiments(cluster: Cluster, experiment: int) ->
         cluster, "task", "config", f"{experiment}.9999"
     )
     assert "tensorboard nope not found" in fails(cluster, "task", "kill", "nope")
+    assert "tensorboard nope not found" in fails(
+        cluster, "tensorboard", "set", "priority", "nope", "5"
+    )

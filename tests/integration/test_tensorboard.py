@@ -98,6 +98,15 @@ def test_tensorboard_serves_a_trials_metrics_through_the_master(
         "tensorboard", "logs", tb_id, "--source", "agent", "--stdtype", "stdout", "--stdtype",
         "stderr",
     ).stdout  # fmt: skip
+    # Its priority changes while it lives, held to the tasks' config policies.
+    cluster.det("tensorboard", "set", "priority", tb_id, "30")
+    assert _tensorboards(cluster)[0]["priority"] == 30
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("constraints: {priority_limit: 20}\n")
+    cluster.det("config-policies", "set", "tasks", str(policy))
+    refused = cluster.det("tensorboard", "set", "priority", tb_id, "10", check=False)
+    assert refused.returncode == 1 and "requested priority [10] exceeds limit" in refused.stderr
+    cluster.det("config-policies", "delete", "tasks")
     config = json.loads(cluster.det("tensorboard", "config", tb_id, "--json").stdout)
     assert config["experiment_ids"] == [exp_id] and config["trial_ids"] == [trial_id]
     assert (
