@@ -9,14 +9,17 @@ import csv
 import io
 import json
 import pathlib
+import queue
 import subprocess
 import sys
 import tarfile
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.cluster import Cluster, cluster_fixture
+from tests.cluster import Cluster, cluster_fixture, wait_until
 
 # Three steps, each validated (x grows: step 1 is the best) and checkpointed.
 SCRIPT = """
@@ -113,6 +116,31 @@ def test_master_logs_shows_the_masters_own_lines(cluster: Cluster) -> None:
     # Any user may read it, as in Determined.
     assert cluster.det("master", "logs", "--tail", "1").returncode == 0
     assert "must be 0 or more" in fails(cluster, "master", "logs", "--tail", "-2")
+    # -f: new lines as the master logs them (a login logs one).
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "pydet.cli", "master", "logs", "-f", "--tail", "0"],
+        env=cluster.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in follower.stdout or []:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        # Logins until one is printed: the first may come before the follower is reading.
+        def printed() -> bool:
+            cluster.login()
+            time.sleep(0.5)
+            return any("logged in" in lines.get() for _ in range(lines.qsize()))
+
+        wait_until(printed, 60, "a login to be followed")
+    finally:
+        follower.terminate()
+        follower.wait(timeout=30)
 
 
 def test_the_cluster_message_is_shown_to_everyone_until_cleared(cluster: Cluster) -> None:
