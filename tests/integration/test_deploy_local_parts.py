@@ -36,6 +36,7 @@ def agents(det: Det, port: int) -> dict[str, bool]:
     return {a["id"]: a["connected"] for a in listed}
 
 
+@pytest.mark.slow
 def test_the_parts_of_a_cluster_start_and_stop_one_at_a_time(
     det: Det, data_dir: pathlib.Path
 ) -> None:
@@ -81,6 +82,7 @@ def test_an_agent_needs_its_clusters_token(det: Det, tmp_path: pathlib.Path) -> 
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_cluster_up_takes_determineds_flags(
     det: Det, data_dir: pathlib.Path, tmp_path: pathlib.Path
 ) -> None:
