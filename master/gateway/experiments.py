@@ -29,6 +29,10 @@ def routes(service: Service) -> list[Route]:
             name=q.get("name", ""),
             order_by=q.get("order_by", "id") or "id",
             descending=bool(codec.boolean(request, "descending")),
+            project_id=codec.integer(request, "projectId")
+            if "projectId" in q
+            else codec.integer(request, "project_id"),
+            labels=q.getlist("labels") or q.getlist("label"),
         )
         return codec.message(await service.get_experiments(req))
 
