@@ -167,6 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "USE_DEEPSPEED": "1",
             "DET_DEEPSPEED_HOSTFILE_PATH": hostfile,
         }
+        # DeepSpeed's launcher says LOCAL_SIZE; torchrun's LOCAL_WORLD_SIZE, which accelerate
+        # reads (and sets to 1 when missing: a Trainer with DeepSpeed on CPUs then hangs in
+        # its first all-reduce).
+        env.setdefault("LOCAL_WORLD_SIZE", str(nodes[info.container_rank][1]))
         logging.getLogger(__name__).info("running %s", cmd)
         return supervise([Worker(cmd, env=env)])
 
