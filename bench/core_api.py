@@ -45,7 +45,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -53,6 +53,9 @@ sys.path.insert(0, str(ROOT))
 from determined.api.gen import v1  # noqa: E402
 from determined.common import client, context  # noqa: E402
 from tests.cluster import Cluster  # noqa: E402
+
+if TYPE_CHECKING:
+    from tests.netns import Host
 
 WORKLOADS = ROOT / "bench" / "_workloads"
 PY = sys.executable
@@ -69,12 +72,16 @@ class BenchCluster(Cluster):
     """
 
     def _spawn(
-        self, name: str, argv: list[str], env: dict[str, str] | None = None
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        on: Host | None = None,
     ) -> subprocess.Popen[bytes]:
         if "--log-level" in argv:
             i = argv.index("--log-level")
             argv = argv[:i] + argv[i + 2 :]
-        return super()._spawn(name, argv, env)
+        return super()._spawn(name, argv, env, on)
 
 
 def config(entrypoint: str, *, slots: int = 1, storage: pathlib.Path | None = None) -> str:
