@@ -1,0 +1,28 @@
+"""The frameworks suite: training frameworks on a real local cluster.
+
+Its tests need the pinned frameworks (``scripts/frameworks/install.sh``); without them the
+modules that import them are skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+
+from tests.cluster import Cluster, cluster_fixture
+from tests.integration.test_core_api import Api
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    # Four slots: a two-slot trial and two one-slot trials at once, which is what two
+    # cores carry without starving each other.
+    root: pathlib.Path = tmp_path_factory.mktemp("frameworks")
+    yield from cluster_fixture(root, agents=1, slots=4)
+
+
+@pytest.fixture(scope="module")
+def api(cluster: Cluster) -> Api:
+    return Api(cluster)
