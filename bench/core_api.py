@@ -326,21 +326,30 @@ def yes(ok: bool) -> str:
     return "yes" if ok else "NO"
 
 
+def parse_with_only(
+    parser: argparse.ArgumentParser, sections: tuple[str, ...]
+) -> tuple[argparse.Namespace, set[str]]:
+    """Parse the command line with ``--only`` (a comma-separated subset of ``sections``,
+    default all): the arguments and the sections chosen."""
+    parser.add_argument(
+        "--only",
+        default=",".join(sections),
+        help=f"a comma-separated subset of {','.join(sections)}",
+    )
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    if not only <= set(sections):
+        parser.error(f"--only takes a comma-separated subset of {','.join(sections)}")
+    return args, only
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--metrics", type=int, default=100_000, help="metric reports to send")
     parser.add_argument("--rounds", type=int, default=200, help="timed allgathers per method")
     parser.add_argument("--reps", type=int, default=5, help="1 GiB checkpoints (and copies)")
     parser.add_argument("--launch-runs", type=int, default=3, help="runs of each launcher")
-    parser.add_argument(
-        "--only",
-        default=",".join(SECTIONS),
-        help=f"a comma-separated subset of {','.join(SECTIONS)}",
-    )
-    args = parser.parse_args()
-    only = set(args.only.split(","))
-    if not only <= set(SECTIONS):
-        parser.error(f"--only takes a comma-separated subset of {','.join(SECTIONS)}")
+    args, only = parse_with_only(parser, SECTIONS)
 
     began = time.monotonic()
     loads = [os.getloadavg()[0]]

@@ -45,7 +45,15 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from core_api import PY, Bench, BenchCluster, command, table, yes  # noqa: E402
+from core_api import (  # noqa: E402
+    PY,
+    Bench,
+    BenchCluster,
+    command,
+    parse_with_only,
+    table,
+    yes,
+)
 
 from determined.common import context  # noqa: E402
 
@@ -101,15 +109,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000, help="Trainer steps per run")
     parser.add_argument("--reps", type=int, default=3, help="saves per side")
     parser.add_argument("--mib", type=int, default=1024, help="MiB of weights per save")
-    parser.add_argument(
-        "--only",
-        default=",".join(SECTIONS),
-        help=f"a comma-separated subset of {','.join(SECTIONS)}",
-    )
-    args = parser.parse_args()
-    only = set(args.only.split(","))
-    if not only <= set(SECTIONS):
-        parser.error(f"--only takes a comma-separated subset of {','.join(SECTIONS)}")
+    args, only = parse_with_only(parser, SECTIONS)
 
     began = time.monotonic()
     loads = [os.getloadavg()[0]]

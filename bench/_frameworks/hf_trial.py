@@ -126,22 +126,25 @@ class Blocks(transformers.TrainerCallback):
             self.marks.append((time.perf_counter(), time.process_time(), self.gate.active))
 
 
+def arguments(output_dir: pathlib.Path, **overrides) -> transformers.TrainingArguments:
+    """The Trainer's arguments: batches of 8 on the CPU, no evaluation or save unless
+    ``overrides`` say so."""
+    defaults = {
+        "per_device_train_batch_size": 8,
+        "eval_strategy": "no",
+        "save_strategy": "no",
+        "report_to": "none",
+        "disable_tqdm": True,
+        "dataloader_pin_memory": False,
+        "use_cpu": True,
+    }
+    return transformers.TrainingArguments(output_dir=str(output_dir), **{**defaults, **overrides})
+
+
 def steps(core_context, out: pathlib.Path, rounds: int, n: int) -> None:
     tokenizer = tiny_lm.build_tokenizer()
     data = tiny_lm.SumsDataset(tokenizer, 8 * n, 1, 16)
-    args = transformers.TrainingArguments(
-        output_dir=str(out / "steps"),
-        max_steps=n,
-        per_device_train_batch_size=8,
-        logging_strategy="steps",
-        logging_steps=10,
-        eval_strategy="no",
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-        dataloader_pin_memory=False,
-        use_cpu=True,
-    )
+    args = arguments(out / "steps", max_steps=n, logging_strategy="steps", logging_steps=10)
     wall: dict[str, list[float]] = {"without": [], "with": []}
     cpu: dict[str, list[float]] = {"without": [], "with": []}
     for r in range(rounds):
@@ -175,19 +178,13 @@ def save(core_context, out: pathlib.Path, reps: int, mib: int) -> None:
     for r in range(reps):
         order = ("without", "with") if r % 2 == 0 else ("with", "without")
         for side in order:
-            args = transformers.TrainingArguments(
-                output_dir=str(out / f"save-{side}-{r}"),
+            args = arguments(
+                out / f"save-{side}-{r}",
                 max_steps=1,
-                per_device_train_batch_size=8,
                 save_strategy="steps",
                 save_steps=1,
                 save_only_model=True,
                 logging_strategy="no",
-                eval_strategy="no",
-                report_to="none",
-                disable_tqdm=True,
-                dataloader_pin_memory=False,
-                use_cpu=True,
             )
             # Every save starts with nothing left to write back from the one before.
             os.sync()
