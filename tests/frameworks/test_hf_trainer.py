@@ -1,8 +1,9 @@
 """The Hugging Face Trainer with DetCallback (examples/hf_trainer_api) on a real cluster.
 
 Real training on CPUs of a tiny GPT-2 built from a config, with data made in memory: the
-Trainer alone, under the torch.distributed launcher on two ranks, through DeepSpeed, as
-trl's SFTTrainer with a peft LoRA adapter, and under an adaptive ASHA search. The
+Trainer alone (paused and resumed, crashed and restarted), under the torch.distributed
+launcher on two ranks, through DeepSpeed, as trl's SFTTrainer with a peft LoRA adapter,
+and under an adaptive ASHA search. The
 experiments are submitted when the module starts (a few at a time, as slots free up) and
 each test checks what a user would see through the API: states, metrics, checkpoints, logs.
 """
@@ -10,12 +11,15 @@ each test checks what a user would see through the API: states, metrics, checkpo
 from __future__ import annotations
 
 import json
+import os
 import time
 
+import psutil
 import pytest
 
 from tests.cluster import EXAMPLES, Cluster
 from tests.integration.test_core_api import Api, checkpoint_dir
+from tests.integration.test_digits import wait_trial
 
 pytest.importorskip("transformers", reason="run scripts/frameworks/install.sh")
 pytest.importorskip("trl", reason="run scripts/frameworks/install.sh")
@@ -38,6 +42,13 @@ def runs(cluster: Cluster) -> dict[str, int]:
             "hyperparameters.training_arguments.max_steps=2000",
         ),
         "const": cluster.create(HF / "const.yaml", HF),
+        "crash": cluster.create(
+            HF / "const.yaml",
+            HF,
+            *PATIENT,
+            *("--config", "hyperparameters.training_arguments.max_steps=2000"),
+            *("--config", "max_restarts=1"),
+        ),
         "distributed": cluster.create(HF / "distributed.yaml", HF),
         "sft": cluster.create(HF / "sft_lora.yaml", HF),
         "deepspeed": cluster.create(HF / "deepspeed.yaml", HF),
@@ -49,23 +60,12 @@ def steps(reports: list[tuple[int, dict]]) -> list[int]:
     return [s for s, _ in reports]
 
 
-def wait_trial(api: Api, trial_id: int, state: str, timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while (now := api.trial(trial_id).state.name.removeprefix("STATE_")) != state:
-        assert time.monotonic() < deadline, f"trial {trial_id} is {now}, not {state}"
-        time.sleep(0.5)
-
-
 def test_paused_trainer_resumes_from_the_checkpoint_it_saved(
     cluster: Cluster, api: Api, runs: dict[str, int]
 ) -> None:
     exp_id = runs["pause"]
     trial = api.first_trial(exp_id)
-    deadline = time.monotonic() + 600
-    while api.trial(trial.id).steps_completed < 60:
-        assert time.monotonic() < deadline, "the trial did not get to step 60"
-        assert api.state(exp_id) not in ("ERROR", "COMPLETED"), api.log_text(trial.id)
-        time.sleep(0.3)
+    wait_steps(api, exp_id, trial.id, 60)
     cluster.det("experiment", "pause", str(exp_id))
     wait_trial(api, trial.id, "PAUSED")
     # DetCallback stopped the Trainer at the signal and saved that step.
@@ -80,16 +80,64 @@ def test_paused_trainer_resumes_from_the_checkpoint_it_saved(
     cluster.det("experiment", "activate", str(exp_id))
     api.wait_for_log(trial.id, f"resuming from out/checkpoint-{stopped_at}")
     # Not from step 0: the next training report is the first log step after the saved one.
-    deadline = time.monotonic() + 600
-    while max(steps(api.metrics(trial.id, "training"))) <= stopped_at + 20:
-        assert time.monotonic() < deadline, "the resumed trial reported nothing new"
-        time.sleep(0.5)
+    wait_steps(api, exp_id, trial.id, stopped_at + 20)
     cluster.det("experiment", "kill", str(exp_id))
     training = steps(api.metrics(trial.id, "training"))
     assert training == sorted(set(training)), "a step was reported twice"
     after = [s for s in training if s > stopped_at]
     assert after[0] == (stopped_at // 10 + 1) * 10
     assert api.trial(trial.id).restarts == 0, "a pause is not a failure"
+
+
+def wait_steps(api: Api, exp_id: int, trial_id: int, past: int) -> None:
+    deadline = time.monotonic() + 600
+    while max(steps(api.metrics(trial_id, "training")), default=0) <= past:
+        assert time.monotonic() < deadline, f"trial {trial_id} did not report past step {past}"
+        assert api.state(exp_id) not in ("ERROR", "COMPLETED"), api.log_text(trial_id)
+        time.sleep(0.5)
+
+
+def training_processes(cluster: Cluster, task_id: str) -> list[psutil.Process]:
+    """The trial's run_clm.py processes (their working directory is the task's own)."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "cwd"]):
+        cwd, cmdline = p.info["cwd"] or "", p.info["cmdline"] or []
+        in_task = os.path.basename(cwd).startswith(f"{task_id}.")
+        # Not the launcher's processes, whose command lines name the script too.
+        if in_task and str(cluster.root) in cwd and cmdline[1:2] == ["run_clm.py"]:
+            found.append(p)
+    return found
+
+
+def test_crashed_trainer_restarts_from_its_latest_checkpoint(
+    cluster: Cluster, api: Api, runs: dict[str, int]
+) -> None:
+    exp_id = runs["crash"]
+    trial = api.first_trial(exp_id)
+    deadline = time.monotonic() + 600
+    while not [c for c in api.checkpoints(trial.id) if c.steps_completed >= 100]:
+        assert time.monotonic() < deadline, "no checkpoint at step 100"
+        assert api.state(exp_id) not in ("ERROR", "COMPLETED"), api.log_text(trial.id)
+        time.sleep(0.3)
+    (victim,) = training_processes(cluster, api.trial(trial.id).task_id)
+    victim.kill()
+    # The restart downloads the latest checkpoint the master knows and goes on from it.
+    latest = wait_until_restarted(api, trial.id)
+    api.wait_for_log(trial.id, f"resuming from out/checkpoint-{latest}")
+    wait_steps(api, exp_id, trial.id, latest + 20)
+    cluster.det("experiment", "kill", str(exp_id))
+    training = steps(api.metrics(trial.id, "training"))
+    assert training == sorted(set(training)), "the restart's reports repeat steps"
+    assert next(s for s in training if s > latest) == (latest // 10 + 1) * 10
+
+
+def wait_until_restarted(api: Api, trial_id: int) -> int:
+    """The steps of the checkpoint the trial's restart resumes from."""
+    deadline = time.monotonic() + 120
+    while api.trial(trial_id).restarts < 1:
+        assert time.monotonic() < deadline, "the trial did not restart"
+        time.sleep(0.3)
+    return api.checkpoints(trial_id)[-1].steps_completed
 
 
 def test_trainer_reports_metrics_checkpoints_and_progress(api: Api, runs: dict[str, int]) -> None:
