@@ -105,8 +105,7 @@ class DetCallback(transformers.TrainerCallback):  # type: ignore[misc]  # Any: n
         self._pending_progress: float | None = None
         self._due = 0.0
 
-        self.load_last_checkpoint(args)
-
+        # The config is checked before anything is downloaded.
         self.searcher_metric: str | None = None
         self.time_metric: str | None = None
         self.required_metrics: list[str] = []
@@ -121,6 +120,8 @@ class DetCallback(transformers.TrainerCallback):  # type: ignore[misc]  # Any: n
                 self.filter_metrics.extend(
                     m for m in (self.searcher_metric, self.time_metric) if m is not None
                 )
+
+        self.load_last_checkpoint(args)
 
         # Kept from Determined (undocumented there too): whether training that ends on its own
         # gets a final evaluation and save. A stop for preemption always saves.
