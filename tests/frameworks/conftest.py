@@ -1,11 +1,12 @@
 """The frameworks suite: training frameworks on a real local cluster.
 
 Its tests need the pinned frameworks (``scripts/frameworks/install.sh``); without them the
-modules that import them are skipped, saying so.
+modules that use them are skipped, saying so.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import pathlib
 from collections.abc import Iterator
 
@@ -13,6 +14,17 @@ import pytest
 
 from tests.cluster import Cluster, cluster_fixture
 from tests.integration.test_core_api import Api
+
+
+def skip_without_frameworks(*modules: str) -> None:
+    """Skip the calling test module unless ``modules`` are installed (found, not imported:
+    collecting the default suite must not pay for importing transformers)."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(
+            f"{', '.join(missing)} not installed: run scripts/frameworks/install.sh",
+            allow_module_level=True,
+        )
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,10 @@ import textwrap
 import pytest
 
 from tests.cluster import EXAMPLES, ROOT, Cluster
+from tests.frameworks.conftest import skip_without_frameworks
 from tests.integration.test_core_api import Api
 
-pytest.importorskip("transformers", reason="run scripts/frameworks/install.sh")
+skip_without_frameworks("transformers")
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.timeout(900)]
 

@@ -18,11 +18,11 @@ import psutil
 import pytest
 
 from tests.cluster import EXAMPLES, Cluster
+from tests.frameworks.conftest import skip_without_frameworks
 from tests.integration.test_core_api import Api, checkpoint_dir
 from tests.integration.test_digits import wait_trial
 
-pytest.importorskip("transformers", reason="run scripts/frameworks/install.sh")
-pytest.importorskip("trl", reason="run scripts/frameworks/install.sh")
+skip_without_frameworks("transformers", "trl", "peft")
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.timeout(900)]
 
