@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,10 +36,22 @@ def add_parser(nouns: Subparsers) -> None:
     add_download_flags(p)
     p.set_defaults(func=download)
 
-    p = verbs.add_parser("delete", aliases=["rm"], help="delete checkpoints and their files")
+    p = verbs.add_parser("delete", help="delete checkpoints and their files")
     p.add_argument("uuids", metavar="UUIDS", help="comma-separated checkpoint UUIDs")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.set_defaults(func=delete)
+
+    p = verbs.add_parser("rm", help="remove files from checkpoints")
+    p.add_argument("uuids", metavar="UUIDS", help="comma-separated checkpoint UUIDs")
+    p.add_argument(
+        "--glob",
+        action="append",
+        default=[],
+        help="the files to remove (repeatable); none: only re-read the checkpoints' files"
+        " from the storage",
+    )
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.set_defaults(func=remove_files)
 
 
 def add_list_flags(p: argparse.ArgumentParser) -> None:
@@ -165,26 +176,51 @@ def download(args: argparse.Namespace) -> int:
     return 0
 
 
-def delete(args: argparse.Namespace) -> int:
-    uuids = [u.strip() for u in args.uuids.split(",") if u.strip()]
+def _uuids(text: str) -> list[str]:
+    uuids = [u.strip() for u in text.split(",") if u.strip()]
     if not uuids:
         raise errors.InvalidArgument("no checkpoint UUID given")
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise errors.InvalidArgument(
-                f"deleting {len(uuids)} checkpoint(s) needs confirmation; pass --yes to confirm"
-            )
-        answer = input(
-            "Deleting checkpoints deletes all their files in the checkpoint storage. "
-            "Proceed? [y/N] "
-        )
-        if answer.strip().lower() not in ("y", "yes"):
-            print("Aborting deletion of checkpoints.")
-            return 1
+    return uuids
+
+
+def delete(args: argparse.Namespace) -> int:
+    uuids = _uuids(args.uuids)
+    if not args.yes and not render.confirmed(
+        f"deleting {len(uuids)} checkpoint(s)",
+        "Deleting checkpoints deletes all their files in the checkpoint storage. Proceed?",
+    ):
+        print("Aborting deletion of checkpoints.")
+        return 1
 
     async def body(s: client.Session) -> None:
         await s.call(s.stub.delete_checkpoints(v1.DeleteCheckpointsRequest(uuids=uuids)))
 
     rpc.run(args.master, body)
     print(f"Deleted checkpoints {','.join(uuids)}")
+    return 0
+
+
+def remove_files(args: argparse.Namespace) -> int:
+    uuids = _uuids(args.uuids)
+    if (
+        args.glob
+        and not args.yes
+        and not render.confirmed(
+            f"removing files from {len(uuids)} checkpoint(s)",
+            "All files matching the globs will be deleted from these checkpoints in their storage."
+            " Proceed?",
+        )
+    ):
+        print("Stopping removal of files from checkpoints.")
+        return 1
+    req = v1.CheckpointsRemoveFilesRequest(checkpoint_uuids=uuids, checkpoint_globs=args.glob)
+
+    async def body(s: client.Session) -> None:
+        await s.call(s.stub.checkpoints_remove_files(req))
+
+    rpc.run(args.master, body)
+    if args.glob:
+        print(f"Removed the matching files from checkpoints {','.join(uuids)}")
+    else:
+        print(f"Refreshed the files of checkpoints {','.join(uuids)} from their storage")
     return 0

@@ -17,6 +17,7 @@ from pydet.cli import (
     checkpoint,
     config,
     create,
+    experiment_edits,
     listing,
     pareto,
     project,
@@ -154,6 +155,8 @@ def add_parser(nouns: Subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print each line as a JSON object")
     p.set_defaults(func=logs)
     retention.add_download_model_def_parser(verbs)
+    experiment_edits.add_label_parser(verbs)
+    experiment_edits.add_delete_tb_files_parser(verbs)
     _add_set_parser(verbs)
 
 
@@ -578,9 +581,12 @@ def move(args: argparse.Namespace) -> int:
 
 def _add_set_parser(verbs: Subparsers) -> None:
     p = verbs.add_parser(
-        "set", help="change an experiment's priority, weight, max slots, gc policy or log retention"
+        "set",
+        help="change an experiment's name, description, priority, weight, max slots, gc policy"
+        " or log retention",
     )
     what = p.add_subparsers(dest="field", metavar="FIELD", required=True)
+    experiment_edits.add_setters(what)
     retention.add_gc_policy_parser(what)
     retention.add_log_retention_parser(what, "experiment")
     for name, kind, help_text in (

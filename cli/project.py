@@ -196,7 +196,7 @@ def move(args: argparse.Namespace) -> int:
 
 
 def delete(args: argparse.Namespace) -> int:
-    if not args.yes and not workspace.confirmed(
+    if not args.yes and not render.confirmed(
         f"deleting project {args.project_name!r}",
         f"Delete project {args.project_name!r} of workspace {args.workspace_name!r} and its"
         " notes? This cannot be undone ('det project archive' hides it instead).",

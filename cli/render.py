@@ -12,6 +12,7 @@ import datetime
 import enum
 import io
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ import betterproto2
 from tabulate import tabulate  # type: ignore[import-untyped]
 
 from determined.api.gen import v1
+from determined.common import errors
 
 # Proto fields that carry a JSON document as a string; --json output inlines them.
 _JSON_STRING_FIELDS = frozenset(
@@ -242,3 +244,11 @@ def log_line(log: v1.TaskLog) -> str:
 def master_log_line(e: v1.LogEntry) -> str:
     """A line of the master's own log as Determined's `det master logs` prints it."""
     return f"{iso_utc(e.timestamp)} [{e.level}]: {e.message}"
+
+
+def confirmed(what: str, question: str) -> bool:
+    """A yes from the terminal to ``question``; without a terminal (a script), an error
+    saying that ``what`` needs --yes."""
+    if not sys.stdin.isatty():
+        raise errors.InvalidArgument(f"{what} needs confirmation; pass --yes to confirm")
+    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")

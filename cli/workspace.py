@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from determined.api.gen import v1
@@ -231,16 +230,8 @@ def archive(args: argparse.Namespace) -> int:
     return 0
 
 
-def confirmed(what: str, question: str) -> bool:
-    """A yes from the terminal to ``question``; without a terminal (a script), an error
-    saying that ``what`` needs --yes."""
-    if not sys.stdin.isatty():
-        raise errors.InvalidArgument(f"{what} needs confirmation; pass --yes to confirm")
-    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
-
-
 def delete(args: argparse.Namespace) -> int:
-    if not args.yes and not confirmed(
+    if not args.yes and not render.confirmed(
         f"deleting workspace {args.workspace_name!r}",
         f"Delete workspace {args.workspace_name!r} and its projects? This cannot be undone"
         " ('det workspace archive' hides it instead).",

@@ -153,6 +153,21 @@ def test_unknown_and_deleted_checkpoints_are_clear_errors(
     assert proc.returncode == 1 and "no-such-uuid" in proc.stderr
     assert "Traceback" not in proc.stderr
     second = uuid_at(cluster, experiment, 2)
-    cluster.det("checkpoint", "rm", second, "--yes")
+    cluster.det("checkpoint", "delete", second, "--yes")
     proc = cluster.det("c", "download", second, "-o", str(tmp_path / "gone"), check=False)
     assert proc.returncode == 1 and "deleted" in proc.stderr, proc.stderr
+
+
+def test_checkpoint_rm_removes_the_files_its_globs_match(cluster: Cluster, experiment: int) -> None:
+    first = uuid_at(cluster, experiment, 1)
+    refreshed = cluster.det("checkpoint", "rm", first).stdout  # no glob: nothing is removed
+    assert f"Refreshed the files of checkpoints {first}" in refreshed
+    assert json.loads(cluster.det("c", "describe", first, "--json").stdout)["state"] == "COMPLETED"
+    cluster.det("checkpoint", "rm", first, "--glob", "w", "--yes")
+    described = json.loads(cluster.det("c", "describe", first, "--json").stdout)
+    assert described["state"] == "PARTIALLY_DELETED" and "w" not in described["resources"]
+    cluster.det("checkpoint", "rm", first, "--glob", "**", "--yes")
+    # No file is left, so the whole checkpoint is gone, as in Determined.
+    assert json.loads(cluster.det("c", "describe", first, "--json").stdout)["state"] == "DELETED"
+    proc = cluster.det("checkpoint", "rm", "no-such-uuid", "--glob", "*", "--yes", check=False)
+    assert proc.returncode == 1 and "no-such-uuid" in proc.stderr
