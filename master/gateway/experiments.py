@@ -33,6 +33,7 @@ def routes(service: Service) -> list[Route]:
             if "projectId" in q
             else codec.integer(request, "project_id"),
             labels=q.getlist("labels") or q.getlist("label"),
+            users=q.getlist("users"),
         )
         return codec.message(await service.get_experiments(req))
 
