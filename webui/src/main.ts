@@ -8,6 +8,9 @@ import { experimentPage } from "./pages/experiment";
 import { experimentsPage } from "./pages/experiments";
 import { jobsPage } from "./pages/jobs";
 import { loginPage } from "./pages/login";
+import { modelPage, modelsPage } from "./pages/models";
+import { projectPage } from "./pages/project";
+import { Sidebar } from "./pages/sidebar";
 import { trialPage } from "./pages/trial";
 import { lazy, type Page, type Route, Router } from "./router";
 import { currentUser, LOGIN_PAGE, loginPath } from "./session";
@@ -18,6 +21,8 @@ const forkPage = lazy(() => import("./pages/create").then((m) => m.forkPage));
 const continuePage = lazy(() => import("./pages/create").then((m) => m.continuePage));
 import { button, h, link, replace } from "./ui/dom";
 
+const sidebar = new Sidebar();
+
 const routes: Route[] = [
   { pattern: "/", page: (_r, _p, ctx) => (ctx.navigate("/experiments"), () => {}) },
   { pattern: "/cluster", page: clusterPage, nav: "cluster" },
@@ -27,6 +32,9 @@ const routes: Route[] = [
   { pattern: "/trials/:id/continue", page: continuePage, nav: "experiments" },
   { pattern: "/trials/:id", page: trialPage, nav: "experiments" },
   { pattern: "/jobs", page: jobsPage, nav: "jobs" },
+  { pattern: "/projects/:id", page: projectPage(() => void sidebar.refresh()), nav: "projects" },
+  { pattern: "/models", page: modelsPage, nav: "models" },
+  { pattern: "/models/:name", page: modelPage, nav: "models" },
   { pattern: LOGIN_PAGE, page: loginPage, nav: "login" },
 ];
 
@@ -37,6 +45,7 @@ const notFound: Page = (root) => {
 
 const NAV: [string, string, string][] = [
   ["experiments", "/experiments", "Experiments"],
+  ["models", "/models", "Model registry"],
   ["jobs", "/jobs", "Job queue"],
   ["cluster", "/cluster", "Cluster"],
 ];
@@ -70,13 +79,20 @@ const main = h("main", { id: "page" });
 const banner = h("div", { class: "cluster-message", role: "status" });
 banner.hidden = true;
 const app = document.getElementById("app") as HTMLElement;
-replace(app, h("header", { class: "top" }, link("/experiments", h("strong", { class: "brand" }, "pydet")), nav, h("span", { class: "spacer" }), liveDot, userBox), banner, main);
+replace(
+  app,
+  h("header", { class: "top" }, link("/experiments", h("strong", { class: "brand" }, "pydet")), nav, h("span", { class: "spacer" }), liveDot, userBox),
+  banner,
+  h("div", { class: "frame" }, sidebar.el, main),
+);
 
 currentUser.subscribe((user) => {
   userBox.hidden = user === null;
   userName.textContent = user ? user.username : "";
   userName.title = user?.admin ? `${user.username} (admin)` : "";
+  sidebar.el.hidden = user === null;
   if (user === null) return;
+  void sidebar.refresh();
   api.master().then(
     (m) => {
       banner.textContent = m.cluster_message?.message ?? "";
@@ -93,6 +109,8 @@ const router = new Router(
   (route) => {
     for (const a of navLinks) a.classList.toggle("active", a.dataset.nav === route?.nav);
     nav.hidden = route?.page === loginPage;
+    sidebar.el.hidden = route?.page === loginPage || currentUser.get() === null;
+    sidebar.mark(location.pathname);
     // Pages without a live stream poll instead; the indicator stays blank for them.
     liveDot.className = "live idle";
     liveDot.textContent = "";

@@ -1,6 +1,7 @@
 // The typed API client: one function per route, every answer decoded before use.
 
 import { type Decoder, DecodeError, decode } from "./decode";
+import * as org from "./org";
 import * as t from "./types";
 
 /** What a page shows when a call fails: the master's own message when it sent one. */
@@ -101,6 +102,12 @@ export interface ExperimentQuery {
   name?: string;
   state?: readonly string[];
   archived?: boolean;
+  /** Only this project's experiments (Determined's query parameter). */
+  projectId?: number;
+  /** Only experiments with every one of these labels. */
+  labels?: readonly string[];
+  /** Only these owners' experiments (usernames). */
+  users?: readonly string[];
 }
 
 export interface LogQuery {
@@ -145,6 +152,20 @@ export const api = {
   updateJobs: (updates: t.JobUpdate[]) => call("POST", "/api/v1/jobs/update", ignore, updates),
   login: (username: string, password: string) => call("POST", LOGIN_ROUTE, t.user, { username, password }),
   logout: () => call("POST", "/api/v1/auth/logout", ignore),
+  workspaces: () => call("GET", "/api/v1/workspaces", org.workspaceList),
+  workspaceProjects: (id: number) => call("GET", `/api/v1/workspaces/${id}/projects`, org.projectList),
+  project: (id: number) => call("GET", `/api/v1/projects/${id}`, org.projectOne),
+  putProjectNotes: (id: number, notes: org.Note[]) =>
+    call("PUT", `/api/v1/projects/${id}/notes`, org.noteList, { notes, projectId: id }),
+  moveExperiment: (id: number, projectId: number) =>
+    call("POST", `/api/v1/experiments/${id}/move`, ignore, { destinationProjectId: projectId, experimentId: id }),
+  models: () => call("GET", "/api/v1/models", org.modelList),
+  model: (name: string) => call("GET", `/api/v1/models/${encodeURIComponent(name)}`, org.modelOne),
+  createModel: (body: { name: string; description: string }) => call("POST", "/api/v1/models", org.modelOne, body),
+  modelVersions: (name: string) =>
+    call("GET", `/api/v1/models/${encodeURIComponent(name)}/versions`, org.modelVersionList),
+  registerVersion: (model: string, body: { checkpointUuid: string; name: string; notes: string; labels: string[] }) =>
+    call("POST", `/api/v1/models/${encodeURIComponent(model)}/versions`, org.modelVersionOne, body),
   me: () => call("GET", "/api/v1/me", t.user),
   master: () => call("GET", "/api/v1/master", t.masterInfo),
   tensorboards: () => call("GET", "/api/v1/tensorboards", t.tensorboardList),

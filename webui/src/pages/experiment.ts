@@ -11,6 +11,8 @@ import { button, h, link, replace } from "../ui/dom";
 import { bytes, duration, metric, stateLabel, time, value } from "../ui/format";
 import { badge, Capped, coalesce, debounce, Notice, progress, section, Table, unmanagedTag } from "../ui/widgets";
 import { actionButtons } from "./actions";
+import { moveButton } from "./moveDialog";
+import { registerCell } from "./registerDialog";
 import { SearchView } from "./searchView";
 import { tensorboardButton } from "./tensorboard";
 
@@ -38,6 +40,7 @@ export const experimentPage: Page = (root, params, ctx) => {
       { title: "Size", class: "num", cell: (c) => bytes(c.size) },
       { title: "State", cell: (c) => c.state },
       { title: "Reported", cell: (c) => time(c.report_time) },
+      { title: "Registry", cell: (c) => registerCell(c, (m) => actionNotice.info(m)) },
     ],
     { empty: "No checkpoints yet.", rowKey: (c) => c.uuid },
   );
@@ -91,6 +94,7 @@ export const experimentPage: Page = (root, params, ctx) => {
         refreshAll();
       }),
       tensorboardButton(e.id, (m) => actionNotice.error(m)),
+      moveButton(e, () => actionNotice.info(`Moved experiment ${e.id}.`)),
       link(`/experiments/${e.id}/fork`, "Fork"),
       del &&
         button("Delete", () => {

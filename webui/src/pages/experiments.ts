@@ -1,14 +1,16 @@
 // Experiments: the list, paged on the master (it stays fast with 10,000 experiments),
-// filtered by name, state and archived, sorted by the sortable columns, live.
+// filtered by name, label, user, state and archived, sorted by the sortable columns, live.
+// A project's page shows the same list scoped to the project.
 
 import { api, errorMessage } from "../api/client";
 import { openStream } from "../api/stream";
 import type { Experiment } from "../api/types";
-import type { Page } from "../router";
+import type { Page, PageContext } from "../router";
 import { button, h, link, replace } from "../ui/dom";
 import { metric, time } from "../ui/format";
 import { badge, coalesce, debounce, Notice, progress, type SortState, Table, unmanagedTag } from "../ui/widgets";
 import { actionButtons } from "./actions";
+import { moveButton } from "./moveDialog";
 
 const STATE_FILTERS: [string, string[]][] = [
   ["All states", []],
@@ -23,6 +25,10 @@ const PAGE_SIZES = [25, 50, 100, 200];
 
 interface ListState {
   name: string;
+  /** Labels, comma-separated: experiments with every one of them. */
+  label: string;
+  /** An owner's username. */
+  user: string;
   state: number;
   archived: boolean;
   sort: SortState;
@@ -38,6 +44,8 @@ function readUrl(): ListState {
   };
   return {
     name: q.get("name") ?? "",
+    label: q.get("label") ?? "",
+    user: q.get("user") ?? "",
     state: Math.min(int("state", 0), STATE_FILTERS.length - 1),
     archived: q.get("archived") === "true",
     sort: { key: q.get("sort") ?? "id", descending: q.get("asc") !== "true" },
@@ -46,9 +54,11 @@ function readUrl(): ListState {
   };
 }
 
-function writeUrl(s: ListState): void {
+function writeUrl(path: string, s: ListState): void {
   const q = new URLSearchParams();
   if (s.name) q.set("name", s.name);
+  if (s.label) q.set("label", s.label);
+  if (s.user) q.set("user", s.user);
   if (s.state) q.set("state", String(s.state));
   if (s.archived) q.set("archived", "true");
   if (s.sort.key !== "id") q.set("sort", s.sort.key);
@@ -56,10 +66,33 @@ function writeUrl(s: ListState): void {
   if (s.page) q.set("page", String(s.page));
   if (s.size !== 50) q.set("size", String(s.size));
   const text = q.toString();
-  history.replaceState(null, "", `/experiments${text ? `?${text}` : ""}`);
+  history.replaceState(null, "", `${path}${text ? `?${text}` : ""}`);
 }
 
 export const experimentsPage: Page = (root, _params, ctx) => {
+  const head = h("div", { class: "page-head" }, h("h1", {}, "Experiments"), h("span", { class: "count" }));
+  return experimentList(root, ctx, { path: "/experiments", head });
+};
+
+/** Where a list shows: its page's path (for the URL's filters), the project it is scoped
+ * to (none: every project's), and what goes above it (its `.count` shows the total). */
+export interface ListScope {
+  path: string;
+  projectId?: number;
+  head: HTMLElement;
+  /** Runs after an experiment moved out (the sidebar's counts change). */
+  onMoved?: () => void;
+}
+
+/** Labels as typed ("a, b") to the list the API takes. */
+export function labelList(text: string): string[] {
+  return text
+    .split(",")
+    .map((l) => l.trim())
+    .filter((l) => l !== "");
+}
+
+export function experimentList(root: HTMLElement, ctx: PageContext, scope: ListScope): () => void {
   const s = readUrl();
   const notice = new Notice();
   let total = 0;
@@ -76,9 +109,22 @@ export const experimentsPage: Page = (root, _params, ctx) => {
         cell: (e) => h("span", { title: e.searcher_metric }, metric(e.best_searcher_metric)),
       },
       { title: "Trials", class: "num", cell: (e) => String(e.num_trials) },
+      { title: "Labels", cell: (e) => h("span", { class: "labels" }, ...e.labels.map((l) => h("span", { class: "label-tag" }, l))) },
       { title: "User", cell: (e) => e.username },
       { title: "Started", sort: "start_time", cell: (e) => time(e.start_time) },
-      { title: "Actions", cell: (e) => actionButtons(e, (m) => notice.error(m), refresh) },
+      {
+        title: "Actions",
+        cell: (e) => {
+          const box = actionButtons(e, (m) => notice.error(m), refresh);
+          box.appendChild(
+            moveButton(e, () => {
+              refresh();
+              scope.onMoved?.();
+            }),
+          );
+          return box;
+        },
+      },
     ],
     {
       empty: "No experiments match.",
@@ -94,6 +140,8 @@ export const experimentsPage: Page = (root, _params, ctx) => {
   );
 
   const nameInput = h("input", { type: "search", placeholder: "Filter by name", value: s.name, class: "filter-name" });
+  const labelInput = h("input", { type: "search", placeholder: "Labels (a, b)", value: s.label, class: "filter-label" });
+  const userInput = h("input", { type: "search", placeholder: "User", value: s.user, class: "filter-user" });
   const stateSelect = h(
     "select",
     { class: "filter-state" },
@@ -119,6 +167,14 @@ export const experimentsPage: Page = (root, _params, ctx) => {
     refresh();
   }, 250);
   nameInput.addEventListener("input", onName);
+  const onLabel = debounce(() => {
+    s.label = labelInput.value.trim();
+    s.user = userInput.value.trim();
+    s.page = 0;
+    refresh();
+  }, 250);
+  labelInput.addEventListener("input", onLabel);
+  userInput.addEventListener("input", onLabel);
   stateSelect.addEventListener("change", () => {
     s.state = Number(stateSelect.value);
     s.page = 0;
@@ -137,11 +193,13 @@ export const experimentsPage: Page = (root, _params, ctx) => {
 
   replace(
     root,
-    h("div", { class: "page-head" }, h("h1", {}, "Experiments"), h("span", { class: "count" })),
+    scope.head,
     h(
       "div",
       { class: "toolbar" },
       nameInput,
+      labelInput,
+      userInput,
       stateSelect,
       h("label", { class: "check" }, archivedBox, "Show archived"),
       h("span", { class: "spacer" }),
@@ -153,13 +211,13 @@ export const experimentsPage: Page = (root, _params, ctx) => {
     notice.el,
     h("div", { class: "card table-wrap" }, table.el),
   );
-  const count = root.querySelector(".count") as HTMLElement;
+  const count = scope.head.querySelector(".count") ?? h("span");
 
   let generation = 0;
   let loaded = false;
   const load = async () => {
     const mine = ++generation;
-    writeUrl(s);
+    writeUrl(scope.path, s);
     if (!loaded) notice.loading("Loading experiments…");
     try {
       const states = STATE_FILTERS[s.state]?.[1] ?? [];
@@ -172,6 +230,9 @@ export const experimentsPage: Page = (root, _params, ctx) => {
         state: states,
         // Archived experiments are hidden unless asked for, as in Determined.
         archived: s.archived ? undefined : false,
+        projectId: scope.projectId,
+        labels: labelList(s.label),
+        users: s.user ? [s.user] : undefined,
       });
       if (mine !== generation) return;
       total = result.total;
@@ -201,6 +262,7 @@ export const experimentsPage: Page = (root, _params, ctx) => {
   return () => {
     stream.close();
     onName.cancel();
+    onLabel.cancel();
     live.cancel();
   };
-};
+}

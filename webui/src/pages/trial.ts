@@ -11,6 +11,7 @@ import { bytes, duration, metric, time, value } from "../ui/format";
 import { badge, Capped, coalesce, debounce, Notice, section, Table } from "../ui/widgets";
 import { LogView } from "./logView";
 import { MetricPanel } from "./metricPanel";
+import { registerCell } from "./registerDialog";
 
 const TABLE_PAGE = 25;
 // Charts first get about this many reports per group (a first view); all of them follow.
@@ -46,6 +47,7 @@ export const trialPage: Page = (root, params, ctx) => {
         title: "Metadata",
         cell: (c) => h("details", {}, h("summary", {}, `${Object.keys(c.metadata).length} keys`), h("pre", {}, JSON.stringify(c.metadata, null, 2))),
       },
+      { title: "Registry", cell: (c) => registerCell(c, (m) => checkpointNotice.info(m)) },
     ],
     { empty: "No checkpoints yet." },
   );

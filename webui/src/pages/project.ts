@@ -1,0 +1,108 @@
+// A project: its experiments (the experiments list scoped to it, with the same filters) and
+// its notes, markdown shown as text; the project's owner (or an admin) edits them.
+
+import { api, errorMessage } from "../api/client";
+import type { Note, Project } from "../api/org";
+import type { Page } from "../router";
+import { currentUser } from "../session";
+import { button, h, link, replace } from "../ui/dom";
+import { markdown } from "../ui/markdown";
+import { Notice } from "../ui/widgets";
+import { experimentList } from "./experiments";
+
+/** Whether the logged-in user may change `p` (the master checks again). */
+function mayEdit(p: Project): boolean {
+  const user = currentUser.get();
+  return user !== null && !p.immutable && (user.admin || user.username === p.username);
+}
+
+class NotesView {
+  readonly el = h("section", { class: "card notes" });
+  private readonly notice = new Notice();
+  private notes: Note[] = [];
+
+  constructor(private readonly project: Project) {
+    this.notes = project.notes;
+    this.show();
+  }
+
+  private show(): void {
+    const edit = mayEdit(this.project) ? button(this.notes.length ? "Edit" : "Add notes", () => this.edit(), "small notes-edit") : null;
+    const body = h("div", { class: "notes-body" });
+    for (const n of this.notes) {
+      body.appendChild(h("div", { class: "note", data: { note: n.name } }, h("h3", {}, n.name), markdown(n.contents)));
+    }
+    if (!this.notes.length) body.appendChild(h("p", { class: "muted" }, "No notes."));
+    replace(this.el, h("div", { class: "card-head" }, h("h2", {}, "Notes"), edit), this.notice.el, body);
+  }
+
+  private edit(): void {
+    const first = this.notes[0] ?? { name: "Notes", contents: "" };
+    const name = h("input", { type: "text", value: first.name, class: "notes-name" });
+    const text = h("textarea", { rows: 12, class: "notes-text", spellcheck: false });
+    text.value = first.contents;
+    const save = button("Save", () => {
+      save.disabled = true;
+      const notes = [{ name: name.value.trim() || "Notes", contents: text.value }, ...this.notes.slice(1)];
+      api.putProjectNotes(this.project.id, notes).then(
+        (saved) => {
+          this.notes = saved;
+          this.notice.clear();
+          this.show();
+        },
+        (e: unknown) => {
+          this.notice.error(`Could not save the notes: ${errorMessage(e)}`);
+          save.disabled = false;
+        },
+      );
+    }, "primary notes-save");
+    replace(
+      this.el,
+      h("div", { class: "card-head" }, h("h2", {}, "Notes")),
+      this.notice.el,
+      h("div", { class: "notes-form" }, name, text, h("div", { class: "actions" }, button("Cancel", () => this.show()), save)),
+    );
+  }
+}
+
+export function projectPage(onMoved: () => void): Page {
+  return (root, params, ctx) => {
+    const id = Number(params.id);
+    const notice = new Notice();
+    const listRoot = h("div");
+    replace(root, notice.el, listRoot);
+    let unmount: (() => void) | null = null;
+    let gone = false;
+    notice.loading("Loading the project…");
+    api.project(id).then(
+      (p) => {
+        if (gone) return;
+        notice.clear();
+        const head = h(
+          "div",
+          {},
+          h(
+            "div",
+            { class: "page-head" },
+            h("h1", {}, p.name),
+            h("span", { class: "muted" }, "in ", p.workspace_name),
+            h("span", { class: "count" }),
+            h("span", { class: "spacer" }),
+            link("/models", "Model registry"),
+          ),
+          p.description ? h("p", { class: "muted" }, p.description) : null,
+          new NotesView(p).el,
+        );
+        document.title = `pydet · ${p.name}`;
+        unmount = experimentList(listRoot, ctx, { path: `/projects/${id}`, projectId: id, head, onMoved });
+      },
+      (e: unknown) => {
+        if (!gone) notice.error(`Could not load project ${params.id}: ${errorMessage(e)}`);
+      },
+    );
+    return () => {
+      gone = true;
+      unmount?.();
+    };
+  };
+}
