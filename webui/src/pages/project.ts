@@ -20,13 +20,19 @@ class NotesView {
   readonly el = h("section", { class: "card notes" });
   private readonly notice = new Notice();
   private notes: Note[] = [];
+  private editing = false;
+  /** Stops following who is logged in (the edit button depends on it). */
+  readonly close: () => void;
 
   constructor(private readonly project: Project) {
     this.notes = project.notes;
-    this.show();
+    this.close = currentUser.subscribe(() => {
+      if (!this.editing) this.show();
+    });
   }
 
   private show(): void {
+    this.editing = false;
     const edit = mayEdit(this.project) ? button(this.notes.length ? "Edit" : "Add notes", () => this.edit(), "small notes-edit") : null;
     const body = h("div", { class: "notes-body" });
     for (const n of this.notes) {
@@ -37,6 +43,7 @@ class NotesView {
   }
 
   private edit(): void {
+    this.editing = true;
     const first = this.notes[0] ?? { name: "Notes", contents: "" };
     const name = h("input", { type: "text", value: first.name, class: "notes-name" });
     const text = h("textarea", { rows: 12, class: "notes-text", spellcheck: false });
@@ -72,12 +79,14 @@ export function projectPage(onMoved: () => void): Page {
     const listRoot = h("div");
     replace(root, notice.el, listRoot);
     let unmount: (() => void) | null = null;
+    let notes: NotesView | null = null;
     let gone = false;
     notice.loading("Loading the project…");
     api.project(id).then(
       (p) => {
         if (gone) return;
         notice.clear();
+        notes = new NotesView(p);
         const head = h(
           "div",
           {},
@@ -91,7 +100,7 @@ export function projectPage(onMoved: () => void): Page {
             link("/models", "Model registry"),
           ),
           p.description ? h("p", { class: "muted" }, p.description) : null,
-          new NotesView(p).el,
+          notes.el,
         );
         document.title = `pydet · ${p.name}`;
         unmount = experimentList(listRoot, ctx, { path: `/projects/${id}`, projectId: id, head, onMoved });
@@ -103,6 +112,7 @@ export function projectPage(onMoved: () => void): Page {
     return () => {
       gone = true;
       unmount?.();
+      notes?.close();
     };
   };
 }
