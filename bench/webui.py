@@ -25,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -138,7 +139,10 @@ def first_render(
 ) -> list[float]:
     """Seconds from navigation start to each mark, in a fresh (logged-in) browser context."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.add_cookies([{"name": "det_session", "value": token, "url": url}])
+    # The cookie for the whole origin: one set for a deeper page's URL would have that
+    # page's directory as its path, and the API's calls would go without it.
+    origin = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(url))
+    context.add_cookies([{"name": "det_session", "value": token, "url": origin}])
     try:
         page = context.new_page()
         page.add_init_script(MARKS)
