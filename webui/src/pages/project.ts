@@ -78,32 +78,28 @@ export function projectPage(onMoved: () => void): Page {
     const notice = new Notice();
     const listRoot = h("div");
     replace(root, notice.el, listRoot);
-    let unmount: (() => void) | null = null;
     let notes: NotesView | null = null;
     let gone = false;
-    notice.loading("Loading the project…");
+    // The list asks for its page at once; the heading and notes fill in when the project
+    // arrives (one round trip, not two, before the first rows show).
+    const title = h("h1", {}, `Project ${id}`);
+    const where = h("span", { class: "muted" });
+    const more = h("div");
+    const head = h(
+      "div",
+      { class: "project-head" },
+      h("div", { class: "page-head" }, title, where, h("span", { class: "count" }), h("span", { class: "spacer" }), link("/models", "Model registry")),
+      more,
+    );
+    const unmount = experimentList(listRoot, ctx, { path: `/projects/${id}`, projectId: id, head, onMoved });
     api.project(id).then(
       (p) => {
         if (gone) return;
-        notice.clear();
         notes = new NotesView(p);
-        const head = h(
-          "div",
-          {},
-          h(
-            "div",
-            { class: "page-head" },
-            h("h1", {}, p.name),
-            h("span", { class: "muted" }, "in ", p.workspace_name),
-            h("span", { class: "count" }),
-            h("span", { class: "spacer" }),
-            link("/models", "Model registry"),
-          ),
-          p.description ? h("p", { class: "muted" }, p.description) : null,
-          notes.el,
-        );
+        title.textContent = p.name;
+        where.textContent = `in ${p.workspace_name}`;
+        replace(more, p.description ? h("p", { class: "muted" }, p.description) : null, notes.el);
         document.title = `pydet · ${p.name}`;
-        unmount = experimentList(listRoot, ctx, { path: `/projects/${id}`, projectId: id, head, onMoved });
       },
       (e: unknown) => {
         if (!gone) notice.error(`Could not load project ${params.id}: ${errorMessage(e)}`);
@@ -111,7 +107,7 @@ export function projectPage(onMoved: () => void): Page {
     );
     return () => {
       gone = true;
-      unmount?.();
+      unmount();
       notes?.close();
     };
   };
