@@ -113,7 +113,8 @@ async def trial_metrics_json(
         sql = (
             "SELECT COALESCE(json_agg(json_build_object('group', grp,"
             " 'steps_completed', CAST(steps_completed AS TEXT), 'metrics', metrics,"
-            " 'timestamp', timestamp, 'batch_metrics', batch_metrics)"
+            " 'timestamp', timestamp, 'batch_metrics', batch_metrics,"
+            " 'trial_id', trial_id, 'trial_run_id', run_id)"
             " ORDER BY steps_completed, id), '[]') AS reports"
             f" FROM ({thinned}) AS kept"
         )
@@ -121,7 +122,8 @@ async def trial_metrics_json(
         sql = (
             "SELECT json_group_array(json_object('group', grp,"
             " 'steps_completed', CAST(steps_completed AS TEXT), 'metrics', metrics,"
-            " 'timestamp', timestamp, 'batch_metrics', batch_metrics)) AS reports"
+            " 'timestamp', timestamp, 'batch_metrics', batch_metrics,"
+            " 'trial_id', trial_id, 'trial_run_id', run_id)) AS reports"
             f" FROM ({thinned})"
         )
     row = await db.fetch_one(

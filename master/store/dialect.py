@@ -40,6 +40,7 @@ _SERIAL = frozenset(
         "projects",
         "models",
         "model_versions",
+        "cluster_messages",
     }
 )
 _KEYS = {

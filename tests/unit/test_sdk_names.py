@@ -61,7 +61,7 @@ def test_determined_experimental_offers_determineds_modules_and_names() -> None:
     assert metrics.TrialMetrics is client.TrialMetrics
     assert model.ModelSortBy.NAME.value == "SORT_BY_NAME"
     assert (OrderBy, TrialSortBy) == (client.OrderBy, client.TrialSortBy)
-    assert not hasattr(model, "Model")  # the registry is not part of pydet yet
+    assert (model.Model, model.ModelVersion) == (client.Model, client.ModelVersion)
 
 
 def test_legacy_metric_groups_are_the_core_apis_groups() -> None:

@@ -26,6 +26,7 @@ from pydet.master import gateway
 from pydet.master.auth import rules as authz
 from pydet.master.auth.authenticator import ADMIN_PASSWORD_FILE, Authenticator
 from pydet.master.auth.callers import TaskCaller
+from pydet.master.cluster.messages import ClusterMessages
 from pydet.master.events import Event, EventBus
 from pydet.master.gateway import cluster as gateway_cluster
 from pydet.master.gateway import codec as gateway_codec
@@ -397,6 +398,7 @@ async def master(tmp_path: pathlib.Path) -> AsyncIterator[Master]:
     service.info = MasterInfo(
         cluster_id="c", master_address="", pools=("default",), default_pool="default", defaults={}
     )
+    service.messages = ClusterMessages(db)
     app = gateway.build(service, auth, authz.Lookup(db), session_lifetime=3600)
     yield Master(app, (tmp_path / ADMIN_PASSWORD_FILE).read_text().strip())
     await db.close()
