@@ -154,6 +154,8 @@ export const api = {
   logout: () => call("POST", "/api/v1/auth/logout", ignore),
   workspaces: () => call("GET", "/api/v1/workspaces", org.workspaceList),
   workspaceProjects: (id: number) => call("GET", `/api/v1/workspaces/${id}/projects`, org.projectList),
+  /** Every workspace's projects in one request (Determined reads workspace id 0 as "all"). */
+  allProjects: () => call("GET", "/api/v1/workspaces/0/projects", org.projectList),
   project: (id: number) => call("GET", `/api/v1/projects/${id}`, org.projectOne),
   putProjectNotes: (id: number, notes: org.Note[]) =>
     call("PUT", `/api/v1/projects/${id}/notes`, org.noteList, { notes, projectId: id }),

@@ -30,9 +30,10 @@ export class Sidebar {
 
   private async load(): Promise<void> {
     try {
-      const workspaces = (await api.workspaces()).filter((w) => !w.archived);
-      const projects = await Promise.all(workspaces.map((w) => api.workspaceProjects(w.id)));
-      replace(this.list, ...workspaces.map((w, i) => this.workspace(w, projects[i] ?? [])));
+      // Two requests, however many workspaces there are.
+      const [all, projects] = await Promise.all([api.workspaces(), api.allProjects()]);
+      const workspaces = all.filter((w) => !w.archived);
+      replace(this.list, ...workspaces.map((w) => this.workspace(w, projects.filter((p) => p.workspace_id === w.id))));
       this.problem.hidden = true;
       this.mark(location.pathname);
     } catch (e) {
