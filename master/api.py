@@ -3,6 +3,7 @@ which authenticates and authorizes every call and maps the shared errors to gRPC
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,9 +14,12 @@ from pydet.master import queries
 from pydet.master.api_admin import AdminRpcs
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.auth.callers import UserCaller
+from pydet.master.commands import commands
 from pydet.master.guard import current_caller, current_peer
 from pydet.master.logs.master_log import MasterLog
 from pydet.master.service import Service
+from pydet.master.tasks import tensorboards
+from pydet.master.tasks.generic import TaskType
 from pydet.master.users import profiles
 from pydet.master.users.profiles import Profiles
 from pydet.master.webhooks import dispatch as webhooks
@@ -233,8 +237,9 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         async for logs in self.s.trial_logs(message):
             yield v1.TrialLogsResponse(logs=logs)
 
-    async def task_logs(self, message: v1.TaskLogsRequest) -> v1.TaskLogsResponse:
-        return v1.TaskLogsResponse(logs=await self.s.task_logs(message))
+    async def task_logs(self, message: v1.TaskLogsRequest) -> AsyncIterator[v1.TaskLogsResponse]:
+        async for logs in self.s.task_logs(message):
+            yield v1.TaskLogsResponse(logs=logs)
 
     async def get_trial_metrics(
         self, message: v1.GetTrialMetricsRequest
@@ -479,12 +484,12 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         self, message: v1.GetTensorboardsRequest
     ) -> v1.GetTensorboardsResponse:
         return v1.GetTensorboardsResponse(
-            tensorboards=[tb.to_proto() for tb in self.s.tensorboards.live()]
+            tensorboards=[tensorboards.to_proto(tb) for tb in self.s.tensorboards.live()]
         )
 
     async def get_tensorboard(self, message: v1.GetTensorboardRequest) -> v1.GetTensorboardResponse:
         tb = await self.s.tensorboards.get(message.tensorboard_id)
-        return v1.GetTensorboardResponse(tensorboard=tb.to_proto())
+        return v1.GetTensorboardResponse(tensorboard=tensorboards.to_proto(tb))
 
     async def kill_tensorboard(
         self, message: v1.KillTensorboardRequest
@@ -643,6 +648,40 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         self, message: v1.PostAllocationProxyAddressRequest
     ) -> v1.PostAllocationProxyAddressResponse:
         await self.s.locked(
-            self.s.tensorboards.post_proxy_address(message.allocation_id, message.proxy_address)
+            self.s.generic.post_proxy_address(
+                message.allocation_id, message.proxy_address, message.user
+            )
         )
         return v1.PostAllocationProxyAddressResponse()
+
+    # -- commands ------------------------------------------------------------------------------
+
+    async def launch_command(self, message: v1.LaunchCommandRequest) -> v1.LaunchCommandResponse:
+        return await self.s.launch_command(_user().username, message)
+
+    async def get_commands(self, message: v1.GetCommandsRequest) -> v1.GetCommandsResponse:
+        live = self.s.live_tasks(TaskType.COMMAND, list(message.users))
+        return v1.GetCommandsResponse(commands=[commands.to_proto(t) for t in live])
+
+    async def get_command(self, message: v1.GetCommandRequest) -> v1.GetCommandResponse:
+        task = await self.s.generic.get(message.command_id, TaskType.COMMAND)
+        return v1.GetCommandResponse(
+            command=commands.to_proto(task), config=json.dumps(task.config)
+        )
+
+    async def kill_command(self, message: v1.KillCommandRequest) -> v1.KillCommandResponse:
+        task = await self.s.kill_task(message.command_id, TaskType.COMMAND)
+        return v1.KillCommandResponse(command=commands.to_proto(task))
+
+    async def set_command_priority(
+        self, message: v1.SetCommandPriorityRequest
+    ) -> v1.SetCommandPriorityResponse:
+        task = await self.s.set_task_priority(
+            message.command_id, message.priority, TaskType.COMMAND
+        )
+        return v1.SetCommandPriorityResponse(command=commands.to_proto(task))
+
+    async def get_task_context(
+        self, message: v1.GetTaskContextRequest
+    ) -> v1.GetTaskContextResponse:
+        return v1.GetTaskContextResponse(context=await self.s.generic.context(message.task_id))

@@ -77,12 +77,13 @@ def routes(auth: Authenticator, service: Service) -> list[Route]:
         if not isinstance(caller, UserCaller):
             raise errors.PermissionDenied("a task's page is for users; task tokens are refused")
         task_id = request.path_params["task_id"]
-        address, owner = service.tensorboards.proxy_address(task_id)
-        if not caller.admin and caller.username != owner:
+        target = service.generic.proxy_target(task_id)
+        if not caller.admin and caller.username != target.owner:
             raise errors.PermissionDenied(
-                f"only the owner of task {task_id} ({owner}) or an admin may open it"
+                f"only the owner of task {task_id} or an admin may open it"
             )
-        return address
+        service.generic.record_activity(task_id)
+        return target.address
 
     async def slash(request: Request) -> Response:
         await authorized(request)

@@ -1,0 +1,91 @@
+"""`det command|cmd run|list|config|logs|kill|set priority`: commands run as tasks on the
+cluster (Determined's command names and flags). `det cmd run` streams the command's output
+as it comes (its stdout to stdout, the rest to stderr) and exits with its exit code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from determined.api.gen import v1
+from determined.common import client, errors
+from pydet.cli import Subparsers, ntsc, rpc
+
+
+async def _list(s: client.Session) -> Sequence[Any]:
+    return list((await s.call(s.stub.get_commands(v1.GetCommandsRequest()))).commands)
+
+
+async def _get(s: client.Session, task_id: str) -> tuple[Any, str]:
+    got = await s.call(s.stub.get_command(v1.GetCommandRequest(command_id=task_id)))
+    return rpc.present(got.command, "command"), got.config
+
+
+async def _kill(s: client.Session, task_id: str) -> Any:
+    return await s.call(s.stub.kill_command(v1.KillCommandRequest(command_id=task_id)))
+
+
+async def _set_priority(s: client.Session, task_id: str, priority: int) -> Any:
+    request = v1.SetCommandPriorityRequest(command_id=task_id, priority=priority)
+    return await s.call(s.stub.set_command_priority(request))
+
+
+API = ntsc.Api("command", _list, _get, _kill, _set_priority)
+
+
+def add_parser(nouns: Subparsers) -> None:
+    cmd = nouns.add_parser("command", aliases=["cmd"], help="manage commands")
+    verbs = cmd.add_subparsers(dest="verb", metavar="COMMAND")
+    cmd.set_defaults(
+        func=lambda args: ntsc.list_tasks(args, API),
+        csv=False,
+        json=False,
+        quiet=False,
+        all=False,
+    )
+    ntsc.add_list_parser(verbs, API, "commands")
+
+    p = verbs.add_parser("run", help="run a command on the cluster and print its output")
+    p.add_argument(
+        "entrypoint",
+        nargs=argparse.REMAINDER,
+        metavar="COMMAND",
+        help="the command and its arguments",
+    )
+    ntsc.add_config_flags(p, "command")
+    p.set_defaults(func=run)
+    ntsc.add_common_parsers(verbs, API)
+
+
+def run(args: argparse.Namespace) -> int:
+    entrypoint = args.entrypoint[1:] if args.entrypoint[:1] == ["--"] else args.entrypoint
+    text = ntsc.load_config(args, entrypoint)
+    if not text:
+        raise errors.InvalidArgument("name the command to run: det cmd run COMMAND [ARGS...]")
+    request = v1.LaunchCommandRequest(
+        config=text, template_name=args.template or "", context=ntsc.context_of(args)
+    )
+
+    async def body(s: client.Session) -> int:
+        launched = await s.call(s.stub.launch_command(request))
+        cmd = rpc.present(launched.command, "command")
+        if args.detach:
+            print(cmd.id)
+            return 0
+        ntsc.launched("command", cmd.id, cmd.description)
+        follow = v1.TaskLogsRequest(task_id=cmd.id, follow=True)
+        async for response in rpc.stream(s, s.stub.task_logs(follow)):
+            for line in response.logs:
+                out = sys.stdout if line.stdtype == "stdout" else sys.stderr
+                out.write(line.message.rstrip("\r\n") + "\n")
+            sys.stdout.flush()
+            sys.stderr.flush()
+        ended, _ = await _get(s, cmd.id)
+        if ended.exit_code is None:
+            print(f"command {cmd.id} did not run: {ended.exit_status}", file=sys.stderr)
+            return 1
+        return int(ended.exit_code)
+
+    return rpc.run(args.master, body)
