@@ -1,33 +1,46 @@
 """`det command|cmd run|list|config|logs|kill|set priority`: commands run as tasks on the
 cluster (Determined's command names and flags). `det cmd run` streams the command's output
-as it comes (its stdout to stdout, the rest to stderr) and exits with its exit code."""
+as it comes (its stdout to stdout, the rest to stderr) and exits with its exit code; it
+makes its calls through ``quick`` (the light client), so that it costs little more than
+the interpreter's start."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from determined.api.gen import v1
-from determined.common import client, errors
-from pydet.cli import Subparsers, ntsc, rpc
+from determined.common import errors
+from pydet.cli import Subparsers, ntsc
+
+if TYPE_CHECKING:
+    from determined.common import client
 
 
 async def _list(s: client.Session) -> Sequence[Any]:
+    from determined.api.gen import v1
+
     return list((await s.call(s.stub.get_commands(v1.GetCommandsRequest()))).commands)
 
 
 async def _get(s: client.Session, task_id: str) -> tuple[Any, str]:
+    from determined.api.gen import v1
+    from pydet.cli import rpc
+
     got = await s.call(s.stub.get_command(v1.GetCommandRequest(command_id=task_id)))
     return rpc.present(got.command, "command"), got.config
 
 
 async def _kill(s: client.Session, task_id: str) -> Any:
+    from determined.api.gen import v1
+
     return await s.call(s.stub.kill_command(v1.KillCommandRequest(command_id=task_id)))
 
 
 async def _set_priority(s: client.Session, task_id: str, priority: int) -> Any:
+    from determined.api.gen import v1
+
     request = v1.SetCommandPriorityRequest(command_id=task_id, priority=priority)
     return await s.call(s.stub.set_command_priority(request))
 
@@ -60,6 +73,9 @@ def add_parser(nouns: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from determined.api import lite as v1
+    from pydet.cli import quick
+
     entrypoint = args.entrypoint[1:] if args.entrypoint[:1] == ["--"] else args.entrypoint
     text = ntsc.load_config(args, entrypoint)
     if not text:
@@ -67,25 +83,22 @@ def run(args: argparse.Namespace) -> int:
     request = v1.LaunchCommandRequest(
         config=text, template_name=args.template or "", context=ntsc.context_of(args)
     )
-
-    async def body(s: client.Session) -> int:
-        launched = await s.call(s.stub.launch_command(request))
-        cmd = rpc.present(launched.command, "command")
+    with quick.Session(args.master) as s:
+        s.login()
+        cmd = s.call("launch_command", request).command
         if args.detach:
             print(cmd.id)
             return 0
         ntsc.launched("command", cmd.id, cmd.description)
         follow = v1.TaskLogsRequest(task_id=cmd.id, follow=True)
-        async for response in rpc.stream(s, s.stub.task_logs(follow)):
+        for response in s.stream("task_logs", follow):
             for line in response.logs:
                 out = sys.stdout if line.stdtype == "stdout" else sys.stderr
                 out.write(line.message.rstrip("\r\n") + "\n")
             sys.stdout.flush()
             sys.stderr.flush()
-        ended, _ = await _get(s, cmd.id)
-        if ended.exit_code is None:
-            print(f"command {cmd.id} did not run: {ended.exit_status}", file=sys.stderr)
-            return 1
-        return int(ended.exit_code)
-
-    return rpc.run(args.master, body)
+        ended = s.call("get_command", v1.GetCommandRequest(command_id=cmd.id)).command
+    if ended.exit_code is None:
+        print(f"command {cmd.id} did not run: {ended.exit_status}", file=sys.stderr)
+        return 1
+    return int(ended.exit_code)

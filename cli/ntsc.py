@@ -1,23 +1,26 @@
 """What `det cmd`, `det notebook` and `det shell` share (Determined's ``ntsc``): their config
 from ``--config-file`` and ``--config`` overrides, the context they take, their lists, and
-kill, priority, config and logs by id (or an unambiguous prefix of one)."""
+kill, priority, config and logs by id (or an unambiguous prefix of one).
+
+Light to import, so that `det cmd run` starts quickly: the parsers need nothing heavy, and
+what the other verbs need (the generated API, YAML, the config parser) is imported where
+they use it.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
-import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import yaml
+from determined.common import errors
+from pydet.cli import log_flags
 
-from determined.api.gen import v1
-from determined.common import client, errors, expconf
-from determined.common.context import pack_context
-from pydet.cli import config, listing, render, rpc, trial
+if TYPE_CHECKING:
+    from determined.api.gen import v1
+    from determined.common import client
 
 HEADERS = ("ID", "Owner", "Description", "State", "Exit Status", "Resource Pool")
 
@@ -50,7 +53,14 @@ def add_config_flags(p: argparse.ArgumentParser, noun: str) -> None:
     p.add_argument(
         "--config-file", metavar="FILE", help=f"{noun} config file (.yaml)", default=None
     )
-    config.add_override_argument(p)
+    p.add_argument(
+        "--config",
+        dest="config_overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field, nested keys joined by dots (repeatable)",
+    )
     p.add_argument(
         "-c",
         "--context",
@@ -83,16 +93,28 @@ def add_config_flags(p: argparse.ArgumentParser, noun: str) -> None:
 
 def load_config(args: argparse.Namespace, entrypoint: Sequence[str] = ()) -> str:
     """The config (YAML) from ``--config-file``, ``--config`` overrides, ``--volume`` mounts
-    and, when the config has none, ``entrypoint``; checked here first, as the master will."""
-    data: dict[str, Any] = {}
-    if args.config_file:
-        data = expconf.load_yaml(config.read_text(args.config_file))
-    data = config.apply_overrides(data, args.config_overrides)
-    for volume in args.volume:
-        host, sep, container = volume.partition(":")
-        if not sep or not host or not container:
-            raise errors.InvalidArgument(f"--volume {volume}: expected HOST_PATH:CONTAINER_PATH")
-        data.setdefault("bind_mounts", []).append({"host_path": host, "container_path": container})
+    and, when the config has none, ``entrypoint``; checked here first, as the master will.
+    Without a file or overrides it is JSON, and neither YAML nor the parser is loaded."""
+    if not (args.config_file or args.config_overrides or args.template):
+        data: dict[str, Any] = {}
+        _add_volumes(data, args.volume)
+        if entrypoint:
+            data["entrypoint"] = list(entrypoint)
+        import json
+
+        return json.dumps(data) if data else ""
+    import yaml
+
+    from determined.common import expconf
+    from pydet.cli import config
+
+    data = expconf.load_yaml(config.read_text(args.config_file)) if args.config_file else {}
+    try:
+        overrides = [config.parse_override(text) for text in args.config_overrides]
+    except argparse.ArgumentTypeError as e:
+        raise errors.InvalidArgument(f"--config {e}") from None
+    data = config.apply_overrides(data, overrides)
+    _add_volumes(data, args.volume)
     if not data.get("entrypoint") and entrypoint:
         data["entrypoint"] = list(entrypoint)
     if args.template is None:
@@ -105,15 +127,27 @@ def load_config(args: argparse.Namespace, entrypoint: Sequence[str] = ()) -> str
     return yaml.safe_dump(data, sort_keys=False) if data else ""
 
 
+def _add_volumes(data: dict[str, Any], volumes: Sequence[str]) -> None:
+    for volume in volumes:
+        host, sep, container = volume.partition(":")
+        if not sep or not host or not container:
+            raise errors.InvalidArgument(f"--volume {volume}: expected HOST_PATH:CONTAINER_PATH")
+        data.setdefault("bind_mounts", []).append({"host_path": host, "container_path": container})
+
+
 def context_of(args: argparse.Namespace) -> bytes:
     """The packed ``--context`` and ``--include`` paths; empty when neither is given."""
     includes = [str(p) for p in args.include]
+    if args.context is None and not includes:
+        return b""
+    import tempfile
+
+    from determined.common.context import pack_context
+
     if args.context is not None:
         if not args.context.is_dir():
             raise errors.InvalidArgument(f"--context {args.context}: not a directory")
         return pack_context(args.context, includes=includes)
-    if not includes:
-        return b""
     with tempfile.TemporaryDirectory(prefix="det-context-") as empty:
         return pack_context(empty, includes=includes)
 
@@ -141,7 +175,9 @@ def add_list_parser(verbs: Any, api: Api, plural: str) -> argparse.ArgumentParse
     p.add_argument(
         "-a", "--all", action="store_true", help=f"show all {plural} (including other users')"
     )
-    listing.add_format_flags(p)
+    formats = p.add_mutually_exclusive_group()
+    formats.add_argument("--json", action="store_true", help="print JSON")
+    formats.add_argument("--csv", action="store_true", help="print CSV")
     p.set_defaults(func=lambda args: list_tasks(args, api))
     return p
 
@@ -156,7 +192,7 @@ def add_common_parsers(verbs: Any, api: Api) -> None:
 
     p = verbs.add_parser("logs", help=f"print a {noun}'s logs")
     p.add_argument("task_id", metavar=f"{noun.upper()}_ID")
-    trial.add_log_flags(p)
+    log_flags.add_log_flags(p)
     p.add_argument("--json", action="store_true", help="print each line as a JSON object")
     p.set_defaults(func=lambda args: print_logs(args, api))
 
@@ -185,6 +221,9 @@ def row(t: Task) -> list[Any]:
 
 
 def list_tasks(args: argparse.Namespace, api: Api) -> int:
+    from determined.api.gen import v1
+    from pydet.cli import listing, render, rpc
+
     async def body(s: client.Session) -> list[Any]:
         tasks = list(await api.list_all(s))
         if args.all:
@@ -202,6 +241,12 @@ def list_tasks(args: argparse.Namespace, api: Api) -> int:
 
 
 def show_config(args: argparse.Namespace, api: Api) -> int:
+    import json
+
+    import yaml
+
+    from pydet.cli import render, rpc
+
     async def body(s: client.Session) -> str:
         task_id = await expand(s, api, getattr(args, f"{api.noun}_id"))
         return (await api.get(s, task_id))[1]
@@ -215,6 +260,8 @@ def show_config(args: argparse.Namespace, api: Api) -> int:
 
 
 def kill(args: argparse.Namespace, api: Api) -> int:
+    from pydet.cli import rpc
+
     async def body(s: client.Session) -> None:
         for prefix in getattr(args, f"{api.noun}_id"):
             try:
@@ -231,6 +278,8 @@ def kill(args: argparse.Namespace, api: Api) -> int:
 
 
 def set_priority(args: argparse.Namespace, api: Api) -> int:
+    from pydet.cli import rpc
+
     async def body(s: client.Session) -> str:
         task_id = await expand(s, api, getattr(args, f"{api.noun}_id"))
         await api.set_priority(s, task_id, args.priority)
@@ -242,6 +291,8 @@ def set_priority(args: argparse.Namespace, api: Api) -> int:
 
 
 def logs_request(task_id: str, args: argparse.Namespace) -> v1.TaskLogsRequest:
+    from determined.api.gen import v1
+
     return v1.TaskLogsRequest(
         task_id=task_id,
         follow=getattr(args, "follow", False),
@@ -263,6 +314,9 @@ def logs_request(task_id: str, args: argparse.Namespace) -> v1.TaskLogsRequest:
 def print_logs(args: argparse.Namespace, api: Api | None = None) -> int:
     """Print a task's lines (``det task logs`` and each kind's ``logs``), each as a JSON
     object with ``--json``."""
+    import json
+
+    from pydet.cli import render, rpc
 
     as_json = getattr(args, "json", False)
 
