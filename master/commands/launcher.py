@@ -80,6 +80,14 @@ class Launcher:
                 raise
             except Exception as e:
                 raise errors.InvalidArgument(f"the context is not a valid archive: {e}") from None
+        declared = []
+        for i, port in enumerate(cfg.environment.proxy_ports):
+            if port.unauthenticated:
+                raise errors.InvalidArgument(
+                    f"environment.proxy_ports[{i}].unauthenticated: pydet's proxy always asks "
+                    "for the owner's (or an admin's) session; leave it out"
+                )
+            declared.append({"port": port.proxy_port, "tcp": port.proxy_tcp})
         task_id = str(uuid.uuid4())
         config = cfg.to_dict()
         config["description"] = cfg.description or f"{label} ({pet_name(task_id)})"
@@ -94,7 +102,7 @@ class Launcher:
             phase=Phase.QUEUED,
             start_time=time.time(),
             config=config,
-            extra=dict(extra or {}),
+            extra={**(extra or {}), "proxy_ports": declared},
         )
         return await self._generic.create(task, context or None)
 

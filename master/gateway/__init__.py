@@ -132,9 +132,12 @@ def build(
     app = Starlette(
         routes=[
             *_mapped_routes(api, auth),
-            # The proxy authenticates itself: its rules differ from the JSON API's.
+            # The proxy authenticates itself: its rules differ from the JSON API's (and its
+            # WebSockets answer their refusals themselves).
             *(
                 Route(r.path, mapped(r.endpoint), methods=sorted(r.methods or ()))
+                if isinstance(r, Route)
+                else r
                 for r in gateway_proxy.routes(auth, service)
             ),
             *gateway_spa.routes(webui_dir),

@@ -148,6 +148,11 @@ class GenericTask:
         return proxy_path(self.id)
 
     @property
+    def declared_ports(self) -> list[dict[str, Any]]:
+        """The ports its config declares (``environment.proxy_ports``: ``{port, tcp}``)."""
+        return list(self.extra.get("proxy_ports") or [])
+
+    @property
     def idle_timeout(self) -> float | None:
         """Seconds of no activity after which it is ended (its config's ``idle_timeout``)."""
         value = self.config.get("idle_timeout")
@@ -188,6 +193,10 @@ def _split(address: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise errors.InvalidArgument(f"proxy_address: expected host:port, not {address!r}")
     return host, int(port)
+
+
+def _join(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _same_host(a: str, b: str) -> bool:
@@ -402,13 +411,20 @@ class GenericTasks:
             )
         self._check_target(task, task.proxy_address)
         headers = task.extra.get("proxy_headers") or {}
+        kind = self._kinds[task.task_type]
+        declared = task.declared_ports
         return ProxyTarget(
             task_id=task.id,
             address=task.proxy_address,
             owner=task.username,
-            tcp=self._kinds[task.task_type].tcp,
+            tcp=kind.tcp or (not kind.ports and bool(declared) and bool(declared[0]["tcp"])),
             headers={str(k): str(v) for k, v in dict(headers).items()},
         )
+
+    def owner_of(self, task_id: str) -> str | None:
+        """Who launched a live task; None for no live task of that id."""
+        task = self._live.get(task_id)
+        return None if task is None else task.username
 
     def description_of(self, task_id: str) -> str | None:
         task = self._live.get(task_id)
@@ -522,7 +538,8 @@ class GenericTasks:
         kind = self._kinds[task.task_type]
         (container,) = allocation.containers.values()
         task.allocation_id = allocation.id
-        task.ports = self._free_ports(container.agent_id, kind.ports) if kind.ports else []
+        chosen = self._free_ports(container.agent_id, kind.ports) if kind.ports else []
+        task.ports = chosen + [int(d["port"]) for d in task.declared_ports]
         await self._db.execute(
             "UPDATE generic_tasks SET ports = ? WHERE id = ?", (json.dumps(task.ports), task.id)
         )
@@ -536,7 +553,18 @@ class GenericTasks:
         if task is None:
             return
         task.last_activity = time.time()
-        if task.phase is Phase.STARTING and not self._kinds[task.task_type].ports:
+        if self._kinds[task.task_type].ports:
+            return
+        agent = self._agent_of(task)
+        if task.declared_ports and agent is not None and not task.proxy_address:
+            # What it declares in its config it serves from the start, as Determined's
+            # proxy_ports: no report needed.
+            task.proxy_address = _join(agent.address, int(task.declared_ports[0]["port"]))
+            await self._db.execute(
+                "UPDATE generic_tasks SET proxy_address = ? WHERE id = ?",
+                (task.proxy_address, task.id),
+            )
+        if task.phase is Phase.STARTING:
             await self._move(task, Phase.RUNNING)
 
     async def allocation_preempted(self, allocation: Allocation) -> None:
