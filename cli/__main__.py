@@ -27,6 +27,7 @@ NOUNS = (
     ("checkpoint", ("checkpoint", "c")),
     ("task", ("task",)),
     ("command", ("command", "cmd")),
+    ("notebook", ("notebook",)),
     ("tensorboard", ("tensorboard",)),
     ("job", ("job", "j")),
     ("agent", ("agent", "a", "slot", "s")),

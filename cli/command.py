@@ -8,44 +8,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from determined.common import errors
 from pydet.cli import Subparsers, ntsc
 
 if TYPE_CHECKING:
-    from determined.common import client
+    pass
 
 
-async def _list(s: client.Session) -> Sequence[Any]:
-    from determined.api.gen import v1
-
-    return list((await s.call(s.stub.get_commands(v1.GetCommandsRequest()))).commands)
-
-
-async def _get(s: client.Session, task_id: str) -> tuple[Any, str]:
-    from determined.api.gen import v1
-    from pydet.cli import rpc
-
-    got = await s.call(s.stub.get_command(v1.GetCommandRequest(command_id=task_id)))
-    return rpc.present(got.command, "command"), got.config
-
-
-async def _kill(s: client.Session, task_id: str) -> Any:
-    from determined.api.gen import v1
-
-    return await s.call(s.stub.kill_command(v1.KillCommandRequest(command_id=task_id)))
-
-
-async def _set_priority(s: client.Session, task_id: str, priority: int) -> Any:
-    from determined.api.gen import v1
-
-    request = v1.SetCommandPriorityRequest(command_id=task_id, priority=priority)
-    return await s.call(s.stub.set_command_priority(request))
-
-
-API = ntsc.Api("command", _list, _get, _kill, _set_priority)
+API = ntsc.api_for("command")
 
 
 def add_parser(nouns: Subparsers) -> None:

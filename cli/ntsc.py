@@ -49,6 +49,40 @@ class Api:
     set_priority: Callable[[client.Session, str, int], Awaitable[Any]]
 
 
+def api_for(noun: str) -> Api:
+    """A kind's calls by Determined's names (``noun`` "notebook": GetNotebooks, GetNotebook,
+    KillNotebook, SetNotebookPriority)."""
+    kind = noun.capitalize()
+    key = f"{noun}_id"
+
+    def request(name: str, **fields: Any) -> Any:
+        from determined.api.gen import v1
+
+        return getattr(v1, f"{name}Request")(**fields)
+
+    def stub(s: client.Session, name: str) -> Any:
+        return getattr(s.stub, "".join("_" + c.lower() if c.isupper() else c for c in name)[1:])
+
+    async def list_all(s: client.Session) -> Sequence[Any]:
+        got = await s.call(stub(s, f"Get{kind}s")(request(f"Get{kind}s")))
+        return list(getattr(got, f"{noun}s"))
+
+    async def get(s: client.Session, task_id: str) -> tuple[Any, str]:
+        from pydet.cli import rpc
+
+        got = await s.call(stub(s, f"Get{kind}")(request(f"Get{kind}", **{key: task_id})))
+        return rpc.present(getattr(got, noun), noun), str(got.config)
+
+    async def kill(s: client.Session, task_id: str) -> Any:
+        return await s.call(stub(s, f"Kill{kind}")(request(f"Kill{kind}", **{key: task_id})))
+
+    async def set_priority(s: client.Session, task_id: str, priority: int) -> Any:
+        message = request(f"Set{kind}Priority", **{key: task_id, "priority": priority})
+        return await s.call(stub(s, f"Set{kind}Priority")(message))
+
+    return Api(noun, list_all, get, kill, set_priority)
+
+
 def add_config_flags(p: argparse.ArgumentParser, noun: str) -> None:
     p.add_argument(
         "--config-file", metavar="FILE", help=f"{noun} config file (.yaml)", default=None

@@ -14,12 +14,12 @@ from pydet.master import queries
 from pydet.master.api_admin import AdminRpcs
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.auth.callers import UserCaller
-from pydet.master.commands import commands
+from pydet.master.commands import commands, notebooks
 from pydet.master.guard import current_caller, current_peer
 from pydet.master.logs.master_log import MasterLog
 from pydet.master.service import Service
 from pydet.master.tasks import tensorboards
-from pydet.master.tasks.generic import TaskType
+from pydet.master.tasks.generic import GenericTask, TaskType
 from pydet.master.users import profiles
 from pydet.master.users.profiles import Profiles
 from pydet.master.webhooks import dispatch as webhooks
@@ -656,8 +656,22 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
 
     # -- commands ------------------------------------------------------------------------------
 
+    async def _launched(
+        self, task_type: TaskType, message: v1.LaunchCommandRequest | v1.LaunchNotebookRequest
+    ) -> tuple[GenericTask, str]:
+        """A command, notebook or shell launched as the calling user, and its config."""
+        task = await self.s.launch_task(
+            task_type,
+            _user().username,
+            message.config,
+            template_name=message.template_name,
+            context=message.context,
+        )
+        return task, json.dumps(task.config)
+
     async def launch_command(self, message: v1.LaunchCommandRequest) -> v1.LaunchCommandResponse:
-        return await self.s.launch_command(_user().username, message)
+        task, config = await self._launched(TaskType.COMMAND, message)
+        return v1.LaunchCommandResponse(command=commands.to_proto(task), config=config)
 
     async def get_commands(self, message: v1.GetCommandsRequest) -> v1.GetCommandsResponse:
         live = self.s.live_tasks(TaskType.COMMAND, list(message.users))
@@ -680,6 +694,40 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
             message.command_id, message.priority, TaskType.COMMAND
         )
         return v1.SetCommandPriorityResponse(command=commands.to_proto(task))
+
+    # -- notebooks -----------------------------------------------------------------------------
+
+    async def launch_notebook(self, message: v1.LaunchNotebookRequest) -> v1.LaunchNotebookResponse:
+        task, config = await self._launched(TaskType.NOTEBOOK, message)
+        return v1.LaunchNotebookResponse(notebook=notebooks.to_proto(task), config=config)
+
+    async def get_notebooks(self, message: v1.GetNotebooksRequest) -> v1.GetNotebooksResponse:
+        live = self.s.live_tasks(TaskType.NOTEBOOK, list(message.users))
+        return v1.GetNotebooksResponse(notebooks=[notebooks.to_proto(t) for t in live])
+
+    async def get_notebook(self, message: v1.GetNotebookRequest) -> v1.GetNotebookResponse:
+        task = await self.s.generic.get(message.notebook_id, TaskType.NOTEBOOK)
+        return v1.GetNotebookResponse(
+            notebook=notebooks.to_proto(task), config=json.dumps(task.config)
+        )
+
+    async def kill_notebook(self, message: v1.KillNotebookRequest) -> v1.KillNotebookResponse:
+        task = await self.s.kill_task(message.notebook_id, TaskType.NOTEBOOK)
+        return v1.KillNotebookResponse(notebook=notebooks.to_proto(task))
+
+    async def set_notebook_priority(
+        self, message: v1.SetNotebookPriorityRequest
+    ) -> v1.SetNotebookPriorityResponse:
+        task = await self.s.set_task_priority(
+            message.notebook_id, message.priority, TaskType.NOTEBOOK
+        )
+        return v1.SetNotebookPriorityResponse(notebook=notebooks.to_proto(task))
+
+    async def idle_notebook(self, message: v1.IdleNotebookRequest) -> v1.IdleNotebookResponse:
+        task = await self.s.generic.get(message.notebook_id, TaskType.NOTEBOOK)
+        if not message.idle:
+            self.s.generic.record_activity(task.id)
+        return v1.IdleNotebookResponse()
 
     async def get_task_context(
         self, message: v1.GetTaskContextRequest

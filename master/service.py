@@ -21,7 +21,6 @@ from pydet.master.auth import redaction
 from pydet.master.cluster import policies
 from pydet.master.cluster.messages import ClusterMessages
 from pydet.master.cluster.policies import ConfigPolicies
-from pydet.master.commands import commands as command_protos
 from pydet.master.commands.commands import Commands
 from pydet.master.events import EventBus
 from pydet.master.experiments import json_input, shown_state, warm_start
@@ -607,20 +606,6 @@ class Service:
                 )
         except errors.InvalidArgument as e:
             raise _scrubbed(e, config) from None
-
-    async def launch_command(
-        self, username: str, req: v1.LaunchCommandRequest
-    ) -> v1.LaunchCommandResponse:
-        task = await self.launch_task(
-            TaskType.COMMAND,
-            username,
-            req.config,
-            template_name=req.template_name,
-            context=req.context,
-        )
-        return v1.LaunchCommandResponse(
-            command=command_protos.to_proto(task), config=json.dumps(task.config)
-        )
 
     def live_tasks(self, task_type: TaskType, users: list[str]) -> list[GenericTask]:
         return [t for t in self.generic.live(task_type) if not users or t.username in users]

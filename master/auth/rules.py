@@ -514,18 +514,19 @@ async def owns_task(caller: Caller, task_id: str, noun: str, lookup: Lookup, wha
         )
 
 
-async def task_context(caller: Caller, message: Any, lookup: Lookup) -> None:
-    """A task's own context: for the task itself, or its owner (or an admin)."""
-    task = _own_task(caller)
-    if task is None:
-        user = _user(caller)
-        owner = await lookup.task_owner(str(message.task_id))
-        if not user.admin and owner != user.username:
-            raise errors.PermissionDenied(
-                f"only the owner of task {message.task_id} or an admin may read its context"
-            )
-    elif message.task_id != task.task_id:
-        raise errors.PermissionDenied(f"{_TASK_REFUSED}: this task is {task.task_id}")
+def own_task_or_owner(field: str, noun: str) -> Rule:
+    """The task itself (its own allocation's token), or its owner or an admin: a task's own
+    context, a notebook's report of its idleness."""
+
+    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
+        task_id = str(getattr(message, field))
+        task = _own_task(caller)
+        if task is None:
+            await owns_task(caller, task_id, noun, lookup, "act for")
+        elif task_id != task.task_id:
+            raise errors.PermissionDenied(f"{_TASK_REFUSED}: this task is {task.task_id}")
+
+    return rule
 
 
 async def agent(caller: Caller, message: Any, lookup: Lookup) -> None:
@@ -787,7 +788,15 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/SetCommandPriority": owner_of_task(
         "command_id", "command", "change the priority of"
     ),
-    "/v1.Determined/GetTaskContext": task_context,
+    "/v1.Determined/LaunchNotebook": user,
+    "/v1.Determined/GetNotebooks": user,
+    "/v1.Determined/GetNotebook": user,
+    "/v1.Determined/KillNotebook": owner_of_task("notebook_id", "notebook", "kill"),
+    "/v1.Determined/SetNotebookPriority": owner_of_task(
+        "notebook_id", "notebook", "change the priority of"
+    ),
+    "/v1.Determined/IdleNotebook": own_task_or_owner("notebook_id", "notebook"),
+    "/v1.Determined/GetTaskContext": own_task_or_owner("task_id", ""),
     "/v1.Agents/Connect": agent,
 }
 

@@ -1,29 +1,21 @@
 """Commands (`det cmd run`): a config's entrypoint run once in its context on the slots it
-asked for; its output is its log and its exit code its result."""
+asked for; its output is its log and its exit code its result. ``Commands`` launches the
+three kinds this package runs (commands, notebooks, shells)."""
 
 from __future__ import annotations
 
 from determined.api.gen import v1
-from pydet.master.commands.launcher import Launcher, start_order
+from pydet.master.commands import notebooks
+from pydet.master.commands.launcher import Launcher, shown, start_order
 from pydet.master.tasks.generic import GenericTask, GenericTasks, Kind, TaskType
 
 
 def to_proto(task: GenericTask) -> v1.Command:
-    return v1.Command(
-        id=task.id,
-        description=task.description,
-        state=task.state,
-        start_time=task.start_time,
-        username=task.username,
-        resource_pool=task.resource_pool,
-        exit_status=task.exit_status,
-        job_id=task.id,
-        exit_code=task.exit_code,
-        end_time=task.end_time or 0.0,
-        priority=task.priority,
-        slots=task.slots,
-        allocation_id=task.allocation_id,
-    )
+    return v1.Command(**shown(task), exit_code=task.exit_code)
+
+
+# How a kind's tasks are named when their config gives no description (Determined's).
+_LABELS = {TaskType.COMMAND: "Command", TaskType.NOTEBOOK: "JupyterLab", TaskType.SHELL: "Shell"}
 
 
 class Commands:
@@ -35,12 +27,19 @@ class Commands:
             TaskType.COMMAND,
             Kind(lambda task, alloc, agents: start_order(task, alloc, info, agents)),
         )
+        notebooks.register(generic)
 
     async def launch(
         self, task_type: TaskType, *, username: str, config: str, context: bytes
     ) -> GenericTask:
-        """Queue a new task of ``task_type`` (a command here; notebooks and shells below)."""
+        """Queue a new command, notebook or shell."""
         cfg = self._launcher.parse(config, task_type)
+        extra = notebooks.new_extra() if task_type is TaskType.NOTEBOOK else {}
         return await self._launcher.launch(
-            task_type, username=username, cfg=cfg, context=context, label="Command"
+            task_type,
+            username=username,
+            cfg=cfg,
+            context=context,
+            label=_LABELS[task_type],
+            extra=extra,
         )

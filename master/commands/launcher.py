@@ -107,6 +107,24 @@ class Launcher:
         return await self._generic.create(task, context or None)
 
 
+def shown(task: GenericTask) -> dict[str, Any]:
+    """What the Command, Notebook and Shell messages show alike of a task."""
+    return {
+        "id": task.id,
+        "description": task.description,
+        "state": task.state,
+        "start_time": task.start_time,
+        "username": task.username,
+        "resource_pool": task.resource_pool,
+        "exit_status": task.exit_status,
+        "job_id": task.id,
+        "end_time": task.end_time or 0.0,
+        "priority": task.priority,
+        "slots": task.slots,
+        "allocation_id": task.allocation_id,
+    }
+
+
 def start_order(
     task: GenericTask,
     alloc: Allocation,

@@ -29,6 +29,7 @@ from determined.common import errors
 from pydet.master.auth import rules as authz
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.commands import commands as command_protos
+from pydet.master.commands import notebooks as notebook_protos
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import checkpoints as gateway_checkpoints
 from pydet.master.gateway import cluster as gateway_cluster
@@ -43,7 +44,7 @@ from pydet.master.gateway import tensorboards as gateway_tensorboards
 from pydet.master.gateway import webhooks as gateway_webhooks
 from pydet.master.gateway import workspaces as gateway_workspaces
 from pydet.master.service import Service
-from pydet.master.tasks.generic import TaskType
+from pydet.master.tasks.generic import GenericTask, TaskType
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,36 @@ def _mapped_routes(routes: list[Route], auth: Authenticator) -> list[Route]:
     ]
 
 
+def _task_kinds(service: Service) -> list[gateway_commands.Kind]:
+    """The kinds of task the JSON API launches, lists and steers like Determined's."""
+
+    def launch(task_type: TaskType) -> Callable[[str, str, str], Awaitable[GenericTask]]:
+        return lambda user, text, template: service.launch_task(
+            task_type, user, text, template_name=template
+        )
+
+    return [
+        gateway_commands.Kind(
+            TaskType.COMMAND,
+            "commands",
+            "command",
+            "Command",
+            command_protos.to_proto,
+            launch(TaskType.COMMAND),
+            v1.KillCommandRequest,
+        ),
+        gateway_commands.Kind(
+            TaskType.NOTEBOOK,
+            "notebooks",
+            "notebook",
+            "Notebook",
+            notebook_protos.to_proto,
+            launch(TaskType.NOTEBOOK),
+            v1.KillNotebookRequest,
+        ),
+    ]
+
+
 def build(
     service: Service,
     auth: Authenticator,
@@ -113,19 +144,10 @@ def build(
         *gateway_webhooks.routes(service),
         *gateway_tensorboards.routes(service),
         *gateway_checkpoints.routes(service),
-        *gateway_commands.routes(
-            service,
-            gateway_commands.Kind(
-                TaskType.COMMAND,
-                "commands",
-                "command",
-                "Command",
-                command_protos.to_proto,
-                lambda user, text, template: service.launch_task(
-                    TaskType.COMMAND, user, text, template_name=template
-                ),
-                v1.KillCommandRequest,
-            ),
+        *(
+            route
+            for kind in _task_kinds(service)
+            for route in gateway_commands.routes(service, kind)
         ),
         *gateway_auth.routes(auth, session_lifetime),
     ]

@@ -63,7 +63,9 @@ _HANDSHAKE = frozenset(
         "sec-websocket-accept",
     }
 )
-_CHUNK = 64 * 1024
+# What is read from the task and written to the client at once at most: large, so that a
+# download costs few writes (a read returns what has arrived, so nothing waits for it).
+_CHUNK = 1024 * 1024
 _TIMEOUT = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=300.0)
 _WS_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=10.0)
 
@@ -144,7 +146,9 @@ def routes(auth: Authenticator, service: Service) -> list[BaseRoute]:
         if request.url.query:
             url += f"?{request.url.query}"
         body = await request.body()
-        session = aiohttp.ClientSession(timeout=_TIMEOUT, auto_decompress=False)
+        session = aiohttp.ClientSession(
+            timeout=_TIMEOUT, auto_decompress=False, read_bufsize=_CHUNK
+        )
         try:
             upstream = await session.request(
                 request.method,
@@ -161,9 +165,15 @@ def routes(auth: Authenticator, service: Service) -> list[BaseRoute]:
         headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP}
 
         async def stream() -> AsyncIterator[bytes]:
+            content = upstream.content
             try:
-                async for chunk in upstream.content.iter_chunked(_CHUNK):
-                    yield chunk
+                async for first in content.iter_any():
+                    # With what else has arrived already: fewer, larger writes.
+                    parts, size = [first], len(first)
+                    while size < _CHUNK and (more := content.read_nowait(_CHUNK - size)):
+                        parts.append(more)
+                        size += len(more)
+                    yield parts[0] if len(parts) == 1 else b"".join(parts)
             finally:
                 upstream.release()
                 await session.close()

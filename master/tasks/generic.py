@@ -544,7 +544,21 @@ class GenericTasks:
             "UPDATE generic_tasks SET ports = ? WHERE id = ?", (json.dumps(task.ports), task.id)
         )
         await self._move(task, Phase.STARTING)
-        return [kind.start(task, allocation, self._tasks.agents)]
+        try:
+            return [kind.start(task, allocation, self._tasks.agents)]
+        except Exception as e:
+            # A bug in one kind must end its task, not the scheduling loop: the agent fails
+            # a container with no command at once, and the task ends saying why.
+            log.exception("%s %s: cannot make its start order", task.task_type.noun, task.id)
+            await self._tasks.master_log(allocation, f"the master could not start the task: {e}")
+            return [
+                v1.StartContainer(
+                    container_id=container.id,
+                    allocation_id=allocation.id,
+                    task_id=task.id,
+                    argv=[],
+                )
+            ]
 
     async def allocation_started(self, allocation: Allocation) -> None:
         """A task that serves nothing runs once its container does; one that serves runs

@@ -469,6 +469,30 @@ async def test_only_its_owner_or_an_admin_kills_a_command_or_changes_its_priorit
         await refused(rpc, TASK, message, lookup)
 
 
+async def test_a_notebook_is_steered_by_its_owner_and_reports_idleness_itself(
+    lookup: authz.Lookup,
+) -> None:
+    await _task(lookup, "nb-1", "NOTEBOOK")
+    await _task(lookup, "cmd-1", "COMMAND")
+    own = TaskCaller(
+        allocation_id="nb-1.5", task_id="nb-1", trial_id=0, experiment_id=0, start_checkpoint=""
+    )
+    for rpc, message in (
+        ("KillNotebook", v1.KillNotebookRequest(notebook_id="nb-1")),
+        ("SetNotebookPriority", v1.SetNotebookPriorityRequest(notebook_id="nb-1", priority=3)),
+        ("IdleNotebook", v1.IdleNotebookRequest(notebook_id="nb-1", idle=False)),
+    ):
+        await check(rpc, ALICE, message, lookup)
+        await check(rpc, ROOT, message, lookup)
+        assert "alice" not in await refused(rpc, BOB, message, lookup)
+    await check("IdleNotebook", own, v1.IdleNotebookRequest(notebook_id="nb-1"), lookup)
+    # Its token speaks for itself only; a command is not a notebook.
+    await refused("IdleNotebook", TASK, v1.IdleNotebookRequest(notebook_id="nb-1"), lookup)
+    await refused("KillNotebook", own, v1.KillNotebookRequest(notebook_id="nb-1"), lookup)
+    with pytest.raises(errors.NotFound):
+        await check("KillNotebook", ROOT, v1.KillNotebookRequest(notebook_id="cmd-1"), lookup)
+
+
 async def test_a_tasks_context_is_for_the_task_itself_or_its_owner(lookup: authz.Lookup) -> None:
     await _task(lookup, "cmd-1", "COMMAND")
     own = TaskCaller(

@@ -110,7 +110,7 @@ def parse_command_config(
     sec = top_section(raw, defaults)
     problems = sec.problems
     description = sec.string("description", None)
-    command = _entrypoint(sec) if entrypoint or sec.has("entrypoint") else None
+    command = _entrypoint(sec) if entrypoint or sec.has("entrypoint") else sec.raw("entrypoint")
     resources = parse_resources(sec.child("resources"))
     if resources.slots is not None and resources.slots < 0:
         problems.add("resources.slots", f"must be at least 0 (0: no GPU), got {resources.slots}")

@@ -134,6 +134,10 @@ __all__ = (
     "GetModelsRequest",
     "GetModelsRequestSortBy",
     "GetModelsResponse",
+    "GetNotebookRequest",
+    "GetNotebookResponse",
+    "GetNotebooksRequest",
+    "GetNotebooksResponse",
     "GetProjectByKeyRequest",
     "GetProjectByKeyResponse",
     "GetProjectRequest",
@@ -176,6 +180,8 @@ __all__ = (
     "GetWorkspacesRequest",
     "GetWorkspacesRequestSortBy",
     "GetWorkspacesResponse",
+    "IdleNotebookRequest",
+    "IdleNotebookResponse",
     "ImportedTrial",
     "Instance",
     "Job",
@@ -183,12 +189,16 @@ __all__ = (
     "KillCommandRequest",
     "KillCommandResponse",
     "KillContainer",
+    "KillNotebookRequest",
+    "KillNotebookResponse",
     "KillTensorboardRequest",
     "KillTensorboardResponse",
     "KillTrialRequest",
     "KillTrialResponse",
     "LaunchCommandRequest",
     "LaunchCommandResponse",
+    "LaunchNotebookRequest",
+    "LaunchNotebookResponse",
     "LaunchTensorboardRequest",
     "LaunchTensorboardResponse",
     "LogConfig",
@@ -215,6 +225,7 @@ __all__ = (
     "MoveProjectRequest",
     "MoveProjectResponse",
     "Note",
+    "Notebook",
     "OrderBy",
     "Pagination",
     "PatchExperiment",
@@ -312,6 +323,8 @@ __all__ = (
     "SetExperimentGcPolicyResponse",
     "SetExperimentResourcesRequest",
     "SetExperimentResourcesResponse",
+    "SetNotebookPriorityRequest",
+    "SetNotebookPriorityResponse",
     "SetTensorboardPriorityRequest",
     "SetTensorboardPriorityResponse",
     "SetUserPasswordRequest",
@@ -2643,6 +2656,40 @@ default_message_pool.register_message("v1", "GetModelVersionsResponse", GetModel
 
 
 @dataclass(eq=False, repr=False)
+class GetNotebookRequest(betterproto2.Message):
+    notebook_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "GetNotebookRequest", GetNotebookRequest)
+
+
+@dataclass(eq=False, repr=False)
+class GetNotebookResponse(betterproto2.Message):
+    notebook: "Notebook | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+
+    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "GetNotebookResponse", GetNotebookResponse)
+
+
+@dataclass(eq=False, repr=False)
+class GetNotebooksRequest(betterproto2.Message):
+    users: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
+
+
+default_message_pool.register_message("v1", "GetNotebooksRequest", GetNotebooksRequest)
+
+
+@dataclass(eq=False, repr=False)
+class GetNotebooksResponse(betterproto2.Message):
+    notebooks: "list[Notebook]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+
+
+default_message_pool.register_message("v1", "GetNotebooksResponse", GetNotebooksResponse)
+
+
+@dataclass(eq=False, repr=False)
 class GetProjectByKeyRequest(betterproto2.Message):
     key: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
@@ -3096,6 +3143,29 @@ default_message_pool.register_message("v1", "GetWorkspacesResponse", GetWorkspac
 
 
 @dataclass(eq=False, repr=False)
+class IdleNotebookRequest(betterproto2.Message):
+    """
+    The notebook's own task says whether it is idle (by its notebook_idle_type); a report
+    that it is not counts as activity against its idle_timeout.
+    """
+
+    notebook_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    idle: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
+
+
+default_message_pool.register_message("v1", "IdleNotebookRequest", IdleNotebookRequest)
+
+
+@dataclass(eq=False, repr=False)
+class IdleNotebookResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message("v1", "IdleNotebookResponse", IdleNotebookResponse)
+
+
+@dataclass(eq=False, repr=False)
 class ImportedTrial(betterproto2.Message):
     """
     A finished trial of another experiment that seeded this experiment's search.
@@ -3256,6 +3326,22 @@ default_message_pool.register_message("v1", "KillContainer", KillContainer)
 
 
 @dataclass(eq=False, repr=False)
+class KillNotebookRequest(betterproto2.Message):
+    notebook_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "KillNotebookRequest", KillNotebookRequest)
+
+
+@dataclass(eq=False, repr=False)
+class KillNotebookResponse(betterproto2.Message):
+    notebook: "Notebook | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+
+
+default_message_pool.register_message("v1", "KillNotebookResponse", KillNotebookResponse)
+
+
+@dataclass(eq=False, repr=False)
 class KillTensorboardRequest(betterproto2.Message):
     tensorboard_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
@@ -3321,6 +3407,31 @@ class LaunchCommandResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "LaunchCommandResponse", LaunchCommandResponse)
+
+
+@dataclass(eq=False, repr=False)
+class LaunchNotebookRequest(betterproto2.Message):
+    config: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    template_name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    context: "bytes" = betterproto2.field(3, betterproto2.TYPE_BYTES)
+    """
+    Its working directory's contents (-c/--context, -i/--include); empty for none.
+    """
+
+
+default_message_pool.register_message("v1", "LaunchNotebookRequest", LaunchNotebookRequest)
+
+
+@dataclass(eq=False, repr=False)
+class LaunchNotebookResponse(betterproto2.Message):
+    notebook: "Notebook | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+
+    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "LaunchNotebookResponse", LaunchNotebookResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -3741,6 +3852,46 @@ class Note(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "Note", Note)
+
+
+@dataclass(eq=False, repr=False)
+class Notebook(betterproto2.Message):
+    """
+    A JupyterLab notebook server (det notebook), reached at service_address through the
+    master's proxy; its kernels talk over WebSockets there.
+    """
+
+    id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    state: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    start_time: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+
+    username: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+
+    service_address: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+    """
+    "/proxy/<id>/".
+    """
+
+    resource_pool: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+
+    exit_status: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+
+    job_id: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
+
+    end_time: "float" = betterproto2.field(21, betterproto2.TYPE_DOUBLE)
+
+    priority: "int" = betterproto2.field(22, betterproto2.TYPE_INT32)
+
+    slots: "int" = betterproto2.field(23, betterproto2.TYPE_INT32)
+
+    allocation_id: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "Notebook", Notebook)
 
 
 @dataclass(eq=False, repr=False)
@@ -5194,6 +5345,28 @@ class SetExperimentResourcesResponse(betterproto2.Message):
 
 default_message_pool.register_message(
     "v1", "SetExperimentResourcesResponse", SetExperimentResourcesResponse
+)
+
+
+@dataclass(eq=False, repr=False)
+class SetNotebookPriorityRequest(betterproto2.Message):
+    notebook_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    priority: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message(
+    "v1", "SetNotebookPriorityRequest", SetNotebookPriorityRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class SetNotebookPriorityResponse(betterproto2.Message):
+    notebook: "Notebook | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+
+
+default_message_pool.register_message(
+    "v1", "SetNotebookPriorityResponse", SetNotebookPriorityResponse
 )
 
 
@@ -8500,6 +8673,117 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def launch_notebook(
+        self,
+        message: "LaunchNotebookRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "LaunchNotebookResponse":
+        """
+        Notebooks (det notebook): their owner or an admin opens, kills and reprioritises them.
+        """
+
+        return await self._unary_unary(
+            "/v1.Determined/LaunchNotebook",
+            message,
+            LaunchNotebookResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_notebooks(
+        self,
+        message: "GetNotebooksRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetNotebooksResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/GetNotebooks",
+            message,
+            GetNotebooksResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_notebook(
+        self,
+        message: "GetNotebookRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetNotebookResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/GetNotebook",
+            message,
+            GetNotebookResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def kill_notebook(
+        self,
+        message: "KillNotebookRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "KillNotebookResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/KillNotebook",
+            message,
+            KillNotebookResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def set_notebook_priority(
+        self,
+        message: "SetNotebookPriorityRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "SetNotebookPriorityResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/SetNotebookPriority",
+            message,
+            SetNotebookPriorityResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def idle_notebook(
+        self,
+        message: "IdleNotebookRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "IdleNotebookResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/IdleNotebook",
+            message,
+            IdleNotebookResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def get_task_context(
         self,
         message: "GetTaskContextRequest",
@@ -9306,6 +9590,35 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
     async def set_command_priority(
         self, message: "SetCommandPriorityRequest"
     ) -> "SetCommandPriorityResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def launch_notebook(self, message: "LaunchNotebookRequest") -> "LaunchNotebookResponse":
+        """
+        Notebooks (det notebook): their owner or an admin opens, kills and reprioritises them.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def get_notebooks(self, message: "GetNotebooksRequest") -> "GetNotebooksResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def get_notebook(self, message: "GetNotebookRequest") -> "GetNotebookResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def kill_notebook(self, message: "KillNotebookRequest") -> "KillNotebookResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def set_notebook_priority(
+        self, message: "SetNotebookPriorityRequest"
+    ) -> "SetNotebookPriorityResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def idle_notebook(self, message: "IdleNotebookRequest") -> "IdleNotebookResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
@@ -10470,6 +10783,55 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         response = await self.set_command_priority(request)
         await stream.send_message(response)
 
+    async def __rpc_launch_notebook(
+        self, stream: "grpclib.server.Stream[LaunchNotebookRequest, LaunchNotebookResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.launch_notebook(request)
+        await stream.send_message(response)
+
+    async def __rpc_get_notebooks(
+        self, stream: "grpclib.server.Stream[GetNotebooksRequest, GetNotebooksResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.get_notebooks(request)
+        await stream.send_message(response)
+
+    async def __rpc_get_notebook(
+        self, stream: "grpclib.server.Stream[GetNotebookRequest, GetNotebookResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.get_notebook(request)
+        await stream.send_message(response)
+
+    async def __rpc_kill_notebook(
+        self, stream: "grpclib.server.Stream[KillNotebookRequest, KillNotebookResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.kill_notebook(request)
+        await stream.send_message(response)
+
+    async def __rpc_set_notebook_priority(
+        self,
+        stream: "grpclib.server.Stream[SetNotebookPriorityRequest, SetNotebookPriorityResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.set_notebook_priority(request)
+        await stream.send_message(response)
+
+    async def __rpc_idle_notebook(
+        self, stream: "grpclib.server.Stream[IdleNotebookRequest, IdleNotebookResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.idle_notebook(request)
+        await stream.send_message(response)
+
     async def __rpc_get_task_context(
         self, stream: "grpclib.server.Stream[GetTaskContextRequest, GetTaskContextResponse]"
     ) -> None:
@@ -11313,6 +11675,42 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 SetCommandPriorityRequest,
                 SetCommandPriorityResponse,
+            ),
+            "/v1.Determined/LaunchNotebook": grpclib.const.Handler(
+                self.__rpc_launch_notebook,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                LaunchNotebookRequest,
+                LaunchNotebookResponse,
+            ),
+            "/v1.Determined/GetNotebooks": grpclib.const.Handler(
+                self.__rpc_get_notebooks,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                GetNotebooksRequest,
+                GetNotebooksResponse,
+            ),
+            "/v1.Determined/GetNotebook": grpclib.const.Handler(
+                self.__rpc_get_notebook,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                GetNotebookRequest,
+                GetNotebookResponse,
+            ),
+            "/v1.Determined/KillNotebook": grpclib.const.Handler(
+                self.__rpc_kill_notebook,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                KillNotebookRequest,
+                KillNotebookResponse,
+            ),
+            "/v1.Determined/SetNotebookPriority": grpclib.const.Handler(
+                self.__rpc_set_notebook_priority,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                SetNotebookPriorityRequest,
+                SetNotebookPriorityResponse,
+            ),
+            "/v1.Determined/IdleNotebook": grpclib.const.Handler(
+                self.__rpc_idle_notebook,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                IdleNotebookRequest,
+                IdleNotebookResponse,
             ),
             "/v1.Determined/GetTaskContext": grpclib.const.Handler(
                 self.__rpc_get_task_context,
