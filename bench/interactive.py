@@ -28,7 +28,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from determined.api.gen import v1
 from determined.common import client
-from tests.cluster import Cluster
+from tests.cluster import Cluster, wait_until
 from tests.notebooks import run_in_kernel
 
 DETERMINED_CONTAINER = "seconds (a container start)"
@@ -144,6 +144,38 @@ def main() -> None:
             cmd = median_seconds(lambda: det(cluster, "cmd", "run", "true"), args.runs)
             cli = median_seconds(lambda: det(cluster, "cmd", "run", "--help"), args.runs)
             api = median_seconds(lambda: command_through_api(cluster), args.runs)
+            shell_id = subprocess.run(
+                [sys.executable, "-m", "pydet.cli", "shell", "start", "-d"],
+                env=cluster.env,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+            wait_until(  # its sshd is up
+                lambda: (
+                    subprocess.run(
+                        [
+                            sys.executable,
+                            "-m",
+                            "pydet.cli",
+                            "shell",
+                            "open",
+                            shell_id,
+                            "--",
+                            "true",
+                        ],
+                        env=cluster.env,
+                        capture_output=True,
+                    ).returncode
+                    == 0
+                ),
+                120,
+                "the shell's sshd",
+            )
+            shell = median_seconds(
+                lambda: det(cluster, "shell", "open", shell_id, "--", "true"), args.runs
+            )
+            det(cluster, "shell", "kill", shell_id)
             notebook_start(cluster)  # warm
             notebook = statistics.median(notebook_start(cluster) for _ in range(3))
             proxied, direct, master_cpu = notebook_download(cluster)
@@ -153,6 +185,7 @@ def main() -> None:
         ("`det cmd run true` to exit", f"{cmd:.3f} s", "<= 0.5 s", DETERMINED_CONTAINER),
         ("  of which the CLI's start (`det cmd run --help`)", f"{cli:.3f} s", "", ""),
         ("  LaunchCommand -> end of its log stream (API)", f"{api:.3f} s", "", ""),
+        ("`det shell open ID -- true`", f"{shell:.3f} s", "<= 1.5 s", ""),
         (
             "`det notebook start` to JupyterLab answering (process runtime)",
             f"{notebook:.3f} s",

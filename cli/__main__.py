@@ -28,6 +28,7 @@ NOUNS = (
     ("task", ("task",)),
     ("command", ("command", "cmd")),
     ("notebook", ("notebook",)),
+    ("shell", ("shell",)),
     ("tensorboard", ("tensorboard",)),
     ("job", ("job", "j")),
     ("agent", ("agent", "a", "slot", "s")),

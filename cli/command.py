@@ -21,16 +21,7 @@ API = ntsc.api_for("command")
 
 
 def add_parser(nouns: Subparsers) -> None:
-    cmd = nouns.add_parser("command", aliases=["cmd"], help="manage commands")
-    verbs = cmd.add_subparsers(dest="verb", metavar="COMMAND")
-    cmd.set_defaults(
-        func=lambda args: ntsc.list_tasks(args, API),
-        csv=False,
-        json=False,
-        quiet=False,
-        all=False,
-    )
-    ntsc.add_list_parser(verbs, API, "commands")
+    verbs = ntsc.add_noun(nouns, API, "manage commands", ["cmd"])
 
     p = verbs.add_parser("run", help="run a command on the cluster and print its output")
     p.add_argument(

@@ -33,12 +33,7 @@ API = ntsc.api_for("notebook")
 
 
 def add_parser(nouns: Subparsers) -> None:
-    nb = nouns.add_parser("notebook", help="manage notebooks")
-    verbs = nb.add_subparsers(dest="verb", metavar="COMMAND")
-    nb.set_defaults(
-        func=lambda args: ntsc.list_tasks(args, API), csv=False, json=False, quiet=False, all=False
-    )
-    ntsc.add_list_parser(verbs, API, "notebooks")
+    verbs = ntsc.add_noun(nouns, API, "manage notebooks")
 
     p = verbs.add_parser("start", help="start a new notebook")
     ntsc.add_config_flags(p, "notebook")

@@ -203,6 +203,18 @@ async def expand(s: client.Session, api: Api, prefix: str) -> str:
     return str(ids[0])
 
 
+def add_noun(nouns: Any, api: Api, help: str, aliases: Sequence[str] = ()) -> Any:
+    """The kind's noun (`det notebook`), listing them when given no verb, with its list
+    verb; returns its verbs for the kind's own."""
+    noun = nouns.add_parser(api.noun, aliases=list(aliases), help=help)
+    verbs = noun.add_subparsers(dest="verb", metavar="COMMAND")
+    noun.set_defaults(
+        func=lambda args: list_tasks(args, api), csv=False, json=False, quiet=False, all=False
+    )
+    add_list_parser(verbs, api, f"{api.noun}s")
+    return verbs
+
+
 def add_list_parser(verbs: Any, api: Api, plural: str) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = verbs.add_parser("list", aliases=["ls"], help=f"list {plural}")
     p.add_argument("-q", "--quiet", action="store_true", help="only display the IDs")

@@ -130,7 +130,7 @@ def logs(args: argparse.Namespace) -> int:
 
 
 # The kinds of task that are not trials, besides TensorBoards (the modules of their nouns).
-KINDS = ("command", "notebook")
+KINDS = ("command", "notebook", "shell")
 
 
 async def _found(s: client.Session, task_id: str) -> tuple[ntsc.Api, str]:

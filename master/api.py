@@ -14,7 +14,7 @@ from pydet.master import queries
 from pydet.master.api_admin import AdminRpcs
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.auth.callers import UserCaller
-from pydet.master.commands import commands, notebooks
+from pydet.master.commands import commands, notebooks, shells
 from pydet.master.guard import current_caller, current_peer
 from pydet.master.logs.master_log import MasterLog
 from pydet.master.service import Service
@@ -657,7 +657,9 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
     # -- commands ------------------------------------------------------------------------------
 
     async def _launched(
-        self, task_type: TaskType, message: v1.LaunchCommandRequest | v1.LaunchNotebookRequest
+        self,
+        task_type: TaskType,
+        message: v1.LaunchCommandRequest | v1.LaunchNotebookRequest | v1.LaunchShellRequest,
     ) -> tuple[GenericTask, str]:
         """A command, notebook or shell launched as the calling user, and its config."""
         task = await self.s.launch_task(
@@ -728,6 +730,33 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         if not message.idle:
             self.s.generic.record_activity(task.id)
         return v1.IdleNotebookResponse()
+
+    # -- shells --------------------------------------------------------------------------------
+
+    async def launch_shell(self, message: v1.LaunchShellRequest) -> v1.LaunchShellResponse:
+        task, config = await self._launched(TaskType.SHELL, message)
+        return v1.LaunchShellResponse(shell=shells.to_proto(task, with_key=True), config=config)
+
+    async def get_shells(self, message: v1.GetShellsRequest) -> v1.GetShellsResponse:
+        live = self.s.live_tasks(TaskType.SHELL, list(message.users))
+        return v1.GetShellsResponse(shells=[shells.to_proto(t) for t in live])
+
+    async def get_shell(self, message: v1.GetShellRequest) -> v1.GetShellResponse:
+        # Its rule lets only its owner or an admin this far: the key is theirs.
+        task = await self.s.generic.get(message.shell_id, TaskType.SHELL)
+        return v1.GetShellResponse(
+            shell=shells.to_proto(task, with_key=True), config=json.dumps(task.config)
+        )
+
+    async def kill_shell(self, message: v1.KillShellRequest) -> v1.KillShellResponse:
+        task = await self.s.kill_task(message.shell_id, TaskType.SHELL)
+        return v1.KillShellResponse(shell=shells.to_proto(task))
+
+    async def set_shell_priority(
+        self, message: v1.SetShellPriorityRequest
+    ) -> v1.SetShellPriorityResponse:
+        task = await self.s.set_task_priority(message.shell_id, message.priority, TaskType.SHELL)
+        return v1.SetShellPriorityResponse(shell=shells.to_proto(task))
 
     async def get_task_context(
         self, message: v1.GetTaskContextRequest

@@ -796,6 +796,12 @@ RULES: dict[str, Rule] = {
         "notebook_id", "notebook", "change the priority of"
     ),
     "/v1.Determined/IdleNotebook": own_task_or_owner("notebook_id", "notebook"),
+    "/v1.Determined/LaunchShell": user,
+    "/v1.Determined/GetShells": user,
+    # A shell's answer carries its private key: for its owner or an admin only.
+    "/v1.Determined/GetShell": owner_of_task("shell_id", "shell", "open"),
+    "/v1.Determined/KillShell": owner_of_task("shell_id", "shell", "kill"),
+    "/v1.Determined/SetShellPriority": owner_of_task("shell_id", "shell", "change the priority of"),
     "/v1.Determined/GetTaskContext": own_task_or_owner("task_id", ""),
     "/v1.Agents/Connect": agent,
 }

@@ -6,7 +6,8 @@ tasks that run what a user asks on an agent, outside any experiment.
 - ``commands``: a command's entrypoint run once, its output and exit code its result; and
   the launch of all three kinds;
 - ``notebooks``: JupyterLab behind the proxy, with a token only the proxy sends, and what
-  its task reports about being idle.
+  its task reports about being idle;
+- ``shells``: sshd with a key pair the master makes, reached by ssh through the proxy.
 
 Phases, the queue, the proxy, idle timeouts and surviving a master restart are
 ``tasks.generic``'s; this package says what each kind runs and how the API shows it.

@@ -5,7 +5,7 @@ three kinds this package runs (commands, notebooks, shells)."""
 from __future__ import annotations
 
 from determined.api.gen import v1
-from pydet.master.commands import notebooks
+from pydet.master.commands import notebooks, shells
 from pydet.master.commands.launcher import Launcher, shown, start_order
 from pydet.master.tasks.generic import GenericTask, GenericTasks, Kind, TaskType
 
@@ -28,13 +28,20 @@ class Commands:
             Kind(lambda task, alloc, agents: start_order(task, alloc, info, agents)),
         )
         notebooks.register(generic)
+        shells.register(generic)
 
     async def launch(
         self, task_type: TaskType, *, username: str, config: str, context: bytes
     ) -> GenericTask:
         """Queue a new command, notebook or shell."""
         cfg = self._launcher.parse(config, task_type)
-        extra = notebooks.new_extra() if task_type is TaskType.NOTEBOOK else {}
+        extra = (
+            notebooks.new_extra()
+            if task_type is TaskType.NOTEBOOK
+            else shells.new_extra()
+            if task_type is TaskType.SHELL
+            else {}
+        )
         return await self._launcher.launch(
             task_type,
             username=username,

@@ -30,6 +30,7 @@ from pydet.master.auth import rules as authz
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.commands import commands as command_protos
 from pydet.master.commands import notebooks as notebook_protos
+from pydet.master.commands import shells as shell_protos
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import checkpoints as gateway_checkpoints
 from pydet.master.gateway import cluster as gateway_cluster
@@ -107,6 +108,15 @@ def _task_kinds(service: Service) -> list[gateway_commands.Kind]:
             notebook_protos.to_proto,
             launch(TaskType.NOTEBOOK),
             v1.KillNotebookRequest,
+        ),
+        gateway_commands.Kind(
+            TaskType.SHELL,
+            "shells",
+            "shell",
+            "Shell",
+            shell_protos.to_proto,
+            launch(TaskType.SHELL),
+            v1.KillShellRequest,
         ),
     ]
 

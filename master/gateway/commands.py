@@ -73,7 +73,9 @@ def routes(service: Service, kind: Kind) -> list[Route]:
         )
 
     async def get_one(request: Request) -> Response:
-        task = await service.generic.get(str(request.path_params["id"]), kind.task_type)
+        task_id = str(request.path_params["id"])
+        await gateway_auth.authorize(request, f"Get{kind.rpc}", kind.request(**{key: task_id}))
+        task = await service.generic.get(task_id, kind.task_type)
         return JSONResponse({kind.noun: shown(task), "config": task.config})
 
     async def kill(request: Request) -> Response:

@@ -7,8 +7,6 @@ import asyncio
 import json
 import pathlib
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -67,14 +65,7 @@ def test_a_notebook_runs_jupyterlab_whose_kernels_answer_through_the_proxy(
     eve = cluster.login("eve", "eve-secret-123")
     status, body = cluster.fetch(f"/proxy/{nb_id}/api/kernels", eve)
     assert status == 403 and b"kernel" not in body
-    env = {**cluster.env, "DET_USER": "eve", "DET_PASS": "eve-secret-123"}
-    refused = subprocess.run(
-        [sys.executable, "-m", "pydet.cli", "notebook", "kill", nb_id],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    refused = cluster.det_as("eve", "eve-secret-123", "notebook", "kill", nb_id)
     assert refused.returncode == 1 and "only the owner of notebook" in refused.stderr
 
     assert f"Killed notebook {nb_id}" in cluster.det("notebook", "kill", nb_id).stdout

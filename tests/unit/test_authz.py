@@ -493,6 +493,22 @@ async def test_a_notebook_is_steered_by_its_owner_and_reports_idleness_itself(
         await check("KillNotebook", ROOT, v1.KillNotebookRequest(notebook_id="cmd-1"), lookup)
 
 
+async def test_only_its_owner_or_an_admin_gets_a_shell_and_its_key(lookup: authz.Lookup) -> None:
+    await _task(lookup, "sh-1", "SHELL")
+    for rpc, message in (
+        ("GetShell", v1.GetShellRequest(shell_id="sh-1")),
+        ("KillShell", v1.KillShellRequest(shell_id="sh-1")),
+        ("SetShellPriority", v1.SetShellPriorityRequest(shell_id="sh-1", priority=3)),
+    ):
+        await check(rpc, ALICE, message, lookup)
+        await check(rpc, ROOT, message, lookup)
+        assert "alice" not in await refused(rpc, BOB, message, lookup)
+        await refused(rpc, TASK, message, lookup)
+    # Any user lists them (without keys) and starts their own.
+    await check("GetShells", BOB, v1.GetShellsRequest(), lookup)
+    await check("LaunchShell", BOB, v1.LaunchShellRequest(), lookup)
+
+
 async def test_a_tasks_context_is_for_the_task_itself_or_its_owner(lookup: authz.Lookup) -> None:
     await _task(lookup, "cmd-1", "COMMAND")
     own = TaskCaller(

@@ -1,6 +1,7 @@
 """``python3 -m determined.exec.launch``: the first process of every trial container, and of
-every command's and notebook's (``launch_task``: the context it was launched with, then its
-entrypoint, or JupyterLab: ``determined.exec.notebook``).
+every command's, notebook's and shell's (``launch_task``: the context it was launched with,
+then its entrypoint, or JupyterLab: ``determined.exec.notebook``, or sshd:
+``determined.exec.shell``).
 
 The agent starts it in an empty working directory with the task's ``DET_*`` environment.
 It downloads the experiment's context from the master (or takes the agent's copy of it:
@@ -179,7 +180,7 @@ TASK_CONTEXT_ENV = "DET_TASK_CONTEXT"
 def launch_task(info: det.ClusterInfo) -> int:
     """A task that is not a trial (a command, a notebook, a shell): its context unpacked in
     its working directory (``work_dir``, else the one the agent gave it), then its work."""
-    if info.task_type not in ("COMMAND", "NOTEBOOK"):
+    if info.task_type not in ("COMMAND", "NOTEBOOK", "SHELL"):
         print(
             f"determined.exec.launch: cannot run a task of type {info.task_type!r} "
             "(DET_TRIAL_ID is not set)",
@@ -207,6 +208,10 @@ def launch_task(info: det.ClusterInfo) -> int:
         from determined.exec import notebook
 
         return notebook.serve(config)
+    if info.task_type == "SHELL":
+        from determined.exec import shell
+
+        return shell.serve(config)
     return run_task(work_dir, config.get("entrypoint"), python=sys.executable, fork_scripts=True)
 
 

@@ -146,6 +146,10 @@ __all__ = (
     "GetResourcePoolsResponse",
     "GetRunMetadataRequest",
     "GetRunMetadataResponse",
+    "GetShellRequest",
+    "GetShellResponse",
+    "GetShellsRequest",
+    "GetShellsResponse",
     "GetTaskContextRequest",
     "GetTaskContextResponse",
     "GetTasksRequest",
@@ -191,6 +195,8 @@ __all__ = (
     "KillContainer",
     "KillNotebookRequest",
     "KillNotebookResponse",
+    "KillShellRequest",
+    "KillShellResponse",
     "KillTensorboardRequest",
     "KillTensorboardResponse",
     "KillTrialRequest",
@@ -199,6 +205,8 @@ __all__ = (
     "LaunchCommandResponse",
     "LaunchNotebookRequest",
     "LaunchNotebookResponse",
+    "LaunchShellRequest",
+    "LaunchShellResponse",
     "LaunchTensorboardRequest",
     "LaunchTensorboardResponse",
     "LogConfig",
@@ -325,10 +333,13 @@ __all__ = (
     "SetExperimentResourcesResponse",
     "SetNotebookPriorityRequest",
     "SetNotebookPriorityResponse",
+    "SetShellPriorityRequest",
+    "SetShellPriorityResponse",
     "SetTensorboardPriorityRequest",
     "SetTensorboardPriorityResponse",
     "SetUserPasswordRequest",
     "SetUserPasswordResponse",
+    "Shell",
     "Slot",
     "StartContainer",
     "StartTrialRequest",
@@ -2754,6 +2765,40 @@ default_message_pool.register_message("v1", "GetRunMetadataResponse", GetRunMeta
 
 
 @dataclass(eq=False, repr=False)
+class GetShellRequest(betterproto2.Message):
+    shell_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "GetShellRequest", GetShellRequest)
+
+
+@dataclass(eq=False, repr=False)
+class GetShellResponse(betterproto2.Message):
+    shell: "Shell | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+
+    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "GetShellResponse", GetShellResponse)
+
+
+@dataclass(eq=False, repr=False)
+class GetShellsRequest(betterproto2.Message):
+    users: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
+
+
+default_message_pool.register_message("v1", "GetShellsRequest", GetShellsRequest)
+
+
+@dataclass(eq=False, repr=False)
+class GetShellsResponse(betterproto2.Message):
+    shells: "list[Shell]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+
+
+default_message_pool.register_message("v1", "GetShellsResponse", GetShellsResponse)
+
+
+@dataclass(eq=False, repr=False)
 class GetTaskContextRequest(betterproto2.Message):
     """
     What a task that is not a trial downloads before it starts: the context it was launched
@@ -3342,6 +3387,22 @@ default_message_pool.register_message("v1", "KillNotebookResponse", KillNotebook
 
 
 @dataclass(eq=False, repr=False)
+class KillShellRequest(betterproto2.Message):
+    shell_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "KillShellRequest", KillShellRequest)
+
+
+@dataclass(eq=False, repr=False)
+class KillShellResponse(betterproto2.Message):
+    shell: "Shell | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+
+
+default_message_pool.register_message("v1", "KillShellResponse", KillShellResponse)
+
+
+@dataclass(eq=False, repr=False)
 class KillTensorboardRequest(betterproto2.Message):
     tensorboard_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
@@ -3432,6 +3493,28 @@ class LaunchNotebookResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "LaunchNotebookResponse", LaunchNotebookResponse)
+
+
+@dataclass(eq=False, repr=False)
+class LaunchShellRequest(betterproto2.Message):
+    config: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    template_name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    context: "bytes" = betterproto2.field(3, betterproto2.TYPE_BYTES)
+
+
+default_message_pool.register_message("v1", "LaunchShellRequest", LaunchShellRequest)
+
+
+@dataclass(eq=False, repr=False)
+class LaunchShellResponse(betterproto2.Message):
+    shell: "Shell | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+
+    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "LaunchShellResponse", LaunchShellResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -5371,6 +5454,24 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
+class SetShellPriorityRequest(betterproto2.Message):
+    shell_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    priority: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message("v1", "SetShellPriorityRequest", SetShellPriorityRequest)
+
+
+@dataclass(eq=False, repr=False)
+class SetShellPriorityResponse(betterproto2.Message):
+    shell: "Shell | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+
+
+default_message_pool.register_message("v1", "SetShellPriorityResponse", SetShellPriorityResponse)
+
+
+@dataclass(eq=False, repr=False)
 class SetTensorboardPriorityRequest(betterproto2.Message):
     """
     A live TensorBoard's place in the queue (1-99, lower first), until it ends.
@@ -5414,6 +5515,59 @@ class SetUserPasswordResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "SetUserPasswordResponse", SetUserPasswordResponse)
+
+
+@dataclass(eq=False, repr=False)
+class Shell(betterproto2.Message):
+    """
+    An SSH server in a task (det shell), reached by the system's ssh through the master's
+    proxy: a WebSocket to service_address carries the TCP connection to its sshd.
+    """
+
+    id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    state: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    start_time: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+
+    private_key: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    """
+    The key pair the master made for this shell, in OpenSSH's formats; only its owner (or
+    an admin) gets the private key, in GetShell.
+    """
+
+    public_key: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+
+    username: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+
+    resource_pool: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+
+    exit_status: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+
+    job_id: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
+
+    agent_user: "str" = betterproto2.field(16, betterproto2.TYPE_STRING)
+    """
+    The user its sshd logs in as (Determined's agent_user_group.user).
+    """
+
+    service_address: "str" = betterproto2.field(17, betterproto2.TYPE_STRING)
+    """
+    "/proxy/<id>/".
+    """
+
+    end_time: "float" = betterproto2.field(21, betterproto2.TYPE_DOUBLE)
+
+    priority: "int" = betterproto2.field(22, betterproto2.TYPE_INT32)
+
+    slots: "int" = betterproto2.field(23, betterproto2.TYPE_INT32)
+
+    allocation_id: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "Shell", Shell)
 
 
 @dataclass(eq=False, repr=False)
@@ -8784,6 +8938,100 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def launch_shell(
+        self,
+        message: "LaunchShellRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "LaunchShellResponse":
+        """
+        Shells (det shell): only their owner or an admin gets one (with its private key), opens,
+        kills or reprioritises it.
+        """
+
+        return await self._unary_unary(
+            "/v1.Determined/LaunchShell",
+            message,
+            LaunchShellResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_shells(
+        self,
+        message: "GetShellsRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetShellsResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/GetShells",
+            message,
+            GetShellsResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_shell(
+        self,
+        message: "GetShellRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetShellResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/GetShell",
+            message,
+            GetShellResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def kill_shell(
+        self,
+        message: "KillShellRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "KillShellResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/KillShell",
+            message,
+            KillShellResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def set_shell_priority(
+        self,
+        message: "SetShellPriorityRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "SetShellPriorityResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/SetShellPriority",
+            message,
+            SetShellPriorityResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def get_task_context(
         self,
         message: "GetTaskContextRequest",
@@ -9619,6 +9867,32 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
     async def idle_notebook(self, message: "IdleNotebookRequest") -> "IdleNotebookResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def launch_shell(self, message: "LaunchShellRequest") -> "LaunchShellResponse":
+        """
+        Shells (det shell): only their owner or an admin gets one (with its private key), opens,
+        kills or reprioritises it.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def get_shells(self, message: "GetShellsRequest") -> "GetShellsResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def get_shell(self, message: "GetShellRequest") -> "GetShellResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def kill_shell(self, message: "KillShellRequest") -> "KillShellResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def set_shell_priority(
+        self, message: "SetShellPriorityRequest"
+    ) -> "SetShellPriorityResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
@@ -10832,6 +11106,46 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         response = await self.idle_notebook(request)
         await stream.send_message(response)
 
+    async def __rpc_launch_shell(
+        self, stream: "grpclib.server.Stream[LaunchShellRequest, LaunchShellResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.launch_shell(request)
+        await stream.send_message(response)
+
+    async def __rpc_get_shells(
+        self, stream: "grpclib.server.Stream[GetShellsRequest, GetShellsResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.get_shells(request)
+        await stream.send_message(response)
+
+    async def __rpc_get_shell(
+        self, stream: "grpclib.server.Stream[GetShellRequest, GetShellResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.get_shell(request)
+        await stream.send_message(response)
+
+    async def __rpc_kill_shell(
+        self, stream: "grpclib.server.Stream[KillShellRequest, KillShellResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.kill_shell(request)
+        await stream.send_message(response)
+
+    async def __rpc_set_shell_priority(
+        self, stream: "grpclib.server.Stream[SetShellPriorityRequest, SetShellPriorityResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.set_shell_priority(request)
+        await stream.send_message(response)
+
     async def __rpc_get_task_context(
         self, stream: "grpclib.server.Stream[GetTaskContextRequest, GetTaskContextResponse]"
     ) -> None:
@@ -11711,6 +12025,36 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 IdleNotebookRequest,
                 IdleNotebookResponse,
+            ),
+            "/v1.Determined/LaunchShell": grpclib.const.Handler(
+                self.__rpc_launch_shell,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                LaunchShellRequest,
+                LaunchShellResponse,
+            ),
+            "/v1.Determined/GetShells": grpclib.const.Handler(
+                self.__rpc_get_shells,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                GetShellsRequest,
+                GetShellsResponse,
+            ),
+            "/v1.Determined/GetShell": grpclib.const.Handler(
+                self.__rpc_get_shell,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                GetShellRequest,
+                GetShellResponse,
+            ),
+            "/v1.Determined/KillShell": grpclib.const.Handler(
+                self.__rpc_kill_shell,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                KillShellRequest,
+                KillShellResponse,
+            ),
+            "/v1.Determined/SetShellPriority": grpclib.const.Handler(
+                self.__rpc_set_shell_priority,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                SetShellPriorityRequest,
+                SetShellPriorityResponse,
             ),
             "/v1.Determined/GetTaskContext": grpclib.const.Handler(
                 self.__rpc_get_task_context,
