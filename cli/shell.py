@@ -185,7 +185,8 @@ def start(args: argparse.Namespace) -> int:
     from determined.api.gen import v1
     from pydet.cli import rpc
 
-    _ssh()  # before anything is launched
+    if not args.detach:
+        _ssh()  # before anything is launched
     request = v1.LaunchShellRequest(
         config=ntsc.load_config(args),
         template_name=args.template or "",

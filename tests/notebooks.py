@@ -12,15 +12,18 @@ import aiohttp
 from tests.cluster import Cluster
 
 
-async def run_in_kernel(cluster: Cluster, nb_id: str, code: str, token: str) -> str:
-    """Start a kernel through the proxy, run ``code`` in it over its WebSocket, and return
-    what the cell shows (its execute_result, else its stdout)."""
+async def run_in_kernel(
+    cluster: Cluster, nb_id: str, code: str, token: str, kernel: str | None = None
+) -> str:
+    """Run ``code`` over its WebSocket in ``kernel`` (a new one started through the proxy
+    when None), and return what the cell shows (its execute_result, else its stdout)."""
     base = f"http://{cluster.address}/proxy/{nb_id}/"
     headers = {"Authorization": f"Bearer {token}"}
     async with aiohttp.ClientSession(headers=headers) as s:
-        async with s.post(base + "api/kernels", json={"name": "python3"}) as r:
-            assert r.status == 201, await r.text()
-            kernel = (await r.json())["id"]
+        if kernel is None:
+            async with s.post(base + "api/kernels", json={"name": "python3"}) as r:
+                assert r.status == 201, await r.text()
+                kernel = (await r.json())["id"]
         session = uuid.uuid4().hex
         url = f"ws://{cluster.address}/proxy/{nb_id}/api/kernels/{kernel}/channels?session_id={session}"
         async with s.ws_connect(url) as ws:

@@ -86,17 +86,15 @@ def routes(service: Service, kind: Kind) -> list[Route]:
 
     async def set_priority(request: Request) -> Response:
         task_id = str(request.path_params["id"])
+        await gateway_auth.authorize(
+            request, f"Set{kind.rpc}Priority", kind.request(**{key: task_id})
+        )
         body = await codec.json_body(request)
         if not isinstance(body, dict):
             raise errors.InvalidArgument("request body: expected a JSON object")
         priority = codec.field(body, "priority", int)
         if priority is None:
             raise errors.InvalidArgument("priority: required")
-        await gateway_auth.authorize(
-            request,
-            f"Set{kind.rpc}Priority",
-            kind.request(**{key: task_id}),
-        )
         task = await service.set_task_priority(task_id, priority, kind.task_type)
         return JSONResponse({kind.noun: shown(task)})
 

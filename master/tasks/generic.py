@@ -597,7 +597,7 @@ class GenericTasks:
         elif allocation.stop_reason in ("killed", "orphaned"):
             status = "killed"
         elif failure is not None and failure.lost:
-            status = f"lost: {failure.error}"
+            status = failure.error  # "lost: agent A did not report this container ..."
             code = None
         elif failure is not None:
             status = f"exited with code {failure.exit_code}"

@@ -127,3 +127,31 @@ def test_commands_name_what_is_wrong(cluster: Cluster, tmp_path: pathlib.Path) -
         args = [*verb, "no-such-id"] + (["5"] if verb[0] == "set" else [])
         proc = cluster.det("cmd", *args, check=False)
         assert proc.returncode == 1 and "command no-such-id not found" in proc.stderr, proc
+
+
+def test_a_template_fills_in_a_commands_config(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    template = tmp_path / "template.yaml"
+    template.write_text(
+        "description: from the template\n"
+        "environment:\n  environment_variables: [FROM_TEMPLATE=yes]\n"
+        "resources: {priority: 30}\n"
+    )
+    cluster.det("template", "set", "cmd-defaults", str(template))
+    out = cluster.det(
+        "cmd",
+        "run",
+        "--template",
+        "cmd-defaults",
+        "--config",
+        "resources.priority=12",
+        "sh",
+        "-c",
+        "echo $FROM_TEMPLATE",
+    ).stdout
+    cmd_id, name = _launched(out)
+    assert name == "from the template"
+    assert out.splitlines()[1:] == ["yes"], out
+    # The config's own settings win over the template's.
+    assert "priority: 12" in cluster.det("cmd", "config", cmd_id).stdout
+    proc = cluster.det("cmd", "run", "--template", "no-such-template", "true", check=False)
+    assert proc.returncode == 1 and "no template named 'no-such-template'" in proc.stderr
