@@ -280,6 +280,9 @@ class GenericTasks:
             task.allocation_id = alloc.id
             task.last_activity = time.time()
             adopted.add(task.id)
+            if task.phase is Phase.TERMINATING:
+                # Killed just before the master stopped: the order may not have gone out.
+                self._tasks.kill(alloc, reason="killed", grace=KILL_GRACE)
             log.info("%s %s: adopted allocation %s", task.task_type.noun, task.id, alloc.id)
         for task in list(self._live.values()):
             if task.phase is not Phase.QUEUED and task.id not in adopted:
