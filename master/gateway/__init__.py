@@ -159,6 +159,7 @@ def build(
             for kind in _task_kinds(service)
             for route in gateway_commands.routes(service, kind)
         ),
+        *gateway_commands.log_routes(service),
         *gateway_auth.routes(auth, session_lifetime),
     ]
     app = Starlette(

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from determined.api.gen import v1
 from determined.common import errors
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import codec
@@ -46,6 +47,24 @@ def _config_text(body: dict[str, Any]) -> str:
     if isinstance(config, dict):
         return json.dumps(config)
     raise errors.InvalidArgument("config: expected an object or YAML text")
+
+
+def log_routes(service: Service) -> list[Route]:
+    """A task's lines by its id (the WebUI's Tasks page follows them by ``after_id``), as
+    the TaskLogs RPC has them."""
+
+    async def task_logs(request: Request) -> Response:
+        req = v1.TaskLogsRequest(
+            task_id=str(request.path_params["id"]),
+            tail=codec.integer(request, "tail"),
+            after_id=codec.integer(request, "after_id"),
+        )
+        lines: list[dict[str, Any]] = []
+        async for batch in service.task_logs(req):
+            lines.extend(codec.to_dict(line) for line in batch)
+        return JSONResponse(lines)
+
+    return [Route("/api/v1/tasks/{id:str}/logs", task_logs, methods=["GET"])]
 
 
 def routes(service: Service, kind: Kind) -> list[Route]:

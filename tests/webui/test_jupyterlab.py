@@ -13,7 +13,7 @@ from tests.cluster import Cluster
 from tests.webui.helpers import screenshot, sign_in
 
 pytest.importorskip("jupyterlab")
-pytestmark = [pytest.mark.webui, pytest.mark.slow]
+pytestmark = pytest.mark.webui
 
 
 def test_a_cell_runs_in_jupyterlab_through_the_proxy(context: Any, cluster: Cluster) -> None:

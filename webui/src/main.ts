@@ -27,6 +27,7 @@ const routes: Route[] = [
   { pattern: "/trials/:id/continue", page: continuePage, nav: "experiments" },
   { pattern: "/trials/:id", page: trialPage, nav: "experiments" },
   { pattern: "/jobs", page: jobsPage, nav: "jobs" },
+  { pattern: "/tasks", page: lazy(() => import("./pages/tasks").then((m) => m.tasksPage)), nav: "tasks" },
   { pattern: LOGIN_PAGE, page: loginPage, nav: "login" },
 ];
 
@@ -38,6 +39,7 @@ const notFound: Page = (root) => {
 const NAV: [string, string, string][] = [
   ["experiments", "/experiments", "Experiments"],
   ["jobs", "/jobs", "Job queue"],
+  ["tasks", "/tasks", "Tasks"],
   ["cluster", "/cluster", "Cluster"],
 ];
 

@@ -121,7 +121,7 @@ def command(host: str, port: int, env: Mapping[str, str]) -> list[str]:
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         f"--ServerApp.base_url={env['DET_PROXY_PATH']}",
-        f"--ServerApp.token={env['DET_NOTEBOOK_TOKEN']}",
+        f"--IdentityProvider.token={env['DET_NOTEBOOK_TOKEN']}",
         # The master's proxy checks who may come and from which origin; behind it, Host
         # and Origin are the master's.
         "--ServerApp.allow_origin=*",
