@@ -25,8 +25,9 @@ RUN update-ca-certificates >/dev/null && python3 -m venv /opt/pydet
 
 # Dependencies in their own layer, so that a change to the sources reinstalls only pydet.
 COPY pyproject.toml /tmp/pydet/pyproject.toml
-# With the tensorboard extra: `det tensorboard start` runs TensorBoard in this image.
-RUN python3 -c "import tomllib; p = tomllib.load(open('/tmp/pydet/pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['tensorboard']))" > /tmp/pydet/requirements.txt \
+# With the tensorboard and notebook extras: `det tensorboard start` runs TensorBoard and
+# `det notebook start` JupyterLab in this image (its base has openssh-server for `det shell`).
+RUN python3 -c "import tomllib; p = tomllib.load(open('/tmp/pydet/pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['tensorboard'] + p['optional-dependencies']['notebook']))" > /tmp/pydet/requirements.txt \
  && pip install --no-cache-dir -r /tmp/pydet/requirements.txt
 
 # Only what the package is made of (.dockerignore keeps .venv and node_modules out).

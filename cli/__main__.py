@@ -8,6 +8,7 @@ bug in pydet and keeps its traceback so that it gets reported rather than guesse
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -15,30 +16,51 @@ from collections.abc import Sequence
 
 from determined import __version__
 from determined.common import client, errors
-from pydet.cli import (
-    agent,
-    auth,
-    checkpoint,
-    config_policies,
-    deploy,
-    experiment,
-    job,
-    master,
-    model,
-    project,
-    resources,
-    search,
-    task,
-    template,
-    tensorboard,
-    trial,
-    user,
-    webhook,
-    workspace,
+from pydet.cli import auth
+
+# Each module that adds nouns, in `det --help`'s order, with the names (and aliases) it adds.
+# A command line that names one loads only that module: `det cmd run` need not import what
+# `det experiment` uses.
+NOUNS = (
+    ("experiment", ("experiment", "e")),
+    ("trial", ("trial", "t")),
+    ("checkpoint", ("checkpoint", "c")),
+    ("task", ("task",)),
+    ("command", ("command", "cmd")),
+    ("notebook", ("notebook",)),
+    ("shell", ("shell",)),
+    ("tensorboard", ("tensorboard",)),
+    ("job", ("job", "j")),
+    ("agent", ("agent", "a", "slot", "s")),
+    ("resources", ("resources", "res", "resource-pool", "rp")),
+    ("master", ("master", "version")),
+    ("config_policies", ("config-policies", "cp")),
+    ("deploy", ("deploy",)),
+    ("search", ("preview-search",)),
+    ("user", ("user", "u")),
+    ("webhook", ("webhook",)),
+    ("template", ("template", "tpl")),
+    ("workspace", ("workspace", "w")),
+    ("project", ("project", "p")),
+    ("model", ("model", "m")),
 )
+# Global options that take a value (the noun is the first word after them).
+_VALUED = frozenset({"-m", "--master", "-u", "--user"})
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _noun(argv: Sequence[str]) -> str | None:
+    """The noun a command line names, if it names a known one."""
+    words = iter(argv)
+    for word in words:
+        if word in _VALUED:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word if any(word in names for _, names in NOUNS) else None
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given ``argv`` that names a noun, only that noun's part of it."""
     parser = argparse.ArgumentParser(
         prog="det",
         description="Run and inspect experiments on a pydet (Determined-compatible) cluster.",
@@ -57,33 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"det (pydet) {__version__}")
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND", required=True)
-    for module in (
-        experiment,
-        trial,
-        checkpoint,
-        task,
-        tensorboard,
-        job,
-        agent,
-        resources,
-        master,
-        config_policies,
-        deploy,
-        search,
-        user,
-        webhook,
-        template,
-        workspace,
-        project,
-        model,
-    ):
-        module.add_parser(nouns)
+    wanted = None if argv is None else _noun(argv)
+    for module_name, names in NOUNS:
+        if wanted is None or wanted in names:
+            importlib.import_module(f"pydet.cli.{module_name}").add_parser(nouns)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(words).parse_args(words)
     auth.select_user(args.user)
     try:
         code: int = args.func(args)

@@ -40,6 +40,12 @@ def wanted_user(address: str) -> str | None:
     return credentials.wanted_user(address, _selected)
 
 
+def password_at_hand() -> bool:
+    """Whether a login may be tried without a cached session: DET_PASS, or ``-u`` (which
+    asks for the password)."""
+    return _selected is not None or os.environ.get("DET_PASS") is not None
+
+
 def not_logged_in(address: str, why: str = "") -> errors.Unauthenticated:
     return errors.Unauthenticated(
         f"not logged in to {address}{f' ({why})' if why else ''}: run det user login"

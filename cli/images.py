@@ -156,7 +156,9 @@ def _debootstrap(settings: Settings, tarball: Path) -> None:
                 [
                     "debootstrap",
                     "--variant=minbase",
-                    "--include=python3,python3-venv,python3-pip,ca-certificates,procps",
+                    # openssh-server and -client: `det shell` runs sshd in the task.
+                    "--include=python3,python3-venv,python3-pip,ca-certificates,procps,"
+                    "openssh-server,openssh-client",
                     settings.suite,
                     str(rootfs),
                     settings.mirror,

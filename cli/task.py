@@ -1,11 +1,12 @@
 """`det task list|logs|config|kill|cleanup-logs`: the tasks the cluster holds (Determined's
 allocation summaries), a task's logs, its config, stopping it, and deleting expired logs
-now. A trial's task id is ``EXPERIMENT.TRIAL``; a TensorBoard's is a UUID."""
+now. A trial's task id is ``EXPERIMENT.TRIAL``; a TensorBoard's, command's, notebook's or
+shell's is a UUID."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import importlib
 import json
 import sys
 from typing import Any
@@ -14,7 +15,7 @@ import yaml
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, listing, render, rpc, trial
+from pydet.cli import Subparsers, listing, ntsc, render, rpc, trial
 
 HEADERS = (
     "Task ID",
@@ -48,7 +49,9 @@ def add_parser(nouns: Subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print JSON rather than YAML")
     p.set_defaults(func=config)
 
-    p = verbs.add_parser("kill", help="stop a task (a trial, or a TensorBoard)")
+    p = verbs.add_parser(
+        "kill", help="stop a task (a trial, TensorBoard, command, notebook or shell)"
+    )
     p.add_argument("task_id", metavar="TASK_ID")
     p.set_defaults(func=kill)
 
@@ -115,8 +118,8 @@ async def _trial_of_task(s: client.Session, task_id: str) -> v1.Trial:
 
 def logs(args: argparse.Namespace) -> int:
     if "." not in args.task_id:
-        # Not a trial's task (a TensorBoard's): its lines by task id.
-        return print_task_logs(args.master, args.task_id, args)
+        # Not a trial's task (a TensorBoard's, command's, notebook's or shell's): by task id.
+        return ntsc.print_logs(args)
 
     async def body(s: client.Session) -> None:
         t = await _trial_of_task(s, args.task_id)
@@ -126,38 +129,22 @@ def logs(args: argparse.Namespace) -> int:
     return 0
 
 
-# How often `-f` asks for a TensorBoard's new lines.
-FOLLOW_EVERY = 1.0
+# The kinds of task that are not trials, besides TensorBoards (the modules of their nouns).
+KINDS = ("command", "notebook", "shell")
 
 
-def print_task_logs(master: str | None, task_id: str, args: argparse.Namespace) -> int:
-    """Print the lines of a task that is not a trial's (a TensorBoard's), with the log flags
-    of ``args``; with -f, new lines as they come until the task has ended."""
-    request = v1.TaskLogsRequest(task_id=task_id, **trial.log_filters(args))
+async def _found(s: client.Session, task_id: str) -> tuple[ntsc.Api, str]:
+    """The calls of the kind of task ``task_id`` is, and its config (JSON). An id of none of
+    the other kinds is a TensorBoard's, or a TensorBoard not found."""
+    from pydet.cli import tensorboard
 
-    async def ended(s: client.Session) -> bool:
-        req = v1.GetTensorboardRequest(tensorboard_id=task_id)
-        tb = (await s.call(s.stub.get_tensorboard(req))).tensorboard
-        return tb is None or tb.state == "STATE_TERMINATED"
-
-    async def body(s: client.Session) -> None:
-        while True:
-            lines = list((await s.call(s.stub.task_logs(request))).logs)
-            for line in lines:
-                text = json.dumps(render.message_dict(line)) if args.json else render.log_line(line)
-                sys.stdout.write(text + "\n")
-            sys.stdout.flush()
-            if not args.follow:
-                return
-            if lines:
-                request.after_id, request.head, request.tail = lines[-1].id, 0, 0
-            elif await ended(s):
-                return
-            else:
-                await asyncio.sleep(FOLLOW_EVERY)
-
-    rpc.run(master, body)
-    return 0
+    for noun in KINDS:
+        api: ntsc.Api = importlib.import_module(f"pydet.cli.{noun}").API
+        try:
+            return api, (await api.get(s, task_id))[1]
+        except errors.NotFound:
+            continue
+    return tensorboard.API, (await tensorboard.API.get(s, task_id))[1]
 
 
 def config(args: argparse.Namespace) -> int:
@@ -168,14 +155,8 @@ def config(args: argparse.Namespace) -> int:
             resp = await s.call(s.stub.get_experiment(req))
             found: dict[str, Any] = json.loads(resp.config or "{}")
             return found
-        tb_req = v1.GetTensorboardRequest(tensorboard_id=args.task_id)
-        tb = rpc.present((await s.call(s.stub.get_tensorboard(tb_req))).tensorboard, "tensorboard")
-        return {
-            "description": tb.description,
-            "experiment_ids": list(tb.experiment_ids),
-            "trial_ids": list(tb.trial_ids),
-            "resources": {"resource_pool": tb.resource_pool, "slots": 0, "priority": tb.priority},
-        }
+        stored: dict[str, Any] = json.loads((await _found(s, args.task_id))[1] or "{}")
+        return stored
 
     found = rpc.run(args.master, body)
     if args.json:
@@ -191,8 +172,8 @@ def kill(args: argparse.Namespace) -> int:
             t = await _trial_of_task(s, args.task_id)
             await s.call(s.stub.kill_trial(v1.KillTrialRequest(trial_id=t.id)))
             return
-        req = v1.KillTensorboardRequest(tensorboard_id=args.task_id)
-        await s.call(s.stub.kill_tensorboard(req))
+        api, _ = await _found(s, args.task_id)
+        await api.kill(s, args.task_id)
 
     rpc.run(args.master, body)
     print(f"Killed task {args.task_id}")

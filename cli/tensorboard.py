@@ -1,11 +1,12 @@
-"""`det tensorboard start|list|open|kill`: TensorBoards over trials' TensorBoard files, run
-as tasks on agents and reached through the master's ``/proxy/<id>/`` (Determined's command
-names, flags and columns)."""
+"""`det tensorboard start|list|open|logs|config|set priority|kill`: TensorBoards over trials'
+TensorBoard files, run as tasks on agents and reached through the master's ``/proxy/<id>/``
+(Determined's command names, flags and columns)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import time
 import webbrowser
@@ -13,7 +14,7 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, listing, render, rpc, task, trial
+from pydet.cli import Subparsers, listing, ntsc, render, rpc, trial
 
 HEADERS = (
     "ID",
@@ -93,27 +94,56 @@ def add_parser(nouns: Subparsers) -> None:
     p.set_defaults(func=open_tensorboard)
 
     p = verbs.add_parser("logs", help="print a TensorBoard instance's logs")
-    p.add_argument("tensorboard_id", metavar="TENSORBOARD_ID")
+    p.add_argument("task_id", metavar="TENSORBOARD_ID")
     trial.add_log_flags(p)
     p.add_argument("--json", action="store_true", help="print each line as a JSON object")
-    p.set_defaults(func=logs)
+    p.set_defaults(func=lambda args: ntsc.print_logs(args, API))
 
     what = verbs.add_parser("set", help="change a TensorBoard instance's settings")
     fields = what.add_subparsers(dest="field", metavar="FIELD", required=True)
     p = fields.add_parser("priority", help="its place in the queue (1-99, lower first)")
     p.add_argument("tensorboard_id", metavar="TENSORBOARD_ID")
     p.add_argument("priority", type=int, metavar="PRIORITY")
-    p.set_defaults(func=set_priority)
+    p.set_defaults(func=lambda args: ntsc.set_priority(args, API))
 
     p = verbs.add_parser("config", help="print a TensorBoard instance's config")
     p.add_argument("tensorboard_id", metavar="TENSORBOARD_ID")
     p.add_argument("--json", action="store_true", help="print JSON rather than YAML")
-    p.set_defaults(func=config)
+    p.set_defaults(func=lambda args: ntsc.show_config(args, API))
 
     p = verbs.add_parser("kill", help="kill TensorBoard instances")
     p.add_argument("tensorboard_id", nargs="+", metavar="TENSORBOARD_ID")
     p.add_argument("-f", "--force", action="store_true", help="ignore errors")
     p.set_defaults(func=kill)
+
+
+async def _list(s: client.Session) -> list[v1.Tensorboard]:
+    return list((await s.call(s.stub.get_tensorboards(v1.GetTensorboardsRequest()))).tensorboards)
+
+
+async def _get(s: client.Session, task_id: str) -> tuple[v1.Tensorboard, str]:
+    """The TensorBoard, and its config: what it shows and the resources it takes."""
+    got = await s.call(s.stub.get_tensorboard(v1.GetTensorboardRequest(tensorboard_id=task_id)))
+    tb = rpc.present(got.tensorboard, "tensorboard")
+    config = {
+        "description": tb.description,
+        "experiment_ids": list(tb.experiment_ids),
+        "trial_ids": list(tb.trial_ids),
+        "resources": {"resource_pool": tb.resource_pool, "slots": 0, "priority": tb.priority},
+    }
+    return tb, json.dumps(config)
+
+
+async def _kill(s: client.Session, task_id: str) -> Any:
+    return await s.call(s.stub.kill_tensorboard(v1.KillTensorboardRequest(tensorboard_id=task_id)))
+
+
+async def _set_priority(s: client.Session, task_id: str, priority: int) -> Any:
+    request = v1.SetTensorboardPriorityRequest(tensorboard_id=task_id, priority=priority)
+    return await s.call(s.stub.set_tensorboard_priority(request))
+
+
+API = ntsc.Api("tensorboard", _list, _get, _kill, _set_priority)
 
 
 def row(t: v1.Tensorboard) -> list[Any]:
@@ -182,6 +212,7 @@ def start(args: argparse.Namespace) -> int:
         t = rpc.present(resp.tensorboard, "tensorboard")
         if args.detach:
             return t
+        ntsc.launched("tensorboard", t.id, t.description)
         deadline = time.monotonic() + START_TIMEOUT
         while t.state not in ("STATE_RUNNING", "STATE_TERMINATED"):
             if time.monotonic() > deadline:
@@ -236,25 +267,3 @@ def kill(args: argparse.Namespace) -> int:
 
     rpc.run(args.master, body)
     return 0
-
-
-def logs(args: argparse.Namespace) -> int:
-    return task.print_task_logs(args.master, args.tensorboard_id, args)
-
-
-def set_priority(args: argparse.Namespace) -> int:
-    req = v1.SetTensorboardPriorityRequest(
-        tensorboard_id=args.tensorboard_id, priority=args.priority
-    )
-
-    async def body(s: client.Session) -> None:
-        await s.call(s.stub.set_tensorboard_priority(req))
-
-    rpc.run(args.master, body)
-    print(f"Set priority of TensorBoard {args.tensorboard_id} to {args.priority}")
-    return 0
-
-
-def config(args: argparse.Namespace) -> int:
-    args.task_id = args.tensorboard_id
-    return task.config(args)

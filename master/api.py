@@ -3,6 +3,7 @@ which authenticates and authorizes every call and maps the shared errors to gRPC
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,9 +14,12 @@ from pydet.master import queries
 from pydet.master.api_admin import AdminRpcs
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.auth.callers import UserCaller
+from pydet.master.commands import commands, notebooks, shells
 from pydet.master.guard import current_caller, current_peer
 from pydet.master.logs.master_log import MasterLog
 from pydet.master.service import Service
+from pydet.master.tasks import tensorboards
+from pydet.master.tasks.generic import GenericTask, TaskType
 from pydet.master.users import profiles
 from pydet.master.users.profiles import Profiles
 from pydet.master.webhooks import dispatch as webhooks
@@ -233,8 +237,9 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         async for logs in self.s.trial_logs(message):
             yield v1.TrialLogsResponse(logs=logs)
 
-    async def task_logs(self, message: v1.TaskLogsRequest) -> v1.TaskLogsResponse:
-        return v1.TaskLogsResponse(logs=await self.s.task_logs(message))
+    async def task_logs(self, message: v1.TaskLogsRequest) -> AsyncIterator[v1.TaskLogsResponse]:
+        async for logs in self.s.task_logs(message):
+            yield v1.TaskLogsResponse(logs=logs)
 
     async def get_trial_metrics(
         self, message: v1.GetTrialMetricsRequest
@@ -479,12 +484,12 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         self, message: v1.GetTensorboardsRequest
     ) -> v1.GetTensorboardsResponse:
         return v1.GetTensorboardsResponse(
-            tensorboards=[tb.to_proto() for tb in self.s.tensorboards.live()]
+            tensorboards=[tensorboards.to_proto(tb) for tb in self.s.tensorboards.live()]
         )
 
     async def get_tensorboard(self, message: v1.GetTensorboardRequest) -> v1.GetTensorboardResponse:
         tb = await self.s.tensorboards.get(message.tensorboard_id)
-        return v1.GetTensorboardResponse(tensorboard=tb.to_proto())
+        return v1.GetTensorboardResponse(tensorboard=tensorboards.to_proto(tb))
 
     async def kill_tensorboard(
         self, message: v1.KillTensorboardRequest
@@ -643,6 +648,117 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         self, message: v1.PostAllocationProxyAddressRequest
     ) -> v1.PostAllocationProxyAddressResponse:
         await self.s.locked(
-            self.s.tensorboards.post_proxy_address(message.allocation_id, message.proxy_address)
+            self.s.generic.post_proxy_address(
+                message.allocation_id, message.proxy_address, message.user
+            )
         )
         return v1.PostAllocationProxyAddressResponse()
+
+    # -- commands ------------------------------------------------------------------------------
+
+    async def _launched(
+        self,
+        task_type: TaskType,
+        message: v1.LaunchCommandRequest | v1.LaunchNotebookRequest | v1.LaunchShellRequest,
+    ) -> tuple[GenericTask, str]:
+        """A command, notebook or shell launched as the calling user, and its config."""
+        task = await self.s.launch_task(
+            task_type,
+            _user().username,
+            message.config,
+            template_name=message.template_name,
+            context=message.context,
+        )
+        return task, json.dumps(task.config)
+
+    async def launch_command(self, message: v1.LaunchCommandRequest) -> v1.LaunchCommandResponse:
+        task, config = await self._launched(TaskType.COMMAND, message)
+        return v1.LaunchCommandResponse(command=commands.to_proto(task), config=config)
+
+    async def get_commands(self, message: v1.GetCommandsRequest) -> v1.GetCommandsResponse:
+        live = self.s.live_tasks(TaskType.COMMAND, list(message.users))
+        return v1.GetCommandsResponse(commands=[commands.to_proto(t) for t in live])
+
+    async def get_command(self, message: v1.GetCommandRequest) -> v1.GetCommandResponse:
+        task = await self.s.generic.get(message.command_id, TaskType.COMMAND)
+        return v1.GetCommandResponse(
+            command=commands.to_proto(task), config=json.dumps(task.config)
+        )
+
+    async def kill_command(self, message: v1.KillCommandRequest) -> v1.KillCommandResponse:
+        task = await self.s.kill_task(message.command_id, TaskType.COMMAND)
+        return v1.KillCommandResponse(command=commands.to_proto(task))
+
+    async def set_command_priority(
+        self, message: v1.SetCommandPriorityRequest
+    ) -> v1.SetCommandPriorityResponse:
+        task = await self.s.set_task_priority(
+            message.command_id, message.priority, TaskType.COMMAND
+        )
+        return v1.SetCommandPriorityResponse(command=commands.to_proto(task))
+
+    # -- notebooks -----------------------------------------------------------------------------
+
+    async def launch_notebook(self, message: v1.LaunchNotebookRequest) -> v1.LaunchNotebookResponse:
+        task, config = await self._launched(TaskType.NOTEBOOK, message)
+        return v1.LaunchNotebookResponse(notebook=notebooks.to_proto(task), config=config)
+
+    async def get_notebooks(self, message: v1.GetNotebooksRequest) -> v1.GetNotebooksResponse:
+        live = self.s.live_tasks(TaskType.NOTEBOOK, list(message.users))
+        return v1.GetNotebooksResponse(notebooks=[notebooks.to_proto(t) for t in live])
+
+    async def get_notebook(self, message: v1.GetNotebookRequest) -> v1.GetNotebookResponse:
+        task = await self.s.generic.get(message.notebook_id, TaskType.NOTEBOOK)
+        return v1.GetNotebookResponse(
+            notebook=notebooks.to_proto(task), config=json.dumps(task.config)
+        )
+
+    async def kill_notebook(self, message: v1.KillNotebookRequest) -> v1.KillNotebookResponse:
+        task = await self.s.kill_task(message.notebook_id, TaskType.NOTEBOOK)
+        return v1.KillNotebookResponse(notebook=notebooks.to_proto(task))
+
+    async def set_notebook_priority(
+        self, message: v1.SetNotebookPriorityRequest
+    ) -> v1.SetNotebookPriorityResponse:
+        task = await self.s.set_task_priority(
+            message.notebook_id, message.priority, TaskType.NOTEBOOK
+        )
+        return v1.SetNotebookPriorityResponse(notebook=notebooks.to_proto(task))
+
+    async def idle_notebook(self, message: v1.IdleNotebookRequest) -> v1.IdleNotebookResponse:
+        task = await self.s.generic.get(message.notebook_id, TaskType.NOTEBOOK)
+        if not message.idle:
+            self.s.generic.record_activity(task.id)
+        return v1.IdleNotebookResponse()
+
+    # -- shells --------------------------------------------------------------------------------
+
+    async def launch_shell(self, message: v1.LaunchShellRequest) -> v1.LaunchShellResponse:
+        task, config = await self._launched(TaskType.SHELL, message)
+        return v1.LaunchShellResponse(shell=shells.to_proto(task, with_key=True), config=config)
+
+    async def get_shells(self, message: v1.GetShellsRequest) -> v1.GetShellsResponse:
+        live = self.s.live_tasks(TaskType.SHELL, list(message.users))
+        return v1.GetShellsResponse(shells=[shells.to_proto(t) for t in live])
+
+    async def get_shell(self, message: v1.GetShellRequest) -> v1.GetShellResponse:
+        # Its rule lets only its owner or an admin this far: the key is theirs.
+        task = await self.s.generic.get(message.shell_id, TaskType.SHELL)
+        return v1.GetShellResponse(
+            shell=shells.to_proto(task, with_key=True), config=json.dumps(task.config)
+        )
+
+    async def kill_shell(self, message: v1.KillShellRequest) -> v1.KillShellResponse:
+        task = await self.s.kill_task(message.shell_id, TaskType.SHELL)
+        return v1.KillShellResponse(shell=shells.to_proto(task))
+
+    async def set_shell_priority(
+        self, message: v1.SetShellPriorityRequest
+    ) -> v1.SetShellPriorityResponse:
+        task = await self.s.set_task_priority(message.shell_id, message.priority, TaskType.SHELL)
+        return v1.SetShellPriorityResponse(shell=shells.to_proto(task))
+
+    async def get_task_context(
+        self, message: v1.GetTaskContextRequest
+    ) -> v1.GetTaskContextResponse:
+        return v1.GetTaskContextResponse(context=await self.s.generic.context(message.task_id))

@@ -233,6 +233,7 @@ class _Sniffer(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._target is not None:
             self._target.data_received(data)
+            self._reclaim()
             return
         self._buffer += data
         n = min(len(self._buffer), len(_H2_PREFACE))
@@ -247,6 +248,19 @@ class _Sniffer(asyncio.Protocol):
         target.connection_made(_Coalescing(self._transport) if coalesce else self._transport)
         buffered, self._buffer = self._buffer, b""
         target.data_received(buffered)
+        self._reclaim()
+
+    def _reclaim(self) -> None:
+        """An HTTP/1.1 request upgraded to a WebSocket: uvicorn made the WebSocket protocol
+        the transport's; it becomes this connection's target instead, so that the sniffer
+        still sees the connection's end and counts it."""
+        transport = self._transport
+        if transport is None:
+            return
+        protocol = transport.get_protocol()
+        if protocol is not self and isinstance(protocol, asyncio.Protocol):
+            self._target = protocol
+            transport.set_protocol(self)
 
     def eof_received(self) -> bool | None:
         if self._target is not None:
@@ -278,6 +292,8 @@ class _Sniffer(asyncio.Protocol):
         if isinstance(target, H11Protocol):
             cycle = target.cycle
             return cycle is not None and not cycle.response_complete, cycle
+        if target is not None:
+            return True, target  # a WebSocket: in use while it is open
         return False, None
 
     def sweep(self, now: float, limits: Limits) -> None:
@@ -370,10 +386,15 @@ class Listener:
         tls: ssl.SSLContext | None = None,
     ) -> None:
         self._grpc = grpc_server
-        # ws="none": a WebSocket upgrade would swap the transport's protocol, and the
-        # sniffer must stay in place to count the connection (the gateway uses SSE).
+        # WebSockets (the task proxy's: a notebook's kernels, a shell's tunnel) with wsproto;
+        # the sniffer takes an upgraded connection's WebSocket protocol as its target.
         self._config = uvicorn.Config(
-            app, lifespan="off", log_config=None, access_log=False, ws="none"
+            app,
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+            ws="wsproto",
+            ws_max_size=64 * 1024 * 1024,
         )
         self._config.load()
         self._state = ServerState()

@@ -23,6 +23,8 @@ from pydet.master.auth import rules as authz
 from pydet.master.auth.task_tokens import LiveTaskTokens
 from pydet.master.cluster.messages import ClusterMessages
 from pydet.master.cluster.policies import ConfigPolicies
+from pydet.master.commands.commands import Commands
+from pydet.master.commands.launcher import Launcher
 from pydet.master.events import EventBus
 from pydet.master.experiments.checkpoints import Checkpoints
 from pydet.master.experiments.experiment_store import ExperimentStore
@@ -43,6 +45,7 @@ from pydet.master.provisioner.pools import ElasticPools
 from pydet.master.service import Service
 from pydet.master.slurm.pool import SlurmPool
 from pydet.master.store.db import Database
+from pydet.master.tasks.generic import GenericTasks
 from pydet.master.tasks.manager import TaskManager
 from pydet.master.tasks.task_list import TaskList
 from pydet.master.tasks.task_owners import TaskOwners
@@ -154,12 +157,14 @@ class Master:
         live = LiveExperiments()
         experiments = Experiments(self.db, store, live, task_list, checkpoints, info)
         logs.watch(LogPolicyWatch(live, task_list, store).observe)
-        tensorboards = Tensorboards(self.db, task_list, info)
+        generic = GenericTasks(self.db, task_list, logs, info)
+        tensorboards = Tensorboards(self.db, generic, info)
+        commands = Commands(generic, Launcher(generic, info))
         tasks = TaskManager(
             self.db,
             agents,
             task_list,
-            TaskOwners(experiments, tensorboards),
+            TaskOwners(experiments, generic),
             logs,
             lock,
             pools={p.name: scheduler.PoolPolicy.of(p) for p in self.cfg.resource_pools},
@@ -217,6 +222,7 @@ class Master:
                 agents,
                 task_list,
                 notes=slurm_reasons,
+                generic=generic,
             ),
             webhooks=hooks,
             templates=Templates(self.db),
@@ -226,6 +232,8 @@ class Master:
             messages=messages,
             policies=ConfigPolicies(self.db),
             gc_policies=GcPolicies(self.db, live, store, checkpoints),
+            generic=generic,
+            commands=commands,
             elastic=elastic,
         )
         authenticator = auth.Authenticator(
@@ -237,10 +245,14 @@ class Master:
         await authenticator.bootstrap(self.cfg.data_dir)
         async with lock:
             await experiments.load()
-            await tensorboards.load()
-            restored = await tasks.restore(live.experiment_of)
+            await generic.load()
+            restored = await tasks.restore(
+                lambda trial_id, task_id: (
+                    generic.job_of(task_id) if trial_id is None else live.experiment_of(trial_id)
+                )
+            )
             await experiments.restore(restored)
-            tensorboards.restore(restored)
+            await generic.restore(restored)
         # Outside the lock: the pool reports to the task manager, which takes it.
         for pool in slurm_pools:
             await pool.adopt()
@@ -299,7 +311,9 @@ class Master:
                 retaining = tg.create_task(log_retention.run(self.db, self.cfg.log_retention_days))
                 bridges = [tg.create_task(pool.run()) for pool in slurm_pools]
                 provisioning = tg.create_task(elastic.run())
+                idling = tg.create_task(generic.run(lock))
                 await self._stopping.wait()
+                idling.cancel()
                 provisioning.cancel()
                 scheduling.cancel()
                 delivering.cancel()

@@ -11,6 +11,8 @@ import json
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
+import yaml
+
 from determined.api.gen import v1
 from determined.common import errors, expconf, pareto
 from pydet.master import convert, queries
@@ -19,6 +21,7 @@ from pydet.master.auth import redaction
 from pydet.master.cluster import policies
 from pydet.master.cluster.messages import ClusterMessages
 from pydet.master.cluster.policies import ConfigPolicies
+from pydet.master.commands.commands import Commands
 from pydet.master.events import EventBus
 from pydet.master.experiments import json_input, shown_state, warm_start
 from pydet.master.experiments.checkpoints import Checkpoints
@@ -38,7 +41,8 @@ from pydet.master.provisioner.pools import ElasticPools
 from pydet.master.search import preview
 from pydet.master.states import State
 from pydet.master.store.db import Database
-from pydet.master.tasks import task_summaries
+from pydet.master.tasks import task_summaries, tensorboards
+from pydet.master.tasks.generic import GenericTask, GenericTasks, TaskType
 from pydet.master.tasks.task_list import TaskList
 from pydet.master.tasks.task_spec import MasterInfo
 from pydet.master.tasks.tensorboards import Tensorboards
@@ -59,15 +63,13 @@ def _scrubbed(e: errors.InvalidArgument, config_text: str) -> errors.InvalidArgu
     return e if message == e.message else errors.InvalidArgument(message)
 
 
-def _log_filter(
-    req: v1.TrialLogsRequest | v1.TaskLogsRequest, *, levels: tuple[str, ...] = ()
-) -> queries.LogFilter:
-    """The filters a logs request carries (both requests name them alike)."""
+def _log_filter(req: v1.TrialLogsRequest | v1.TaskLogsRequest) -> queries.LogFilter:
+    """The filter of a TrialLogs or TaskLogs request (they have the same fields)."""
     return queries.LogFilter(
         head=max(0, req.head),
         tail=max(0, req.tail),
         rank_ids=tuple(req.rank_ids),
-        levels=levels,
+        levels=tuple(req.levels),
         min_level=req.min_level,
         search=req.search,
         after_id=req.after_id,
@@ -106,6 +108,8 @@ class Service:
         messages: ClusterMessages,
         policies: ConfigPolicies,
         gc_policies: GcPolicies,
+        generic: GenericTasks,
+        commands: Commands,
         elastic: ElasticPools | None = None,
     ) -> None:
         self.messages = messages
@@ -116,6 +120,8 @@ class Service:
         # Workspaces, projects, moves and models: requests in, responses out (both
         # transports).
         self.org = Organizing(organization, registry, db)
+        self.generic = generic
+        self.commands = commands
         self.templates = templates
         self.webhooks = webhooks
         self.tensorboards = tensorboards
@@ -336,14 +342,15 @@ class Service:
         await self.tensorboards.remove_files(experiment_id, config)
 
     def user_renamed(self, old: str, new: str) -> None:
-        """What the master holds in memory of a renamed user's experiments and TensorBoards
-        (its store already says the new name). Under the lock."""
+        """What the master holds in memory of a renamed user's experiments and tasks
+        (TensorBoards, commands, notebooks, shells; its store already says the new name).
+        Under the lock."""
         for exp in self.live:
             if exp.username == old:
                 exp.username = new
-        for tb in self.tensorboards.live():
-            if tb.username == old:
-                tb.username = new
+        for task in self.generic.live():
+            if task.username == old:
+                task.username = new
 
     async def continue_experiment(
         self, experiment_id: int, override_config: str
@@ -418,7 +425,7 @@ class Service:
 
     async def trial_logs(self, req: v1.TrialLogsRequest) -> AsyncIterator[list[v1.TaskLog]]:
         await queries.ensure_trial(self.db, req.trial_id)
-        f = _log_filter(req, levels=tuple(req.levels))
+        f = _log_filter(req)
 
         async def done() -> bool:
             return self.live.trial(req.trial_id) is None
@@ -426,12 +433,20 @@ class Service:
         async for rows in self.logs.stream(req.trial_id, f, follow=req.follow, is_done=done):
             yield [convert.task_log(r) for r in rows]
 
-    async def task_logs(self, req: v1.TaskLogsRequest) -> list[v1.TaskLog]:
+    async def task_logs(self, req: v1.TaskLogsRequest) -> AsyncIterator[list[v1.TaskLog]]:
+        """A task's lines by its task id (a trial's, or any other task's); with ``follow``
+        until it has ended."""
         f = _log_filter(req)
-        rows = await queries.task_logs(self.db, 0, f, task_id=req.task_id)
-        if not rows and self.tasks.allocation_of(req.task_id) is None:
-            await self.tensorboards.get(req.task_id)  # NotFound for an unknown task
-        return [convert.task_log(r) for r in rows]
+        if "." not in req.task_id:  # not a trial's ("EXPERIMENT.TRIAL")
+            await self.generic.get(req.task_id)  # NotFound for an unknown task
+
+        async def done() -> bool:
+            return not any(t.id == req.task_id for t in self.generic.live())
+
+        async for rows in self.logs.stream(
+            0, f, follow=req.follow, is_done=done, task_id=req.task_id
+        ):
+            yield [convert.task_log(r) for r in rows]
 
     async def get_trial_metrics(self, req: v1.GetTrialMetricsRequest) -> list[v1.MetricReport]:
         rows = await queries.metrics(
@@ -553,18 +568,61 @@ class Service:
                 experiment_ids=list(req.experiment_ids),
                 trial_ids=list(req.trial_ids),
             )
-        return tb.to_proto()
+        return tensorboards.to_proto(tb)
 
     async def set_tensorboard_priority(self, tensorboard_id: str, priority: int) -> v1.Tensorboard:
-        """A TensorBoard's priority, held to the NTSC (tasks') config policies."""
-        found = await self.policies.get(policies.NTSC)
-        policies.check_priority(found, priority, smaller_is_higher=True)
-        async with self.lock:
-            return self.tensorboards.set_priority(tensorboard_id, priority).to_proto()
+        tb = await self.set_task_priority(tensorboard_id, priority, TaskType.TENSORBOARD)
+        return tensorboards.to_proto(tb)
 
     async def kill_tensorboard(self, tensorboard_id: str) -> v1.Tensorboard:
         async with self.lock:
-            return (await self.tensorboards.kill(tensorboard_id)).to_proto()
+            return tensorboards.to_proto(await self.tensorboards.kill(tensorboard_id))
+
+    # -- commands, notebooks and shells ---------------------------------------------------------
+
+    async def _templated(self, config: str, template_name: str) -> str:
+        """The config with the named template (or its own ``template:``) merged under it."""
+        if template_name:
+            raw = expconf.load_yaml(config) if config.strip() else {}
+            raw["template"] = template_name
+            config = yaml.safe_dump(raw, sort_keys=False)
+        return await self.templates.apply(config) if config.strip() else config
+
+    async def launch_task(
+        self,
+        task_type: TaskType,
+        username: str,
+        config: str,
+        *,
+        template_name: str = "",
+        context: bytes = b"",
+    ) -> GenericTask:
+        """A command, notebook or shell, queued for its slots."""
+        config = await self._templated(config, template_name)
+        try:
+            async with self.lock:
+                return await self.commands.launch(
+                    task_type, username=username, config=config, context=context
+                )
+        except errors.InvalidArgument as e:
+            raise _scrubbed(e, config) from None
+
+    def live_tasks(self, task_type: TaskType, users: list[str]) -> list[GenericTask]:
+        return [t for t in self.generic.live(task_type) if not users or t.username in users]
+
+    async def kill_task(self, task_id: str, task_type: TaskType) -> GenericTask:
+        async with self.lock:
+            return await self.generic.kill(task_id, task_type)
+
+    async def set_task_priority(
+        self, task_id: str, priority: int, task_type: TaskType
+    ) -> GenericTask:
+        """A task's priority (a TensorBoard's, command's, notebook's or shell's), held to the
+        NTSC (tasks') config policies."""
+        found = await self.policies.get(policies.NTSC)
+        policies.check_priority(found, priority, smaller_is_higher=True)
+        async with self.lock:
+            return await self.generic.set_priority(task_id, priority, task_type)
 
     # -- the job queue, pools and agent control --------------------------------------------
 
@@ -572,7 +630,9 @@ class Service:
         return self.jobs.queue(pool)
 
     def get_tasks(self) -> dict[str, v1.AllocationSummary]:
-        return task_summaries.summaries(self.tasks, self.jobs.scheduler_of)
+        return task_summaries.summaries(
+            self.tasks, self.jobs.scheduler_of, self.generic.description_of
+        )
 
     async def update_job_queue(self, updates: list[v1.JobUpdate]) -> None:
         for u in updates:

@@ -368,6 +368,18 @@ class Cluster:
             )
         return proc
 
+    def det_as(
+        self, user: str, password: str, *args: str, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """`det` as another user (DET_USER/DET_PASS), whatever its exit status."""
+        return subprocess.run(
+            [sys.executable, "-m", "pydet.cli", *args],
+            env={**self.env, "DET_USER": user, "DET_PASS": password},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
     def create(self, config: pathlib.Path | str, context: pathlib.Path | str, *extra: str) -> int:
         out = self.det("experiment", "create", str(config), str(context), *extra).stdout
         for line in out.splitlines():

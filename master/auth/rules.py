@@ -17,9 +17,10 @@ request message, before the call reaches the domain. The rules:
   checkpoint it started from), and can create, steer or read nothing else.
 - Webhooks are managed (created, listed, deleted) by admins, as in Determined; a task posts
   alerts (core_context.alert) for its own trial only.
-- Any user may start a TensorBoard and list them; killing one, and opening its page
-  through the gateway's proxy, is for its owner or an admin. Its task may only report
-  the address it serves on, for its own allocation.
+- Any user may start a TensorBoard, command, notebook or shell and list them; killing one,
+  changing its priority, and opening it through the gateway's proxy (a page, a notebook's
+  kernels, a shell's ssh) is for its owner or an admin. Its task may only report the address
+  it serves on, for its own allocation, and fetch its own context.
 - Workspaces, projects and models: any user reads them and creates them; a workspace is
   changed (renamed, archived, deleted, its storage and pools set) by its owner or an admin,
   a project by its owner, its workspace's owner or an admin, a model (and its versions) by
@@ -127,11 +128,13 @@ class Lookup:
         row = await self._db.fetch_one("SELECT username FROM templates WHERE name = ?", (name,))
         return None if row is None else str(row["username"])
 
-    async def tensorboard_owner(self, tensorboard_id: str) -> str:
-        owner = await queries.tensorboard_owner(self._db, tensorboard_id)
-        if owner is None:
-            raise errors.NotFound(f"tensorboard {tensorboard_id} not found")
-        return owner
+    async def task_owner(self, task_id: str, noun: str = "") -> str:
+        """Who launched a task that is not a trial, which must be a ``noun`` when one is
+        given (its type in lower case: "tensorboard", "command", "notebook", "shell")."""
+        found = await queries.task_owner(self._db, task_id)
+        if found is None or (noun and found[1].lower() != noun):
+            raise errors.NotFound(f"{noun or 'task'} {task_id} not found")
+        return found[0]
 
     async def experiment_owners(self, experiment_ids: Iterable[int]) -> dict[int, str]:
         """The owners of those of the experiments that exist (one read for many)."""
@@ -490,22 +493,40 @@ async def post_checkpoint_metadata(caller: Caller, message: Any, lookup: Lookup)
         )
 
 
-async def owner_of_tensorboard(caller: Caller, message: Any, lookup: Lookup) -> None:
-    await owns_tensorboard(caller, str(message.tensorboard_id), lookup, "kill")
+def owner_of_task(field: str, noun: str, what: str) -> Rule:
+    """The owner of the task named by ``field`` (a ``noun``: "command", "notebook", ...) or
+    an admin."""
+
+    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
+        await owns_task(caller, str(getattr(message, field)), noun, lookup, what)
+
+    return rule
 
 
-async def tensorboard_priority(caller: Caller, message: Any, lookup: Lookup) -> None:
-    await owns_tensorboard(caller, str(message.tensorboard_id), lookup, "change the priority of")
-
-
-async def owns_tensorboard(caller: Caller, tensorboard_id: str, lookup: Lookup, what: str) -> None:
-    """The TensorBoard's owner or an admin (the gateway's proxy checks the same)."""
+async def owns_task(caller: Caller, task_id: str, noun: str, lookup: Lookup, what: str) -> None:
+    """The task's owner or an admin (the gateway's proxy checks the same). The refusal does
+    not say whose it is."""
     user = _user(caller)
-    owner = await lookup.tensorboard_owner(tensorboard_id)
+    owner = await lookup.task_owner(task_id, noun)
     if not user.admin and owner != user.username:
         raise errors.PermissionDenied(
-            f"only the owner of tensorboard {tensorboard_id} ({owner}) or an admin may {what} it"
+            f"only the owner of {noun} {task_id} or an admin may {what} it"
         )
+
+
+def own_task_or_owner(field: str, noun: str) -> Rule:
+    """The task itself (its own allocation's token), or its owner or an admin: a task's own
+    context, a notebook's report of its idleness."""
+
+    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
+        task_id = str(getattr(message, field))
+        task = _own_task(caller)
+        if task is None:
+            await owns_task(caller, task_id, noun, lookup, "act for")
+        elif task_id != task.task_id:
+            raise errors.PermissionDenied(f"{_TASK_REFUSED}: this task is {task.task_id}")
+
+    return rule
 
 
 async def agent(caller: Caller, message: Any, lookup: Lookup) -> None:
@@ -697,7 +718,7 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/LaunchTensorboard": user,
     "/v1.Determined/GetTensorboards": user,
     "/v1.Determined/GetTensorboard": user,
-    "/v1.Determined/KillTensorboard": owner_of_tensorboard,
+    "/v1.Determined/KillTensorboard": owner_of_task("tensorboard_id", "tensorboard", "kill"),
     "/v1.Determined/PostAllocationProxyAddress": task_of_allocation,
     "/v1.Determined/MoveExperiment": move_experiments,
     "/v1.Determined/MoveExperiments": move_experiments,
@@ -757,7 +778,31 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/PutTrialRetainLogs": owner_of_trial("change the log retention of a trial of"),
     "/v1.Determined/PostTemplate": user,
     "/v1.Determined/PatchTemplateConfig": owner_of_template("template_name"),
-    "/v1.Determined/SetTensorboardPriority": tensorboard_priority,
+    "/v1.Determined/SetTensorboardPriority": owner_of_task(
+        "tensorboard_id", "tensorboard", "change the priority of"
+    ),
+    "/v1.Determined/LaunchCommand": user,
+    "/v1.Determined/GetCommands": user,
+    "/v1.Determined/GetCommand": user,
+    "/v1.Determined/KillCommand": owner_of_task("command_id", "command", "kill"),
+    "/v1.Determined/SetCommandPriority": owner_of_task(
+        "command_id", "command", "change the priority of"
+    ),
+    "/v1.Determined/LaunchNotebook": user,
+    "/v1.Determined/GetNotebooks": user,
+    "/v1.Determined/GetNotebook": user,
+    "/v1.Determined/KillNotebook": owner_of_task("notebook_id", "notebook", "kill"),
+    "/v1.Determined/SetNotebookPriority": owner_of_task(
+        "notebook_id", "notebook", "change the priority of"
+    ),
+    "/v1.Determined/IdleNotebook": own_task_or_owner("notebook_id", "notebook"),
+    "/v1.Determined/LaunchShell": user,
+    "/v1.Determined/GetShells": user,
+    # A shell's answer carries its private key: for its owner or an admin only.
+    "/v1.Determined/GetShell": owner_of_task("shell_id", "shell", "open"),
+    "/v1.Determined/KillShell": owner_of_task("shell_id", "shell", "kill"),
+    "/v1.Determined/SetShellPriority": owner_of_task("shell_id", "shell", "change the priority of"),
+    "/v1.Determined/GetTaskContext": own_task_or_owner("task_id", ""),
     "/v1.Agents/Connect": agent,
 }
 

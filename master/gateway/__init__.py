@@ -2,11 +2,11 @@
 events for live updates, and the WebUI's static files.
 
 Routes live in one module per area of this package (``experiments``, ``cluster``,
-``webhooks``, ``tensorboards``, ``workspaces``, ``models``, ``stream``, ``spa``, ``auth``,
-``proxy``; ``codec`` and ``json`` encode, ``bodies`` reads request messages); this module assembles
-them, puts every API route behind ``auth.authenticate``, and maps errors, here and nowhere
-else: the shared hierarchy's HTTP status with its message, anything unexpected as a logged
-500 with a generic message.
+``webhooks``, ``tensorboards``, ``commands``, ``workspaces``, ``models``, ``stream``, ``spa``,
+``auth``, ``proxy``; ``codec`` and ``json`` encode, ``bodies`` reads request messages); this
+module assembles them, puts every API route behind ``auth.authenticate``, and maps errors,
+here and nowhere else: the shared hierarchy's HTTP status with its message, anything
+unexpected as a logged 500 with a generic message.
 
 A transport: it may use ``service`` (the façade), ``auth`` (sessions and the rule of
 every route) and ``events`` (the streams); no domain package imports it.
@@ -24,13 +24,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from determined.api.gen import v1
 from determined.common import errors
 from pydet.master.auth import rules as authz
 from pydet.master.auth.authenticator import Authenticator
+from pydet.master.commands import commands as command_protos
+from pydet.master.commands import notebooks as notebook_protos
+from pydet.master.commands import shells as shell_protos
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import checkpoints as gateway_checkpoints
 from pydet.master.gateway import cluster as gateway_cluster
 from pydet.master.gateway import codec as gateway_codec
+from pydet.master.gateway import commands as gateway_commands
 from pydet.master.gateway import experiments as gateway_experiments
 from pydet.master.gateway import models as gateway_models
 from pydet.master.gateway import proxy as gateway_proxy
@@ -40,6 +45,7 @@ from pydet.master.gateway import tensorboards as gateway_tensorboards
 from pydet.master.gateway import webhooks as gateway_webhooks
 from pydet.master.gateway import workspaces as gateway_workspaces
 from pydet.master.service import Service
+from pydet.master.tasks.generic import GenericTask, TaskType
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +82,45 @@ def _mapped_routes(routes: list[Route], auth: Authenticator) -> list[Route]:
     ]
 
 
+def _task_kinds(service: Service) -> list[gateway_commands.Kind]:
+    """The kinds of task the JSON API launches, lists and steers like Determined's."""
+
+    def launch(task_type: TaskType) -> Callable[[str, str, str], Awaitable[GenericTask]]:
+        return lambda user, text, template: service.launch_task(
+            task_type, user, text, template_name=template
+        )
+
+    return [
+        gateway_commands.Kind(
+            TaskType.COMMAND,
+            "commands",
+            "command",
+            "Command",
+            command_protos.to_proto,
+            launch(TaskType.COMMAND),
+            v1.KillCommandRequest,
+        ),
+        gateway_commands.Kind(
+            TaskType.NOTEBOOK,
+            "notebooks",
+            "notebook",
+            "Notebook",
+            notebook_protos.to_proto,
+            launch(TaskType.NOTEBOOK),
+            v1.KillNotebookRequest,
+        ),
+        gateway_commands.Kind(
+            TaskType.SHELL,
+            "shells",
+            "shell",
+            "Shell",
+            shell_protos.to_proto,
+            launch(TaskType.SHELL),
+            v1.KillShellRequest,
+        ),
+    ]
+
+
 def build(
     service: Service,
     auth: Authenticator,
@@ -109,14 +154,23 @@ def build(
         *gateway_webhooks.routes(service),
         *gateway_tensorboards.routes(service),
         *gateway_checkpoints.routes(service),
+        *(
+            route
+            for kind in _task_kinds(service)
+            for route in gateway_commands.routes(service, kind)
+        ),
+        *gateway_commands.log_routes(service),
         *gateway_auth.routes(auth, session_lifetime),
     ]
     app = Starlette(
         routes=[
             *_mapped_routes(api, auth),
-            # The proxy authenticates itself: its rules differ from the JSON API's.
+            # The proxy authenticates itself: its rules differ from the JSON API's (and its
+            # WebSockets answer their refusals themselves).
             *(
                 Route(r.path, mapped(r.endpoint), methods=sorted(r.methods or ()))
+                if isinstance(r, Route)
+                else r
                 for r in gateway_proxy.routes(auth, service)
             ),
             *gateway_spa.routes(webui_dir),

@@ -1,30 +1,41 @@
-"""``/proxy/<task id>/...``: a task's web page (a TensorBoard's) through the master's own
-address, as Determined serves it.
+"""``/proxy/<task id>/...``: a task's web page or service through the master's own address,
+as Determined serves it: HTTP requests, WebSockets (a notebook's kernels and terminals), and
+a shell's TCP port tunnelled through a WebSocket (its ssh's ProxyCommand).
 
-The request needs a user's session (the ``det_session`` cookie or a Bearer token), and the
-user must own the task or be an admin; task and agent tokens are refused. It is forwarded,
-without the master's credentials, to the host:port the task reported, and the answer is
-streamed back as it arrives. The task's server is told its path prefix, so its links and
-redirects already point under ``/proxy/<task id>/``. aiohttp is the client: the agents'
-docker runtime already depends on it (through aiodocker).
+Every request and WebSocket needs a user's session (the ``det_session`` cookie or a Bearer
+token), and the user must own the task or be an admin; task and agent tokens are refused,
+and a refusal says nothing about the task. A state-changing request or a WebSocket must come
+from the master's own origin. It goes, without the master's credentials, only where
+``tasks.generic`` allows for the task (its own agent's address, a port declared for it),
+with the headers its kind adds (a notebook's token, which its users never see); answers are
+streamed back as they arrive and each one counts as the task's activity (idle timeouts).
+The task's server is told its path prefix, so its links and redirects already point under
+``/proxy/<task id>/``. aiohttp is the client: the agents' docker runtime already depends on
+it (through aiodocker).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from http.cookies import SimpleCookie
+from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
-from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from determined.common import errors
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.auth.callers import UserCaller
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.service import Service
+from pydet.master.tasks.generic import ProxyTarget
 
 log = logging.getLogger(__name__)
 
@@ -42,86 +53,240 @@ _HOP = frozenset(
         "host",
     }
 )
-_CHUNK = 64 * 1024
+# A WebSocket's handshake headers: the client to upstream makes its own.
+_HANDSHAKE = frozenset(
+    {
+        "sec-websocket-key",
+        "sec-websocket-version",
+        "sec-websocket-extensions",
+        "sec-websocket-protocol",
+        "sec-websocket-accept",
+    }
+)
+# What is read from the task and written to the client at once at most: large, so that a
+# download costs few writes (a read returns what has arrived, so nothing waits for it).
+_CHUNK = 1024 * 1024
 _TIMEOUT = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=300.0)
+_WS_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=10.0)
 
 
-def _check_cross_site(request: Request) -> None:
-    """A page on another site must not drive a task's page with the user's cookie."""
-    if request.method in ("GET", "HEAD", "OPTIONS"):
+def _check_cross_site(conn: HTTPConnection, *, websocket: bool = False) -> None:
+    """A page on another site must not drive a task's page with the user's cookie (a
+    WebSocket is never subject to the same-origin policy, so its Origin is checked too)."""
+    if not websocket and conn.scope.get("method") in ("GET", "HEAD", "OPTIONS"):
         return
-    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+    if conn.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
         raise errors.PermissionDenied("cross-site requests are refused")
+    origin = conn.headers.get("origin")
+    if websocket and origin is not None:
+        host = conn.headers.get("host", "")
+        if origin == "null" or urlsplit(origin).netloc.lower() != host.lower():
+            raise errors.PermissionDenied(f"WebSockets from origin {origin} are refused")
 
 
-def _outgoing_headers(request: Request) -> dict[str, str]:
+def _outgoing_headers(conn: HTTPConnection, target: ProxyTarget) -> dict[str, str]:
     headers = {}
-    for name, value in request.headers.items():
+    for name, value in conn.headers.items():
         lower = name.lower()
-        if lower in _HOP or lower == "authorization" or lower == "cookie":
+        if lower in _HOP or lower in _HANDSHAKE or lower in ("authorization", "cookie"):
             continue
         headers[name] = value
     # The task's own cookies pass; the master's session does not leave the master.
     cookie = SimpleCookie()
-    cookie.load(request.headers.get("cookie", ""))
+    cookie.load(conn.headers.get("cookie", ""))
     kept = [f"{k}={m.coded_value}" for k, m in cookie.items() if k != gateway_auth.COOKIE]
     if kept:
         headers["Cookie"] = "; ".join(kept)
+    headers.update(target.headers)
     return headers
 
 
-def routes(auth: Authenticator, service: Service) -> list[Route]:
-    async def authorized(request: Request) -> str:
-        _check_cross_site(request)
-        caller = await auth.authenticate(gateway_auth.token_of(request))
+def _denied(e: errors.DetError) -> Response:
+    return JSONResponse({"error": e.message}, status_code=e.http_status)
+
+
+async def _pipe(*pumps: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run the pumps until the first of them ends, then stop the others."""
+    tasks = [asyncio.create_task(pump()) for pump in pumps]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def routes(auth: Authenticator, service: Service) -> list[BaseRoute]:
+    async def authorized(conn: HTTPConnection, *, websocket: bool = False) -> ProxyTarget:
+        _check_cross_site(conn, websocket=websocket)
+        caller = await auth.authenticate(gateway_auth.token_of(conn))
         if not isinstance(caller, UserCaller):
             raise errors.PermissionDenied("a task's page is for users; task tokens are refused")
-        task_id = request.path_params["task_id"]
-        address, owner = service.tensorboards.proxy_address(task_id)
-        if not caller.admin and caller.username != owner:
+        task_id = conn.path_params["task_id"]
+        if not caller.admin and service.generic.owner_of(task_id) not in (None, caller.username):
             raise errors.PermissionDenied(
-                f"only the owner of task {task_id} ({owner}) or an admin may open it"
+                f"only the owner of task {task_id} or an admin may open it"
             )
-        return address
+        target = service.generic.proxy_target(task_id)
+        service.generic.record_activity(task_id)
+        return target
 
     async def slash(request: Request) -> Response:
         await authorized(request)
         return RedirectResponse(f"/proxy/{request.path_params['task_id']}/", status_code=307)
 
     async def forward(request: Request) -> Response:
-        address = await authorized(request)
-        url = f"http://{address}{request.url.path}"
+        target = await authorized(request)
+        if target.tcp:
+            raise errors.InvalidArgument(
+                f"task {target.task_id} serves a TCP port: reach it through a WebSocket "
+                "(det shell open)"
+            )
+        url = f"http://{target.address}{request.url.path}"
         if request.url.query:
             url += f"?{request.url.query}"
         body = await request.body()
-        session = aiohttp.ClientSession(timeout=_TIMEOUT, auto_decompress=False)
+        session = aiohttp.ClientSession(
+            timeout=_TIMEOUT, auto_decompress=False, read_bufsize=_CHUNK
+        )
         try:
             upstream = await session.request(
                 request.method,
                 url,
-                headers=_outgoing_headers(request),
+                headers=_outgoing_headers(request, target),
                 data=body or None,
                 allow_redirects=False,
             )
         except (aiohttp.ClientError, OSError, TimeoutError) as e:
             await session.close()
             raise errors.Unavailable(
-                f"task {request.path_params['task_id']} does not answer at {address}: {e}"
+                f"task {target.task_id} does not answer at {target.address}: {e}"
             ) from None
         headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP}
 
         async def stream() -> AsyncIterator[bytes]:
+            content = upstream.content
             try:
-                async for chunk in upstream.content.iter_chunked(_CHUNK):
-                    yield chunk
+                async for first in content.iter_any():
+                    # With what else has arrived already: fewer, larger writes.
+                    parts, size = [first], len(first)
+                    while size < _CHUNK and (more := content.read_nowait(_CHUNK - size)):
+                        parts.append(more)
+                        size += len(more)
+                    yield parts[0] if len(parts) == 1 else b"".join(parts)
             finally:
                 upstream.release()
                 await session.close()
 
         return StreamingResponse(stream(), status_code=upstream.status, headers=headers)
 
+    async def websocket(ws: WebSocket) -> None:
+        try:
+            target = await authorized(ws, websocket=True)
+            if target.tcp:
+                await _tunnel(ws, target)
+            else:
+                await _forward_websocket(ws, target)
+        except errors.DetError as e:
+            if ws.client_state is WebSocketState.CONNECTING:
+                await ws.send_denial_response(_denied(e))
+
+    async def _forward_websocket(ws: WebSocket, target: ProxyTarget) -> None:
+        url = f"ws://{target.address}{ws.url.path}"
+        if ws.url.query:
+            url += f"?{ws.url.query}"
+        offered = [str(p) for p in ws.scope.get("subprotocols") or ()]
+        async with aiohttp.ClientSession(timeout=_WS_TIMEOUT) as session:
+            try:
+                upstream = await session.ws_connect(
+                    url,
+                    headers=_outgoing_headers(ws, target),
+                    protocols=offered,
+                    max_msg_size=0,
+                    autoping=True,
+                )
+            except aiohttp.WSServerHandshakeError as e:
+                await ws.send_denial_response(
+                    JSONResponse(
+                        {"error": f"the task refused the WebSocket: {e.message}"}, e.status
+                    )
+                )
+                return
+            except (aiohttp.ClientError, OSError, TimeoutError) as e:
+                raise errors.Unavailable(
+                    f"task {target.task_id} does not answer at {target.address}: {e}"
+                ) from None
+            await ws.accept(subprotocol=upstream.protocol)
+            activity = service.generic.record_activity
+
+            async def up() -> None:
+                while True:
+                    message = await ws.receive()
+                    if message["type"] == "websocket.disconnect":
+                        await upstream.close(code=int(message.get("code") or 1000))
+                        return
+                    activity(target.task_id)
+                    if message.get("bytes") is not None:
+                        await upstream.send_bytes(message["bytes"])
+                    elif message.get("text") is not None:
+                        await upstream.send_str(message["text"])
+
+            async def down() -> None:
+                async for message in upstream:
+                    activity(target.task_id)
+                    if message.type == aiohttp.WSMsgType.TEXT:
+                        await ws.send_text(message.data)
+                    elif message.type == aiohttp.WSMsgType.BINARY:
+                        await ws.send_bytes(message.data)
+                with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError):
+                    await ws.close(code=upstream.close_code or 1000)
+
+            try:
+                await _pipe(up, down)
+            finally:
+                await upstream.close()
+
+    async def _tunnel(ws: WebSocket, target: ProxyTarget) -> None:
+        host, _, port = target.address.rpartition(":")
+        try:
+            reader, writer = await asyncio.open_connection(host.strip("[]"), int(port))
+        except OSError as e:
+            raise errors.Unavailable(
+                f"task {target.task_id} does not answer at {target.address}: {e.strerror or e}"
+            ) from None
+        await ws.accept()
+        activity = service.generic.record_activity
+
+        async def up() -> None:
+            while True:
+                message = await ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                data = message.get("bytes")
+                if data is None:
+                    data = (message.get("text") or "").encode()
+                activity(target.task_id)
+                writer.write(data)
+                await writer.drain()
+
+        async def down() -> None:
+            while data := await reader.read(_CHUNK):
+                activity(target.task_id)
+                await ws.send_bytes(data)
+            with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError):
+                await ws.close()
+
+        try:
+            await _pipe(up, down)
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
     methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
     return [
         Route("/proxy/{task_id}", slash, methods=methods),
         Route("/proxy/{task_id}/{path:path}", forward, methods=methods),
+        WebSocketRoute("/proxy/{task_id}", websocket),
+        WebSocketRoute("/proxy/{task_id}/{path:path}", websocket),
     ]

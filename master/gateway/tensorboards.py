@@ -12,6 +12,7 @@ from determined.common import errors
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import codec
 from pydet.master.service import Service
+from pydet.master.tasks import tensorboards
 
 
 def _ids(body: dict[str, object], name: str) -> list[int]:
@@ -37,11 +38,13 @@ def routes(service: Service) -> list[Route]:
 
     async def list_all(request: Request) -> Response:
         live = service.tensorboards.live()
-        return codec.message(v1.GetTensorboardsResponse(tensorboards=[t.to_proto() for t in live]))
+        return codec.message(
+            v1.GetTensorboardsResponse(tensorboards=[tensorboards.to_proto(t) for t in live])
+        )
 
     async def get_one(request: Request) -> Response:
         tb = await service.tensorboards.get(str(request.path_params["id"]))
-        return codec.message(v1.GetTensorboardResponse(tensorboard=tb.to_proto()))
+        return codec.message(v1.GetTensorboardResponse(tensorboard=tensorboards.to_proto(tb)))
 
     async def kill(request: Request) -> Response:
         tb_id = str(request.path_params["id"])

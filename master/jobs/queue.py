@@ -1,8 +1,9 @@
 """The job queue as users see it (`det job list`), resource pools, and agent control.
 
-A job is an experiment: its trials' requests and allocations are the job's demand and
-holdings. Ordering and the rules for changing it live in the pure ``jobqueue`` module;
-this one gathers the live state and applies decisions."""
+A job is an experiment (its trials' requests and allocations are the job's demand and
+holdings), or a task that is not a trial (a command, notebook, shell or TensorBoard).
+Ordering and the rules for changing it live in the pure ``jobqueue`` module; this one
+gathers the live state and applies decisions."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pydet.master.experiments.experiment_store import ExperimentStore
 from pydet.master.experiments.live import Experiment, LiveExperiments
 from pydet.master.jobs import ordering as jobqueue
 from pydet.master.store.db import Database
+from pydet.master.tasks.generic import GenericTask, GenericTasks
 from pydet.master.tasks.task_list import TaskList
 
 
@@ -46,7 +48,11 @@ class Jobs:
         tasks: TaskList,
         *,
         notes: dict[str, str] | None = None,
+        generic: GenericTasks | None = None,
     ) -> None:
+        # The tasks that are not trials (commands, notebooks, shells, TensorBoards): each its
+        # own job, listed beside the experiments.
+        self._generic = generic
         # Allocation id -> what its resource manager says of it (a Slurm pending reason).
         self._notes = notes if notes is not None else {}
         self._pools = tuple(pools)
@@ -104,15 +110,56 @@ class Jobs:
         """The scheduler of a pool ("priority" or "fair_share"); "" for one not configured."""
         return {p.name: p.scheduler for p in self._pools}.get(pool, "")
 
+    def _generic_jobs(self) -> dict[str, tuple[GenericTask, jobqueue.QueuedJob, int]]:
+        """The tasks that are not trials and hold or wait for slots, with their slots held."""
+        out = {}
+        for task in self._generic.live() if self._generic is not None else []:
+            alloc = self._tasks.allocation_of(task.id)
+            if alloc is None and task.id not in self._tasks.pending:
+                continue
+            job = jobqueue.QueuedJob(
+                task.id,
+                type=f"TYPE_{task.task_type.value}",
+                resource_pool=task.resource_pool,
+                priority=task.job.priority,
+                weight=task.job.weight,
+                order=task.job.order,
+                scheduled=alloc is not None,
+            )
+            held = 0 if alloc is None else sum(len(c.slot_ids) for c in alloc.containers.values())
+            out[task.id] = (task, job, held)
+        return out
+
     def queue(self, pool: str) -> list[v1.Job]:
         pool = self._check_pool(pool)
         queued = self._queued()
+        generic = self._generic_jobs()
         scheduler = {p.name: p.scheduler for p in self._pools}[pool]
         rows = jobqueue.queue_rows(
-            [job for _, job, _, _ in queued.values()], resource_pool=pool, scheduler=scheduler
+            [job for _, job, _, _ in queued.values()] + [job for _, job, _ in generic.values()],
+            resource_pool=pool,
+            scheduler=scheduler,
         )
         out = []
         for row in rows:
+            if row.job.job_id in generic:
+                task, job, held = generic[row.job.job_id]
+                out.append(
+                    v1.Job(
+                        job_id=job.job_id,
+                        type=job.type,
+                        name=task.description,
+                        priority=job.priority,
+                        weight=job.weight,
+                        submission_time=task.start_time,
+                        acquired_slots=held,
+                        needed_slots=task.slots,
+                        state=row.state,
+                        username=task.username,
+                        resource_pool=job.resource_pool,
+                    )
+                )
+                continue
             exp, job, acquired, needed = queued[row.job.job_id]
             out.append(
                 v1.Job(

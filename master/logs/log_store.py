@@ -62,8 +62,9 @@ class LogStore:
     def __init__(self, db: Database, events: EventBus | None = None) -> None:
         self._db = db
         self._bus = events
-        # Followers wait on the trial's event; it is replaced after each notification.
-        self._events: dict[int, asyncio.Event] = {}
+        # Followers wait on the trial's (or, for other tasks, the task's) event; it is
+        # replaced after each notification.
+        self._events: dict[int | str, asyncio.Event] = {}
         self._watchers: list[Callable[[Sequence[LogLine]], Awaitable[None]]] = []
         self._waiting: deque[LogLine] = deque()
         self._dropped = 0
@@ -146,25 +147,35 @@ class LogStore:
                 self.notify(trial_id)
                 if self._bus is not None:
                     self._bus.publish("logs", trial_id=trial_id)
+        for task_id in {line.task_id for line in lines if line.trial_id is None}:
+            self.notify(task_id)
 
-    def notify(self, trial_id: int) -> None:
-        event = self._events.pop(trial_id, None)
+    def notify(self, key: int | str) -> None:
+        """Wake the followers of a trial (by its id) or of another task (by its task id)."""
+        event = self._events.pop(key, None)
         if event is not None:
             event.set()
 
-    def _waiter(self, trial_id: int) -> asyncio.Event:
-        return self._events.setdefault(trial_id, asyncio.Event())
+    def _waiter(self, key: int | str) -> asyncio.Event:
+        return self._events.setdefault(key, asyncio.Event())
 
     async def stream(
-        self, trial_id: int, f: LogFilter, *, follow: bool, is_done: Callable[[], Awaitable[bool]]
+        self,
+        trial_id: int,
+        f: LogFilter,
+        *,
+        follow: bool,
+        is_done: Callable[[], Awaitable[bool]],
+        task_id: str = "",
     ) -> AsyncIterator[list[LogRow]]:
-        """Yield batches of matching lines; with ``follow``, until the trial has ended and
-        every line it wrote was sent."""
+        """Yield batches of matching lines of a trial (or, given ``task_id``, of a task that
+        is not a trial's); with ``follow``, until it has ended and every line it wrote was
+        sent."""
         after = f.after_id
         sent = 0
         first = True
         while True:
-            waiter = self._waiter(trial_id)
+            waiter = self._waiter(task_id or trial_id)
             done = await is_done()
             batch_filter = dataclasses.replace(
                 f,
@@ -172,7 +183,9 @@ class LogStore:
                 tail=f.tail if first else 0,
                 after_id=after,
             )
-            rows = await queries.task_logs(self._db, trial_id, batch_filter, limit=5000)
+            rows = await queries.task_logs(
+                self._db, trial_id, batch_filter, limit=5000, task_id=task_id
+            )
             first = False
             if rows:
                 after = rows[-1].id

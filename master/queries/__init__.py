@@ -55,7 +55,7 @@ from pydet.master.queries.owners import (
     job_experiment,
     model_owner,
     project_owners,
-    tensorboard_owner,
+    task_owner,
     trial_experiment,
     workspace_owner,
 )
@@ -95,7 +95,7 @@ __all__ = [
     "registrations",
     "stored_config",
     "task_logs",
-    "tensorboard_owner",
+    "task_owner",
     "trial",
     "trial_checkpoints",
     "trial_experiment",

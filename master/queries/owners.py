@@ -38,12 +38,6 @@ async def job_experiment(db: Database, job_id: str) -> tuple[int, str] | None:
     return None if row is None else (int(row["id"]), str(row["username"]))
 
 
-async def tensorboard_owner(db: Database, tensorboard_id: str) -> str | None:
-    """The user who started the TensorBoard; None if there is no such TensorBoard."""
-    row = await db.fetch_one("SELECT username FROM tensorboards WHERE id = ?", (tensorboard_id,))
-    return None if row is None else str(row["username"])
-
-
 async def workspace_owner(db: Database, workspace_id: int) -> tuple[int | None] | None:
     """(the user id of its creator,) for a workspace (None inside for the default one, the
     cluster's); None if there is no such workspace."""
@@ -90,3 +84,12 @@ async def model_owner(db: Database, identifier: str) -> tuple[int | None, str] |
     else:
         row = await db.fetch_one("SELECT user_id, name FROM models WHERE name = ?", (identifier,))
     return None if row is None else (row["user_id"], str(row["name"]))
+
+
+async def task_owner(db: Database, task_id: str) -> tuple[str, str] | None:
+    """Who launched a task that is not a trial (a TensorBoard, command, notebook or shell),
+    and its type (TENSORBOARD, COMMAND, ...); None for no such task."""
+    row = await db.fetch_one(
+        "SELECT username, task_type FROM generic_tasks WHERE id = ?", (task_id,)
+    )
+    return None if row is None else (str(row["username"]), str(row["task_type"]))

@@ -23,7 +23,7 @@ MONTHLY = "RESOURCE_ALLOCATION_AGGREGATION_PERIOD_MONTHLY"
 class UsageRow:
     allocation_id: str
     task_id: str
-    kind: str  # TRIAL or TENSORBOARD
+    kind: str  # TRIAL, or the other task's type (TENSORBOARD, COMMAND, NOTEBOOK, SHELL)
     start_time: float
     end_time: float | None
     experiment_id: int
@@ -43,12 +43,12 @@ async def allocations(db: Database, after: float, before: float) -> list[UsageRo
     """The allocations that ran at some time in ``[after, before)``, oldest first."""
     rows = await db.fetch_all(
         "SELECT a.id, a.task_id, a.trial_id, a.containers, a.start_time, a.end_time,"
-        " e.id AS experiment_id, e.username AS exp_user, e.config, tb.username AS tb_user,"
-        " tb.resource_pool AS tb_pool"
+        " e.id AS experiment_id, e.username AS exp_user, e.config, g.username AS task_user,"
+        " g.resource_pool AS task_pool, g.task_type"
         " FROM allocations a"
         " LEFT JOIN trials t ON t.id = a.trial_id"
         " LEFT JOIN experiments e ON e.id = t.experiment_id"
-        " LEFT JOIN tensorboards tb ON tb.id = a.task_id"
+        " LEFT JOIN generic_tasks g ON g.id = a.task_id"
         " WHERE a.start_time < ? AND (a.end_time IS NULL OR a.end_time > ?)"
         " ORDER BY a.start_time, a.id",
         (before, after),
@@ -58,16 +58,16 @@ async def allocations(db: Database, after: float, before: float) -> list[UsageRo
         containers = json.loads(r["containers"] or "[]")
         config = json.loads(r["config"]) if r["config"] else {}
         labels = config.get("labels") or []
-        pool = (config.get("resources") or {}).get("resource_pool") or r["tb_pool"] or ""
+        pool = (config.get("resources") or {}).get("resource_pool") or r["task_pool"] or ""
         out.append(
             UsageRow(
                 allocation_id=r["id"],
                 task_id=r["task_id"],
-                kind="TRIAL" if r["trial_id"] is not None else "TENSORBOARD",
+                kind="TRIAL" if r["trial_id"] is not None else r["task_type"] or "TASK",
                 start_time=r["start_time"],
                 end_time=r["end_time"],
                 experiment_id=r["experiment_id"] or 0,
-                username=r["exp_user"] or r["tb_user"] or "",
+                username=r["exp_user"] or r["task_user"] or "",
                 labels=tuple(str(label) for label in labels),
                 resource_pool=pool,
                 slots=sum(len(c.get("slot_ids") or []) for c in containers),

@@ -450,4 +450,41 @@ MIGRATIONS: list[Migration] = [
     );
     ALTER TABLE trials ADD COLUMN log_retention_days INTEGER;
     """,
+    # 24: every task that is not a trial (TensorBoards, commands, notebooks, shells) in one
+    # table (master/tasks/generic.py), with what it needs to survive a master restart: its
+    # allocation, the ports declared for it and the address it serves on. A task's lines are
+    # read by its id.
+    """
+    CREATE TABLE generic_tasks (
+        id TEXT PRIMARY KEY,
+        task_type TEXT NOT NULL,
+        username TEXT NOT NULL,
+        description TEXT NOT NULL,
+        config TEXT NOT NULL DEFAULT '{}',
+        context BLOB,
+        resource_pool TEXT NOT NULL,
+        slots INTEGER NOT NULL DEFAULT 0,
+        priority INTEGER NOT NULL DEFAULT 42,
+        state TEXT NOT NULL,
+        exit_status TEXT NOT NULL DEFAULT '',
+        exit_code INTEGER,
+        start_time REAL NOT NULL,
+        end_time REAL,
+        allocation_id TEXT NOT NULL DEFAULT '',
+        ports TEXT NOT NULL DEFAULT '[]',
+        proxy_address TEXT NOT NULL DEFAULT '',
+        proxy_user TEXT NOT NULL DEFAULT '',
+        extra TEXT NOT NULL DEFAULT '{}'
+    );
+    INSERT INTO generic_tasks (id, task_type, username, description, resource_pool, state,
+        exit_status, start_time, end_time, extra)
+    SELECT id, 'TENSORBOARD', username, 'TensorBoard (' || substr(id, 1, 8) || ')',
+        resource_pool, state, exit_status, start_time, end_time,
+        '{"experiment_ids": ' || experiment_ids || ', "trial_ids": ' || trial_ids
+        || ', "sources": ' || sources || '}'
+    FROM tensorboards;
+    DROP TABLE tensorboards;
+    CREATE INDEX generic_tasks_state ON generic_tasks (state);
+    CREATE INDEX task_logs_task ON task_logs (task_id, id);
+    """,
 ]

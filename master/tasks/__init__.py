@@ -7,7 +7,9 @@
 - ``task_spec``: the DET_* environment and container spec a task starts with;
   ``task_owners``: which subsystem owns each allocation; ``task_summaries``:
   `det task list`.
-- ``tensorboards``: TensorBoard tasks.
+- ``generic``: the tasks that are not trials (TensorBoards, commands, notebooks, shells):
+  their phases, record, job, proxy target, idle timeouts and restore;
+  ``tensorboards``: the TensorBoard kind of them.
 
 May use: ``agents``, ``scheduler``, ``logs``, ``checkpoint_storage``, ``queries``,
 ``store``. Not ``experiments``: the experiments own their trials' tasks through

@@ -181,9 +181,10 @@ class TaskManager:
 
     # -- restore after a master restart -------------------------------------------------------
 
-    async def restore(self, job_of: Callable[[int], Job | None]) -> list[Allocation]:
+    async def restore(self, job_of: Callable[[int | None, str], Job | None]) -> list[Allocation]:
         """The allocations that were running when the master stopped, each with the job of
-        its trial (``job_of``; an ``UnknownJob`` for a trial that no longer runs)."""
+        its trial or task (``job_of(trial_id, task_id)``; an ``UnknownJob`` for one that no
+        longer runs)."""
         rows = await self._db.fetch_all("SELECT * FROM allocations WHERE state = 'RUNNING'")
         restored = []
         now = time.time()
@@ -195,7 +196,7 @@ class TaskManager:
                 trial_id=row["trial_id"],
                 token=row["token"],
                 containers=containers,
-                job=job_of(row["trial_id"] or 0) or UnknownJob(),
+                job=job_of(row["trial_id"], row["task_id"]) or UnknownJob(),
                 start_time=row["start_time"],
                 preemption_acked=bool(row["preemption_acked"]),
             )

@@ -1,5 +1,6 @@
 """The task manager's one owner, which hands each allocation to the owner of its kind of
-task: a trial's to the experiments, any other (a TensorBoard's) to the TensorBoards."""
+task: a trial's to the experiments, any other (a TensorBoard's, a command's, a notebook's, a
+shell's) to the generic tasks (``generic``)."""
 
 from __future__ import annotations
 

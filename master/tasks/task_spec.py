@@ -5,7 +5,7 @@ from one request and nothing else."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,10 +103,7 @@ def start_orders(
             env["DET_LATEST_CHECKPOINT"] = launch.latest_checkpoint
         if launch.context_sha256:
             env[context_cache.SHA256_ENV] = launch.context_sha256
-        variables = cfg.environment.environment_variables
-        for item in variables.cuda if cuda else variables.cpu:
-            key, _, value = item.partition("=")
-            env[key] = value
+        env.update(variables(cfg.environment, cuda=cuda))
         orders.append(
             v1.StartContainer(
                 container_id=c.id,
@@ -115,20 +112,52 @@ def start_orders(
                 argv=list(TASK_ENTRY),
                 env=env,
                 slot_ids=list(c.slot_ids),
-                spec=_container_spec(cfg, alloc, c.id, launch.task_id, cuda=cuda),
+                spec=container_spec(
+                    cfg.environment,
+                    cfg.bind_mounts,
+                    cfg.resources,
+                    labels=labels(alloc, c.id, launch.task_id),
+                    cuda=cuda,
+                ),
             )
         )
     return orders
 
 
-def _container_spec(
-    cfg: expconf.ExperimentConfig, alloc: Allocation, container_id: str, task_id: str, *, cuda: bool
+def variables(environment: expconf.EnvironmentConfig, *, cuda: bool) -> dict[str, str]:
+    """A config's ``environment_variables`` for a container with (or without) GPUs."""
+    chosen = environment.environment_variables
+    out = {}
+    for item in chosen.cuda if cuda else chosen.cpu:
+        key, _, value = item.partition("=")
+        out[key] = value
+    return out
+
+
+def labels(alloc: Allocation, container_id: str, task_id: str) -> dict[str, str]:
+    """The labels a docker container carries to say whose it is."""
+    return {
+        "ai.pydet.allocation": alloc.id,
+        "ai.pydet.container": container_id,
+        "ai.pydet.task": task_id,
+    }
+
+
+def container_spec(
+    environment: expconf.EnvironmentConfig,
+    bind_mounts: Sequence[expconf.BindMount],
+    resources: expconf.ResourcesConfig,
+    *,
+    labels: dict[str, str],
+    cuda: bool,
 ) -> v1.ContainerSpec:
-    image = cfg.environment.image
-    auth = cfg.environment.registry_auth
+    """What the docker runtime needs from a config's environment, bind mounts and resources
+    (a trial's, or a command's)."""
+    image = environment.image
+    auth = environment.registry_auth
     return v1.ContainerSpec(
         image=(image.cuda if cuda else image.cpu) or "",
-        force_pull=cfg.environment.force_pull_image,
+        force_pull=environment.force_pull_image,
         bind_mounts=[
             v1.BindMount(
                 host_path=m.host_path,
@@ -136,19 +165,15 @@ def _container_spec(
                 read_only=m.read_only,
                 propagation=m.propagation,
             )
-            for m in cfg.bind_mounts
+            for m in bind_mounts
         ],
-        shm_size=shm_bytes(cfg.resources.shm_size),
+        shm_size=shm_bytes(resources.shm_size),
         registry_auth=json.dumps(auth.to_dict()) if auth is not None else "",
         devices=[
             v1.Device(host_path=d.host_path, container_path=d.container_path, mode=d.mode)
-            for d in cfg.resources.devices
+            for d in resources.devices
         ],
-        add_capabilities=list(cfg.environment.add_capabilities),
-        drop_capabilities=list(cfg.environment.drop_capabilities),
-        labels={
-            "ai.pydet.allocation": alloc.id,
-            "ai.pydet.container": container_id,
-            "ai.pydet.task": task_id,
-        },
+        add_capabilities=list(environment.add_capabilities),
+        drop_capabilities=list(environment.drop_capabilities),
+        labels=labels,
     )

@@ -10,19 +10,21 @@ from pydet.master.tasks.allocation import Allocation
 from pydet.master.tasks.task_list import TaskList, TaskRequest
 
 
-def task_name(task_id: str) -> str:
+def task_name(task_id: str, description: str | None = None) -> str:
     """A trial's task ("3.7") as Determined names it, "Trial 7 (Experiment 3)"; any other
-    task is a TensorBoard's (a UUID): "TensorBoard (0f5c1e2a)"."""
+    task (a UUID) by its description ("Command (brave-azure-otter)")."""
     exp, _, trial = task_id.partition(".")
-    return f"Trial {trial} (Experiment {exp})" if trial else f"TensorBoard ({task_id[:8]})"
+    if trial:
+        return f"Trial {trial} (Experiment {exp})"
+    return description or f"Task ({task_id[:8]})"
 
 
-def _running(alloc: Allocation, scheduler: str) -> v1.AllocationSummary:
+def _running(alloc: Allocation, scheduler: str, name: str) -> v1.AllocationSummary:
     containers = sorted(alloc.containers.values(), key=lambda c: c.rank)
     return v1.AllocationSummary(
         task_id=alloc.task_id,
         allocation_id=alloc.id,
-        name=task_name(alloc.task_id),
+        name=name,
         registered_time=alloc.start_time,
         resource_pool=alloc.job.resource_pool,
         slots_needed=sum(len(c.slot_ids) for c in containers),
@@ -35,10 +37,10 @@ def _running(alloc: Allocation, scheduler: str) -> v1.AllocationSummary:
     )
 
 
-def _waiting(req: TaskRequest, scheduler: str) -> v1.AllocationSummary:
+def _waiting(req: TaskRequest, scheduler: str, name: str) -> v1.AllocationSummary:
     return v1.AllocationSummary(
         task_id=req.task_id,
-        name=task_name(req.task_id),
+        name=name,
         registered_time=req.requested,
         resource_pool=req.job.resource_pool,
         slots_needed=req.slots,
@@ -48,10 +50,19 @@ def _waiting(req: TaskRequest, scheduler: str) -> v1.AllocationSummary:
 
 
 def summaries(
-    tasks: TaskList, scheduler_of: Callable[[str], str]
+    tasks: TaskList,
+    scheduler_of: Callable[[str], str],
+    description_of: Callable[[str], str | None] = lambda task_id: None,
 ) -> dict[str, v1.AllocationSummary]:
-    """Every live allocation by its id, then every waiting task by its task id."""
-    out = {a.id: _running(a, scheduler_of(a.job.resource_pool)) for a in tasks.allocations.values()}
+    """Every live allocation by its id, then every waiting task by its task id;
+    ``description_of`` names the tasks that are not trials."""
+    out = {
+        a.id: _running(
+            a, scheduler_of(a.job.resource_pool), task_name(a.task_id, description_of(a.task_id))
+        )
+        for a in tasks.allocations.values()
+    }
     for req in tasks.pending.values():
-        out.setdefault(req.task_id, _waiting(req, scheduler_of(req.job.resource_pool)))
+        name = task_name(req.task_id, description_of(req.task_id))
+        out.setdefault(req.task_id, _waiting(req, scheduler_of(req.job.resource_pool), name))
     return out

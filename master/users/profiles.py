@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 # Not a scrypt hash: no password ever matches it (a remote user signs on elsewhere).
 NO_PASSWORD = "remote"
 # Tables whose rows name their owner by username.
-_OWNED = ("experiments", "templates", "tensorboards")
+_OWNED = ("experiments", "templates", "generic_tasks")
 _PRINTABLE_ASCII = re.compile(r"^[\x20-\x7e]*$")
 
 

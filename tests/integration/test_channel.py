@@ -140,3 +140,19 @@ def test_a_peer_that_hangs_up_is_unavailable_not_a_crash(
     hang_up.join()
     assert isinstance(client.translate(caught.value, "127.0.0.1:1"), errors.Unavailable)
     ch.close()
+
+
+def test_a_server_stream_ends_cleanly_or_with_the_masters_error(cluster: Cluster) -> None:
+    ch = client.blocking_channel(cluster.address)
+    stub = lite.stub(ch.unary, stream=ch.stream, metadata=client.metadata(cluster.token))
+    try:
+        # A task without lines: the stream ends, with no message and status OK.
+        assert list(stub.task_logs(lite.TaskLogsRequest(task_id="1.1"), timeout=10)) == []
+        with pytest.raises(GRPCError) as caught:
+            list(stub.task_logs(lite.TaskLogsRequest(task_id="no-such-task"), timeout=10))
+        assert caught.value.status is Status.NOT_FOUND
+        assert caught.value.message == "task no-such-task not found"
+        # The connection survives both for the next call.
+        assert stub.get_master(lite.GetMasterRequest(), timeout=10).cluster_name
+    finally:
+        ch.close()

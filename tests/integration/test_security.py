@@ -607,6 +607,69 @@ def test_only_the_owner_or_an_admin_may_steer_an_experiment(
     cluster.det("experiment", "delete", str(exp_id), "--yes")
 
 
+# Every RPC that acts on one command, notebook or shell, with the field naming it.
+TASK_RPCS = {
+    "command": ("KillCommand", "SetCommandPriority"),
+    "notebook": ("KillNotebook", "SetNotebookPriority", "IdleNotebook"),
+    "shell": ("GetShell", "KillShell", "SetShellPriority"),
+}
+
+
+async def test_another_user_can_do_nothing_to_a_users_commands_notebooks_or_shells(
+    cluster: Cluster,
+) -> None:
+    cluster.det("user", "create", "dora", "--password", "dora-password")
+    cluster.det("user", "create", "bob", "--password", "bob-password")
+    # Never placed (no agent has that many slots): nothing runs, everything is checked.
+    ids = {}
+    for noun, verb in (("command", "run"), ("notebook", "start"), ("shell", "start")):
+        args = [noun, verb, "-d", "--config", "resources.slots=64"]
+        proc = as_user(
+            cluster, "dora", "dora-password", *args, *(["true"] if noun == "command" else [])
+        )
+        succeeded(proc)
+        ids[noun] = proc.stdout.strip()
+    bob = cluster.login("bob", "bob-password")
+    ch = channel(cluster)
+    try:
+        # Every RPC about one of them is in TASK_RPCS, but the reads any user may make
+        # (a shell's carries its key, so it is its owner's).
+        about_one = {
+            path.rsplit("/", 1)[1]
+            for path in service_mapping()
+            if re.fullmatch(r"/v1\.Determined/(Kill|Set|Get|Idle)(Command|Notebook|Shell)\w*", path)
+            and not path.endswith("s")
+        }
+        assert about_one - {"GetCommand", "GetNotebook"} == {
+            rpc for rpcs in TASK_RPCS.values() for rpc in rpcs
+        }
+        for noun, rpcs in TASK_RPCS.items():
+            for rpc in rpcs:
+                path = f"/v1.Determined/{rpc}"
+                message = service_mapping()[path].request_type(**{f"{noun}_id": ids[noun]})
+                e = await rpc_error(ch, path, message, bob)
+                assert e is not None and e.status == grpclib.const.Status.PERMISSION_DENIED, rpc
+                assert "dora" not in (e.message or "") and "or an admin" in (e.message or "")
+    finally:
+        ch.close()
+    for noun, task_id in ids.items():
+        base = f"/api/v1/{noun}s/{task_id}"
+        headers = {"Authorization": f"Bearer {bob}", "Content-Type": "application/json"}
+        for method, path in (("POST", f"{base}/kill"), ("POST", f"{base}/set_priority")):
+            assert http_status(cluster, path, method=method, headers=headers) == 403, path
+        for path in (f"/proxy/{task_id}/", f"/proxy/{task_id}/api/kernels"):
+            assert http_status(cluster, path, method="GET", headers=headers) == 403, path
+    assert (
+        http_status(cluster, f"/api/v1/shells/{ids['shell']}", method="GET", headers=headers) == 403
+    )
+    # All still there, as dora left them; she (or an admin) ends them.
+    for noun, task_id in ids.items():
+        listed = json.loads(cluster.det(noun, "list", "-a", "--json").stdout)
+        assert [t["state"] for t in listed if t["id"] == task_id] == ["STATE_QUEUED"]
+        assert [t["priority"] for t in listed if t["id"] == task_id] == [42]
+        succeeded(as_user(cluster, "dora", "dora-password", noun, "kill", task_id))
+
+
 def test_users_log_in_change_passwords_and_are_deactivated_end_to_end(
     cluster: Cluster,
 ) -> None:

@@ -411,18 +411,22 @@ async def test_allocation_calls_are_for_the_allocations_own_task(
         await refused(rpc, caller, request_type(allocation_id="1.11.0"), lookup)
 
 
-async def test_only_its_owner_or_an_admin_kills_a_tensorboard(lookup: authz.Lookup) -> None:
-    await lookup._db.execute(  # the rows a launch writes (master/tasks/tensorboards.py)
-        "INSERT INTO tensorboards (id, username, experiment_ids, trial_ids, sources,"
-        " resource_pool, state, start_time) VALUES ('tb-1', 'alice', '[1]', '[11]', '[]',"
-        " 'default', 'RUNNING', 0)"
+async def _task(lookup: authz.Lookup, task_id: str, task_type: str) -> None:
+    await lookup._db.execute(  # the row a launch writes (master/tasks/generic.py)
+        "INSERT INTO generic_tasks (id, task_type, username, description, resource_pool,"
+        " state, start_time) VALUES (?, ?, 'alice', 'd', 'default', 'RUNNING', 0)",
+        (task_id, task_type),
     )
+
+
+async def test_only_its_owner_or_an_admin_kills_a_tensorboard(lookup: authz.Lookup) -> None:
+    await _task(lookup, "tb-1", "TENSORBOARD")
     kill = v1.KillTensorboardRequest(tensorboard_id="tb-1")
     await check("KillTensorboard", ALICE, kill, lookup)
     await check("KillTensorboard", ROOT, kill, lookup)
-    assert "owner of tensorboard tb-1 (alice)" in await refused(
-        "KillTensorboard", BOB, kill, lookup
-    )
+    # Refused without saying whose it is.
+    message = await refused("KillTensorboard", BOB, kill, lookup)
+    assert "owner of tensorboard tb-1 or an admin" in message and "alice" not in message
     await refused("KillTensorboard", TASK, kill, lookup)
     priority = v1.SetTensorboardPriorityRequest(tensorboard_id="tb-1", priority=5)
     await check("SetTensorboardPriority", ALICE, priority, lookup)
@@ -438,6 +442,85 @@ async def test_only_its_owner_or_an_admin_kills_a_tensorboard(lookup: authz.Look
     ):
         await check(rpc, BOB, message, lookup)
         await refused(rpc, TASK, message, lookup)
+
+
+async def test_only_its_owner_or_an_admin_kills_a_command_or_changes_its_priority(
+    lookup: authz.Lookup,
+) -> None:
+    await _task(lookup, "cmd-1", "COMMAND")
+    await _task(lookup, "tb-1", "TENSORBOARD")
+    for rpc, message in (
+        ("KillCommand", v1.KillCommandRequest(command_id="cmd-1")),
+        ("SetCommandPriority", v1.SetCommandPriorityRequest(command_id="cmd-1", priority=5)),
+    ):
+        await check(rpc, ALICE, message, lookup)
+        await check(rpc, ROOT, message, lookup)
+        assert "alice" not in await refused(rpc, BOB, message, lookup)
+        await refused(rpc, TASK, message, lookup)
+    # A TensorBoard is not a command, whoever asks.
+    with pytest.raises(errors.NotFound):
+        await check("KillCommand", ROOT, v1.KillCommandRequest(command_id="tb-1"), lookup)
+    for rpc, message in (
+        ("LaunchCommand", v1.LaunchCommandRequest(config="entrypoint: true")),
+        ("GetCommands", v1.GetCommandsRequest()),
+        ("GetCommand", v1.GetCommandRequest(command_id="cmd-1")),
+    ):
+        await check(rpc, BOB, message, lookup)
+        await refused(rpc, TASK, message, lookup)
+
+
+async def test_a_notebook_is_steered_by_its_owner_and_reports_idleness_itself(
+    lookup: authz.Lookup,
+) -> None:
+    await _task(lookup, "nb-1", "NOTEBOOK")
+    await _task(lookup, "cmd-1", "COMMAND")
+    own = TaskCaller(
+        allocation_id="nb-1.5", task_id="nb-1", trial_id=0, experiment_id=0, start_checkpoint=""
+    )
+    for rpc, message in (
+        ("KillNotebook", v1.KillNotebookRequest(notebook_id="nb-1")),
+        ("SetNotebookPriority", v1.SetNotebookPriorityRequest(notebook_id="nb-1", priority=3)),
+        ("IdleNotebook", v1.IdleNotebookRequest(notebook_id="nb-1", idle=False)),
+    ):
+        await check(rpc, ALICE, message, lookup)
+        await check(rpc, ROOT, message, lookup)
+        assert "alice" not in await refused(rpc, BOB, message, lookup)
+    await check("IdleNotebook", own, v1.IdleNotebookRequest(notebook_id="nb-1"), lookup)
+    # Its token speaks for itself only; a command is not a notebook.
+    await refused("IdleNotebook", TASK, v1.IdleNotebookRequest(notebook_id="nb-1"), lookup)
+    await refused("KillNotebook", own, v1.KillNotebookRequest(notebook_id="nb-1"), lookup)
+    with pytest.raises(errors.NotFound):
+        await check("KillNotebook", ROOT, v1.KillNotebookRequest(notebook_id="cmd-1"), lookup)
+
+
+async def test_only_its_owner_or_an_admin_gets_a_shell_and_its_key(lookup: authz.Lookup) -> None:
+    await _task(lookup, "sh-1", "SHELL")
+    for rpc, message in (
+        ("GetShell", v1.GetShellRequest(shell_id="sh-1")),
+        ("KillShell", v1.KillShellRequest(shell_id="sh-1")),
+        ("SetShellPriority", v1.SetShellPriorityRequest(shell_id="sh-1", priority=3)),
+    ):
+        await check(rpc, ALICE, message, lookup)
+        await check(rpc, ROOT, message, lookup)
+        assert "alice" not in await refused(rpc, BOB, message, lookup)
+        await refused(rpc, TASK, message, lookup)
+    # Any user lists them (without keys) and starts their own.
+    await check("GetShells", BOB, v1.GetShellsRequest(), lookup)
+    await check("LaunchShell", BOB, v1.LaunchShellRequest(), lookup)
+
+
+async def test_a_tasks_context_is_for_the_task_itself_or_its_owner(lookup: authz.Lookup) -> None:
+    await _task(lookup, "cmd-1", "COMMAND")
+    own = TaskCaller(
+        allocation_id="cmd-1.5", task_id="cmd-1", trial_id=0, experiment_id=0, start_checkpoint=""
+    )
+    request = v1.GetTaskContextRequest(task_id="cmd-1")
+    await check("GetTaskContext", own, request, lookup)
+    await check("GetTaskContext", ALICE, request, lookup)
+    await check("GetTaskContext", ROOT, request, lookup)
+    await refused("GetTaskContext", BOB, request, lookup)
+    await refused("GetTaskContext", TASK, request, lookup)
+    await refused("GetTaskContext", AGENT, request, lookup)
 
 
 def _checkpoint(**kwargs: Any) -> v1.ReportCheckpointRequest:

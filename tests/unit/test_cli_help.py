@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pydet.cli.__main__ import build_parser
+from pydet.cli.__main__ import NOUNS, build_parser
 
 
 def _commands(
@@ -31,6 +31,21 @@ def test_the_walk_finds_the_whole_tree() -> None:
     assert ("experiment", "create") in COMMANDS
     assert ("e", "set", "priority") in COMMANDS  # aliases are walked too
     assert len(COMMANDS) > 100
+
+
+@pytest.mark.parametrize(("module", "names"), NOUNS, ids=[m for m, _ in NOUNS])
+def test_a_command_line_loads_the_module_of_its_noun(module: str, names: tuple[str, ...]) -> None:
+    # `det NOUN ...` builds only the module NOUNS names for it: that module must add exactly
+    # those names, or a noun (or alias) would be missing from its own command line.
+    for name in names:
+        (nouns,) = [a for a in build_parser([name])._actions if a.choices is not None]
+        assert isinstance(nouns.choices, dict)
+        assert set(nouns.choices) == set(names), (module, name)
+
+
+def test_every_noun_is_named_in_nouns() -> None:
+    (nouns,) = [a for a in PARSER._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(nouns.choices) == {name for _, names in NOUNS for name in names}
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "det")

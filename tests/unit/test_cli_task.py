@@ -13,7 +13,9 @@ from pydet.master.tasks.task_summaries import task_name
 def test_a_trials_task_id_names_its_experiment_and_trial() -> None:
     assert task.trial_of("3.7") == (3, 7)
     assert task_name("3.7") == "Trial 7 (Experiment 3)"
-    assert task_name("0f5c1e2a-95c6-4c38-9a3e-2f4f2d1c0b7e") == "TensorBoard (0f5c1e2a)"
+    other = "0f5c1e2a-95c6-4c38-9a3e-2f4f2d1c0b7e"
+    assert task_name(other, "Command (brave-azure-otter)") == "Command (brave-azure-otter)"
+    assert task_name(other) == "Task (0f5c1e2a)"
 
 
 @pytest.mark.parametrize("bad", ["7", "3.", ".7", "a.b", "3.7.1"])

@@ -5,6 +5,16 @@ from __future__ import annotations
 from starlette.requests import Request
 
 from pydet.master.gateway import proxy
+from pydet.master.tasks.generic import ProxyTarget
+
+# A notebook's: the proxy adds its token, which the client never sent.
+TARGET = ProxyTarget(
+    task_id="t",
+    address="127.0.0.2:2950",
+    owner="alice",
+    tcp=False,
+    headers={"Authorization": "token notebook-token"},
+)
 
 
 def _request(method: str, headers: dict[str, str]) -> Request:
@@ -29,15 +39,17 @@ def test_the_masters_credentials_never_reach_the_task() -> None:
                 "Connection": "keep-alive",
                 "Host": "master:8080",
             },
-        )
+        ),
+        TARGET,
     )
     lowered = {k.lower(): v for k, v in sent.items()}
-    assert "authorization" not in lowered and "secret" not in str(sent)
+    assert lowered["authorization"] == "token notebook-token"
+    assert "session-token" not in str(sent) and "secret" not in str(sent)
     assert lowered["cookie"] == "tb_pref=dark"
     assert lowered["accept"] == "text/html"
     assert "connection" not in lowered and "host" not in lowered
 
 
 def test_only_the_session_cookie_means_no_cookie_is_sent() -> None:
-    sent = proxy._outgoing_headers(_request("GET", {"Cookie": "det_session=secret"}))
+    sent = proxy._outgoing_headers(_request("GET", {"Cookie": "det_session=secret"}), TARGET)
     assert "cookie" not in {k.lower() for k in sent}

@@ -150,5 +150,7 @@ def test_unknown_names_fail_clearly() -> None:
         lite.GetCheckpointRequest(uid="x")
     with pytest.raises(AttributeError, match="no message 'NoSuchRequest'"):
         lite.message_class("NoSuchRequest")
-    with pytest.raises(AttributeError, match="no unary call 'no_such_call'"):
+    with pytest.raises(AttributeError, match="no unary or server-streaming call 'no_such_call'"):
         _ = lite.stub(object()).no_such_call
+    with pytest.raises(AttributeError, match="trial_logs is a server stream"):
+        _ = lite.stub(object()).trial_logs

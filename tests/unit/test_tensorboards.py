@@ -6,13 +6,14 @@ import json
 
 from pydet.master.agents.table import Agent
 from pydet.master.tasks.allocation import Allocation, Container
+from pydet.master.tasks.generic import GenericTask, Phase, TaskType
 from pydet.master.tasks.task_spec import MasterInfo
-from pydet.master.tasks.tensorboards import Phase, Tensorboard, start_order
+from pydet.master.tasks.tensorboards import start_order, to_proto
 
 SHARED = {"type": "shared_fs", "host_path": "/mnt/ckpt"}
 
 
-def _tensorboard() -> Tensorboard:
+def _tensorboard() -> GenericTask:
     sources = [
         {
             "experiment_id": 1,
@@ -29,15 +30,18 @@ def _tensorboard() -> Tensorboard:
             "path": "c/tensorboard/experiment/2/trial/9",
         }
     ]
-    return Tensorboard(
+    return GenericTask(
         id="tb-1",
+        task_type=TaskType.TENSORBOARD,
         username="alice",
-        experiment_ids=[1, 2],
-        trial_ids=[3, 4, 9],
-        sources=sources,
+        description="TensorBoard (tb-1)",
         resource_pool="default",
+        slots=0,
+        priority=42,
         phase=Phase.STARTING,
         start_time=0.0,
+        extra={"experiment_ids": [1, 2], "trial_ids": [3, 4, 9], "sources": sources},
+        ports=[2950],
     )
 
 
@@ -63,7 +67,7 @@ def test_a_tensorboard_runs_on_no_slot_with_its_sources_and_proxy_path() -> None
     assert order.slot_ids == []
     env = order.env
     assert env["DET_TASK_TYPE"] == "TENSORBOARD" and env["DET_SESSION_TOKEN"] == "tok"
-    assert env["DET_PROXY_PATH"] == "/proxy/tb-1/"
+    assert env["DET_PROXY_PATH"] == "/proxy/tb-1/" and env["DET_PROXY_PORT"] == "2950"
     assert json.loads(env["DET_CONTAINER_ADDRS"]) == ["10.0.0.2"]
     assert [s["trial_id"] for s in json.loads(env["DET_TENSORBOARD_SOURCES"])] == [3, 4, 9]
     assert order.spec is not None
@@ -71,5 +75,5 @@ def test_a_tensorboard_runs_on_no_slot_with_its_sources_and_proxy_path() -> None
     assert [(m.host_path, m.container_path) for m in order.spec.bind_mounts] == [
         ("/mnt/ckpt", "/mnt/ckpt")
     ]
-    shown = tb.to_proto()
+    shown = to_proto(tb)
     assert shown.state == "STATE_STARTING" and shown.service_address == "/proxy/tb-1/"

@@ -35,6 +35,7 @@ const routes: Route[] = [
   { pattern: "/projects/:id", page: projectPage(() => void sidebar.refresh()), nav: "projects" },
   { pattern: "/models", page: modelsPage, nav: "models" },
   { pattern: "/models/:name", page: modelPage, nav: "models" },
+  { pattern: "/tasks", page: lazy(() => import("./pages/tasks").then((m) => m.tasksPage)), nav: "tasks" },
   { pattern: LOGIN_PAGE, page: loginPage, nav: "login" },
 ];
 
@@ -47,6 +48,7 @@ const NAV: [string, string, string][] = [
   ["experiments", "/experiments", "Experiments"],
   ["models", "/models", "Model registry"],
   ["jobs", "/jobs", "Job queue"],
+  ["tasks", "/tasks", "Tasks"],
   ["cluster", "/cluster", "Cluster"],
 ];
 

@@ -6,7 +6,10 @@ import { existing } from "../src/pages/tensorboard";
 function tb(over: Partial<Tensorboard>): Tensorboard {
   return {
     id: "t",
+    description: "TensorBoard (t)",
     state: "STATE_RUNNING",
+    start_time: 0,
+    resource_pool: "default",
     username: "alice",
     experiment_ids: [3],
     trial_ids: [7],

@@ -1,4 +1,5 @@
-"""Blocking unary gRPC calls over HTTP/2, for code inside tasks.
+"""Blocking gRPC calls over HTTP/2 (unary, and server streams), for code inside tasks and the
+CLI's quickest commands.
 
 grpclib (with h2 and asyncio) is ~0.1 s of imports, and a task's launcher makes one call; the
 Core API makes a few per trial. This is the client side of the few parts of HTTP/2 (RFC 9113)
@@ -20,7 +21,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import hpack
@@ -104,6 +105,38 @@ class _Connection:
         self, path: str, payload: bytes, metadata: Mapping[str, str], deadline: float | None
     ) -> bytes:
         """The reply's message; raises as the module docstring says."""
+        stream, reply = self._send(path, payload, metadata, deadline)
+        while not reply.done:
+            self._pump(stream, reply, deadline)
+        return _message(reply.headers, bytes(reply.data))
+
+    def stream(
+        self, path: str, payload: bytes, metadata: Mapping[str, str], deadline: float | None
+    ) -> Iterator[bytes]:
+        """The messages of a server stream as they arrive; at its end, its status raises as
+        a unary call's would."""
+        stream, reply = self._send(path, payload, metadata, deadline)
+        while True:
+            while len(reply.data) >= 5:
+                size = int.from_bytes(reply.data[1:5])
+                if len(reply.data) < 5 + size:
+                    break
+                if reply.data[0] != 0:
+                    raise GRPCError(Status.INTERNAL, "the reply holds a compressed message")
+                message = bytes(reply.data[5 : 5 + size])
+                del reply.data[: 5 + size]
+                yield message
+            if reply.done:
+                break
+            self._pump(stream, reply, deadline)
+        _status(reply.headers)
+        if reply.data:
+            raise GRPCError(Status.INTERNAL, "the stream ended inside a message")
+
+    def _send(
+        self, path: str, payload: bytes, metadata: Mapping[str, str], deadline: float | None
+    ) -> tuple[int, _Reply]:
+        """Open a stream and send the request on it."""
         stream = self._next_stream
         self._next_stream += 2
         if self._next_stream >= _MAX_WINDOW:
@@ -134,9 +167,7 @@ class _Connection:
             self._send_window -= n
             self._stream_window -= n
             self._sock.sendall(_frame(_DATA, 0 if body else _END_STREAM, stream, bytes(chunk)))
-        while not reply.done:
-            self._pump(stream, reply, deadline)
-        return _message(reply.headers, bytes(reply.data))
+        return stream, reply
 
     def _pump(self, stream: int, reply: _Reply, deadline: float | None) -> None:
         """Read and act on one frame."""
@@ -226,8 +257,8 @@ def _unpad(flags: int, payload: bytes) -> bytes:
     return payload
 
 
-def _message(headers: list[tuple[str, str]], data: bytes) -> bytes:
-    """The one message of a unary reply, or the ``GRPCError`` its trailers carry."""
+def _status(headers: list[tuple[str, str]]) -> None:
+    """Raise the ``GRPCError`` a reply's trailers carry, unless they say OK."""
     fields = dict(headers)
     status = fields.get(":status", "200")
     grpc_status = fields.get("grpc-status")
@@ -243,6 +274,11 @@ def _message(headers: list[tuple[str, str]], data: bytes) -> bytes:
 
             message = unquote(message)
         raise GRPCError(code, message)
+
+
+def _message(headers: list[tuple[str, str]], data: bytes) -> bytes:
+    """The one message of a unary reply, or the ``GRPCError`` its trailers carry."""
+    _status(headers)
     if len(data) < 5 or data[0] != 0:
         raise GRPCError(Status.INTERNAL, "the reply holds no uncompressed message")
     size = int.from_bytes(data[1:5])
@@ -287,6 +323,34 @@ class Channel:
             return reply_type.FromString(payload)
         except ValueError as e:
             raise GRPCError(Status.INTERNAL, f"malformed reply: {e}") from None
+
+    def stream(
+        self,
+        path: str,
+        request: Any,
+        reply_type: Any,
+        *,
+        timeout: float | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Iterator[Any]:
+        """Call the server-streaming ``path`` with ``request``; its replies as they arrive,
+        each as ``reply_type.FromString`` reads it. The connection is held until the stream
+        ends or the iterator is closed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        conn = self._take(deadline)
+        done = False
+        try:
+            for payload in conn.stream(path, request.SerializeToString(), metadata or {}, deadline):
+                try:
+                    reply = reply_type.FromString(payload)
+                except ValueError as e:
+                    raise GRPCError(Status.INTERNAL, f"malformed reply: {e}") from None
+                yield reply
+            done = True
+        finally:
+            if not done:
+                conn.close()  # mid-stream: the rest of it would confuse the next call
+            self._give_back(conn)
 
     def close(self) -> None:
         with self._lock:

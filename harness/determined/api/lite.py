@@ -364,20 +364,21 @@ def _snake(name: str) -> str:
     return "".join(out)
 
 
-_methods: dict[str, tuple[str, str, str]] = {}
+_methods: dict[str, tuple[str, str, str, bool]] = {}
 
 
-def _method(snake_name: str) -> tuple[str, str, str]:
+def _method(snake_name: str) -> tuple[str, str, str, bool]:
+    """``(path, request type, reply type, whether the replies are a stream)``."""
     if not _methods:
         for service, methods in v1_schema.SERVICES.items():
             for name, request, response, client_streams, server_streams in methods:
-                if not client_streams and not server_streams:
+                if not client_streams:
                     path = f"/{v1_schema.PACKAGE}.{service}/{name}"
-                    _methods[_snake(name)] = (path, request, response)
+                    _methods[_snake(name)] = (path, request, response, bool(server_streams))
     try:
         return _methods[snake_name]
     except KeyError:
-        raise AttributeError(f"v1 has no unary call {snake_name!r}") from None
+        raise AttributeError(f"v1 has no unary or server-streaming call {snake_name!r}") from None
 
 
 def make_all() -> None:
@@ -395,16 +396,28 @@ Invoke = Callable[..., Any]
 class Stub:
     """``v1.DeterminedStub``'s unary calls, made by ``invoke(path, request, reply_type,
     timeout=..., metadata=...)`` (``determined.api.channel.Channel.unary``, or a wrapper that
-    makes it awaitable): ``stub.get_checkpoint(request, timeout=10)``."""
+    makes it awaitable): ``stub.get_checkpoint(request, timeout=10)``; and its
+    server-streaming calls, made the same way by ``stream`` (``Channel.stream``), which
+    returns the replies as an iterator."""
 
-    def __init__(self, invoke: Invoke, *, metadata: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        invoke: Invoke,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        stream: Invoke | None = None,
+    ) -> None:
         self._invoke = invoke
+        self._stream = stream
         self._metadata = dict(metadata or {})
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
-        path, _, response = _method(name)
+        path, _, response, streams = _method(name)
+        if streams and self._stream is None:
+            raise AttributeError(f"{name} is a server stream; give the stub a stream invoker")
         reply_type = message_class(response)
-        invoke, metadata = self._invoke, self._metadata
+        invoke = self._stream if streams and self._stream is not None else self._invoke
+        metadata = self._metadata
 
         def call(message: Message, *, timeout: float | None = None) -> Any:
             return invoke(path, message, reply_type, timeout=timeout, metadata=metadata)
@@ -412,5 +425,7 @@ class Stub:
         return call
 
 
-def stub(invoke: Invoke, *, metadata: Mapping[str, str] | None = None) -> Stub:
-    return Stub(invoke, metadata=metadata)
+def stub(
+    invoke: Invoke, *, metadata: Mapping[str, str] | None = None, stream: Invoke | None = None
+) -> Stub:
+    return Stub(invoke, metadata=metadata, stream=stream)

@@ -279,10 +279,10 @@ class MasterClient:
             "send an alert", lambda: self.session.blocking_stub.post_webhook_event_data(request)
         )
 
-    def post_proxy_address(self, address: str) -> None:
-        """Tell the master where this task's web server listens (``host:port``)."""
+    def post_proxy_address(self, address: str, *, user: str = "") -> None:
+        """Tell the master where this task serves (``host:port``), and as which user."""
         request = v1.PostAllocationProxyAddressRequest(
-            allocation_id=self.allocation_id, proxy_address=address
+            allocation_id=self.allocation_id, proxy_address=address, user=user
         )
         self._run(
             "report the proxy address",

@@ -1,4 +1,7 @@
-"""``python3 -m determined.exec.launch``: the first process of every trial container.
+"""``python3 -m determined.exec.launch``: the first process of every trial container, and of
+every command's, notebook's and shell's (``launch_task``: the context it was launched with,
+then its entrypoint, or JupyterLab: ``determined.exec.notebook``, or sshd:
+``determined.exec.shell``).
 
 The agent starts it in an empty working directory with the task's ``DET_*`` environment.
 It downloads the experiment's context from the master (or takes the agent's copy of it:
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import os
 import re
@@ -149,11 +153,7 @@ def launch() -> int:
         )
         return 2
     if info.trial is None:
-        print(
-            "determined.exec.launch: this task is not a trial (DET_TRIAL_ID is not set)",
-            file=sys.stderr,
-        )
-        return 1
+        return launch_task(info)
     data, source = context_cache.load(os.environ), "the agent's copy"
     if data is None:
         try:
@@ -170,6 +170,49 @@ def launch() -> int:
     log.info("unpacked the context (%s, %d bytes packed) into %s", source, len(data), os.getcwd())
     entrypoint = info.trial.config.get("entrypoint")
     return run_task(os.getcwd(), entrypoint, python=sys.executable, fork_scripts=True)
+
+
+# A command's, notebook's or shell's config (JSON), and "1" when it has a context to fetch.
+TASK_CONFIG_ENV = "DET_TASK_CONFIG"
+TASK_CONTEXT_ENV = "DET_TASK_CONTEXT"
+
+
+def launch_task(info: det.ClusterInfo) -> int:
+    """A task that is not a trial (a command, a notebook, a shell): its context unpacked in
+    its working directory (``work_dir``, else the one the agent gave it), then its work."""
+    if info.task_type not in ("COMMAND", "NOTEBOOK", "SHELL"):
+        print(
+            f"determined.exec.launch: cannot run a task of type {info.task_type!r} "
+            "(DET_TRIAL_ID is not set)",
+            file=sys.stderr,
+        )
+        return 1
+    # The task's output is the user's command's: the launcher speaks only of problems.
+    logging.getLogger().setLevel(logging.WARNING)
+    config = json.loads(os.environ.get(TASK_CONFIG_ENV) or "{}")
+    work_dir = config.get("work_dir") or os.getcwd()
+    try:
+        os.makedirs(work_dir, exist_ok=True)
+        if os.environ.get(TASK_CONTEXT_ENV) == "1":
+            data = rpc.fetch_task_context(info)
+            unpack_context(data, work_dir)
+            log.info("unpacked the context (%d bytes packed) into %s", len(data), work_dir)
+        os.chdir(work_dir)
+    except errors.DetError as e:
+        print(f"cannot download the task's context: {e.message}", file=sys.stderr, flush=True)
+        return 1
+    except OSError as e:
+        print(f"cannot prepare the working directory {work_dir}: {e}", file=sys.stderr, flush=True)
+        return 1
+    if info.task_type == "NOTEBOOK":
+        from determined.exec import notebook
+
+        return notebook.serve(config)
+    if info.task_type == "SHELL":
+        from determined.exec import shell
+
+        return shell.serve(config)
+    return run_task(work_dir, config.get("entrypoint"), python=sys.executable, fork_scripts=True)
 
 
 def exit_now(code: int) -> NoReturn:

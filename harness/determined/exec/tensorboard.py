@@ -6,8 +6,8 @@ under it where the trial uploads its files (``core.TrainContext.upload_tensorboa
 TensorBoard reads those directories in place (shared_fs or directory storage), through one
 link per trial in its working directory, or local copies of a trial's objects (S3) that are
 fetched again every few seconds; it reloads them as trials write more. It listens
-on a free port of its agent's address, under the master's proxy path; once it answers, the
-address is reported (``PostAllocationProxyAddress``) so that the master's
+on the port the master declared for it on its agent's address, under the master's proxy path;
+once it answers, the address is reported (``PostAllocationProxyAddress``) so that the master's
 ``/proxy/<task id>/`` reaches it.
 """
 
@@ -20,7 +20,6 @@ import logging
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,6 +28,8 @@ import urllib.error
 import urllib.request
 from types import FrameType
 from typing import Any
+
+from determined.exec import _proxied
 
 log = logging.getLogger("determined.exec.tensorboard")
 
@@ -107,18 +108,6 @@ def link_runs(sources: list[dict[str, Any]], root: pathlib.Path, mirror: S3Mirro
     return root
 
 
-def _free_port(host: str) -> tuple[str, int]:
-    """A free port on ``host`` (the agent's address), or on loopback if that is not ours."""
-    for candidate in (host, "127.0.0.1"):
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.bind((candidate, 0))
-                return candidate, int(s.getsockname()[1])
-        except OSError:
-            continue
-    raise OSError(f"no free port on {host} or 127.0.0.1")
-
-
 def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> bool:
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
@@ -150,9 +139,10 @@ def main() -> int:
     env = os.environ
     sources = json.loads(env["DET_TENSORBOARD_SOURCES"])
     prefix = env["DET_PROXY_PATH"].rstrip("/")
-    addrs = json.loads(env.get("DET_CONTAINER_ADDRS", "[]"))
-    rank = int(env.get("DET_CONTAINER_RANK", "0"))
-    host, port = _free_port(addrs[rank] if rank < len(addrs) else "127.0.0.1")
+    try:
+        host, port = _proxied.address(env)
+    except _proxied.NotServing as e:
+        return _proxied.fail(str(e))
     mirror = S3Mirror()
     argv = [
         sys.executable,
@@ -184,14 +174,7 @@ def main() -> int:
             print(f"pydet: TensorBoard did not answer within {READY_TIMEOUT:.0f}s", file=sys.stderr)
             proc.kill()
         return proc.wait() or 1
-    from determined.core import _rpc, _session
-
-    session = _session.Session(env["DET_MASTER"], env["DET_SESSION_TOKEN"], name="tensorboard")
-    client = _rpc.MasterClient(session, allocation_id=env["DET_ALLOCATION_ID"], owns_session=True)
-    try:
-        client.post_proxy_address(f"{host}:{port}")
-    finally:
-        client.close()
+    _proxied.report(host, port, env=env)
     log.info("TensorBoard is ready at %s/ through the master", prefix)
     return proc.wait()
 

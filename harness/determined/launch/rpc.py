@@ -70,6 +70,21 @@ def fetch_context(
     return bytes(response.context)
 
 
+def fetch_task_context(info: ClusterInfo, *, retry_seconds: float = RETRY_SECONDS) -> bytes:
+    """The context a command, notebook or shell was launched with (``GetTaskContext``).
+
+    Raises:
+        determined.common.errors.DetError: the master refused, or stayed unreachable.
+    """
+    message = v1.GetTaskContextRequest(task_id=info.task_id)
+
+    def request(stub: v1.Stub) -> Any:
+        return stub.get_task_context(message, timeout=CONTEXT_TIMEOUT_SECONDS)
+
+    response = _call(info, request, what="downloading the context", retry_seconds=retry_seconds)
+    return bytes(response.context)
+
+
 def all_gather(
     info: ClusterInfo,
     data: bytes,

@@ -174,7 +174,18 @@ export const api = {
   tensorboard: (id: string) => call("GET", `/api/v1/tensorboards/${encodeURIComponent(id)}`, t.tensorboardOne),
   launchTensorboard: (body: { experiment_ids: number[]; trial_ids: number[] }) =>
     call("POST", "/api/v1/tensorboards", t.tensorboardOne, body),
+  commands: () => call("GET", "/api/v1/commands", t.commandList),
+  notebooks: () => call("GET", "/api/v1/notebooks", t.notebookList),
+  shells: () => call("GET", "/api/v1/shells", t.shellList),
+  launchNotebook: (body: { config: Record<string, unknown>; template_name: string }) =>
+    call("POST", "/api/v1/notebooks", t.notebookOne, body),
+  /** Kill a command, notebook, shell or TensorBoard (`kind`: "commands", "notebooks", ...). */
+  killTask: (kind: TaskKind, id: string) => call("POST", `/api/v1/${kind}/${encodeURIComponent(id)}/kill`, ignore),
+  taskLogs: (id: string, q: { tail?: number; after_id?: number }) =>
+    call("GET", `/api/v1/tasks/${encodeURIComponent(id)}/logs${queryString({ ...q })}`, t.taskLogs),
 };
+
+export type TaskKind = "commands" | "notebooks" | "shells" | "tensorboards";
 
 export function errorMessage(e: unknown): string {
   if (e instanceof Error) return e.message;

@@ -472,7 +472,10 @@ export const masterInfo: Decoder<MasterInfo> = object<MasterInfo>({
 /** A TensorBoard task (`det tensorboard`); `service_address` is its path on the master. */
 export interface Tensorboard {
   id: string;
+  description: string;
   state: string;
+  start_time: number;
+  resource_pool: string;
   username: string;
   experiment_ids: number[];
   trial_ids: number[];
@@ -481,7 +484,10 @@ export interface Tensorboard {
 }
 export const tensorboard: Decoder<Tensorboard> = object<Tensorboard>({
   id: str,
+  description: optional(str, ""),
   state: str,
+  start_time: optional(num, 0),
+  resource_pool: optional(str, ""),
   username: str,
   experiment_ids: optional(array(int), []),
   trial_ids: optional(array(int), []),
@@ -492,3 +498,43 @@ export const tensorboardOne: Decoder<{ tensorboard: Tensorboard }> = object({ te
 export const tensorboardList: Decoder<{ tensorboards: Tensorboard[] }> = object({
   tensorboards: optional(array(tensorboard), []),
 });
+
+/** A command, notebook or shell (`det cmd|notebook|shell`), as the master lists them. */
+export interface InteractiveTask {
+  id: string;
+  description: string;
+  state: string;
+  start_time: number;
+  username: string;
+  resource_pool: string;
+  exit_status: string;
+  slots: number;
+  priority: number;
+  /** "/proxy/<id>/" for a notebook (where it is opened); "" for the others. */
+  service_address: string;
+}
+export const interactiveTask: Decoder<InteractiveTask> = object<InteractiveTask>({
+  id: str,
+  description: optional(str, ""),
+  state: str,
+  start_time: optional(num, 0),
+  username: str,
+  resource_pool: optional(str, ""),
+  exit_status: optional(str, ""),
+  slots: optional(int, 0),
+  priority: optional(int, 42),
+  service_address: optional(str, ""),
+});
+export const commandList: Decoder<InteractiveTask[]> = map(
+  object({ commands: optional(array(interactiveTask), []) }),
+  (r) => r.commands,
+);
+export const notebookList: Decoder<InteractiveTask[]> = map(
+  object({ notebooks: optional(array(interactiveTask), []) }),
+  (r) => r.notebooks,
+);
+export const shellList: Decoder<InteractiveTask[]> = map(
+  object({ shells: optional(array(interactiveTask), []) }),
+  (r) => r.shells,
+);
+export const notebookOne: Decoder<{ notebook: InteractiveTask }> = object({ notebook: interactiveTask });

@@ -5,6 +5,8 @@ type Props = {
   class?: string;
   title?: string;
   href?: string;
+  target?: string;
+  rel?: string;
   type?: string;
   value?: string;
   placeholder?: string;

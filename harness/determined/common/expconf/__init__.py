@@ -7,6 +7,12 @@ JSON form that tasks receive as ``DET_EXPERIMENT_CONFIG``.
 
 from __future__ import annotations
 
+from determined.common.expconf._command import (
+    NOTEBOOK_IDLE_TYPES,
+    CommandConfig,
+    parse_command_config,
+    parse_duration,
+)
 from determined.common.expconf._config import (
     CheckpointPolicy,
     ExperimentConfig,
@@ -64,6 +70,7 @@ from determined.common.expconf._yaml import load_yaml
 from determined.common.expconf._yaml import safe_load as safe_load_yaml
 
 __all__ = [
+    "NOTEBOOK_IDLE_TYPES",
     "AdaptiveASHASearcher",
     "AshaMode",
     "AsyncHalvingSearcher",
@@ -72,6 +79,7 @@ __all__ = [
     "CategoricalHP",
     "CheckpointPolicy",
     "CheckpointStorageConfig",
+    "CommandConfig",
     "ConstHP",
     "Device",
     "DeviceType",
@@ -111,6 +119,8 @@ __all__ = [
     "flatten_hparams",
     "load_yaml",
     "merge_defaults",
+    "parse_command_config",
+    "parse_duration",
     "parse_experiment_config",
     "safe_load_yaml",
     "unflatten_hparams",

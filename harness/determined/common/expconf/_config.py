@@ -172,6 +172,14 @@ def unused_settings(config: ExperimentConfig) -> list[str]:
     return unused
 
 
+def top_section(raw: Any, defaults: Mapping[str, Any] | None) -> Section:
+    """A whole config, read over ``defaults``; its problems are collected in its section."""
+    if not isinstance(raw, Mapping):
+        raise InvalidConfig([f"the config must be a mapping, got {describe(raw)}"])
+    merged = merge_defaults(raw, defaults) if defaults else raw
+    return Section(Problems(), "", merged)
+
+
 def parse_experiment_config(
     raw: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
 ) -> ExperimentConfig:
@@ -179,11 +187,8 @@ def parse_experiment_config(
 
     Raises ``InvalidConfig`` listing all problems, each as ``"<path>: <problem>"``.
     """
-    if not isinstance(raw, Mapping):
-        raise InvalidConfig([f"the config must be a mapping, got {describe(raw)}"])
-    merged = merge_defaults(raw, defaults) if defaults else raw
-    problems = Problems()
-    sec = Section(problems, "", merged)
+    sec = top_section(raw, defaults)
+    problems = sec.problems
     name = sec.string("name", None)
     description = sec.string("description", None)
     labels = sec.strings("labels")

@@ -1,0 +1,52 @@
+"""Commands (`det cmd run`): a config's entrypoint run once in its context on the slots it
+asked for; its output is its log and its exit code its result. ``Commands`` launches the
+three kinds this package runs (commands, notebooks, shells)."""
+
+from __future__ import annotations
+
+from determined.api.gen import v1
+from pydet.master.commands import notebooks, shells
+from pydet.master.commands.launcher import Launcher, shown, start_order
+from pydet.master.tasks.generic import GenericTask, GenericTasks, Kind, TaskType
+
+
+def to_proto(task: GenericTask) -> v1.Command:
+    return v1.Command(**shown(task), exit_code=task.exit_code)
+
+
+# How a kind's tasks are named when their config gives no description (Determined's).
+_LABELS = {TaskType.COMMAND: "Command", TaskType.NOTEBOOK: "JupyterLab", TaskType.SHELL: "Shell"}
+
+
+class Commands:
+    def __init__(self, generic: GenericTasks, launcher: Launcher) -> None:
+        self._generic = generic
+        self._launcher = launcher
+        info = generic.info
+        generic.register(
+            TaskType.COMMAND,
+            Kind(lambda task, alloc, agents: start_order(task, alloc, info, agents)),
+        )
+        notebooks.register(generic)
+        shells.register(generic)
+
+    async def launch(
+        self, task_type: TaskType, *, username: str, config: str, context: bytes
+    ) -> GenericTask:
+        """Queue a new command, notebook or shell."""
+        cfg = self._launcher.parse(config, task_type)
+        extra = (
+            notebooks.new_extra()
+            if task_type is TaskType.NOTEBOOK
+            else shells.new_extra()
+            if task_type is TaskType.SHELL
+            else {}
+        )
+        return await self._launcher.launch(
+            task_type,
+            username=username,
+            cfg=cfg,
+            context=context,
+            label=_LABELS[task_type],
+            extra=extra,
+        )

@@ -1,0 +1,157 @@
+"""`det cmd`: commands run as tasks on a real agent, their output streamed back and their
+exit code the CLI's, listed, prioritised, killed and logged like Determined's."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+from typing import Any
+
+import pytest
+
+from tests.cluster import Cluster, cluster_fixture, wait_until
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    yield from cluster_fixture(tmp_path_factory.mktemp("commands"), slots=2)
+
+
+def _launched(out: str) -> tuple[str, str]:
+    found = re.search(r"^Launched command \(id: ([0-9a-f-]{36}), name: (.+)\)\.$", out, re.M)
+    assert found is not None, out
+    return found.group(1), found.group(2)
+
+
+def _commands(cluster: Cluster) -> list[dict[str, Any]]:
+    return list(json.loads(cluster.det("cmd", "list", "-a", "--json").stdout))
+
+
+def test_a_command_streams_its_output_and_exits_with_its_code(cluster: Cluster) -> None:
+    ok = cluster.det("cmd", "run", "echo", "hello", "world")
+    cmd_id, name = _launched(ok.stdout)
+    assert name.startswith("Command (")
+    assert ok.stdout.splitlines()[1:] == ["hello world"]
+
+    failed = cluster.det("cmd", "run", "sh", "-c", "echo out; echo err >&2; exit 3", check=False)
+    assert failed.returncode == 3
+    assert failed.stdout.splitlines()[1:] == ["out"] and failed.stderr.strip() == "err"
+
+    # Its lines stay in its log, and `det task list` forgets it once it ended.
+    assert "hello world" in cluster.det("cmd", "logs", cmd_id).stdout
+    assert "hello world" in cluster.det("task", "logs", cmd_id).stdout
+    assert cmd_id not in cluster.det("task", "list").stdout
+
+
+def test_a_command_runs_in_its_context_with_its_config(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    ctx = tmp_path / "ctx"
+    (ctx / "data").mkdir(parents=True)
+    (ctx / "data" / "rows.txt").write_text("1\n2\n3\n")
+    extra = tmp_path / "extra.txt"
+    extra.write_text("included\n")
+    config = tmp_path / "cmd.yaml"
+    config.write_text(
+        "description: count rows\n"
+        "environment:\n  environment_variables: [GREETING=hi]\n"
+        "resources: {slots: 0}\n"
+    )
+    out = cluster.det(
+        "cmd",
+        "run",
+        "--config-file",
+        str(config),
+        "--config",
+        "resources.priority=7",
+        "-c",
+        str(ctx),
+        "-i",
+        str(extra),
+        "sh",
+        "-c",
+        'wc -l < data/rows.txt; cat extra.txt; echo "$GREETING $DET_TASK_TYPE $DET_SLOT_IDS"',
+    ).stdout
+    cmd_id, name = _launched(out)
+    assert name == "count rows"
+    assert out.splitlines()[1:] == ["3", "included", "hi COMMAND []"]
+    shown = cluster.det("cmd", "config", cmd_id).stdout
+    assert "description: count rows" in shown and "priority: 7" in shown and "slots: 0" in shown
+
+
+def test_a_detached_command_is_listed_prioritised_and_killed(cluster: Cluster) -> None:
+    cmd_id = cluster.det("cmd", "run", "-d", "sleep", "600").stdout.strip()
+    assert re.fullmatch(r"[0-9a-f-]{36}", cmd_id)
+    wait_until(
+        lambda: any(
+            c["id"] == cmd_id and c["state"] == "STATE_RUNNING" for c in _commands(cluster)
+        ),
+        60,
+        "the command to run",
+    )
+    (listed,) = [c for c in _commands(cluster) if c["id"] == cmd_id]
+    assert listed["username"] == "admin" and listed["slots"] == 1
+    assert cmd_id in cluster.det("cmd", "list", "-q").stdout.split()
+
+    prefix = cmd_id[:8]
+    out = cluster.det("cmd", "set", "priority", prefix, "12").stdout
+    assert f"Set priority of command {cmd_id} to 12" in out
+    jobs = json.loads(cluster.det("job", "list", "--json").stdout)
+    (job,) = [j for j in jobs if j["job_id"] == cmd_id]
+    assert job["type"] == "TYPE_COMMAND" and job["priority"] == 12
+    assert job["acquired_slots"] == 1 and job["name"] == listed["description"]
+    tasks = json.loads(cluster.det("task", "list", "--json").stdout)
+    (summary,) = [t for t in tasks.values() if t["task_id"] == cmd_id]
+    assert summary["name"] == listed["description"] and summary["slots_needed"] == 1
+
+    assert f"Killed command {cmd_id}" in cluster.det("cmd", "kill", cmd_id).stdout
+    wait_until(lambda: cmd_id not in cluster.det("cmd", "list", "-q").stdout, 30, "the kill")
+    ended = cluster.get(f"/api/v1/commands/{cmd_id}")["command"]
+    assert ended["state"] == "STATE_TERMINATED" and ended["exit_status"] == "killed"
+
+
+def test_commands_name_what_is_wrong(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    proc = cluster.det("cmd", "run", check=False)
+    assert proc.returncode == 1 and "name the command to run" in proc.stderr
+    proc = cluster.det("cmd", "run", "--config", "resources.slotz=1", "true", check=False)
+    assert proc.returncode == 1 and "resources.slotz: unknown key" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = cluster.det("cmd", "run", "--config", "resources.resource_pool=gpu", "true", check=False)
+    assert proc.returncode == 1 and "no resource pool named 'gpu'" in proc.stderr
+    proc = cluster.det("cmd", "run", "-c", str(tmp_path / "nowhere"), "true", check=False)
+    assert proc.returncode == 1 and "not a directory" in proc.stderr
+    proc = cluster.det("cmd", "run", "no-such-program-here", check=False)
+    assert proc.returncode == 127 and "no-such-program-here" in proc.stderr
+    for verb in (("kill",), ("logs",), ("config",), ("set", "priority")):
+        args = [*verb, "no-such-id"] + (["5"] if verb[0] == "set" else [])
+        proc = cluster.det("cmd", *args, check=False)
+        assert proc.returncode == 1 and "command no-such-id not found" in proc.stderr, proc
+
+
+def test_a_template_fills_in_a_commands_config(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    template = tmp_path / "template.yaml"
+    template.write_text(
+        "description: from the template\n"
+        "environment:\n  environment_variables: [FROM_TEMPLATE=yes]\n"
+        "resources: {priority: 30}\n"
+    )
+    cluster.det("template", "set", "cmd-defaults", str(template))
+    out = cluster.det(
+        "cmd",
+        "run",
+        "--template",
+        "cmd-defaults",
+        "--config",
+        "resources.priority=12",
+        "sh",
+        "-c",
+        "echo $FROM_TEMPLATE",
+    ).stdout
+    cmd_id, name = _launched(out)
+    assert name == "from the template"
+    assert out.splitlines()[1:] == ["yes"], out
+    # The config's own settings win over the template's.
+    assert "priority: 12" in cluster.det("cmd", "config", cmd_id).stdout
+    proc = cluster.det("cmd", "run", "--template", "no-such-template", "true", check=False)
+    assert proc.returncode == 1 and "no template named 'no-such-template'" in proc.stderr
