@@ -145,13 +145,26 @@ class Service:
             return await awaitable
 
     def master_info(self) -> v1.GetMasterResponse:
-        shown = self.messages.shown()
         return v1.GetMasterResponse(
             version=self.version,
             cluster_id=self.info.cluster_id,
             cluster_name="pydet",
-            cluster_message=None if shown is None else shown.to_proto(),
+            cluster_message=self._banner(),
         )
+
+    def _banner(self) -> v1.ClusterMessage | None:
+        """The message every client shows: a full disk under the store outranks the admins'
+        message, since every change anyone makes is refused until there is space."""
+        disk = self.db.disk
+        if disk.full:
+            return v1.ClusterMessage(
+                message=f"The master's disk is full at {disk.where}: changes are refused"
+                " until there is space.",
+                start_time=disk.since,
+                created_time=disk.since,
+            )
+        shown = self.messages.shown()
+        return None if shown is None else shown.to_proto()
 
     # -- experiments -------------------------------------------------------------------------
 

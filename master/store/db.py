@@ -41,6 +41,7 @@ import contextvars
 import logging
 import os
 import pathlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,10 +108,12 @@ class DiskFull:
     def __init__(self, where: str) -> None:
         self.where = where
         self.full = False
+        self.since = 0.0  # when the disk was found full (epoch seconds)
 
     def error(self) -> errors.ResourceExhausted:
         if not self.full:
             self.full = True
+            self.since = time.time()
             log.warning(
                 "the master's disk is full at %s: writes are refused (RESOURCE_EXHAUSTED) and"
                 " retried by their callers until there is space",

@@ -2,7 +2,7 @@
 
 import "uplot/dist/uPlot.min.css";
 import "./styles.css";
-import { ApiError, api, errorMessage, whenUnauthenticated } from "./api/client";
+import { ApiError, api, errorMessage, whenDiskFull, whenUnauthenticated } from "./api/client";
 import { clusterPage } from "./pages/cluster";
 import { experimentPage } from "./pages/experiment";
 import { experimentsPage } from "./pages/experiments";
@@ -95,6 +95,11 @@ currentUser.subscribe((user) => {
   sidebar.el.hidden = user === null;
   if (user === null) return;
   void sidebar.refresh();
+  showClusterMessage();
+});
+
+/** The banner: the admins' cluster message, or the master's word that its disk is full. */
+function showClusterMessage(): void {
   api.master().then(
     (m) => {
       banner.textContent = m.cluster_message?.message ?? "";
@@ -102,7 +107,12 @@ currentUser.subscribe((user) => {
     },
     () => {},
   );
-});
+}
+// Read again when a change is refused for a full disk, and once a minute (it may clear).
+whenDiskFull(showClusterMessage);
+window.setInterval(() => {
+  if (currentUser.get() !== null) showClusterMessage();
+}, 60_000);
 
 const router = new Router(
   routes,

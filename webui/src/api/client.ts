@@ -34,6 +34,7 @@ export function queryString(query: Query): string {
 export const LOGIN_ROUTE = "/api/v1/auth/login";
 
 let onUnauthenticated: () => void = () => {};
+let onDiskFull: () => void = () => {};
 
 /**
  * What to do when the master answers 401 (no session, or it ended): the frame sends the user
@@ -41,6 +42,11 @@ let onUnauthenticated: () => void = () => {};
  */
 export function whenUnauthenticated(handler: () => void): void {
   onUnauthenticated = handler;
+}
+
+/** What to do when the master answers 507 (its disk is full): the frame shows the banner. */
+export function whenDiskFull(handler: () => void): void {
+  onDiskFull = handler;
 }
 
 // The master takes a state-changing call only as application/json from its own origin: a
@@ -67,6 +73,7 @@ async function call<T>(method: string, path: string, decoder: Decoder<T>, body?:
     throw new ApiError("cannot reach the master; is it running?", 0);
   }
   if (response.status === 401 && path !== LOGIN_ROUTE) onUnauthenticated();
+  if (response.status === 507) onDiskFull();
   let payload: unknown;
   try {
     payload = await response.json();
