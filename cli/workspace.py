@@ -1,5 +1,5 @@
 """`det workspace|w`: workspaces, as Determined's CLI has them (list, list-projects, create,
-describe, edit, archive, unarchive, delete). A workspace is named by its name."""
+describe, edit, archive, unarchive, delete, list-pools). A workspace is named by its name."""
 
 from __future__ import annotations
 
@@ -42,6 +42,10 @@ def add_parser(nouns: Subparsers) -> None:
     add_sort_flags(p, "projects")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=list_projects)
+
+    p = verbs.add_parser("list-pools", help="list the resource pools available to a workspace")
+    p.add_argument("workspace_name", metavar="WORKSPACE")
+    p.set_defaults(func=list_pools)
 
     p = verbs.add_parser("create", help="create a workspace")
     p.add_argument("name", metavar="NAME", help="its name (unique in the cluster)")
@@ -115,6 +119,20 @@ async def by_name(s: client.Session, name: str) -> v1.Workspace:
     if not found:
         raise errors.NotFound(f"workspace {name!r} not found")
     return found[0]
+
+
+def list_pools(args: argparse.Namespace) -> int:
+    """The pools bound to the workspace and the shared ones."""
+
+    async def body(s: client.Session) -> list[str]:
+        w = await by_name(s, args.workspace_name)
+        req = v1.ListRPsBoundToWorkspaceRequest(workspace_id=w.id)
+        return list((await s.call(s.stub.list_r_ps_bound_to_workspace(req))).resource_pools)
+
+    pools = rpc.run(args.master, body)
+    headers = ("Workspace", "Available Resource Pools")
+    print(render.table(headers, [[args.workspace_name, ", ".join(pools)]]))
+    return 0
 
 
 def _print_workspaces(workspaces: list[v1.Workspace], args: argparse.Namespace) -> None:

@@ -533,6 +533,32 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         await self.s.org.archive_workspace(message.id, False)
         return v1.UnarchiveWorkspaceResponse()
 
+    async def bind_rp_to_workspace(
+        self, message: v1.BindRpToWorkspaceRequest
+    ) -> v1.BindRpToWorkspaceResponse:
+        return await self.s.org.bind_rp_to_workspace(message)
+
+    async def unbind_rp_from_workspace(
+        self, message: v1.UnbindRpFromWorkspaceRequest
+    ) -> v1.UnbindRpFromWorkspaceResponse:
+        return await self.s.org.unbind_rp_from_workspace(message)
+
+    async def overwrite_rp_workspace_bindings(
+        self, message: v1.OverwriteRpWorkspaceBindingsRequest
+    ) -> v1.OverwriteRpWorkspaceBindingsResponse:
+        return await self.s.org.overwrite_rp_workspace_bindings(message)
+
+    async def list_workspaces_bound_to_rp(
+        self, message: v1.ListWorkspacesBoundToRpRequest
+    ) -> v1.ListWorkspacesBoundToRpResponse:
+        return await self.s.org.list_workspaces_bound_to_rp(message)
+
+    # (betterproto's name for ListRPsBoundToWorkspace)
+    async def list_r_ps_bound_to_workspace(
+        self, message: v1.ListRPsBoundToWorkspaceRequest
+    ) -> v1.ListRPsBoundToWorkspaceResponse:
+        return await self.s.org.list_rps_bound_to_workspace(message)
+
     async def get_project(self, message: v1.GetProjectRequest) -> v1.GetProjectResponse:
         return await self.s.org.get_project(message)
 

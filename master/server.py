@@ -159,7 +159,8 @@ class Master:
         logs.watch(LogPolicyWatch(live, task_list, store).observe)
         generic = GenericTasks(self.db, task_list, logs, info)
         tensorboards = Tensorboards(self.db, generic, info)
-        commands = Commands(generic, Launcher(generic, info))
+        organization = Organization(self.db, info.pools, info.default_pool)
+        commands = Commands(generic, Launcher(generic, info, organization.bindings))
         tasks = TaskManager(
             self.db,
             agents,
@@ -199,7 +200,6 @@ class Master:
         hooks = Webhooks(
             self.db, WebhookStore(self.db), events, Sender(signing_key=signing_key.encode())
         )
-        organization = Organization(self.db, info.pools)
         service = Service(
             db=self.db,
             lock=lock,

@@ -173,6 +173,12 @@ class Service:
             if not req.unmanaged:
                 cfg = self.experiments.validate(text, place.defaults)
                 await self._check_constraints(cfg)
+                await self.organization.bindings.check(
+                    cfg.resources.resource_pool,
+                    place.project.workspace_id,
+                    place.project.workspace_name,
+                    field="resources.resource_pool",
+                )
             if req.validate_only and not req.unmanaged:
                 return v1.CreateExperimentResponse(
                     config=json.dumps(redaction.redacted(cfg.to_dict()))

@@ -27,6 +27,7 @@ request message, before the call reaches the domain. The rules:
   its owner or an admin. Moving an experiment is for
   its owner or an admin, and a non-admin moves experiments (and projects) only into a
   workspace they own, or into the default one, where everybody's experiments go.
+- Binding resource pools to workspaces is for admins; any user lists the bindings.
 - Running the cluster: the master's config, the cluster-wide message, slots, log cleanup
   and config policies are for admins; the master's log, resource use and the policies in
   force for any user; an experiment's gc policy and log retention for its owner or an admin.
@@ -723,6 +724,11 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/MoveExperiment": move_experiments,
     "/v1.Determined/MoveExperiments": move_experiments,
     "/v1.Determined/GetExperimentLabels": user,
+    "/v1.Determined/BindRPToWorkspace": admin,
+    "/v1.Determined/UnbindRPFromWorkspace": admin,
+    "/v1.Determined/OverwriteRPWorkspaceBindings": admin,
+    "/v1.Determined/ListWorkspacesBoundToRP": user,
+    "/v1.Determined/ListRPsBoundToWorkspace": user,
     "/v1.Determined/GetWorkspace": user,
     "/v1.Determined/GetWorkspaces": user,
     "/v1.Determined/GetWorkspaceProjects": user,

@@ -487,4 +487,14 @@ MIGRATIONS: list[Migration] = [
     CREATE INDEX generic_tasks_state ON generic_tasks (state);
     CREATE INDEX task_logs_task ON task_logs (task_id, id);
     """,
+    # 25: resource pools bound to workspaces (master/workspaces/pool_bindings.py): a bound
+    # pool runs only its workspaces' experiments and tasks; a pool with no row is shared.
+    """
+    CREATE TABLE rp_workspace_bindings (
+        pool_name TEXT NOT NULL,
+        workspace_id INTEGER NOT NULL,
+        PRIMARY KEY (pool_name, workspace_id)
+    );
+    CREATE INDEX rp_workspace_bindings_workspace ON rp_workspace_bindings (workspace_id);
+    """,
 ]

@@ -16,7 +16,7 @@ from typing import Any
 
 from determined.common import errors, expconf
 from pydet.master.store.db import Database, Row
-from pydet.master.workspaces import listing, names
+from pydet.master.workspaces import listing, names, pool_bindings
 
 # Workspace (and project) 1: Determined's "Uncategorized".
 DEFAULT_ID = 1
@@ -88,10 +88,17 @@ class WorkspaceStore:
         self._db = db
         self._pools = tuple(pools)
 
-    def _pool(self, field: str, pool: str) -> str:
+    async def _pool(self, field: str, pool: str, workspace_id: int = 0) -> str:
+        """A default pool for the workspace (0: a new one): it exists and is bound to no
+        other workspace (``pool_bindings``)."""
         if pool and pool not in self._pools:
             raise errors.InvalidArgument(
                 f"{field}: no resource pool named {pool!r}; the pools are {', '.join(self._pools)}"
+            )
+        if pool and pool not in await pool_bindings.available(self._db, [pool], workspace_id):
+            raise errors.FailedPrecondition(
+                f"{field}: resource pool {pool!r} is bound to other workspaces and is not "
+                "available to this one"
             )
         return pool
 
@@ -144,8 +151,8 @@ class WorkspaceStore:
     ) -> Workspace:
         names.check_name("workspace", name)
         storage = _storage(checkpoint_storage)
-        compute = self._pool("default_compute_pool", default_compute_pool)
-        aux = self._pool("default_aux_pool", default_aux_pool)
+        compute = await self._pool("default_compute_pool", default_compute_pool)
+        aux = await self._pool("default_aux_pool", default_aux_pool)
         async with self._db.atomic():
             await self._unique(name)
             workspace_id = await self._db.execute(
@@ -190,10 +197,12 @@ class WorkspaceStore:
             params.append(_storage(checkpoint_storage))
         if default_compute_pool is not None:
             sets.append("default_compute_pool = ?")
-            params.append(self._pool("default_compute_pool", default_compute_pool))
+            params.append(
+                await self._pool("default_compute_pool", default_compute_pool, workspace_id)
+            )
         if default_aux_pool is not None:
             sets.append("default_aux_pool = ?")
-            params.append(self._pool("default_aux_pool", default_aux_pool))
+            params.append(await self._pool("default_aux_pool", default_aux_pool, workspace_id))
         async with self._db.atomic():
             current = await self._changeable(workspace_id, "changed")
             if current.archived and sets:
@@ -237,4 +246,7 @@ class WorkspaceStore:
                     " move or delete them first"
                 )
             await self._db.execute("DELETE FROM projects WHERE workspace_id = ?", (workspace_id,))
+            await self._db.execute(
+                "DELETE FROM rp_workspace_bindings WHERE workspace_id = ?", (workspace_id,)
+            )
             await self._db.execute("DELETE FROM workspaces WHERE id = ?", (workspace_id,))

@@ -757,8 +757,13 @@ ADMIN_ONLY = [
     "CleanupLogs",
     "PutGlobalConfigPolicies",
     "DeleteGlobalConfigPolicies",
+    "BindRPToWorkspace",
+    "UnbindRPFromWorkspace",
+    "OverwriteRPWorkspaceBindings",
 ]
 ANY_USER = [
+    "ListWorkspacesBoundToRP",
+    "ListRPsBoundToWorkspace",
     "MasterLogs",
     "ResourceAllocationRaw",
     "ResourceAllocationAggregated",

@@ -26,6 +26,8 @@ __all__ = (
     "ArchiveWorkspaceRequest",
     "ArchiveWorkspaceResponse",
     "BindMount",
+    "BindRpToWorkspaceRequest",
+    "BindRpToWorkspaceResponse",
     "Checkpoint",
     "CheckpointsRemoveFilesRequest",
     "CheckpointsRemoveFilesResponse",
@@ -209,6 +211,10 @@ __all__ = (
     "LaunchShellResponse",
     "LaunchTensorboardRequest",
     "LaunchTensorboardResponse",
+    "ListRPsBoundToWorkspaceRequest",
+    "ListRPsBoundToWorkspaceResponse",
+    "ListWorkspacesBoundToRpRequest",
+    "ListWorkspacesBoundToRpResponse",
     "LogConfig",
     "LogEntry",
     "LogLine",
@@ -235,6 +241,8 @@ __all__ = (
     "Note",
     "Notebook",
     "OrderBy",
+    "OverwriteRpWorkspaceBindingsRequest",
+    "OverwriteRpWorkspaceBindingsResponse",
     "Pagination",
     "PatchExperiment",
     "PatchExperimentRequest",
@@ -364,6 +372,8 @@ __all__ = (
     "UnarchiveProjectResponse",
     "UnarchiveWorkspaceRequest",
     "UnarchiveWorkspaceResponse",
+    "UnbindRpFromWorkspaceRequest",
+    "UnbindRpFromWorkspaceResponse",
     "UpdateJobQueueRequest",
     "UpdateJobQueueResponse",
     "User",
@@ -1223,6 +1233,32 @@ class BindMount(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "BindMount", BindMount)
+
+
+@dataclass(eq=False, repr=False)
+class BindRpToWorkspaceRequest(betterproto2.Message):
+    """
+    Resource pools bound to workspaces: a bound pool runs only the experiments and tasks of
+    the workspaces it is bound to; an unbound one is shared. Workspaces are named by id or
+    by name (both lists count). The default pool cannot be bound.
+    """
+
+    resource_pool_name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    workspace_ids: "list[int]" = betterproto2.field(2, betterproto2.TYPE_INT32, repeated=True)
+
+    workspace_names: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
+
+
+default_message_pool.register_message("v1", "BindRPToWorkspaceRequest", BindRpToWorkspaceRequest)
+
+
+@dataclass(eq=False, repr=False)
+class BindRpToWorkspaceResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message("v1", "BindRPToWorkspaceResponse", BindRpToWorkspaceResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -3538,6 +3574,73 @@ default_message_pool.register_message("v1", "LaunchTensorboardResponse", LaunchT
 
 
 @dataclass(eq=False, repr=False)
+class ListRPsBoundToWorkspaceRequest(betterproto2.Message):
+    """
+    The pools a workspace's experiments and tasks may use: those bound to it and the
+    unbound ones.
+    """
+
+    workspace_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    offset: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+    limit: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+    """
+    0: all.
+    """
+
+
+default_message_pool.register_message(
+    "v1", "ListRPsBoundToWorkspaceRequest", ListRPsBoundToWorkspaceRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class ListRPsBoundToWorkspaceResponse(betterproto2.Message):
+    resource_pools: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message(
+    "v1", "ListRPsBoundToWorkspaceResponse", ListRPsBoundToWorkspaceResponse
+)
+
+
+@dataclass(eq=False, repr=False)
+class ListWorkspacesBoundToRpRequest(betterproto2.Message):
+    resource_pool_name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    offset: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+    limit: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+    """
+    0: all.
+    """
+
+
+default_message_pool.register_message(
+    "v1", "ListWorkspacesBoundToRPRequest", ListWorkspacesBoundToRpRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class ListWorkspacesBoundToRpResponse(betterproto2.Message):
+    workspace_ids: "list[int]" = betterproto2.field(1, betterproto2.TYPE_INT32, repeated=True)
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message(
+    "v1", "ListWorkspacesBoundToRPResponse", ListWorkspacesBoundToRpResponse
+)
+
+
+@dataclass(eq=False, repr=False)
 class LogConfig(betterproto2.Message):
     """
     What PatchMasterConfig can change: Determined's log settings.
@@ -3975,6 +4078,34 @@ class Notebook(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "Notebook", Notebook)
+
+
+@dataclass(eq=False, repr=False)
+class OverwriteRpWorkspaceBindingsRequest(betterproto2.Message):
+    """
+    The pool's bindings become exactly these workspaces (none: the pool is shared again).
+    """
+
+    resource_pool_name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    workspace_ids: "list[int]" = betterproto2.field(2, betterproto2.TYPE_INT32, repeated=True)
+
+    workspace_names: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
+
+
+default_message_pool.register_message(
+    "v1", "OverwriteRPWorkspaceBindingsRequest", OverwriteRpWorkspaceBindingsRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class OverwriteRpWorkspaceBindingsResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message(
+    "v1", "OverwriteRPWorkspaceBindingsResponse", OverwriteRpWorkspaceBindingsResponse
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -6075,6 +6206,30 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
+class UnbindRpFromWorkspaceRequest(betterproto2.Message):
+    resource_pool_name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    workspace_ids: "list[int]" = betterproto2.field(2, betterproto2.TYPE_INT32, repeated=True)
+
+    workspace_names: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
+
+
+default_message_pool.register_message(
+    "v1", "UnbindRPFromWorkspaceRequest", UnbindRpFromWorkspaceRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class UnbindRpFromWorkspaceResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message(
+    "v1", "UnbindRPFromWorkspaceResponse", UnbindRpFromWorkspaceResponse
+)
+
+
+@dataclass(eq=False, repr=False)
 class UpdateJobQueueRequest(betterproto2.Message):
     """
     Applied all or nothing.
@@ -7113,6 +7268,99 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             "/v1.Determined/GetResourcePools",
             message,
             GetResourcePoolsResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def bind_rp_to_workspace(
+        self,
+        message: "BindRpToWorkspaceRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "BindRpToWorkspaceResponse":
+        """
+        Pool-to-workspace bindings: admins bind, anybody lists.
+        """
+
+        return await self._unary_unary(
+            "/v1.Determined/BindRPToWorkspace",
+            message,
+            BindRpToWorkspaceResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def unbind_rp_from_workspace(
+        self,
+        message: "UnbindRpFromWorkspaceRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "UnbindRpFromWorkspaceResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/UnbindRPFromWorkspace",
+            message,
+            UnbindRpFromWorkspaceResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def overwrite_rp_workspace_bindings(
+        self,
+        message: "OverwriteRpWorkspaceBindingsRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "OverwriteRpWorkspaceBindingsResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/OverwriteRPWorkspaceBindings",
+            message,
+            OverwriteRpWorkspaceBindingsResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def list_workspaces_bound_to_rp(
+        self,
+        message: "ListWorkspacesBoundToRpRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ListWorkspacesBoundToRpResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/ListWorkspacesBoundToRP",
+            message,
+            ListWorkspacesBoundToRpResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def list_r_ps_bound_to_workspace(
+        self,
+        message: "ListRPsBoundToWorkspaceRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ListRPsBoundToWorkspaceResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/ListRPsBoundToWorkspace",
+            message,
+            ListRPsBoundToWorkspaceResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
@@ -9343,6 +9591,39 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def bind_rp_to_workspace(
+        self, message: "BindRpToWorkspaceRequest"
+    ) -> "BindRpToWorkspaceResponse":
+        """
+        Pool-to-workspace bindings: admins bind, anybody lists.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def unbind_rp_from_workspace(
+        self, message: "UnbindRpFromWorkspaceRequest"
+    ) -> "UnbindRpFromWorkspaceResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def overwrite_rp_workspace_bindings(
+        self, message: "OverwriteRpWorkspaceBindingsRequest"
+    ) -> "OverwriteRpWorkspaceBindingsResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def list_workspaces_bound_to_rp(
+        self, message: "ListWorkspacesBoundToRpRequest"
+    ) -> "ListWorkspacesBoundToRpResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def list_r_ps_bound_to_workspace(
+        self, message: "ListRPsBoundToWorkspaceRequest"
+    ) -> "ListRPsBoundToWorkspaceResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def get_jobs(self, message: "GetJobsRequest") -> "GetJobsResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
@@ -10293,6 +10574,50 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         request = await stream.recv_message()
         assert request is not None
         response = await self.get_resource_pools(request)
+        await stream.send_message(response)
+
+    async def __rpc_bind_rp_to_workspace(
+        self, stream: "grpclib.server.Stream[BindRpToWorkspaceRequest, BindRpToWorkspaceResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.bind_rp_to_workspace(request)
+        await stream.send_message(response)
+
+    async def __rpc_unbind_rp_from_workspace(
+        self,
+        stream: "grpclib.server.Stream[UnbindRpFromWorkspaceRequest, UnbindRpFromWorkspaceResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.unbind_rp_from_workspace(request)
+        await stream.send_message(response)
+
+    async def __rpc_overwrite_rp_workspace_bindings(
+        self,
+        stream: "grpclib.server.Stream[OverwriteRpWorkspaceBindingsRequest, OverwriteRpWorkspaceBindingsResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.overwrite_rp_workspace_bindings(request)
+        await stream.send_message(response)
+
+    async def __rpc_list_workspaces_bound_to_rp(
+        self,
+        stream: "grpclib.server.Stream[ListWorkspacesBoundToRpRequest, ListWorkspacesBoundToRpResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.list_workspaces_bound_to_rp(request)
+        await stream.send_message(response)
+
+    async def __rpc_list_r_ps_bound_to_workspace(
+        self,
+        stream: "grpclib.server.Stream[ListRPsBoundToWorkspaceRequest, ListRPsBoundToWorkspaceResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.list_r_ps_bound_to_workspace(request)
         await stream.send_message(response)
 
     async def __rpc_get_jobs(
@@ -11437,6 +11762,36 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 GetResourcePoolsRequest,
                 GetResourcePoolsResponse,
+            ),
+            "/v1.Determined/BindRPToWorkspace": grpclib.const.Handler(
+                self.__rpc_bind_rp_to_workspace,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                BindRpToWorkspaceRequest,
+                BindRpToWorkspaceResponse,
+            ),
+            "/v1.Determined/UnbindRPFromWorkspace": grpclib.const.Handler(
+                self.__rpc_unbind_rp_from_workspace,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                UnbindRpFromWorkspaceRequest,
+                UnbindRpFromWorkspaceResponse,
+            ),
+            "/v1.Determined/OverwriteRPWorkspaceBindings": grpclib.const.Handler(
+                self.__rpc_overwrite_rp_workspace_bindings,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                OverwriteRpWorkspaceBindingsRequest,
+                OverwriteRpWorkspaceBindingsResponse,
+            ),
+            "/v1.Determined/ListWorkspacesBoundToRP": grpclib.const.Handler(
+                self.__rpc_list_workspaces_bound_to_rp,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                ListWorkspacesBoundToRpRequest,
+                ListWorkspacesBoundToRpResponse,
+            ),
+            "/v1.Determined/ListRPsBoundToWorkspace": grpclib.const.Handler(
+                self.__rpc_list_r_ps_bound_to_workspace,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                ListRPsBoundToWorkspaceRequest,
+                ListRPsBoundToWorkspaceResponse,
             ),
             "/v1.Determined/GetJobs": grpclib.const.Handler(
                 self.__rpc_get_jobs,
