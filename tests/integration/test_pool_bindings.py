@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.cluster import Cluster, running
+from tests.cluster import one_line_error as error
 
 POOLS = "resource_pools:\n  - pool_name: default\n  - pool_name: gpu\n"
 
@@ -18,14 +19,6 @@ POOLS = "resource_pools:\n  - pool_name: default\n  - pool_name: gpu\n"
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("cluster")
     yield from running(Cluster(root, master_config=POOLS), lambda c: c.start_master())
-
-
-def error(cluster: Cluster, *args: str) -> str:
-    proc = cluster.det(*args, check=False)
-    assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), proc.stderr
-    return lines[0]
 
 
 def config(tmp: pathlib.Path, *extra: str) -> pathlib.Path:
