@@ -160,7 +160,8 @@ class Master:
         generic = GenericTasks(self.db, task_list, logs, info)
         tensorboards = Tensorboards(self.db, generic, info)
         organization = Organization(self.db, info.pools, info.default_pool)
-        commands = Commands(generic, Launcher(generic, info, organization.bindings))
+        launcher = Launcher(generic, info, organization.bindings)
+        commands = Commands(generic, launcher, organization)
         tasks = TaskManager(
             self.db,
             agents,

@@ -22,6 +22,7 @@ from pydet.master.cluster import policies
 from pydet.master.cluster.messages import ClusterMessages
 from pydet.master.cluster.policies import ConfigPolicies
 from pydet.master.commands.commands import Commands
+from pydet.master.commands.generic_tasks import NewTask, shown_config
 from pydet.master.events import EventBus
 from pydet.master.experiments import json_input, shown_state, warm_start
 from pydet.master.experiments.checkpoints import Checkpoints
@@ -612,6 +613,39 @@ class Service:
                 )
         except errors.InvalidArgument as e:
             raise _scrubbed(e, config) from None
+
+    async def create_generic_task(
+        self, req: v1.CreateGenericTaskRequest, username: str
+    ) -> GenericTask:
+        new = NewTask(
+            config=req.config,
+            context=req.context,
+            project_id=req.project_id,
+            forked_from=req.forked_from or "",
+            parent_id=req.parent_id or "",
+            inherit_context=req.inherit_context,
+            no_pause=req.no_pause,
+        )
+        try:
+            async with self.lock:
+                return await self.commands.trees.create(new, username=username)
+        except errors.InvalidArgument as e:
+            raise _scrubbed(e, req.config) from None
+
+    async def generic_task_config(self, task_id: str) -> str:
+        """A generic task's config (JSON), as it was filled."""
+        return json.dumps(shown_config(await self.commands.trees.get(task_id)))
+
+    async def steer_generic_task(self, task_id: str, action: str, *, root: bool = False) -> None:
+        """Pause, unpause or kill a generic task and its children (``root``: its tree)."""
+        trees = self.commands.trees
+        async with self.lock:
+            if action == "pause":
+                await trees.pause(task_id)
+            elif action == "unpause":
+                await trees.unpause(task_id)
+            else:
+                await trees.kill(task_id, from_root=root)
 
     def live_tasks(self, task_type: TaskType, users: list[str]) -> list[GenericTask]:
         return [t for t in self.generic.live(task_type) if not users or t.username in users]

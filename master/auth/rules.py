@@ -17,6 +17,8 @@ request message, before the call reaches the domain. The rules:
   checkpoint it started from), and can create, steer or read nothing else.
 - Webhooks are managed (created, listed, deleted) by admins, as in Determined; a task posts
   alerts (core_context.alert) for its own trial only.
+- Any user may start a generic task (a child only of their own) and read its config; its
+  owner or an admin pauses, unpauses or kills it.
 - Any user may start a TensorBoard, command, notebook or shell and list them; killing one,
   changing its priority, and opening it through the gateway's proxy (a page, a notebook's
   kernels, a shell's ssh) is for its owner or an admin. Its task may only report the address
@@ -515,6 +517,14 @@ async def owns_task(caller: Caller, task_id: str, noun: str, lookup: Lookup, wha
         )
 
 
+async def create_generic_task(caller: Caller, message: Any, lookup: Lookup) -> None:
+    """Any user creates a generic task; a child only of a task they own (pausing or killing
+    the parent reaches its children), unless they are an admin."""
+    await user(caller, message, lookup)
+    if message.parent_id:
+        await owns_task(caller, str(message.parent_id), "generic", lookup, "add a child to")
+
+
 def own_task_or_owner(field: str, noun: str) -> Rule:
     """The task itself (its own allocation's token), or its owner or an admin: a task's own
     context, a notebook's report of its idleness."""
@@ -809,6 +819,11 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/KillShell": owner_of_task("shell_id", "shell", "kill"),
     "/v1.Determined/SetShellPriority": owner_of_task("shell_id", "shell", "change the priority of"),
     "/v1.Determined/GetTaskContext": own_task_or_owner("task_id", ""),
+    "/v1.Determined/CreateGenericTask": create_generic_task,
+    "/v1.Determined/GetGenericTaskConfig": user,
+    "/v1.Determined/KillGenericTask": owner_of_task("task_id", "generic", "kill"),
+    "/v1.Determined/PauseGenericTask": owner_of_task("task_id", "generic", "pause"),
+    "/v1.Determined/UnpauseGenericTask": owner_of_task("task_id", "generic", "unpause"),
     "/v1.Agents/Connect": agent,
 }
 

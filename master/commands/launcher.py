@@ -25,6 +25,8 @@ TASK_ENTRY = ["python3", "-m", "determined.exec.launch"]
 # The task's config (JSON), and "1" when it was launched with a context to download.
 CONFIG_ENV = "DET_TASK_CONFIG"
 CONTEXT_ENV = "DET_TASK_CONTEXT"
+# The kinds whose config must have an entrypoint (notebooks and shells run their own).
+_RUNS_ENTRYPOINT = (TaskType.COMMAND, TaskType.GENERIC)
 # Where tasks go that name no workspace: Determined's "Uncategorized" (id 1).
 DEFAULT_WORKSPACE = (1, "Uncategorized")
 # Three words, as Determined names its tasks ("Command (adjective-noun-word)").
@@ -59,7 +61,7 @@ class Launcher:
         """The config ``text`` over the master's defaults (pool, and slots)."""
         raw = expconf.load_yaml(text) if text.strip() else {}
         defaults = {"resources": {"resource_pool": self._info.default_pool}}
-        cfg = expconf.parse_command_config(raw, defaults, entrypoint=task_type is TaskType.COMMAND)
+        cfg = expconf.parse_command_config(raw, defaults, entrypoint=task_type in _RUNS_ENTRYPOINT)
         pool = cfg.resources.resource_pool
         if pool not in self._info.pools:
             raise errors.InvalidArgument(

@@ -469,6 +469,32 @@ async def test_only_its_owner_or_an_admin_kills_a_command_or_changes_its_priorit
         await refused(rpc, TASK, message, lookup)
 
 
+async def test_a_generic_task_is_steered_by_its_owner_and_has_children_only_of_theirs(
+    lookup: authz.Lookup,
+) -> None:
+    await _task(lookup, "gen-1", "GENERIC")
+    await _task(lookup, "cmd-2", "COMMAND")
+    for rpc, message in (
+        ("PauseGenericTask", v1.PauseGenericTaskRequest(task_id="gen-1")),
+        ("UnpauseGenericTask", v1.UnpauseGenericTaskRequest(task_id="gen-1")),
+        ("KillGenericTask", v1.KillGenericTaskRequest(task_id="gen-1", kill_from_root=True)),
+        ("CreateGenericTask", v1.CreateGenericTaskRequest(config="{}", parent_id="gen-1")),
+    ):
+        await check(rpc, ALICE, message, lookup)
+        await check(rpc, ROOT, message, lookup)
+        assert "alice" not in await refused(rpc, BOB, message, lookup)
+        await refused(rpc, TASK, message, lookup)
+    # A command is not a generic task, whoever asks.
+    with pytest.raises(errors.NotFound):
+        await check("PauseGenericTask", ROOT, v1.PauseGenericTaskRequest(task_id="cmd-2"), lookup)
+    for rpc, message in (
+        ("CreateGenericTask", v1.CreateGenericTaskRequest(config="entrypoint: true")),
+        ("GetGenericTaskConfig", v1.GetGenericTaskConfigRequest(task_id="gen-1")),
+    ):
+        await check(rpc, BOB, message, lookup)
+        await refused(rpc, TASK, message, lookup)
+
+
 async def test_a_notebook_is_steered_by_its_owner_and_reports_idleness_itself(
     lookup: authz.Lookup,
 ) -> None:

@@ -46,6 +46,8 @@ __all__ = (
     "ContinueExperimentResponse",
     "CreateExperimentRequest",
     "CreateExperimentResponse",
+    "CreateGenericTaskRequest",
+    "CreateGenericTaskResponse",
     "CreateTrialRequest",
     "CreateTrialResponse",
     "CustomWebhookEventData",
@@ -112,6 +114,8 @@ __all__ = (
     "GetExperimentTrialsResponse",
     "GetExperimentsRequest",
     "GetExperimentsResponse",
+    "GetGenericTaskConfigRequest",
+    "GetGenericTaskConfigResponse",
     "GetGlobalConfigPoliciesRequest",
     "GetGlobalConfigPoliciesResponse",
     "GetJobsRequest",
@@ -195,6 +199,8 @@ __all__ = (
     "KillCommandRequest",
     "KillCommandResponse",
     "KillContainer",
+    "KillGenericTaskRequest",
+    "KillGenericTaskResponse",
     "KillNotebookRequest",
     "KillNotebookResponse",
     "KillShellRequest",
@@ -268,6 +274,8 @@ __all__ = (
     "PatchWorkspace",
     "PatchWorkspaceRequest",
     "PatchWorkspaceResponse",
+    "PauseGenericTaskRequest",
+    "PauseGenericTaskResponse",
     "PostAllocationProxyAddressRequest",
     "PostAllocationProxyAddressResponse",
     "PostCheckpointMetadataRequest",
@@ -374,6 +382,8 @@ __all__ = (
     "UnarchiveWorkspaceResponse",
     "UnbindRpFromWorkspaceRequest",
     "UnbindRpFromWorkspaceResponse",
+    "UnpauseGenericTaskRequest",
+    "UnpauseGenericTaskResponse",
     "UpdateJobQueueRequest",
     "UpdateJobQueueResponse",
     "User",
@@ -1654,6 +1664,58 @@ default_message_pool.register_message("v1", "CreateExperimentResponse", CreateEx
 
 
 @dataclass(eq=False, repr=False)
+class CreateGenericTaskRequest(betterproto2.Message):
+    """
+    Generic tasks (det task create): a config's entrypoint run in its context, placed in a
+    project; a task may name a parent, and pausing or killing a task does the same to its
+    children (pause skips those created with no_pause).
+    """
+
+    config: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The task config (YAML or JSON): a command's, with preemption_timeout besides.
+    """
+
+    context: "bytes" = betterproto2.field(2, betterproto2.TYPE_BYTES)
+    """
+    The packed context directory; empty for none (or the parent's, or the forked task's).
+    """
+
+    project_id: "int | None" = betterproto2.field(3, betterproto2.TYPE_INT32, optional=True)
+    """
+    Where it goes; absent: the default project.
+    """
+
+    forked_from: "str | None" = betterproto2.field(4, betterproto2.TYPE_STRING, optional=True)
+    """
+    A task whose config (under this one) and context (if none is given) it starts from.
+    """
+
+    parent_id: "str | None" = betterproto2.field(5, betterproto2.TYPE_STRING, optional=True)
+
+    inherit_context: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
+    """
+    Take the parent's context (needs parent_id).
+    """
+
+    no_pause: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
+    """
+    Pausing the task (or its parent) leaves it running.
+    """
+
+
+default_message_pool.register_message("v1", "CreateGenericTaskRequest", CreateGenericTaskRequest)
+
+
+@dataclass(eq=False, repr=False)
+class CreateGenericTaskResponse(betterproto2.Message):
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "CreateGenericTaskResponse", CreateGenericTaskResponse)
+
+
+@dataclass(eq=False, repr=False)
 class CreateTrialRequest(betterproto2.Message):
     """
     A trial of an unmanaged experiment, made by the script that reports into it.
@@ -2424,6 +2486,26 @@ class GetExperimentTrialsResponse(betterproto2.Message):
 
 default_message_pool.register_message(
     "v1", "GetExperimentTrialsResponse", GetExperimentTrialsResponse
+)
+
+
+@dataclass(eq=False, repr=False)
+class GetGenericTaskConfigRequest(betterproto2.Message):
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "GetGenericTaskConfigRequest", GetGenericTaskConfigRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class GetGenericTaskConfigResponse(betterproto2.Message):
+    config: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "GetGenericTaskConfigResponse", GetGenericTaskConfigResponse
 )
 
 
@@ -3404,6 +3486,27 @@ class KillContainer(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "KillContainer", KillContainer)
+
+
+@dataclass(eq=False, repr=False)
+class KillGenericTaskRequest(betterproto2.Message):
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    kill_from_root: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
+    """
+    Kill the whole tree the task is in, from its root task down.
+    """
+
+
+default_message_pool.register_message("v1", "KillGenericTaskRequest", KillGenericTaskRequest)
+
+
+@dataclass(eq=False, repr=False)
+class KillGenericTaskResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message("v1", "KillGenericTaskResponse", KillGenericTaskResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -4504,6 +4607,27 @@ class PatchWorkspaceResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "PatchWorkspaceResponse", PatchWorkspaceResponse)
+
+
+@dataclass(eq=False, repr=False)
+class PauseGenericTaskRequest(betterproto2.Message):
+    """
+    Pause stops the task's process (its preemption signal, then a kill after its
+    preemption_timeout) and keeps the task; unpause queues it again.
+    """
+
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "PauseGenericTaskRequest", PauseGenericTaskRequest)
+
+
+@dataclass(eq=False, repr=False)
+class PauseGenericTaskResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message("v1", "PauseGenericTaskResponse", PauseGenericTaskResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -6226,6 +6350,24 @@ class UnbindRpFromWorkspaceResponse(betterproto2.Message):
 
 default_message_pool.register_message(
     "v1", "UnbindRPFromWorkspaceResponse", UnbindRpFromWorkspaceResponse
+)
+
+
+@dataclass(eq=False, repr=False)
+class UnpauseGenericTaskRequest(betterproto2.Message):
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "UnpauseGenericTaskRequest", UnpauseGenericTaskRequest)
+
+
+@dataclass(eq=False, repr=False)
+class UnpauseGenericTaskResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message(
+    "v1", "UnpauseGenericTaskResponse", UnpauseGenericTaskResponse
 )
 
 
@@ -9301,6 +9443,100 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def create_generic_task(
+        self,
+        message: "CreateGenericTaskRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "CreateGenericTaskResponse":
+        """
+        Generic tasks (det task create|fork|pause|unpause|kill): any user creates one (a child
+        only of their own task); its owner or an admin pauses, unpauses or kills it.
+        """
+
+        return await self._unary_unary(
+            "/v1.Determined/CreateGenericTask",
+            message,
+            CreateGenericTaskResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_generic_task_config(
+        self,
+        message: "GetGenericTaskConfigRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetGenericTaskConfigResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/GetGenericTaskConfig",
+            message,
+            GetGenericTaskConfigResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def kill_generic_task(
+        self,
+        message: "KillGenericTaskRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "KillGenericTaskResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/KillGenericTask",
+            message,
+            KillGenericTaskResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def pause_generic_task(
+        self,
+        message: "PauseGenericTaskRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "PauseGenericTaskResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/PauseGenericTask",
+            message,
+            PauseGenericTaskResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def unpause_generic_task(
+        self,
+        message: "UnpauseGenericTaskRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "UnpauseGenericTaskResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/UnpauseGenericTask",
+            message,
+            UnpauseGenericTaskResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
 
 from ..google import protobuf as _google__protobuf__
 
@@ -10181,6 +10417,40 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         """
         A command's, notebook's or shell's own task fetches the context it was launched with.
         """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def create_generic_task(
+        self, message: "CreateGenericTaskRequest"
+    ) -> "CreateGenericTaskResponse":
+        """
+        Generic tasks (det task create|fork|pause|unpause|kill): any user creates one (a child
+        only of their own task); its owner or an admin pauses, unpauses or kills it.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def get_generic_task_config(
+        self, message: "GetGenericTaskConfigRequest"
+    ) -> "GetGenericTaskConfigResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def kill_generic_task(
+        self, message: "KillGenericTaskRequest"
+    ) -> "KillGenericTaskResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def pause_generic_task(
+        self, message: "PauseGenericTaskRequest"
+    ) -> "PauseGenericTaskResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def unpause_generic_task(
+        self, message: "UnpauseGenericTaskRequest"
+    ) -> "UnpauseGenericTaskResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
@@ -11479,6 +11749,47 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         response = await self.get_task_context(request)
         await stream.send_message(response)
 
+    async def __rpc_create_generic_task(
+        self, stream: "grpclib.server.Stream[CreateGenericTaskRequest, CreateGenericTaskResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.create_generic_task(request)
+        await stream.send_message(response)
+
+    async def __rpc_get_generic_task_config(
+        self,
+        stream: "grpclib.server.Stream[GetGenericTaskConfigRequest, GetGenericTaskConfigResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.get_generic_task_config(request)
+        await stream.send_message(response)
+
+    async def __rpc_kill_generic_task(
+        self, stream: "grpclib.server.Stream[KillGenericTaskRequest, KillGenericTaskResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.kill_generic_task(request)
+        await stream.send_message(response)
+
+    async def __rpc_pause_generic_task(
+        self, stream: "grpclib.server.Stream[PauseGenericTaskRequest, PauseGenericTaskResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.pause_generic_task(request)
+        await stream.send_message(response)
+
+    async def __rpc_unpause_generic_task(
+        self, stream: "grpclib.server.Stream[UnpauseGenericTaskRequest, UnpauseGenericTaskResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.unpause_generic_task(request)
+        await stream.send_message(response)
+
     def __mapping__(self) -> "dict[str, grpclib.const.Handler]":
         return {
             "/v1.Determined/GetMaster": grpclib.const.Handler(
@@ -12416,5 +12727,35 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 GetTaskContextRequest,
                 GetTaskContextResponse,
+            ),
+            "/v1.Determined/CreateGenericTask": grpclib.const.Handler(
+                self.__rpc_create_generic_task,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                CreateGenericTaskRequest,
+                CreateGenericTaskResponse,
+            ),
+            "/v1.Determined/GetGenericTaskConfig": grpclib.const.Handler(
+                self.__rpc_get_generic_task_config,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                GetGenericTaskConfigRequest,
+                GetGenericTaskConfigResponse,
+            ),
+            "/v1.Determined/KillGenericTask": grpclib.const.Handler(
+                self.__rpc_kill_generic_task,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                KillGenericTaskRequest,
+                KillGenericTaskResponse,
+            ),
+            "/v1.Determined/PauseGenericTask": grpclib.const.Handler(
+                self.__rpc_pause_generic_task,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                PauseGenericTaskRequest,
+                PauseGenericTaskResponse,
+            ),
+            "/v1.Determined/UnpauseGenericTask": grpclib.const.Handler(
+                self.__rpc_unpause_generic_task,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                UnpauseGenericTaskRequest,
+                UnpauseGenericTaskResponse,
             ),
         }
