@@ -151,6 +151,7 @@ class Master:
                 "checkpoint_storage": self.cfg.storage(),
                 "resources": {"resource_pool": self.cfg.default_resource_pool},
             },
+            task_defaults=self.cfg.task_defaults(),
         )
         checkpoints = Checkpoints(self.db)
         store = ExperimentStore(self.db, events)

@@ -60,7 +60,10 @@ class Launcher:
     def parse(self, text: str, task_type: TaskType) -> expconf.CommandConfig:
         """The config ``text`` over the master's defaults (pool, and slots)."""
         raw = expconf.load_yaml(text) if text.strip() else {}
-        defaults = {"resources": {"resource_pool": self._info.default_pool}}
+        defaults = {
+            **self._info.task_defaults,
+            "resources": {"resource_pool": self._info.default_pool},
+        }
         cfg = expconf.parse_command_config(raw, defaults, entrypoint=task_type in _RUNS_ENTRYPOINT)
         pool = cfg.resources.resource_pool
         if pool not in self._info.pools:
