@@ -497,4 +497,9 @@ MIGRATIONS: list[Migration] = [
     );
     CREATE INDEX rp_workspace_bindings_workspace ON rp_workspace_bindings (workspace_id);
     """,
+    # 26: the workspace a template belongs to (det template create -w), as in Determined;
+    # the existing ones are the default workspace's.
+    """
+    ALTER TABLE templates ADD COLUMN workspace_id INTEGER NOT NULL DEFAULT 1;
+    """,
 ]

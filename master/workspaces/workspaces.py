@@ -227,8 +227,8 @@ class WorkspaceStore:
             )
 
     async def delete(self, workspace_id: int) -> None:
-        """Delete an empty workspace with its projects; one that holds experiments or models
-        is refused, saying how many."""
+        """Delete an empty workspace with its projects and pool bindings; one that holds
+        experiments, models or templates is refused, saying how many."""
         async with self._db.atomic():
             found = await self._changeable(workspace_id, "deleted")
             if found.num_experiments:
@@ -236,15 +236,18 @@ class WorkspaceStore:
                     f"workspace {found.name!r} holds {found.num_experiments} experiment"
                     f"{'s' if found.num_experiments != 1 else ''}; move or delete them first"
                 )
-            row = await self._db.fetch_one(
-                "SELECT COUNT(*) AS n FROM models WHERE workspace_id = ?", (workspace_id,)
-            )
-            models = row["n"] if row is not None else 0
-            if models:
-                raise errors.FailedPrecondition(
-                    f"workspace {found.name!r} holds {models} model{'s' if models != 1 else ''};"
-                    " move or delete them first"
+            for table, noun, what in (
+                ("models", "model", "move or delete them first"),
+                ("templates", "template", "remove them first (det template rm)"),
+            ):
+                row = await self._db.fetch_one(
+                    f"SELECT COUNT(*) AS n FROM {table} WHERE workspace_id = ?", (workspace_id,)
                 )
+                n = row["n"] if row is not None else 0
+                if n:
+                    raise errors.FailedPrecondition(
+                        f"workspace {found.name!r} holds {n} {noun}{'s' if n != 1 else ''}; {what}"
+                    )
             await self._db.execute("DELETE FROM projects WHERE workspace_id = ?", (workspace_id,))
             await self._db.execute(
                 "DELETE FROM rp_workspace_bindings WHERE workspace_id = ?", (workspace_id,)

@@ -6017,7 +6017,7 @@ class Template(betterproto2.Message):
 
     workspace_id: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
     """
-    Accepted for Determined's sake; pydet has one workspace.
+    The workspace it belongs to (0 when sent: the default one, or where it is).
     """
 
     username: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
