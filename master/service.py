@@ -49,6 +49,7 @@ from pydet.master.tasks.task_spec import MasterInfo
 from pydet.master.tasks.tensorboards import Tensorboards
 from pydet.master.webhooks.dispatch import Webhooks
 from pydet.master.workspaces.organization import Organization
+from pydet.master.workspaces.workspaces import DEFAULT_ID as DEFAULT_WORKSPACE
 
 T = TypeVar("T")
 
@@ -166,14 +167,16 @@ class Service:
             if parent is not None:
                 text = redaction.restore_secrets(text, parent)
         try:
-            text = await self.policies.apply_invariant(await self.templates.apply(text))
+            text = await self.templates.apply(text)
             # Where it goes (its project), and what its workspace fills its config with.
             place = await self.organization.placements.place(
                 expconf.load_yaml(text), req.project_id
             )
+            workspace_id = place.project.workspace_id
+            text = await self.policies.apply_invariant(text, workspace_id)
             if not req.unmanaged:
                 cfg = self.experiments.validate(text, place.defaults)
-                await self._check_constraints(cfg)
+                await self._check_constraints(cfg, workspace_id)
                 await self.organization.bindings.check(
                     cfg.resources.resource_pool,
                     place.project.workspace_id,
@@ -203,9 +206,10 @@ class Service:
             experiment=resp.experiment, config=resp.config, warnings=list(created.warnings)
         )
 
-    async def _check_constraints(self, cfg: expconf.ExperimentConfig) -> None:
-        """The experiment config policies' constraints (master/cluster/policies.py)."""
-        found = await self.policies.get(policies.EXPERIMENT)
+    async def _check_constraints(self, cfg: expconf.ExperimentConfig, workspace_id: int) -> None:
+        """The experiment config policies' constraints (master/cluster/policies.py): its
+        workspace's under the global ones."""
+        found = await self.policies.effective(policies.EXPERIMENT, workspace_id)
         resources = cfg.resources
         policies.check_slots(found, slots=resources.slots_per_trial, max_slots=resources.max_slots)
         # Agent pools run a smaller priority first, whatever their scheduler (as Determined's
@@ -217,7 +221,8 @@ class Service:
     ) -> None:
         """A later change of an experiment's priority or max slots, held to the policies:
         what the invariant config sets cannot change, and the constraints still apply."""
-        found = await self.policies.get(policies.EXPERIMENT)
+        workspace_id = await queries.experiment_workspace(self.db, experiment_id)
+        found = await self.policies.effective(policies.EXPERIMENT, workspace_id)
         fixed = policies.invariant_value(found, "resources", "max_slots")
         if max_slots is not None and fixed is not None and max_slots != fixed:
             raise errors.InvalidArgument(
@@ -658,8 +663,9 @@ class Service:
         self, task_id: str, priority: int, task_type: TaskType
     ) -> GenericTask:
         """A task's priority (a TensorBoard's, command's, notebook's or shell's), held to the
-        NTSC (tasks') config policies."""
-        found = await self.policies.get(policies.NTSC)
+        NTSC (tasks') config policies (theirs are the default workspace's, under the global
+        ones)."""
+        found = await self.policies.effective(policies.NTSC, DEFAULT_WORKSPACE)
         policies.check_priority(found, priority, smaller_is_higher=True)
         async with self.lock:
             return await self.generic.set_priority(task_id, priority, task_type)

@@ -31,7 +31,8 @@ request message, before the call reaches the domain. The rules:
   workspace they own, or into the default one, where everybody's experiments go.
 - Binding resource pools to workspaces is for admins; any user lists the bindings.
 - Running the cluster: the master's config, the cluster-wide message, slots, log cleanup
-  and config policies are for admins; the master's log, resource use and the policies in
+  and global config policies are for admins (a workspace's config policies for its owner or
+  an admin); the master's log, resource use and the policies in
   force for any user; an experiment's gc policy and log retention for its owner or an admin.
 - The agent token is good for the agents' stream only.
 
@@ -551,10 +552,12 @@ async def agent(caller: Caller, message: Any, lookup: Lookup) -> None:
 DEFAULT_WORKSPACE = 1
 
 
-def owner_of_workspace(what: str) -> Rule:
+def owner_of_workspace(what: str, field: str = "id") -> Rule:
+    """The owner of the workspace the request's ``field`` names, or an admin."""
+
     async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
         u = _user(caller)
-        workspace_id = int(message.id)
+        workspace_id = int(getattr(message, field))
         owner = await lookup.workspace_owner(workspace_id)
         if not u.admin and owner != u.id:
             raise errors.PermissionDenied(
@@ -788,6 +791,13 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/PutGlobalConfigPolicies": admin,
     "/v1.Determined/GetGlobalConfigPolicies": user,
     "/v1.Determined/DeleteGlobalConfigPolicies": admin,
+    "/v1.Determined/PutWorkspaceConfigPolicies": owner_of_workspace(
+        "set the config policies of", "workspace_id"
+    ),
+    "/v1.Determined/GetWorkspaceConfigPolicies": user,
+    "/v1.Determined/DeleteWorkspaceConfigPolicies": owner_of_workspace(
+        "delete the config policies of", "workspace_id"
+    ),
     "/v1.Determined/PreviewExperimentGc": user,
     "/v1.Determined/SetExperimentGcPolicy": owner_of_experiment("change the gc policy of"),
     "/v1.Determined/PutExperimentRetainLogs": owner_of_experiment("change the log retention of"),

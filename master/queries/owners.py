@@ -38,6 +38,16 @@ async def job_experiment(db: Database, job_id: str) -> tuple[int, str] | None:
     return None if row is None else (int(row["id"]), str(row["username"]))
 
 
+async def experiment_workspace(db: Database, experiment_id: int) -> int:
+    """The id of the workspace an experiment is in (0 for no such experiment)."""
+    row = await db.fetch_one(
+        "SELECT p.workspace_id FROM experiments e JOIN projects p ON p.id = e.project_id"
+        " WHERE e.id = ?",
+        (experiment_id,),
+    )
+    return 0 if row is None else int(row["workspace_id"])
+
+
 async def workspace_owner(db: Database, workspace_id: int) -> tuple[int | None] | None:
     """(the user id of its creator,) for a workspace (None inside for the default one, the
     cluster's); None if there is no such workspace."""

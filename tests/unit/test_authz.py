@@ -1020,6 +1020,11 @@ async def test_a_workspace_is_changed_by_its_owner_or_an_admin_and_read_by_all(
         ("DeleteWorkspace", v1.DeleteWorkspaceRequest(id=2)),
         ("ArchiveWorkspace", v1.ArchiveWorkspaceRequest(id=2)),
         ("UnarchiveWorkspace", v1.UnarchiveWorkspaceRequest(id=2)),
+        ("PutWorkspaceConfigPolicies", v1.PutWorkspaceConfigPoliciesRequest(workspace_id=2)),
+        (
+            "DeleteWorkspaceConfigPolicies",
+            v1.DeleteWorkspaceConfigPoliciesRequest(workspace_id=2),
+        ),
     ):
         await check(rpc, ALICE, req, lookup)
         await check(rpc, ROOT, req, lookup)
@@ -1035,6 +1040,7 @@ async def test_a_workspace_is_changed_by_its_owner_or_an_admin_and_read_by_all(
         ("PostWorkspace", v1.PostWorkspaceRequest(name="x")),
         ("PostProject", v1.PostProjectRequest(workspace_id=2, name="x")),
         ("GetProject", v1.GetProjectRequest(id=2)),
+        ("GetWorkspaceConfigPolicies", v1.GetWorkspaceConfigPoliciesRequest(workspace_id=2)),
     ):
         await check(rpc, BOB, req, lookup)
 

@@ -71,6 +71,8 @@ __all__ = (
     "DeleteTensorboardFilesResponse",
     "DeleteWebhookRequest",
     "DeleteWebhookResponse",
+    "DeleteWorkspaceConfigPoliciesRequest",
+    "DeleteWorkspaceConfigPoliciesResponse",
     "DeleteWorkspaceRequest",
     "DeleteWorkspaceResponse",
     "DeterminedBase",
@@ -182,6 +184,8 @@ __all__ = (
     "GetUsersResponse",
     "GetWebhooksRequest",
     "GetWebhooksResponse",
+    "GetWorkspaceConfigPoliciesRequest",
+    "GetWorkspaceConfigPoliciesResponse",
     "GetWorkspaceProjectsRequest",
     "GetWorkspaceProjectsRequestSortBy",
     "GetWorkspaceProjectsResponse",
@@ -318,6 +322,8 @@ __all__ = (
     "PutTemplateResponse",
     "PutTrialRetainLogsRequest",
     "PutTrialRetainLogsResponse",
+    "PutWorkspaceConfigPoliciesRequest",
+    "PutWorkspaceConfigPoliciesResponse",
     "ReportCheckpointRequest",
     "ReportCheckpointResponse",
     "ReportTrialEarlyExitRequest",
@@ -1958,6 +1964,28 @@ default_message_pool.register_message("v1", "DeleteWebhookResponse", DeleteWebho
 
 
 @dataclass(eq=False, repr=False)
+class DeleteWorkspaceConfigPoliciesRequest(betterproto2.Message):
+    workspace_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    workload_type: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "DeleteWorkspaceConfigPoliciesRequest", DeleteWorkspaceConfigPoliciesRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class DeleteWorkspaceConfigPoliciesResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message(
+    "v1", "DeleteWorkspaceConfigPoliciesResponse", DeleteWorkspaceConfigPoliciesResponse
+)
+
+
+@dataclass(eq=False, repr=False)
 class DeleteWorkspaceRequest(betterproto2.Message):
     """
     A workspace is deleted only once it holds no experiment and no model (refused naming how
@@ -3173,6 +3201,28 @@ class GetWebhooksResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "GetWebhooksResponse", GetWebhooksResponse)
+
+
+@dataclass(eq=False, repr=False)
+class GetWorkspaceConfigPoliciesRequest(betterproto2.Message):
+    workspace_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    workload_type: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "GetWorkspaceConfigPoliciesRequest", GetWorkspaceConfigPoliciesRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class GetWorkspaceConfigPoliciesResponse(betterproto2.Message):
+    config_policies: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "GetWorkspaceConfigPoliciesResponse", GetWorkspaceConfigPoliciesResponse
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -5235,6 +5285,35 @@ class PutTrialRetainLogsResponse(betterproto2.Message):
 
 default_message_pool.register_message(
     "v1", "PutTrialRetainLogsResponse", PutTrialRetainLogsResponse
+)
+
+
+@dataclass(eq=False, repr=False)
+class PutWorkspaceConfigPoliciesRequest(betterproto2.Message):
+    """
+    A workspace's own config policies: they hold the workloads of that workspace, under the
+    global ones (a global invariant value or constraint wins over the workspace's).
+    """
+
+    workspace_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    workload_type: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    config_policies: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "PutWorkspaceConfigPoliciesRequest", PutWorkspaceConfigPoliciesRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class PutWorkspaceConfigPoliciesResponse(betterproto2.Message):
+    config_policies: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "PutWorkspaceConfigPoliciesResponse", PutWorkspaceConfigPoliciesResponse
 )
 
 
@@ -8992,6 +9071,63 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def put_workspace_config_policies(
+        self,
+        message: "PutWorkspaceConfigPoliciesRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "PutWorkspaceConfigPoliciesResponse":
+        """
+        A workspace's config policies: its owner or an admin sets them, any user reads them.
+        """
+
+        return await self._unary_unary(
+            "/v1.Determined/PutWorkspaceConfigPolicies",
+            message,
+            PutWorkspaceConfigPoliciesResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_workspace_config_policies(
+        self,
+        message: "GetWorkspaceConfigPoliciesRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetWorkspaceConfigPoliciesResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/GetWorkspaceConfigPolicies",
+            message,
+            GetWorkspaceConfigPoliciesResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def delete_workspace_config_policies(
+        self,
+        message: "DeleteWorkspaceConfigPoliciesRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "DeleteWorkspaceConfigPoliciesResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/DeleteWorkspaceConfigPolicies",
+            message,
+            DeleteWorkspaceConfigPoliciesResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def preview_experiment_gc(
         self,
         message: "PreviewExperimentGcRequest",
@@ -10287,6 +10423,27 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def put_workspace_config_policies(
+        self, message: "PutWorkspaceConfigPoliciesRequest"
+    ) -> "PutWorkspaceConfigPoliciesResponse":
+        """
+        A workspace's config policies: its owner or an admin sets them, any user reads them.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def get_workspace_config_policies(
+        self, message: "GetWorkspaceConfigPoliciesRequest"
+    ) -> "GetWorkspaceConfigPoliciesResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def delete_workspace_config_policies(
+        self, message: "DeleteWorkspaceConfigPoliciesRequest"
+    ) -> "DeleteWorkspaceConfigPoliciesResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def preview_experiment_gc(
         self, message: "PreviewExperimentGcRequest"
     ) -> "PreviewExperimentGcResponse":
@@ -11551,6 +11708,33 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         response = await self.delete_global_config_policies(request)
         await stream.send_message(response)
 
+    async def __rpc_put_workspace_config_policies(
+        self,
+        stream: "grpclib.server.Stream[PutWorkspaceConfigPoliciesRequest, PutWorkspaceConfigPoliciesResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.put_workspace_config_policies(request)
+        await stream.send_message(response)
+
+    async def __rpc_get_workspace_config_policies(
+        self,
+        stream: "grpclib.server.Stream[GetWorkspaceConfigPoliciesRequest, GetWorkspaceConfigPoliciesResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.get_workspace_config_policies(request)
+        await stream.send_message(response)
+
+    async def __rpc_delete_workspace_config_policies(
+        self,
+        stream: "grpclib.server.Stream[DeleteWorkspaceConfigPoliciesRequest, DeleteWorkspaceConfigPoliciesResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.delete_workspace_config_policies(request)
+        await stream.send_message(response)
+
     async def __rpc_preview_experiment_gc(
         self,
         stream: "grpclib.server.Stream[PreviewExperimentGcRequest, PreviewExperimentGcResponse]",
@@ -12583,6 +12767,24 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 DeleteGlobalConfigPoliciesRequest,
                 DeleteGlobalConfigPoliciesResponse,
+            ),
+            "/v1.Determined/PutWorkspaceConfigPolicies": grpclib.const.Handler(
+                self.__rpc_put_workspace_config_policies,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                PutWorkspaceConfigPoliciesRequest,
+                PutWorkspaceConfigPoliciesResponse,
+            ),
+            "/v1.Determined/GetWorkspaceConfigPolicies": grpclib.const.Handler(
+                self.__rpc_get_workspace_config_policies,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                GetWorkspaceConfigPoliciesRequest,
+                GetWorkspaceConfigPoliciesResponse,
+            ),
+            "/v1.Determined/DeleteWorkspaceConfigPolicies": grpclib.const.Handler(
+                self.__rpc_delete_workspace_config_policies,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                DeleteWorkspaceConfigPoliciesRequest,
+                DeleteWorkspaceConfigPoliciesResponse,
             ),
             "/v1.Determined/PreviewExperimentGc": grpclib.const.Handler(
                 self.__rpc_preview_experiment_gc,
