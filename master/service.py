@@ -682,12 +682,30 @@ class Service:
 
     async def update_job_queue(self, updates: list[v1.JobUpdate]) -> None:
         for u in updates:
-            if u.priority is not None:
-                exp = self.jobs.experiment_of(u.job_id)
-                if exp is not None:
-                    await self._check_changes(exp.id, priority=u.priority, max_slots=None)
+            exp = self.jobs.experiment_of(u.job_id)
+            if u.priority is not None and exp is not None:
+                await self._check_changes(exp.id, priority=u.priority, max_slots=None)
+            if u.resource_pool:
+                exp_id = None if exp is None else exp.id
+                await self._check_pool_move(u.job_id, u.resource_pool, exp_id=exp_id)
         async with self.lock:
             await self.jobs.update(updates)
+
+    async def _check_pool_move(self, job_id: str, pool: str, *, exp_id: int | None) -> None:
+        """A job moved to ``pool`` must be of a workspace the pool is available to (an
+        experiment's; a task's: its project's, else the default one)."""
+        workspace_id = DEFAULT_WORKSPACE
+        if exp_id is not None:
+            workspace_id = await queries.experiment_workspace(self.db, exp_id)
+        else:
+            found = next((t for t in self.generic.live() if t.id == job_id), None)
+            if found is not None and found.extra.get("project_id"):
+                project = await self.organization.projects.get(int(found.extra["project_id"]))
+                workspace_id = project.workspace_id
+        workspace = await self.organization.workspaces.get(workspace_id)
+        await self.organization.bindings.check(
+            pool, workspace.id, workspace.name, field="resource_pool"
+        )
 
     async def set_experiment_resources(self, req: v1.SetExperimentResourcesRequest) -> None:
         await self._check_changes(req.experiment_id, priority=req.priority, max_slots=req.max_slots)

@@ -4,12 +4,13 @@ admins alone bind, and each bad request gets one line naming what is wrong."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 from collections.abc import Iterator
 
 import pytest
 
-from tests.cluster import Cluster, running
+from tests.cluster import Cluster, running, wait_until
 from tests.cluster import one_line_error as error
 
 POOLS = "resource_pools:\n  - pool_name: default\n  - pool_name: gpu\n"
@@ -19,6 +20,13 @@ POOLS = "resource_pools:\n  - pool_name: default\n  - pool_name: gpu\n"
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("cluster")
     yield from running(Cluster(root, master_config=POOLS), lambda c: c.start_master())
+
+
+def queued_job(cluster: Cluster, exp_id: int) -> str | None:
+    for j in json.loads(cluster.det("job", "list", "--json").stdout):
+        if int(j["entity_id"]) == exp_id:
+            return str(j["job_id"])
+    return None
 
 
 def config(tmp: pathlib.Path, *extra: str) -> pathlib.Path:
@@ -63,6 +71,12 @@ def test_a_bound_pool_runs_only_its_workspaces_work(
     assert "workspace 'team-b'" in error(cluster, "e", "create", str(exp), str(ctx))
     line = error(cluster, "cmd", "run", "--config", "resources.resource_pool=gpu", "true")
     assert "resource pool 'gpu' is bound to other workspaces" in line
+    # Nor may a job of another workspace move there.
+    queued = cluster.create(config(tmp_path), ctx)
+    job = wait_until(lambda: queued_job(cluster, queued), 30, "the experiment's job")
+    line = error(cluster, "job", "update", job, "--resource-pool", "gpu")
+    assert "resource pool 'gpu' is bound to other workspaces" in line
+    cluster.det("experiment", "kill", str(queued))
     # Nor may a workspace of another make it its default.
     line = error(cluster, "workspace", "edit", "team-b", "--default-compute-pool", "gpu")
     assert "'gpu' is bound to other workspaces" in line
