@@ -9,7 +9,7 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import client, errors, expconf, structs
-from pydet.cli import Subparsers, config, listing, render, rpc
+from pydet.cli import Subparsers, agent_user, config, listing, render, rpc
 
 WORKSPACE_HEADERS = ("ID", "Name", "# Projects", "Default Compute Pool", "Default Aux Pool")
 PROJECT_HEADERS = ("ID", "Key", "Name", "Description", "# Experiments", "# Active Experiments")
@@ -77,6 +77,7 @@ def add_parser(nouns: Subparsers) -> None:
 
 
 def _settings_flags(p: argparse.ArgumentParser) -> None:
+    agent_user.add_flags(p)
     storage = p.add_mutually_exclusive_group()
     storage.add_argument(
         "--checkpoint-storage-config",
@@ -197,6 +198,7 @@ def create(args: argparse.Namespace) -> int:
         checkpoint_storage_config=structs.from_dict(_storage(args)),
         default_compute_pool=args.default_compute_pool or "",
         default_aux_pool=args.default_aux_pool or "",
+        agent_user_group=agent_user.group_of(args),
     )
 
     async def body(s: client.Session) -> v1.Workspace:
@@ -221,6 +223,7 @@ def edit(args: argparse.Namespace) -> int:
         checkpoint_storage_config=structs.from_dict(_storage(args)),
         default_compute_resource_pool=args.default_compute_pool,
         default_aux_resource_pool=args.default_aux_pool,
+        agent_user_group=agent_user.group_of(args),
     )
 
     async def body(s: client.Session) -> v1.Workspace:

@@ -14,9 +14,10 @@ from pydet.master import convert, queries
 from pydet.master.models.models import ModelFilter
 from pydet.master.models.registry import Registry
 from pydet.master.store.db import Database
+from pydet.master.users import profiles
 from pydet.master.workspaces.organization import Organization
 from pydet.master.workspaces.projects import Note, ProjectFilter
-from pydet.master.workspaces.workspaces import Workspace, WorkspaceFilter
+from pydet.master.workspaces.workspaces import KEEP, AgentIdentity, Workspace, WorkspaceFilter
 
 _MODEL_ORDER = {
     v1.GetModelsRequestSortBy.UNSPECIFIED: "last_updated_time",
@@ -60,6 +61,12 @@ def pagination(offset: int, limit: int, total: int, count: int) -> v1.Pagination
     return v1.Pagination(
         offset=offset, limit=limit, start_index=offset, end_index=offset + count, total=total
     )
+
+
+def _identity(given: v1.AgentUserGroup | None) -> AgentIdentity | None:
+    """An agent user and group as the workspace store keeps it (None: none, or cleared)."""
+    found = profiles.agent_user_group(given)
+    return None if found is None else (found.uid, found.gid, found.user, found.group)
 
 
 def sort_key(table: dict[Any, str], value: Any) -> str:
@@ -110,6 +117,7 @@ class Organizing:
             checkpoint_storage=structs.to_dict(req.checkpoint_storage_config),
             default_compute_pool=req.default_compute_pool,
             default_aux_pool=req.default_aux_pool,
+            agent=_identity(req.agent_user_group),
         )
         return v1.PostWorkspaceResponse(workspace=convert.workspace(created))
 
@@ -127,6 +135,7 @@ class Organizing:
             checkpoint_storage=structs.to_dict(patch.checkpoint_storage_config),
             default_compute_pool=compute,
             default_aux_pool=aux,
+            agent=KEEP if patch.agent_user_group is None else _identity(patch.agent_user_group),
         )
         return v1.PatchWorkspaceResponse(workspace=convert.workspace(changed))
 

@@ -167,7 +167,7 @@ class Master:
             self.db,
             agents,
             task_list,
-            TaskOwners(experiments, generic),
+            TaskOwners(experiments, generic, self.db),
             logs,
             lock,
             pools={p.name: scheduler.PoolPolicy.of(p) for p in self.cfg.resource_pools},

@@ -29,7 +29,8 @@ request message, before the call reaches the domain. The rules:
   its owner or an admin. Moving an experiment is for
   its owner or an admin, and a non-admin moves experiments (and projects) only into a
   workspace they own, or into the default one, where everybody's experiments go.
-- Binding resource pools to workspaces is for admins; any user lists the bindings.
+- Binding resource pools to workspaces is for admins; any user lists the bindings. Only an
+  admin sets the agent user and group a workspace's tasks run as.
 - Running the cluster: the master's config, the cluster-wide message, slots, log cleanup
   and global config policies are for admins (a workspace's config policies for its owner or
   an admin); the master's log, resource use and the policies in
@@ -567,6 +568,21 @@ def owner_of_workspace(what: str, field: str = "id") -> Rule:
     return rule
 
 
+def workspace_identity_by_admins(rule: Rule) -> Rule:
+    """``rule``, and only an admin names the agent user and group a workspace's tasks run as
+    (which decides what they may read and write on the agents)."""
+
+    async def checked(caller: Caller, message: Any, lookup: Lookup) -> None:
+        await rule(caller, message, lookup)
+        change = getattr(message, "workspace", message)
+        if getattr(change, "agent_user_group", None) is not None and not _user(caller).admin:
+            raise errors.PermissionDenied(
+                "only an admin may set the agent user and group of a workspace"
+            )
+
+    return checked
+
+
 async def _owns_project(caller: Caller, project_id: int, lookup: Lookup, what: str) -> None:
     u = _user(caller)
     owner, workspace_owner, _ = await lookup.project_owners(project_id)
@@ -745,8 +761,8 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/GetWorkspace": user,
     "/v1.Determined/GetWorkspaces": user,
     "/v1.Determined/GetWorkspaceProjects": user,
-    "/v1.Determined/PostWorkspace": user,
-    "/v1.Determined/PatchWorkspace": owner_of_workspace("change"),
+    "/v1.Determined/PostWorkspace": workspace_identity_by_admins(user),
+    "/v1.Determined/PatchWorkspace": workspace_identity_by_admins(owner_of_workspace("change")),
     "/v1.Determined/DeleteWorkspace": owner_of_workspace("delete"),
     "/v1.Determined/ArchiveWorkspace": owner_of_workspace("archive"),
     "/v1.Determined/UnarchiveWorkspace": owner_of_workspace("unarchive"),

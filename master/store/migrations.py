@@ -502,4 +502,12 @@ MIGRATIONS: list[Migration] = [
     """
     ALTER TABLE templates ADD COLUMN workspace_id INTEGER NOT NULL DEFAULT 1;
     """,
+    # 27: the agent user and group a workspace's tasks run as (det workspace create|edit
+    # --agent-uid ...), over their owners' own (the users' columns of migration 19).
+    """
+    ALTER TABLE workspaces ADD COLUMN agent_uid INTEGER;
+    ALTER TABLE workspaces ADD COLUMN agent_gid INTEGER;
+    ALTER TABLE workspaces ADD COLUMN agent_user TEXT;
+    ALTER TABLE workspaces ADD COLUMN agent_group TEXT;
+    """,
 ]

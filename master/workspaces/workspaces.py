@@ -47,6 +47,14 @@ class Workspace:
     default_aux_pool: str
     num_projects: int
     num_experiments: int
+    # The agent uid, gid, user and group its tasks run as (over their owners' own).
+    agent: AgentIdentity | None = None
+
+
+# An agent uid, gid, user name and group name.
+AgentIdentity = tuple[int, int, str, str]
+# What ``patch`` leaves alone (None clears).
+KEEP = "keep"
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,11 @@ def _workspace(row: Row) -> Workspace:
         default_aux_pool=row["default_aux_pool"],
         num_projects=row["num_projects"],
         num_experiments=row["num_experiments"],
+        agent=(
+            None
+            if row["agent_user"] is None
+            else (row["agent_uid"], row["agent_gid"], row["agent_user"], row["agent_group"])
+        ),
     )
 
 
@@ -148,6 +161,7 @@ class WorkspaceStore:
         checkpoint_storage: dict[str, Any] | None = None,
         default_compute_pool: str = "",
         default_aux_pool: str = "",
+        agent: AgentIdentity | None = None,
     ) -> Workspace:
         names.check_name("workspace", name)
         storage = _storage(checkpoint_storage)
@@ -157,8 +171,9 @@ class WorkspaceStore:
             await self._unique(name)
             workspace_id = await self._db.execute(
                 "INSERT INTO workspaces (name, user_id, checkpoint_storage, default_compute_pool,"
-                " default_aux_pool, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (name, user_id, storage, compute, aux, time.time()),
+                " default_aux_pool, created_at, agent_uid, agent_gid, agent_user, agent_group)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (name, user_id, storage, compute, aux, time.time(), *(agent or (None,) * 4)),
             )
         return await self.get(workspace_id)
 
@@ -185,8 +200,10 @@ class WorkspaceStore:
         checkpoint_storage: dict[str, Any] | None = None,
         default_compute_pool: str | None = None,
         default_aux_pool: str | None = None,
+        agent: AgentIdentity | str | None = KEEP,
     ) -> Workspace:
-        """Change what is given; ``checkpoint_storage={}`` removes the workspace's own."""
+        """Change what is given; ``checkpoint_storage={}`` removes the workspace's own,
+        ``agent=None`` its agent user and group."""
         sets: list[str] = []
         params: list[Any] = []
         if name is not None:
@@ -200,6 +217,9 @@ class WorkspaceStore:
             params.append(
                 await self._pool("default_compute_pool", default_compute_pool, workspace_id)
             )
+        if agent != KEEP:
+            sets.append("agent_uid = ?, agent_gid = ?, agent_user = ?, agent_group = ?")
+            params.extend(agent if isinstance(agent, tuple) else (None,) * 4)
         if default_aux_pool is not None:
             sets.append("default_aux_pool = ?")
             params.append(await self._pool("default_aux_pool", default_aux_pool, workspace_id))

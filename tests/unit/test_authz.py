@@ -1029,6 +1029,17 @@ async def test_a_workspace_is_changed_by_its_owner_or_an_admin_and_read_by_all(
         await check(rpc, ALICE, req, lookup)
         await check(rpc, ROOT, req, lookup)
         assert "only the owner of workspace 2 or an admin" in await refused(rpc, BOB, req, lookup)
+    # Who a workspace's tasks run as on the agents is for admins alone to say.
+    group = v1.AgentUserGroup(agent_uid=0, agent_gid=0, agent_user="root", agent_group="root")
+    for rpc, req in (
+        ("PostWorkspace", v1.PostWorkspaceRequest(name="x", agent_user_group=group)),
+        (
+            "PatchWorkspace",
+            v1.PatchWorkspaceRequest(id=2, workspace=v1.PatchWorkspace(agent_user_group=group)),
+        ),
+    ):
+        await check(rpc, ROOT, req, lookup)
+        assert "only an admin may set the agent user" in await refused(rpc, ALICE, req, lookup)
     # The default workspace is nobody's: only an admin gets as far as the store's refusal.
     await refused("PatchWorkspace", ALICE, v1.PatchWorkspaceRequest(id=1), lookup)
     with pytest.raises(errors.NotFound, match="workspace 9 not found"):

@@ -342,6 +342,7 @@ __all__ = (
     "ResourceAllocationRawResponse",
     "ResourcePool",
     "ResourcesSummary",
+    "RunAs",
     "RunningContainer",
     "SearchPreviewEntry",
     "SearcherOperation",
@@ -4628,6 +4629,13 @@ class PatchWorkspace(betterproto2.Message):
         17, betterproto2.TYPE_STRING, optional=True
     )
 
+    agent_user_group: "AgentUserGroup | None" = betterproto2.field(
+        18, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    Admins only; all four fields empty clear it.
+    """
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.is_set("default_compute_pool"):
@@ -4967,6 +4975,13 @@ class PostWorkspaceRequest(betterproto2.Message):
     default_compute_pool: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
 
     default_aux_pool: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
+
+    agent_user_group: "AgentUserGroup | None" = betterproto2.field(
+        16, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    Admins only.
+    """
 
 
 default_message_pool.register_message("v1", "PostWorkspaceRequest", PostWorkspaceRequest)
@@ -5625,6 +5640,20 @@ default_message_pool.register_message("v1", "ResourcesSummary", ResourcesSummary
 
 
 @dataclass(eq=False, repr=False)
+class RunAs(betterproto2.Message):
+    uid: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    gid: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+    user: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    group: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "RunAs", RunAs)
+
+
+@dataclass(eq=False, repr=False)
 class RunningContainer(betterproto2.Message):
     container_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
@@ -5950,6 +5979,12 @@ class StartContainer(betterproto2.Message):
     slot_ids: "list[str]" = betterproto2.field(6, betterproto2.TYPE_STRING, repeated=True)
 
     spec: "ContainerSpec | None" = betterproto2.field(7, betterproto2.TYPE_MESSAGE, optional=True)
+
+    run_as: "RunAs | None" = betterproto2.field(8, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The identity its processes run as (its owner's agent user and group, or its
+    workspace's); absent: the agent's own.
+    """
 
 
 default_message_pool.register_message("v1", "StartContainer", StartContainer)
@@ -6587,6 +6622,13 @@ class Workspace(betterproto2.Message):
     """
 
     default_aux_pool: "str" = betterproto2.field(16, betterproto2.TYPE_STRING)
+
+    agent_user_group: "AgentUserGroup | None" = betterproto2.field(
+        17, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    Who its tasks run as on the agents (over their owners' own agent user and group).
+    """
 
 
 default_message_pool.register_message("v1", "Workspace", Workspace)
