@@ -161,3 +161,20 @@ def test_bad_generic_tasks_get_one_line(
     assert "entrypoint" in error(cluster, "task", "create", str(noentry))
     line = error(cluster, "task", "kill", missing, "--root")
     assert "not a generic task" in line or "not found" in line
+
+
+def test_a_paused_task_stays_paused_across_a_master_restart(
+    cluster: Cluster, task_files: tuple[pathlib.Path, pathlib.Path]
+) -> None:
+    config, ctx = task_files
+    task = created(cluster.det("task", "create", str(config), "-c", str(ctx)).stdout)
+    wait_until(lambda: started_lines(cluster, task), 60, "the task's first run")
+    cluster.det("task", "pause", task)
+    wait_state(cluster, task, "PAUSED")
+    cluster.stop_master()
+    cluster.start_master()
+    assert state(cluster, task) == "PAUSED"
+    cluster.det("task", "unpause", task)
+    wait_until(lambda: len(started_lines(cluster, task)) == 2, 90, "the run after the restart")
+    cluster.det("task", "kill", task)
+    wait_state(cluster, task, "TERMINATED")
