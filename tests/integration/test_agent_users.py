@@ -86,3 +86,21 @@ def test_a_workspaces_agent_user_wins_over_the_owners(
     )  # fmt: skip
     assert refused.returncode == 1
     assert "only an admin may set the agent user and group" in refused.stderr
+
+
+def test_a_trial_runs_as_its_owners_agent_user(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    cluster.det(
+        "user", "link-with-agent-user", "admin", "--agent-uid", "65534", "--agent-user",
+        "nobody", "--agent-gid", "65534", "--agent-group", "nogroup",
+    )  # fmt: skip
+    config = tmp_path / "exp.yaml"
+    config.write_text(
+        "entrypoint: python3 -c 'import os; print(\"trial as\", os.getuid(), os.getgid())'\n"
+        "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n"
+    )
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    exp_id = cluster.create(config, ctx)
+    cluster.wait_state(exp_id, "COMPLETED", "ERROR")
+    (trial,) = cluster.trials(exp_id)
+    assert "trial as 65534 65534" in cluster.logs(int(trial["id"]))
