@@ -52,6 +52,7 @@ from pydet.agent.runtime import (
     RunningContainer,
     Started,
     StartOrder,
+    give_directory,
 )
 from pydet.agent.slots import SlotSpec
 
@@ -354,6 +355,7 @@ class DockerRuntime:
         workdir = self._work_dir / cid
         try:
             await asyncio.to_thread(_fresh_directory, workdir)
+            await asyncio.to_thread(give_directory, workdir, order.run_as)
         except OSError as e:
             detail = e.strerror or e
             raise _StartFailed(f"cannot create working directory {workdir}: {detail}") from e

@@ -179,6 +179,8 @@ def create_body(
             order, master=master, agent_id=agent_id, pythonpath=PYLIB if harness else None
         ),
         "WorkingDir": WORKDIR,
+        # Its owner's agent user and group (as Determined runs a task's container).
+        **({"User": f"{order.run_as.uid}:{order.run_as.gid}"} if order.run_as else {}),
         "Labels": labels(order, agent_id=agent_id, workdir=workdir),
         "AttachStdin": False,
         "AttachStdout": False,

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from determined.launch import context_cache
 from pydet.agent.launcher_template import ForkedLauncher, LauncherTemplate, TemplateGone
@@ -41,9 +42,11 @@ from pydet.agent.runtime import (
     Exited,
     LogLine,
     Output,
+    RunAs,
     RunningContainer,
     Started,
     StartOrder,
+    give_directory,
 )
 from pydet.agent.slots import SlotSpec
 
@@ -268,23 +271,34 @@ class ProcessRuntime:
                 f"slot id(s) {', '.join(unknown)} do not exist on agent {self._agent_id} "
                 f"(it has {', '.join(self._slots) or 'no slots'})"
             )
+        run_as = order.run_as
+        if run_as is not None and os.geteuid() not in (0, run_as.uid):
+            raise _StartFailed(
+                f"the task must run as {run_as.describe()} (its owner's agent user), but this "
+                f"agent runs as uid {os.geteuid()}, not root, and cannot switch; run the agent "
+                "as root, or clear the agent user (det user link-with-agent-user)"
+            )
         env = self._environment(order.env, order.slot_ids)
+        if run_as is not None:
+            env.update(USER=run_as.user, LOGNAME=run_as.user)
         exe = order.argv[0]
         if os.sep not in exe and shutil.which(exe, path=env["PATH"]) is None:
             raise _StartFailed(f"executable {exe!r} not found on PATH", EXIT_NOT_FOUND)
         cwd = self._work_dir / cid
         try:
             await asyncio.to_thread(_fresh_directory, cwd)
+            await asyncio.to_thread(give_directory, cwd, run_as)
         except OSError as e:
             raise _StartFailed(f"cannot create working directory {cwd}: {e.strerror or e}") from e
-        if tuple(order.argv) == LAUNCHER and self._use_template:
+        # The launcher template runs as the agent: another identity starts from scratch.
+        if tuple(order.argv) == LAUNCHER and self._use_template and run_as is None:
             template = await self._running_template()
             if template is not None and fits_at_startup(template.env, env):
                 try:
                     return _Main.of_fork(await template.fork(env, cwd))
                 except TemplateGone as e:
                     log.warning("%s; starting container %s from scratch", e, cid)
-        return await self._exec(order.argv, env, cwd)
+        return await self._exec(order.argv, env, cwd, run_as)
 
     async def _running_template(self) -> LauncherTemplate | None:
         """The launcher template, started (again) if it is not running; None if it cannot."""
@@ -302,9 +316,17 @@ class ProcessRuntime:
                 return None
             return self._template
 
-    async def _exec(self, argv: Sequence[str], env: dict[str, str], cwd: Path) -> _Main:
+    async def _exec(
+        self, argv: Sequence[str], env: dict[str, str], cwd: Path, run_as: RunAs | None = None
+    ) -> _Main:
         exe = argv[0]
         loop = asyncio.get_running_loop()
+        # Another identity: its uid and gid, and no supplementary group of the agent's.
+        identity: dict[str, Any] = (
+            {}
+            if run_as is None or run_as.uid == os.geteuid()
+            else {"user": run_as.uid, "group": run_as.gid, "extra_groups": []}
+        )
         try:
             transport, protocol = await loop.subprocess_exec(
                 lambda: _Protocol(loop),
@@ -315,6 +337,7 @@ class ProcessRuntime:
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
+                **identity,
             )
         except FileNotFoundError as e:
             raise _StartFailed(f"executable {exe!r} not found", EXIT_NOT_FOUND) from e

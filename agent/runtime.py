@@ -10,8 +10,10 @@ today; a Docker runtime implements the same interface.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 
@@ -46,6 +48,19 @@ class ContainerSpec:
 
 
 @dataclass(frozen=True)
+class RunAs:
+    """The identity a container's processes run as (its owner's agent user and group)."""
+
+    uid: int
+    gid: int
+    user: str
+    group: str
+
+    def describe(self) -> str:
+        return f"{self.user} (uid {self.uid}, gid {self.gid})"
+
+
+@dataclass(frozen=True)
 class StartOrder:
     container_id: str
     allocation_id: str
@@ -54,6 +69,21 @@ class StartOrder:
     env: dict[str, str]
     slot_ids: tuple[str, ...]
     spec: ContainerSpec = field(default_factory=ContainerSpec)
+    # None: the agent's own identity.
+    run_as: RunAs | None = None
+
+
+def give_directory(path: Path, run_as: RunAs | None) -> None:
+    """Hand a container's fresh working directory to the identity it runs as: its own,
+    closed to others; the agent's (private) work dir above it becomes passable, though not
+    listable, for that identity to reach it."""
+    if run_as is None:
+        return
+    os.chown(path, run_as.uid, run_as.gid)
+    path.chmod(0o700)
+    mode = path.parent.stat().st_mode & 0o7777
+    if mode & 0o011 != 0o011:
+        path.parent.chmod(mode | 0o011)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pydet.agent.runtime import (
     Order,
     Output,
     Pulling,
+    RunAs,
     RunningContainer,
     Started,
     StartOrder,
@@ -114,6 +115,11 @@ def start_order(msg: v1.StartContainer) -> StartOrder:
         env=dict(msg.env),
         slot_ids=tuple(msg.slot_ids),
         spec=container_spec(msg.spec) if msg.spec is not None else ContainerSpec(),
+        run_as=(
+            None
+            if msg.run_as is None
+            else RunAs(msg.run_as.uid, msg.run_as.gid, msg.run_as.user, msg.run_as.group)
+        ),
     )
 
 

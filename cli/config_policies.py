@@ -1,5 +1,6 @@
-"""`det config-policies|cp describe|set|delete`: the policies every new experiment (or task)
-is held to, global scope (admins set them; master/cluster/policies.py applies them)."""
+"""`det config-policies|cp describe|set|delete [-w WORKSPACE]`: the policies every new
+experiment (or task) is held to, global (admins set them) or a workspace's (its owner or an
+admin sets them; the global ones win over them); master/cluster/policies.py applies them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import yaml
 
 from determined.api.gen import v1
 from determined.common import client
-from pydet.cli import Subparsers, config, render, rpc
+from pydet.cli import Subparsers, config, render, rpc, workspace
 
 WORKLOADS = ("experiment", "tasks")
 
@@ -47,6 +48,16 @@ def _workload(p: argparse.ArgumentParser) -> None:
         choices=WORKLOADS,
         help="experiment, or tasks (notebooks, TensorBoards, shells, commands)",
     )
+    p.add_argument(
+        "-w",
+        "--workspace-name",
+        metavar="WORKSPACE",
+        help="a workspace's policies rather than the global ones",
+    )
+
+
+async def _workspace_id(s: client.Session, args: argparse.Namespace) -> int:
+    return (await workspace.by_name(s, args.workspace_name)).id
 
 
 def _kind(args: argparse.Namespace) -> str:
@@ -62,9 +73,13 @@ def _show(text: str, *, as_json: bool = False) -> None:
 
 
 def describe(args: argparse.Namespace) -> int:
-    req = v1.GetGlobalConfigPoliciesRequest(workload_type=_kind(args))
-
     async def body(s: client.Session) -> str:
+        if args.workspace_name:
+            scoped = v1.GetWorkspaceConfigPoliciesRequest(
+                workspace_id=await _workspace_id(s, args), workload_type=_kind(args)
+            )
+            return (await s.call(s.stub.get_workspace_config_policies(scoped))).config_policies
+        req = v1.GetGlobalConfigPoliciesRequest(workload_type=_kind(args))
         return (await s.call(s.stub.get_global_config_policies(req))).config_policies
 
     _show(rpc.run(args.master, body), as_json=args.json)
@@ -73,23 +88,37 @@ def describe(args: argparse.Namespace) -> int:
 
 def set_policies(args: argparse.Namespace) -> int:
     text = config.read_text(args.config_file)
-    req = v1.PutGlobalConfigPoliciesRequest(workload_type=_kind(args), config_policies=text)
 
     async def body(s: client.Session) -> str:
+        if args.workspace_name:
+            scoped = v1.PutWorkspaceConfigPoliciesRequest(
+                workspace_id=await _workspace_id(s, args),
+                workload_type=_kind(args),
+                config_policies=text,
+            )
+            return (await s.call(s.stub.put_workspace_config_policies(scoped))).config_policies
+        req = v1.PutGlobalConfigPoliciesRequest(workload_type=_kind(args), config_policies=text)
         return (await s.call(s.stub.put_global_config_policies(req))).config_policies
 
     stored = rpc.run(args.master, body)
-    print(f"Set global {args.workload_type} config policies:")
+    where = f"workspace {args.workspace_name}" if args.workspace_name else "global"
+    print(f"Set {where} {args.workload_type} config policies:")
     _show(stored)
     return 0
 
 
 def delete(args: argparse.Namespace) -> int:
-    req = v1.DeleteGlobalConfigPoliciesRequest(workload_type=_kind(args))
-
     async def body(s: client.Session) -> None:
+        if args.workspace_name:
+            scoped = v1.DeleteWorkspaceConfigPoliciesRequest(
+                workspace_id=await _workspace_id(s, args), workload_type=_kind(args)
+            )
+            await s.call(s.stub.delete_workspace_config_policies(scoped))
+            return
+        req = v1.DeleteGlobalConfigPoliciesRequest(workload_type=_kind(args))
         await s.call(s.stub.delete_global_config_policies(req))
 
     rpc.run(args.master, body)
-    print(f"Deleted the global {args.workload_type} config policies")
+    where = f"workspace {args.workspace_name}'s" if args.workspace_name else "the global"
+    print(f"Deleted {where} {args.workload_type} config policies")
     return 0

@@ -32,7 +32,7 @@ import yaml
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, auth, images, local_cluster, local_config
+from pydet.cli import Subparsers, auth, deploy_flags, images, local_cluster, local_config
 from pydet.cli.local_cluster import ClusterState, Proc
 from pydet.cli.local_config import LocalMaster
 
@@ -59,6 +59,7 @@ def count_arg(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
 
 def add_parser(nouns: Subparsers) -> None:
     deploy = nouns.add_parser("deploy", help="run a cluster on this machine")
+    deploy_flags.add_top_flags(deploy)
     targets = deploy.add_subparsers(dest="target", metavar="TARGET", required=True)
     local = targets.add_parser("local", help="a master and agents as local processes")
     verbs = local.add_subparsers(dest="verb", metavar="COMMAND", required=True)
@@ -99,6 +100,8 @@ def add_parser(nouns: Subparsers) -> None:
     )
     add_master_flags(up)
     add_gpu_flags(up)
+    deploy_flags.add_process_flags(up, images=False)
+    deploy_flags.add_master_setting_flags(up)
     up.set_defaults(func=cluster_up)
 
     down = verbs.add_parser("cluster-down", help="stop the local cluster")
@@ -180,15 +183,6 @@ def add_master_flags(p: argparse.ArgumentParser) -> None:
     add_delete_db_flag(p, "before starting: a new, empty cluster")
 
 
-def _write_secret(path: Path, text: str) -> None:
-    """Replace a file that only its owner may read (0600 from its first byte)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-        f.write(text + "\n")
-    tmp.replace(path)
-
-
 def data_dir_of(args: argparse.Namespace) -> Path:
     """The cluster's data directory: --data-dir, else the one of its --cluster-name."""
     if args.data_dir:
@@ -204,12 +198,17 @@ def prepare_master(args: argparse.Namespace, data_dir: Path) -> LocalMaster:
     """The master's config: cluster-up's defaults, --master-config over them, or the
     --storage-host-path storage."""
     storage = getattr(args, "storage_host_path", None)
-    extra = None
+    user_file = getattr(args, "master_config", None)
+    user = local_config.read(user_file) if user_file is not None else {}
+    extra = deploy_flags.master_settings(args, data_dir, user) or None
     if storage is not None:
         storage.expanduser().mkdir(parents=True, exist_ok=True)
-        extra = {"checkpoint_storage": {"type": "shared_fs", "host_path": str(storage)}}
+        extra = {
+            **(extra or {}),
+            "checkpoint_storage": {"type": "shared_fs", "host_path": str(storage)},
+        }
     return local_config.prepare(
-        getattr(args, "master_config", None),
+        user_file,
         port=args.master_port,
         host=getattr(args, "host", "127.0.0.1"),
         data_dir=data_dir,
@@ -245,7 +244,7 @@ def set_initial_password(port: int, master: LocalMaster, password: str) -> None:
             return True
 
     if asyncio.run(change()):
-        _write_secret(master.admin_password_file, password)
+        local_config.write_secret(master.admin_password_file, password)
         print(f"Set the {ADMIN} password given with --initial-user-password")
     else:
         print(
@@ -314,6 +313,7 @@ def healthy(port: int) -> bool:
 
 
 def cluster_up(args: argparse.Namespace) -> int:
+    deploy_flags.check(args)
     data_dir = data_dir_of(args)
     old = local_cluster.read_state(data_dir)
     if old is not None:
@@ -330,7 +330,7 @@ def cluster_up(args: argparse.Namespace) -> int:
     if args.delete_db:
         delete_db(master)
     port = master.port
-    if port_in_use(port):
+    if not args.no_preflight_checks and port_in_use(port):
         raise errors.FailedPrecondition(f"port {port} is in use; choose another with --master-port")
     if args.runtime == "docker":
         args.default_image = args.default_image or DEFAULT_TASK_IMAGE
@@ -349,6 +349,10 @@ def cluster_up(args: argparse.Namespace) -> int:
         raise
     if args.initial_user_password is not None:
         set_initial_password(port, master, args.initial_user_password)
+    if args.no_wait_for_master:
+        print(f"Started a master at http://localhost:{port} and {args.agents} agent(s), not")
+        print(f"waiting for them (--no-wait-for-master); logs in {data_dir}")
+        return 0
     print(f"Master at http://localhost:{port} (DET_MASTER=localhost:{port})")
     print(
         f"Logged in as {ADMIN}; the {ADMIN} password (for the WebUI and other machines) is in "
@@ -381,12 +385,14 @@ def start_and_wait(
     deadline = time.monotonic() + READY_TIMEOUT
     listen = getattr(args, "host", "127.0.0.1")
     argv = master_argv(port, data_dir, listen, config_file=local.config_file)
-    master = local_cluster.start("master", argv, data_dir / "master.log", data_dir)
+    name = deploy_flags.master_name(args)
+    master = local_cluster.start(name, argv, data_dir / "master.log", data_dir)
     started.append(master)
     agents: list[Proc] = []
     host = socket.gethostname()
     local_cluster.write_state(data_dir, ClusterState(port, master, agents))
-    while not healthy(port):
+    wait = not getattr(args, "no_wait_for_master", False)
+    while wait and not healthy(port):
         check_alive(master)
         if time.monotonic() > deadline:
             fail(master, f"did not answer http://localhost:{port}/health")
@@ -411,7 +417,8 @@ def start_and_wait(
         agents.append(local_cluster.start(agent_id, argv, log, data_dir))
         started.append(agents[-1])
         local_cluster.write_state(data_dir, ClusterState(port, master, agents))
-    asyncio.run(_wait_for_agents(port, master, agents, deadline, local.admin_password_file))
+    if wait:
+        asyncio.run(_wait_for_agents(port, master, agents, deadline, local.admin_password_file))
 
 
 async def _wait_for_agents(
@@ -498,7 +505,7 @@ def check_alive(p: Proc) -> None:
 
 def fail(p: Proc, what: str, *, timed_out: bool = True) -> NoReturn:
     within = f" within {READY_TIMEOUT:.0f} s" if timed_out else ""
-    who = "the master" if p.name == "master" else f"agent {p.name}"
+    who = "the master" if "pydet.master" in p.argv else f"agent {p.name}"
     raise errors.DetError(
         f"{who} {what}{within}; last lines of {p.log}:\n{local_cluster.log_tail(p.log)}"
     )

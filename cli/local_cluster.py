@@ -26,7 +26,7 @@ STATE_FILE = "cluster.json"
 class Proc:
     """One daemon of the local cluster."""
 
-    name: str  # "master" or the agent id
+    name: str  # the master's name (deploy_flags.master_name) or the agent id
     pid: int
     argv: list[str]
     log: str

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -160,3 +161,12 @@ def _checked(config_file: Path, user_file: Path, *, keep: bool = False) -> dict[
         raise _invalid(user_file, message)
     facts: dict[str, Any] = json.loads(done.stdout)
     return facts
+
+
+def write_secret(path: Path, text: str) -> None:
+    """Replace a file that only its owner may read (0600 from its first byte)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write(text + "\n")
+    tmp.replace(path)

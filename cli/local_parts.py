@@ -18,7 +18,7 @@ from pathlib import Path
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, auth, deploy, local_cluster, local_config
+from pydet.cli import Subparsers, auth, deploy, deploy_flags, local_cluster, local_config
 from pydet.cli.local_cluster import ClusterState, Proc
 
 # Determined's default agent name, det-agent-HOSTNAME; more agents get -2, -3, ...
@@ -31,10 +31,14 @@ def add_parsers(verbs: Subparsers) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address the master listens on")
     deploy.add_cluster_flags(p)
     deploy.add_master_flags(p)
+    deploy_flags.add_master_name_flag(p)
+    deploy_flags.add_process_flags(p)
+    deploy_flags.add_master_setting_flags(p)
     p.set_defaults(func=master_up)
 
     p = verbs.add_parser("master-down", help="stop the local master (its agents keep waiting)")
     deploy.add_cluster_flags(p)
+    deploy_flags.add_master_name_flag(p)
     deploy.add_delete_db_flag(p, "after stopping it")
     p.set_defaults(func=master_down)
 
@@ -56,6 +60,7 @@ def add_parsers(verbs: Subparsers) -> None:
     p.add_argument("--runtime", choices=("process", "docker"), default="process")
     deploy.add_gpu_flags(p)
     deploy.add_cluster_flags(p)
+    deploy_flags.add_process_flags(p)
     p.set_defaults(func=agent_up)
 
     p = verbs.add_parser("agent-down", help="stop a local agent (or --all)")
@@ -82,6 +87,7 @@ def _state(data_dir: Path) -> ClusterState | None:
 
 
 def master_up(args: argparse.Namespace) -> int:
+    deploy_flags.check(args)
     data_dir = deploy.data_dir_of(args)
     old = _state(data_dir)
     if old is not None and old.master is not None and deploy.healthy(old.port):
@@ -90,7 +96,7 @@ def master_up(args: argparse.Namespace) -> int:
     master = deploy.prepare_master(args, data_dir)
     if args.delete_db:
         deploy.delete_db(master)
-    if deploy.port_in_use(master.port):
+    if not args.no_preflight_checks and deploy.port_in_use(master.port):
         raise errors.FailedPrecondition(
             f"port {master.port} is in use; choose another with --master-port"
         )
@@ -107,8 +113,12 @@ def master_up(args: argparse.Namespace) -> int:
     local_cluster.write_state(data_dir, ClusterState(master.port, started[0], waiting))
     if args.initial_user_password is not None:
         deploy.set_initial_password(master.port, master, args.initial_user_password)
-    print(f"Master at http://localhost:{master.port} (DET_MASTER=localhost:{master.port})")
-    print(f"The {deploy.ADMIN} password is in {master.admin_password_file}")
+    if args.no_wait_for_master:
+        print(f"Started a master at http://localhost:{master.port}, not waiting for it")
+    else:
+        print(f"Master at http://localhost:{master.port} (DET_MASTER=localhost:{master.port})")
+    print(f"Its name is {started[0].name}; the {deploy.ADMIN} password is in")
+    print(f"{master.admin_password_file}")
     return 0
 
 
@@ -117,11 +127,16 @@ def master_down(args: argparse.Namespace) -> int:
     state = _state(data_dir)
     if state is None or state.master is None:
         print(f"No local master is running in {data_dir}")
+    elif args.master_name is not None and args.master_name != state.master.name:
+        raise errors.NotFound(
+            f"no local master named {args.master_name!r} runs in {data_dir} (its master is "
+            f"{state.master.name!r})"
+        )
     else:
         for p in local_cluster.stop([state.master]):
             print(f"the master (pid {p.pid}) did not stop within 15 s and was killed")
         local_cluster.write_state(data_dir, ClusterState(state.port, None, state.agents))
-        print("Stopped the local master")
+        print(f"Stopped the local master {state.master.name}")
     if args.delete_db:
         deploy.delete_db(local_config.recorded(data_dir))
         print(f"Removed the master's store in {data_dir / 'master'}")
@@ -143,6 +158,7 @@ def _agent_name(args: argparse.Namespace, taken: set[str]) -> str:
 
 
 def agent_up(args: argparse.Namespace) -> int:
+    deploy_flags.check(args)
     data_dir = deploy.data_dir_of(args)
     state = _state(data_dir) or ClusterState(args.master_port, None, [])
     master = local_config.recorded(data_dir)

@@ -87,6 +87,24 @@ def add_config_flags(p: argparse.ArgumentParser, noun: str) -> None:
     p.add_argument(
         "--config-file", metavar="FILE", help=f"{noun} config file (.yaml)", default=None
     )
+    add_override_flag(p)
+    add_context_flags(p)
+    p.add_argument(
+        "-v",
+        "--volume",
+        action="append",
+        default=[],
+        metavar="HOST:CONTAINER",
+        help="bind-mount a host path into the task (repeatable)",
+    )
+    p.add_argument("--template", help=f"a template to apply to the {noun}'s config")
+    p.add_argument(
+        "-d", "--detach", action="store_true", help="run in the background and print the ID"
+    )
+
+
+def add_override_flag(p: argparse.ArgumentParser) -> None:
+    """--config KEY=VALUE (repeatable), into ``config_overrides``."""
     p.add_argument(
         "--config",
         dest="config_overrides",
@@ -95,6 +113,10 @@ def add_config_flags(p: argparse.ArgumentParser, noun: str) -> None:
         metavar="KEY=VALUE",
         help="override a config field, nested keys joined by dots (repeatable)",
     )
+
+
+def add_context_flags(p: argparse.ArgumentParser) -> None:
+    """-c/--context and -i/--include (``context_of`` packs them)."""
     p.add_argument(
         "-c",
         "--context",
@@ -110,18 +132,6 @@ def add_config_flags(p: argparse.ArgumentParser, noun: str) -> None:
         default=[],
         metavar="PATH",
         help="a file or directory copied into the working directory, keeping its name (repeatable)",
-    )
-    p.add_argument(
-        "-v",
-        "--volume",
-        action="append",
-        default=[],
-        metavar="HOST:CONTAINER",
-        help="bind-mount a host path into the task (repeatable)",
-    )
-    p.add_argument("--template", help=f"a template to apply to the {noun}'s config")
-    p.add_argument(
-        "-d", "--detach", action="store_true", help="run in the background and print the ID"
     )
 
 

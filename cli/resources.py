@@ -10,7 +10,7 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, listing, render, rpc, trial
+from pydet.cli import Subparsers, listing, pool_bindings, render, rpc, trial
 
 DAILY = "RESOURCE_ALLOCATION_AGGREGATION_PERIOD_DAILY"
 MONTHLY = "RESOURCE_ALLOCATION_AGGREGATION_PERIOD_MONTHLY"
@@ -41,6 +41,7 @@ def add_parser(nouns: Subparsers) -> None:
     p = verbs.add_parser("list", aliases=["ls"], help="list the resource pools")
     listing.add_format_flags(p)
     p.set_defaults(func=list_pools)
+    pool_bindings.add_parsers(verbs)
 
 
 def _date(text: str) -> str:

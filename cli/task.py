@@ -1,7 +1,8 @@
 """`det task list|logs|config|kill|cleanup-logs`: the tasks the cluster holds (Determined's
 allocation summaries), a task's logs, its config, stopping it, and deleting expired logs
-now. A trial's task id is ``EXPERIMENT.TRIAL``; a TensorBoard's, command's, notebook's or
-shell's is a UUID."""
+now (and generic tasks' create, fork, pause and unpause: cli/generic_task.py). A trial's task
+id is ``EXPERIMENT.TRIAL``; a TensorBoard's, command's, notebook's, shell's or generic
+task's is a UUID."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import yaml
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, listing, ntsc, render, rpc, trial
+from pydet.cli import Subparsers, generic_task, listing, ntsc, render, rpc, trial
 
 HEADERS = (
     "Task ID",
@@ -53,7 +54,11 @@ def add_parser(nouns: Subparsers) -> None:
         "kill", help="stop a task (a trial, TensorBoard, command, notebook or shell)"
     )
     p.add_argument("task_id", metavar="TASK_ID")
+    p.add_argument(
+        "--root", action="store_true", help="a generic task: kill its whole tree, from its root"
+    )
     p.set_defaults(func=kill)
+    generic_task.add_parsers(verbs)
 
     p = verbs.add_parser(
         "cleanup-logs", help="delete the task logs past their retention now (admins)"
@@ -155,7 +160,9 @@ def config(args: argparse.Namespace) -> int:
             resp = await s.call(s.stub.get_experiment(req))
             found: dict[str, Any] = json.loads(resp.config or "{}")
             return found
-        stored: dict[str, Any] = json.loads((await _found(s, args.task_id))[1] or "{}")
+        generic = await _generic_config(s, args.task_id)
+        text = generic if generic is not None else (await _found(s, args.task_id))[1]
+        stored: dict[str, Any] = json.loads(text or "{}")
         return stored
 
     found = rpc.run(args.master, body)
@@ -166,12 +173,32 @@ def config(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _generic_config(s: client.Session, task_id: str) -> str | None:
+    """A generic task's config (JSON); None when ``task_id`` is no generic task's."""
+    try:
+        req = v1.GetGenericTaskConfigRequest(task_id=task_id)
+        return (await s.call(s.stub.get_generic_task_config(req))).config
+    except errors.NotFound:
+        return None
+
+
 def kill(args: argparse.Namespace) -> int:
     async def body(s: client.Session) -> None:
         if "." in args.task_id:
             t = await _trial_of_task(s, args.task_id)
+            if args.root:
+                raise errors.InvalidArgument("--root: a trial's task has no tree of tasks")
             await s.call(s.stub.kill_trial(v1.KillTrialRequest(trial_id=t.id)))
             return
+        if await _generic_config(s, args.task_id) is not None:
+            req = v1.KillGenericTaskRequest(task_id=args.task_id, kill_from_root=args.root)
+            await s.call(s.stub.kill_generic_task(req))
+            return
+        if args.root:
+            raise errors.InvalidArgument(
+                f"--root: task {args.task_id} is not a generic task (det task create), "
+                "which alone have trees"
+            )
         api, _ = await _found(s, args.task_id)
         await api.kill(s, args.task_id)
 

@@ -11,7 +11,7 @@ import yaml
 
 from determined.api.gen import v1
 from determined.common import client, errors, expconf
-from pydet.cli import Subparsers, config, render, rpc
+from pydet.cli import Subparsers, config, render, rpc, workspace
 
 
 def add_parser(nouns: Subparsers) -> None:
@@ -32,6 +32,12 @@ def add_parser(nouns: Subparsers) -> None:
     p = verbs.add_parser("create", help="create a template (one of the same name is an error)")
     p.add_argument("template_name", metavar="NAME")
     p.add_argument("template_file", metavar="FILE", help="the config fragment (YAML)")
+    p.add_argument(
+        "-w",
+        "--workspace-name",
+        metavar="WORKSPACE",
+        help="the workspace it belongs to (default: Uncategorized)",
+    )
     p.set_defaults(func=set_template, mode="create")
     values = verbs.add_parser("set-value", help="change a part of an existing template")
     parts = values.add_subparsers(dest="part", metavar="PART", required=True)
@@ -49,11 +55,12 @@ def _yaml(t: v1.Template) -> str:
 
 
 def list_templates(args: argparse.Namespace) -> int:
-    async def body(s: client.Session) -> list[v1.Template]:
+    async def body(s: client.Session) -> tuple[list[v1.Template], dict[int, str]]:
         resp = await s.call(s.stub.get_templates(v1.GetTemplatesRequest()))
-        return list(resp.templates)
+        every = await s.call(s.stub.get_workspaces(v1.GetWorkspacesRequest()))
+        return list(resp.templates), {w.id: w.name for w in every.workspaces}
 
-    found = rpc.run(args.master, body)
+    found, names = rpc.run(args.master, body)
     if args.json:
         print(
             render.to_json(
@@ -61,8 +68,8 @@ def list_templates(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    headers: tuple[str, ...] = ("Name", "Owner")
-    rows = [[t.name, t.username] for t in found]
+    headers: tuple[str, ...] = ("Name", "Owner", "Workspace")
+    rows = [[t.name, t.username, names.get(t.workspace_id, "missing workspace")] for t in found]
     if args.details:
         headers = (*headers, "Config")
         rows = [[*row, _yaml(t)] for row, t in zip(rows, found, strict=True)]
@@ -89,6 +96,8 @@ def set_template(args: argparse.Namespace) -> int:
 
     async def body(s: client.Session) -> None:
         if args.mode == "create":
+            if getattr(args, "workspace_name", None):
+                template.workspace_id = (await workspace.by_name(s, args.workspace_name)).id
             await s.call(s.stub.post_template(v1.PostTemplateRequest(template=template)))
         elif args.mode == "replace":
             req = v1.PatchTemplateConfigRequest(

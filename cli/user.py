@@ -9,7 +9,7 @@ import sys
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, auth, render, rpc
+from pydet.cli import Subparsers, agent_user, auth, render, rpc
 
 
 def add_parser(nouns: Subparsers) -> None:
@@ -47,6 +47,8 @@ def add_parser(nouns: Subparsers) -> None:
         p = verbs.add_parser(verb, help=f"{verb} a user (admins only)")
         p.add_argument("username")
         p.set_defaults(func=set_active, active=active)
+
+    agent_user.add_parser(verbs)
 
 
 def _new_password(label: str, given: str | None = None) -> str:

@@ -1,5 +1,5 @@
 """`det workspace|w`: workspaces, as Determined's CLI has them (list, list-projects, create,
-describe, edit, archive, unarchive, delete). A workspace is named by its name."""
+describe, edit, archive, unarchive, delete, list-pools). A workspace is named by its name."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import client, errors, expconf, structs
-from pydet.cli import Subparsers, config, listing, render, rpc
+from pydet.cli import Subparsers, agent_user, config, listing, render, rpc
 
 WORKSPACE_HEADERS = ("ID", "Name", "# Projects", "Default Compute Pool", "Default Aux Pool")
 PROJECT_HEADERS = ("ID", "Key", "Name", "Description", "# Experiments", "# Active Experiments")
@@ -43,6 +43,10 @@ def add_parser(nouns: Subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=list_projects)
 
+    p = verbs.add_parser("list-pools", help="list the resource pools available to a workspace")
+    p.add_argument("workspace_name", metavar="WORKSPACE")
+    p.set_defaults(func=list_pools)
+
     p = verbs.add_parser("create", help="create a workspace")
     p.add_argument("name", metavar="NAME", help="its name (unique in the cluster)")
     _settings_flags(p)
@@ -73,6 +77,7 @@ def add_parser(nouns: Subparsers) -> None:
 
 
 def _settings_flags(p: argparse.ArgumentParser) -> None:
+    agent_user.add_flags(p)
     storage = p.add_mutually_exclusive_group()
     storage.add_argument(
         "--checkpoint-storage-config",
@@ -115,6 +120,20 @@ async def by_name(s: client.Session, name: str) -> v1.Workspace:
     if not found:
         raise errors.NotFound(f"workspace {name!r} not found")
     return found[0]
+
+
+def list_pools(args: argparse.Namespace) -> int:
+    """The pools bound to the workspace and the shared ones."""
+
+    async def body(s: client.Session) -> list[str]:
+        w = await by_name(s, args.workspace_name)
+        req = v1.ListRPsBoundToWorkspaceRequest(workspace_id=w.id)
+        return list((await s.call(s.stub.list_r_ps_bound_to_workspace(req))).resource_pools)
+
+    pools = rpc.run(args.master, body)
+    headers = ("Workspace", "Available Resource Pools")
+    print(render.table(headers, [[args.workspace_name, ", ".join(pools)]]))
+    return 0
 
 
 def _print_workspaces(workspaces: list[v1.Workspace], args: argparse.Namespace) -> None:
@@ -179,6 +198,7 @@ def create(args: argparse.Namespace) -> int:
         checkpoint_storage_config=structs.from_dict(_storage(args)),
         default_compute_pool=args.default_compute_pool or "",
         default_aux_pool=args.default_aux_pool or "",
+        agent_user_group=agent_user.group_of(args),
     )
 
     async def body(s: client.Session) -> v1.Workspace:
@@ -203,6 +223,7 @@ def edit(args: argparse.Namespace) -> int:
         checkpoint_storage_config=structs.from_dict(_storage(args)),
         default_compute_resource_pool=args.default_compute_pool,
         default_aux_resource_pool=args.default_aux_pool,
+        agent_user_group=agent_user.group_of(args),
     )
 
     async def body(s: client.Session) -> v1.Workspace:

@@ -533,6 +533,32 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         await self.s.org.archive_workspace(message.id, False)
         return v1.UnarchiveWorkspaceResponse()
 
+    async def bind_rp_to_workspace(
+        self, message: v1.BindRpToWorkspaceRequest
+    ) -> v1.BindRpToWorkspaceResponse:
+        return await self.s.org.bind_rp_to_workspace(message)
+
+    async def unbind_rp_from_workspace(
+        self, message: v1.UnbindRpFromWorkspaceRequest
+    ) -> v1.UnbindRpFromWorkspaceResponse:
+        return await self.s.org.unbind_rp_from_workspace(message)
+
+    async def overwrite_rp_workspace_bindings(
+        self, message: v1.OverwriteRpWorkspaceBindingsRequest
+    ) -> v1.OverwriteRpWorkspaceBindingsResponse:
+        return await self.s.org.overwrite_rp_workspace_bindings(message)
+
+    async def list_workspaces_bound_to_rp(
+        self, message: v1.ListWorkspacesBoundToRpRequest
+    ) -> v1.ListWorkspacesBoundToRpResponse:
+        return await self.s.org.list_workspaces_bound_to_rp(message)
+
+    # (betterproto's name for ListRPsBoundToWorkspace)
+    async def list_r_ps_bound_to_workspace(
+        self, message: v1.ListRPsBoundToWorkspaceRequest
+    ) -> v1.ListRPsBoundToWorkspaceResponse:
+        return await self.s.org.list_rps_bound_to_workspace(message)
+
     async def get_project(self, message: v1.GetProjectRequest) -> v1.GetProjectResponse:
         return await self.s.org.get_project(message)
 
@@ -762,3 +788,35 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         self, message: v1.GetTaskContextRequest
     ) -> v1.GetTaskContextResponse:
         return v1.GetTaskContextResponse(context=await self.s.generic.context(message.task_id))
+
+    # -- generic tasks ---------------------------------------------------------------------------
+
+    async def create_generic_task(
+        self, message: v1.CreateGenericTaskRequest
+    ) -> v1.CreateGenericTaskResponse:
+        task = await self.s.create_generic_task(message, _user().username)
+        return v1.CreateGenericTaskResponse(task_id=task.id)
+
+    async def get_generic_task_config(
+        self, message: v1.GetGenericTaskConfigRequest
+    ) -> v1.GetGenericTaskConfigResponse:
+        config = await self.s.generic_task_config(message.task_id)
+        return v1.GetGenericTaskConfigResponse(config=config)
+
+    async def kill_generic_task(
+        self, message: v1.KillGenericTaskRequest
+    ) -> v1.KillGenericTaskResponse:
+        await self.s.steer_generic_task(message.task_id, "kill", root=message.kill_from_root)
+        return v1.KillGenericTaskResponse()
+
+    async def pause_generic_task(
+        self, message: v1.PauseGenericTaskRequest
+    ) -> v1.PauseGenericTaskResponse:
+        await self.s.steer_generic_task(message.task_id, "pause")
+        return v1.PauseGenericTaskResponse()
+
+    async def unpause_generic_task(
+        self, message: v1.UnpauseGenericTaskRequest
+    ) -> v1.UnpauseGenericTaskResponse:
+        await self.s.steer_generic_task(message.task_id, "unpause")
+        return v1.UnpauseGenericTaskResponse()

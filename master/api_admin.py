@@ -242,6 +242,29 @@ class AdminRpcs:
         await self.s.policies.delete(message.workload_type)
         return v1.DeleteGlobalConfigPoliciesResponse()
 
+    async def put_workspace_config_policies(
+        self, message: v1.PutWorkspaceConfigPoliciesRequest
+    ) -> v1.PutWorkspaceConfigPoliciesResponse:
+        stored = await self.s.policies.put(
+            message.workload_type,
+            message.config_policies,
+            username=_username(),
+            workspace_id=message.workspace_id,
+        )
+        return v1.PutWorkspaceConfigPoliciesResponse(config_policies=json.dumps(stored.to_dict()))
+
+    async def get_workspace_config_policies(
+        self, message: v1.GetWorkspaceConfigPoliciesRequest
+    ) -> v1.GetWorkspaceConfigPoliciesResponse:
+        found = await self.s.policies.get(message.workload_type, message.workspace_id)
+        return v1.GetWorkspaceConfigPoliciesResponse(config_policies=json.dumps(found.to_dict()))
+
+    async def delete_workspace_config_policies(
+        self, message: v1.DeleteWorkspaceConfigPoliciesRequest
+    ) -> v1.DeleteWorkspaceConfigPoliciesResponse:
+        await self.s.policies.delete(message.workload_type, message.workspace_id)
+        return v1.DeleteWorkspaceConfigPoliciesResponse()
+
     # -- what is kept of an experiment ---------------------------------------------------------
 
     async def preview_experiment_gc(

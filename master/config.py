@@ -38,6 +38,7 @@ _KEYS = {
     "webhooks",
     "db",
     "retention_policy",
+    "task_container_defaults",
 }
 _DB_KEYS = {"type", "host", "port", "name", "user", "password_file"}
 _SECURITY_KEYS = {
@@ -107,6 +108,10 @@ class MasterConfig:
     # Days an ended experiment's logs are kept unless its config says (Determined's
     # retention_policy.log_retention_days); None: forever (master/logs/retention.py).
     log_retention_days: int | None = None
+    # The working directory of commands, notebooks, shells and generic tasks whose config
+    # names none (Determined's task_container_defaults.work_dir; `det deploy local
+    # --auto-work-dir`); it is bind-mounted at the same path into Docker tasks.
+    task_work_dir: str | None = None
 
     @property
     def db_path(self) -> pathlib.Path:
@@ -126,6 +131,13 @@ class MasterConfig:
             "type": "shared_fs",
             "host_path": str((self.data_dir / "checkpoints").resolve()),
         }
+
+    def task_defaults(self) -> dict[str, Any]:
+        """What task_container_defaults fills the configs of tasks that are not trials with."""
+        if self.task_work_dir is None:
+            return {}
+        mount = {"host_path": self.task_work_dir, "container_path": self.task_work_dir}
+        return {"work_dir": self.task_work_dir, "bind_mounts": [mount]}
 
     def address_for_tasks(self) -> str:
         scheme = "https://" if self.security.tls is not None else ""
@@ -379,7 +391,21 @@ def load(args: argparse.Namespace) -> MasterConfig:
         webhook_signing_key=_signing_key(raw.get("webhooks")),
         db=_db(raw.get("db")),
         log_retention_days=_log_retention_days(raw.get("retention_policy")),
+        task_work_dir=_task_work_dir(raw.get("task_container_defaults")),
     )
+
+
+def _task_work_dir(raw: Any) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - {"work_dir"}:
+        raise _fail("task_container_defaults: expected a mapping with work_dir (pydet's only key)")
+    value = raw.get("work_dir")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not os.path.isabs(value):
+        raise _fail(f"task_container_defaults.work_dir: expected an absolute path, got {value!r}")
+    return value
 
 
 def _log_retention_days(raw: Any) -> int | None:

@@ -151,6 +151,16 @@ def workspace(w: Workspace) -> v1.Workspace:
         ),
         default_compute_pool=w.default_compute_pool,
         default_aux_pool=w.default_aux_pool,
+        agent_user_group=(
+            None
+            if w.agent is None
+            else v1.AgentUserGroup(
+                agent_uid=w.agent[0],
+                agent_gid=w.agent[1],
+                agent_user=w.agent[2],
+                agent_group=w.agent[3],
+            )
+        ),
     )
 
 

@@ -14,9 +14,10 @@ from pydet.master import convert, queries
 from pydet.master.models.models import ModelFilter
 from pydet.master.models.registry import Registry
 from pydet.master.store.db import Database
+from pydet.master.users import profiles
 from pydet.master.workspaces.organization import Organization
 from pydet.master.workspaces.projects import Note, ProjectFilter
-from pydet.master.workspaces.workspaces import WorkspaceFilter
+from pydet.master.workspaces.workspaces import KEEP, AgentIdentity, Workspace, WorkspaceFilter
 
 _MODEL_ORDER = {
     v1.GetModelsRequestSortBy.UNSPECIFIED: "last_updated_time",
@@ -60,6 +61,12 @@ def pagination(offset: int, limit: int, total: int, count: int) -> v1.Pagination
     return v1.Pagination(
         offset=offset, limit=limit, start_index=offset, end_index=offset + count, total=total
     )
+
+
+def _identity(given: v1.AgentUserGroup | None) -> AgentIdentity | None:
+    """An agent user and group as the workspace store keeps it (None: none, or cleared)."""
+    found = profiles.agent_user_group(given)
+    return None if found is None else (found.uid, found.gid, found.user, found.group)
 
 
 def sort_key(table: dict[Any, str], value: Any) -> str:
@@ -110,6 +117,7 @@ class Organizing:
             checkpoint_storage=structs.to_dict(req.checkpoint_storage_config),
             default_compute_pool=req.default_compute_pool,
             default_aux_pool=req.default_aux_pool,
+            agent=_identity(req.agent_user_group),
         )
         return v1.PostWorkspaceResponse(workspace=convert.workspace(created))
 
@@ -127,6 +135,7 @@ class Organizing:
             checkpoint_storage=structs.to_dict(patch.checkpoint_storage_config),
             default_compute_pool=compute,
             default_aux_pool=aux,
+            agent=KEEP if patch.agent_user_group is None else _identity(patch.agent_user_group),
         )
         return v1.PatchWorkspaceResponse(workspace=convert.workspace(changed))
 
@@ -136,6 +145,62 @@ class Organizing:
 
     async def archive_workspace(self, workspace_id: int, archived: bool) -> None:
         await self.org.workspaces.set_archived(workspace_id, archived)
+
+    # -- resource pools bound to workspaces -------------------------------------------------------
+
+    async def _named_workspaces(self, ids: list[int], names: list[str]) -> list[Workspace]:
+        """The workspaces a binding request names by id and by name, each once."""
+        found = {w.id: w for w in [await self.org.workspaces.get(i) for i in ids]}
+        for name in names:
+            w = await self.org.workspaces.by_name(name)
+            found.setdefault(w.id, w)
+        if not found:
+            raise errors.InvalidArgument("workspace_names: name at least one workspace")
+        return list(found.values())
+
+    async def bind_rp_to_workspace(
+        self, req: v1.BindRpToWorkspaceRequest
+    ) -> v1.BindRpToWorkspaceResponse:
+        named = await self._named_workspaces(req.workspace_ids, req.workspace_names)
+        await self.org.bindings.bind(req.resource_pool_name, named)
+        return v1.BindRpToWorkspaceResponse()
+
+    async def unbind_rp_from_workspace(
+        self, req: v1.UnbindRpFromWorkspaceRequest
+    ) -> v1.UnbindRpFromWorkspaceResponse:
+        named = await self._named_workspaces(req.workspace_ids, req.workspace_names)
+        await self.org.bindings.unbind(req.resource_pool_name, named)
+        return v1.UnbindRpFromWorkspaceResponse()
+
+    async def overwrite_rp_workspace_bindings(
+        self, req: v1.OverwriteRpWorkspaceBindingsRequest
+    ) -> v1.OverwriteRpWorkspaceBindingsResponse:
+        named = []
+        if req.workspace_ids or req.workspace_names:
+            named = await self._named_workspaces(req.workspace_ids, req.workspace_names)
+        await self.org.bindings.overwrite(req.resource_pool_name, named)
+        return v1.OverwriteRpWorkspaceBindingsResponse()
+
+    async def list_workspaces_bound_to_rp(
+        self, req: v1.ListWorkspacesBoundToRpRequest
+    ) -> v1.ListWorkspacesBoundToRpResponse:
+        offset, limit = page(req.offset, req.limit)
+        ids = await self.org.bindings.workspaces_of(req.resource_pool_name)
+        shown = ids[offset : offset + limit] if limit else ids[offset:]
+        return v1.ListWorkspacesBoundToRpResponse(
+            workspace_ids=shown, pagination=pagination(offset, limit, len(ids), len(shown))
+        )
+
+    async def list_rps_bound_to_workspace(
+        self, req: v1.ListRPsBoundToWorkspaceRequest
+    ) -> v1.ListRPsBoundToWorkspaceResponse:
+        offset, limit = page(req.offset, req.limit)
+        await self.org.workspaces.get(req.workspace_id)  # NotFound naming it
+        pools = await self.org.bindings.available_to(req.workspace_id)
+        shown = pools[offset : offset + limit] if limit else pools[offset:]
+        return v1.ListRPsBoundToWorkspaceResponse(
+            resource_pools=shown, pagination=pagination(offset, limit, len(pools), len(shown))
+        )
 
     # -- projects --------------------------------------------------------------------------------
 

@@ -151,6 +151,7 @@ class Master:
                 "checkpoint_storage": self.cfg.storage(),
                 "resources": {"resource_pool": self.cfg.default_resource_pool},
             },
+            task_defaults=self.cfg.task_defaults(),
         )
         checkpoints = Checkpoints(self.db)
         store = ExperimentStore(self.db, events)
@@ -159,12 +160,14 @@ class Master:
         logs.watch(LogPolicyWatch(live, task_list, store).observe)
         generic = GenericTasks(self.db, task_list, logs, info)
         tensorboards = Tensorboards(self.db, generic, info)
-        commands = Commands(generic, Launcher(generic, info))
+        organization = Organization(self.db, info.pools, info.default_pool)
+        launcher = Launcher(generic, info, organization.bindings)
+        commands = Commands(generic, launcher, organization)
         tasks = TaskManager(
             self.db,
             agents,
             task_list,
-            TaskOwners(experiments, generic),
+            TaskOwners(experiments, generic, self.db),
             logs,
             lock,
             pools={p.name: scheduler.PoolPolicy.of(p) for p in self.cfg.resource_pools},
@@ -199,7 +202,6 @@ class Master:
         hooks = Webhooks(
             self.db, WebhookStore(self.db), events, Sender(signing_key=signing_key.encode())
         )
-        organization = Organization(self.db, info.pools)
         service = Service(
             db=self.db,
             lock=lock,

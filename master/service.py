@@ -22,6 +22,7 @@ from pydet.master.cluster import policies
 from pydet.master.cluster.messages import ClusterMessages
 from pydet.master.cluster.policies import ConfigPolicies
 from pydet.master.commands.commands import Commands
+from pydet.master.commands.generic_tasks import NewTask, shown_config
 from pydet.master.events import EventBus
 from pydet.master.experiments import json_input, shown_state, warm_start
 from pydet.master.experiments.checkpoints import Checkpoints
@@ -48,6 +49,7 @@ from pydet.master.tasks.task_spec import MasterInfo
 from pydet.master.tasks.tensorboards import Tensorboards
 from pydet.master.webhooks.dispatch import Webhooks
 from pydet.master.workspaces.organization import Organization
+from pydet.master.workspaces.workspaces import DEFAULT_ID as DEFAULT_WORKSPACE
 
 T = TypeVar("T")
 
@@ -178,14 +180,22 @@ class Service:
             if parent is not None:
                 text = redaction.restore_secrets(text, parent)
         try:
-            text = await self.policies.apply_invariant(await self.templates.apply(text))
+            text = await self.templates.apply(text)
             # Where it goes (its project), and what its workspace fills its config with.
             place = await self.organization.placements.place(
                 expconf.load_yaml(text), req.project_id
             )
+            workspace_id = place.project.workspace_id
+            text = await self.policies.apply_invariant(text, workspace_id)
             if not req.unmanaged:
                 cfg = self.experiments.validate(text, place.defaults)
-                await self._check_constraints(cfg)
+                await self._check_constraints(cfg, workspace_id)
+                await self.organization.bindings.check(
+                    cfg.resources.resource_pool,
+                    place.project.workspace_id,
+                    place.project.workspace_name,
+                    field="resources.resource_pool",
+                )
             if req.validate_only and not req.unmanaged:
                 return v1.CreateExperimentResponse(
                     config=json.dumps(redaction.redacted(cfg.to_dict()))
@@ -209,9 +219,10 @@ class Service:
             experiment=resp.experiment, config=resp.config, warnings=list(created.warnings)
         )
 
-    async def _check_constraints(self, cfg: expconf.ExperimentConfig) -> None:
-        """The experiment config policies' constraints (master/cluster/policies.py)."""
-        found = await self.policies.get(policies.EXPERIMENT)
+    async def _check_constraints(self, cfg: expconf.ExperimentConfig, workspace_id: int) -> None:
+        """The experiment config policies' constraints (master/cluster/policies.py): its
+        workspace's under the global ones."""
+        found = await self.policies.effective(policies.EXPERIMENT, workspace_id)
         resources = cfg.resources
         policies.check_slots(found, slots=resources.slots_per_trial, max_slots=resources.max_slots)
         # Agent pools run a smaller priority first, whatever their scheduler (as Determined's
@@ -223,7 +234,8 @@ class Service:
     ) -> None:
         """A later change of an experiment's priority or max slots, held to the policies:
         what the invariant config sets cannot change, and the constraints still apply."""
-        found = await self.policies.get(policies.EXPERIMENT)
+        workspace_id = await queries.experiment_workspace(self.db, experiment_id)
+        found = await self.policies.effective(policies.EXPERIMENT, workspace_id)
         fixed = policies.invariant_value(found, "resources", "max_slots")
         if max_slots is not None and fixed is not None and max_slots != fixed:
             raise errors.InvalidArgument(
@@ -620,6 +632,39 @@ class Service:
         except errors.InvalidArgument as e:
             raise _scrubbed(e, config) from None
 
+    async def create_generic_task(
+        self, req: v1.CreateGenericTaskRequest, username: str
+    ) -> GenericTask:
+        new = NewTask(
+            config=req.config,
+            context=req.context,
+            project_id=req.project_id,
+            forked_from=req.forked_from or "",
+            parent_id=req.parent_id or "",
+            inherit_context=req.inherit_context,
+            no_pause=req.no_pause,
+        )
+        try:
+            async with self.lock:
+                return await self.commands.trees.create(new, username=username)
+        except errors.InvalidArgument as e:
+            raise _scrubbed(e, req.config) from None
+
+    async def generic_task_config(self, task_id: str) -> str:
+        """A generic task's config (JSON), as it was filled."""
+        return json.dumps(shown_config(await self.commands.trees.get(task_id)))
+
+    async def steer_generic_task(self, task_id: str, action: str, *, root: bool = False) -> None:
+        """Pause, unpause or kill a generic task and its children (``root``: its tree)."""
+        trees = self.commands.trees
+        async with self.lock:
+            if action == "pause":
+                await trees.pause(task_id)
+            elif action == "unpause":
+                await trees.unpause(task_id)
+            else:
+                await trees.kill(task_id, from_root=root)
+
     def live_tasks(self, task_type: TaskType, users: list[str]) -> list[GenericTask]:
         return [t for t in self.generic.live(task_type) if not users or t.username in users]
 
@@ -631,8 +676,9 @@ class Service:
         self, task_id: str, priority: int, task_type: TaskType
     ) -> GenericTask:
         """A task's priority (a TensorBoard's, command's, notebook's or shell's), held to the
-        NTSC (tasks') config policies."""
-        found = await self.policies.get(policies.NTSC)
+        NTSC (tasks') config policies (theirs are the default workspace's, under the global
+        ones)."""
+        found = await self.policies.effective(policies.NTSC, DEFAULT_WORKSPACE)
         policies.check_priority(found, priority, smaller_is_higher=True)
         async with self.lock:
             return await self.generic.set_priority(task_id, priority, task_type)
@@ -649,12 +695,30 @@ class Service:
 
     async def update_job_queue(self, updates: list[v1.JobUpdate]) -> None:
         for u in updates:
-            if u.priority is not None:
-                exp = self.jobs.experiment_of(u.job_id)
-                if exp is not None:
-                    await self._check_changes(exp.id, priority=u.priority, max_slots=None)
+            exp = self.jobs.experiment_of(u.job_id)
+            if u.priority is not None and exp is not None:
+                await self._check_changes(exp.id, priority=u.priority, max_slots=None)
+            if u.resource_pool:
+                exp_id = None if exp is None else exp.id
+                await self._check_pool_move(u.job_id, u.resource_pool, exp_id=exp_id)
         async with self.lock:
             await self.jobs.update(updates)
+
+    async def _check_pool_move(self, job_id: str, pool: str, *, exp_id: int | None) -> None:
+        """A job moved to ``pool`` must be of a workspace the pool is available to (an
+        experiment's; a task's: its project's, else the default one)."""
+        workspace_id = DEFAULT_WORKSPACE
+        if exp_id is not None:
+            workspace_id = await queries.experiment_workspace(self.db, exp_id)
+        else:
+            found = next((t for t in self.generic.live() if t.id == job_id), None)
+            if found is not None and found.extra.get("project_id"):
+                project = await self.organization.projects.get(int(found.extra["project_id"]))
+                workspace_id = project.workspace_id
+        workspace = await self.organization.workspaces.get(workspace_id)
+        await self.organization.bindings.check(
+            pool, workspace.id, workspace.name, field="resource_pool"
+        )
 
     async def set_experiment_resources(self, req: v1.SetExperimentResourcesRequest) -> None:
         await self._check_changes(req.experiment_id, priority=req.priority, max_slots=req.max_slots)

@@ -459,6 +459,16 @@ def cluster_fixture(tmp_path: pathlib.Path, agents: int = 1, slots: int = 1) -> 
     yield from running(Cluster(tmp_path), start)
 
 
+def one_line_error(cluster: Cluster, *args: str) -> str:
+    """`det ARGS` as the admin fails with one line, ``Error: ...``, and no traceback; the
+    line."""
+    proc = cluster.det(*args, check=False)
+    assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), proc.stderr
+    return lines[0]
+
+
 Det = Callable[..., "subprocess.CompletedProcess[str]"]
 
 

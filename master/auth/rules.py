@@ -17,6 +17,8 @@ request message, before the call reaches the domain. The rules:
   checkpoint it started from), and can create, steer or read nothing else.
 - Webhooks are managed (created, listed, deleted) by admins, as in Determined; a task posts
   alerts (core_context.alert) for its own trial only.
+- Any user may start a generic task (a child only of their own) and read its config; its
+  owner or an admin pauses, unpauses or kills it.
 - Any user may start a TensorBoard, command, notebook or shell and list them; killing one,
   changing its priority, and opening it through the gateway's proxy (a page, a notebook's
   kernels, a shell's ssh) is for its owner or an admin. Its task may only report the address
@@ -27,8 +29,11 @@ request message, before the call reaches the domain. The rules:
   its owner or an admin. Moving an experiment is for
   its owner or an admin, and a non-admin moves experiments (and projects) only into a
   workspace they own, or into the default one, where everybody's experiments go.
+- Binding resource pools to workspaces is for admins; any user lists the bindings. Only an
+  admin sets the agent user and group a workspace's tasks run as.
 - Running the cluster: the master's config, the cluster-wide message, slots, log cleanup
-  and config policies are for admins; the master's log, resource use and the policies in
+  and global config policies are for admins (a workspace's config policies for its owner or
+  an admin); the master's log, resource use and the policies in
   force for any user; an experiment's gc policy and log retention for its owner or an admin.
 - The agent token is good for the agents' stream only.
 
@@ -514,6 +519,14 @@ async def owns_task(caller: Caller, task_id: str, noun: str, lookup: Lookup, wha
         )
 
 
+async def create_generic_task(caller: Caller, message: Any, lookup: Lookup) -> None:
+    """Any user creates a generic task; a child only of a task they own (pausing or killing
+    the parent reaches its children), unless they are an admin."""
+    await user(caller, message, lookup)
+    if message.parent_id:
+        await owns_task(caller, str(message.parent_id), "generic", lookup, "add a child to")
+
+
 def own_task_or_owner(field: str, noun: str) -> Rule:
     """The task itself (its own allocation's token), or its owner or an admin: a task's own
     context, a notebook's report of its idleness."""
@@ -540,10 +553,12 @@ async def agent(caller: Caller, message: Any, lookup: Lookup) -> None:
 DEFAULT_WORKSPACE = 1
 
 
-def owner_of_workspace(what: str) -> Rule:
+def owner_of_workspace(what: str, field: str = "id") -> Rule:
+    """The owner of the workspace the request's ``field`` names, or an admin."""
+
     async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
         u = _user(caller)
-        workspace_id = int(message.id)
+        workspace_id = int(getattr(message, field))
         owner = await lookup.workspace_owner(workspace_id)
         if not u.admin and owner != u.id:
             raise errors.PermissionDenied(
@@ -551,6 +566,21 @@ def owner_of_workspace(what: str) -> Rule:
             )
 
     return rule
+
+
+def workspace_identity_by_admins(rule: Rule) -> Rule:
+    """``rule``, and only an admin names the agent user and group a workspace's tasks run as
+    (which decides what they may read and write on the agents)."""
+
+    async def checked(caller: Caller, message: Any, lookup: Lookup) -> None:
+        await rule(caller, message, lookup)
+        change = getattr(message, "workspace", message)
+        if getattr(change, "agent_user_group", None) is not None and not _user(caller).admin:
+            raise errors.PermissionDenied(
+                "only an admin may set the agent user and group of a workspace"
+            )
+
+    return checked
 
 
 async def _owns_project(caller: Caller, project_id: int, lookup: Lookup, what: str) -> None:
@@ -723,11 +753,16 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/MoveExperiment": move_experiments,
     "/v1.Determined/MoveExperiments": move_experiments,
     "/v1.Determined/GetExperimentLabels": user,
+    "/v1.Determined/BindRPToWorkspace": admin,
+    "/v1.Determined/UnbindRPFromWorkspace": admin,
+    "/v1.Determined/OverwriteRPWorkspaceBindings": admin,
+    "/v1.Determined/ListWorkspacesBoundToRP": user,
+    "/v1.Determined/ListRPsBoundToWorkspace": user,
     "/v1.Determined/GetWorkspace": user,
     "/v1.Determined/GetWorkspaces": user,
     "/v1.Determined/GetWorkspaceProjects": user,
-    "/v1.Determined/PostWorkspace": user,
-    "/v1.Determined/PatchWorkspace": owner_of_workspace("change"),
+    "/v1.Determined/PostWorkspace": workspace_identity_by_admins(user),
+    "/v1.Determined/PatchWorkspace": workspace_identity_by_admins(owner_of_workspace("change")),
     "/v1.Determined/DeleteWorkspace": owner_of_workspace("delete"),
     "/v1.Determined/ArchiveWorkspace": owner_of_workspace("archive"),
     "/v1.Determined/UnarchiveWorkspace": owner_of_workspace("unarchive"),
@@ -772,6 +807,13 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/PutGlobalConfigPolicies": admin,
     "/v1.Determined/GetGlobalConfigPolicies": user,
     "/v1.Determined/DeleteGlobalConfigPolicies": admin,
+    "/v1.Determined/PutWorkspaceConfigPolicies": owner_of_workspace(
+        "set the config policies of", "workspace_id"
+    ),
+    "/v1.Determined/GetWorkspaceConfigPolicies": user,
+    "/v1.Determined/DeleteWorkspaceConfigPolicies": owner_of_workspace(
+        "delete the config policies of", "workspace_id"
+    ),
     "/v1.Determined/PreviewExperimentGc": user,
     "/v1.Determined/SetExperimentGcPolicy": owner_of_experiment("change the gc policy of"),
     "/v1.Determined/PutExperimentRetainLogs": owner_of_experiment("change the log retention of"),
@@ -803,6 +845,11 @@ RULES: dict[str, Rule] = {
     "/v1.Determined/KillShell": owner_of_task("shell_id", "shell", "kill"),
     "/v1.Determined/SetShellPriority": owner_of_task("shell_id", "shell", "change the priority of"),
     "/v1.Determined/GetTaskContext": own_task_or_owner("task_id", ""),
+    "/v1.Determined/CreateGenericTask": create_generic_task,
+    "/v1.Determined/GetGenericTaskConfig": user,
+    "/v1.Determined/KillGenericTask": owner_of_task("task_id", "generic", "kill"),
+    "/v1.Determined/PauseGenericTask": owner_of_task("task_id", "generic", "pause"),
+    "/v1.Determined/UnpauseGenericTask": owner_of_task("task_id", "generic", "unpause"),
     "/v1.Agents/Connect": agent,
 }
 

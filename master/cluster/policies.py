@@ -1,7 +1,8 @@
-"""Config policies (Determined's task config policies), global scope.
+"""Config policies (Determined's task config policies), global and per workspace.
 
-An admin sets, per workload type (``EXPERIMENT``, or ``NTSC`` for notebooks, TensorBoards,
-shells and commands), a YAML or JSON document with two parts:
+An admin (or, for a workspace, its owner) sets, per workload type (``EXPERIMENT``, or
+``NTSC`` for notebooks, TensorBoards, shells and commands), a YAML or JSON document with two
+parts:
 
 - ``invariant_config``: a config fragment merged over every new experiment's config and
   winning over what the user wrote (``expconf.merge_defaults`` with the fragment as the
@@ -14,6 +15,10 @@ shells and commands), a YAML or JSON document with two parts:
 
 Setting policies replaces both parts of the scope. Existing workloads are not touched, but
 changing an experiment's priority or max slots later is held to them too.
+
+A workload is held to its workspace's policies under the global ones (``effective``): the
+global invariant config is merged over the workspace's, and each global constraint, where
+set, replaces the workspace's, as Determined's global policies take precedence.
 """
 
 from __future__ import annotations
@@ -209,17 +214,51 @@ def invariant_value(policies: Policies, *path: str) -> Any:
     return node
 
 
+def over(top: Policies, under: Policies) -> Policies:
+    """``top``'s policies taking precedence over ``under``'s (the global over a workspace's)."""
+    invariant = top.invariant_config
+    if invariant is None or under.invariant_config is None:
+        invariant = invariant if invariant is not None else under.invariant_config
+    else:
+        invariant = expconf.merge_defaults(invariant, under.invariant_config)
+    a, b = top.constraints, under.constraints
+    if a is None or b is None:
+        constraints = a if a is not None else b
+    else:
+        constraints = Constraints(
+            priority_limit=a.priority_limit if a.priority_limit is not None else b.priority_limit,
+            max_slots=a.max_slots if a.max_slots is not None else b.max_slots,
+        )
+    return Policies(invariant_config=invariant, constraints=constraints)
+
+
 class ConfigPolicies:
-    """The stored policies of the global scope, one row per workload type."""
+    """The stored policies, one row per scope (the global one, or a workspace) and workload
+    type."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def get(self, kind: str) -> Policies:
+    async def effective(self, kind: str, workspace_id: int) -> Policies:
+        """What a workload of ``workspace_id`` is held to: the global policies over the
+        workspace's."""
+        top = await self.get(kind)
+        return top if workspace_id == GLOBAL else over(top, await self.get(kind, workspace_id))
+
+    async def _scope(self, workspace_id: int) -> int:
+        if workspace_id != GLOBAL:
+            row = await self._db.fetch_one(
+                "SELECT id FROM workspaces WHERE id = ?", (workspace_id,)
+            )
+            if row is None:
+                raise errors.NotFound(f"workspace {workspace_id} not found")
+        return workspace_id
+
+    async def get(self, kind: str, workspace_id: int = GLOBAL) -> Policies:
         row = await self._db.fetch_one(
             "SELECT invariant_config, constraints FROM config_policies"
             " WHERE workspace_id = ? AND workload_type = ?",
-            (GLOBAL, workload_type(kind)),
+            (await self._scope(workspace_id), workload_type(kind)),
         )
         if row is None:
             return Policies()
@@ -227,21 +266,24 @@ class ConfigPolicies:
         constraints = _constraints(json.loads(row["constraints"])) if row["constraints"] else None
         return Policies(invariant_config=invariant, constraints=constraints)
 
-    async def put(self, kind: str, text: str, *, username: str) -> Policies:
+    async def put(
+        self, kind: str, text: str, *, username: str, workspace_id: int = GLOBAL
+    ) -> Policies:
         kind = workload_type(kind)
         policies = parse(kind, text)
         invariant = policies.invariant_config
         constraints = policies.constraints
         async with self._db.atomic():
+            scope = await self._scope(workspace_id)
             await self._db.execute(
                 "DELETE FROM config_policies WHERE workspace_id = ? AND workload_type = ?",
-                (GLOBAL, kind),
+                (scope, kind),
             )
             await self._db.execute(
                 "INSERT INTO config_policies (workspace_id, workload_type, invariant_config,"
                 " constraints, updated_by, updated_time) VALUES (?, ?, ?, ?, ?, ?)",
                 (
-                    GLOBAL,
+                    scope,
                     kind,
                     None if invariant is None else json.dumps(invariant),
                     None if constraints is None else json.dumps(constraints.to_dict()),
@@ -251,16 +293,16 @@ class ConfigPolicies:
             )
         return policies
 
-    async def delete(self, kind: str) -> None:
+    async def delete(self, kind: str, workspace_id: int = GLOBAL) -> None:
         await self._db.execute(
             "DELETE FROM config_policies WHERE workspace_id = ? AND workload_type = ?",
-            (GLOBAL, workload_type(kind)),
+            (await self._scope(workspace_id), workload_type(kind)),
         )
 
-    async def apply_invariant(self, config_text: str) -> str:
-        """An experiment's config with the invariant config merged over it (unchanged when
-        there is none)."""
-        policies = await self.get(EXPERIMENT)
+    async def apply_invariant(self, config_text: str, workspace_id: int = GLOBAL) -> str:
+        """An experiment's config with the invariant config (its workspace's under the
+        global one) merged over it (unchanged when there is none)."""
+        policies = await self.effective(EXPERIMENT, workspace_id)
         if policies.invariant_config is None:
             return config_text
         raw = expconf.load_yaml(config_text)

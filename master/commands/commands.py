@@ -1,13 +1,15 @@
 """Commands (`det cmd run`): a config's entrypoint run once in its context on the slots it
 asked for; its output is its log and its exit code its result. ``Commands`` launches the
-three kinds this package runs (commands, notebooks, shells)."""
+kinds this package runs (commands, notebooks, shells, and generic tasks in ``trees``)."""
 
 from __future__ import annotations
 
 from determined.api.gen import v1
 from pydet.master.commands import notebooks, shells
+from pydet.master.commands.generic_tasks import GenericTaskTrees
 from pydet.master.commands.launcher import Launcher, shown, start_order
 from pydet.master.tasks.generic import GenericTask, GenericTasks, Kind, TaskType
+from pydet.master.workspaces.organization import Organization
 
 
 def to_proto(task: GenericTask) -> v1.Command:
@@ -19,9 +21,11 @@ _LABELS = {TaskType.COMMAND: "Command", TaskType.NOTEBOOK: "JupyterLab", TaskTyp
 
 
 class Commands:
-    def __init__(self, generic: GenericTasks, launcher: Launcher) -> None:
+    def __init__(self, generic: GenericTasks, launcher: Launcher, org: Organization) -> None:
         self._generic = generic
         self._launcher = launcher
+        # Generic tasks (det task create), in their projects and trees.
+        self.trees = GenericTaskTrees(generic, launcher, org)
         info = generic.info
         generic.register(
             TaskType.COMMAND,

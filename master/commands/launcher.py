@@ -17,6 +17,7 @@ from pydet.master.agents.table import Agent
 from pydet.master.tasks.allocation import Allocation
 from pydet.master.tasks.generic import GenericTask, GenericTasks, Phase, TaskType, base_env
 from pydet.master.tasks.task_spec import MasterInfo, container_spec, labels, variables
+from pydet.master.workspaces.pool_bindings import PoolBindings
 
 # What every such task's container runs (determined.exec.launch picks the work by
 # DET_TASK_TYPE); the process runtime forks it from its launcher template.
@@ -24,6 +25,10 @@ TASK_ENTRY = ["python3", "-m", "determined.exec.launch"]
 # The task's config (JSON), and "1" when it was launched with a context to download.
 CONFIG_ENV = "DET_TASK_CONFIG"
 CONTEXT_ENV = "DET_TASK_CONTEXT"
+# The kinds whose config must have an entrypoint (notebooks and shells run their own).
+_RUNS_ENTRYPOINT = (TaskType.COMMAND, TaskType.GENERIC)
+# Where tasks go that name no workspace: Determined's "Uncategorized" (id 1).
+DEFAULT_WORKSPACE = (1, "Uncategorized")
 # Three words, as Determined names its tasks ("Command (adjective-noun-word)").
 _WORDS = (
     ("brave", "calm", "eager", "fancy", "gentle", "happy", "jolly", "keen", "lively", "merry"),
@@ -45,15 +50,21 @@ def pet_name(task_id: str) -> str:
 class Launcher:
     """Checks launch requests and queues their tasks in ``generic``."""
 
-    def __init__(self, generic: GenericTasks, info: MasterInfo) -> None:
+    def __init__(
+        self, generic: GenericTasks, info: MasterInfo, bindings: PoolBindings | None = None
+    ) -> None:
         self._generic = generic
         self._info = info
+        self._bindings = bindings
 
     def parse(self, text: str, task_type: TaskType) -> expconf.CommandConfig:
         """The config ``text`` over the master's defaults (pool, and slots)."""
         raw = expconf.load_yaml(text) if text.strip() else {}
-        defaults = {"resources": {"resource_pool": self._info.default_pool}}
-        cfg = expconf.parse_command_config(raw, defaults, entrypoint=task_type is TaskType.COMMAND)
+        defaults = {
+            **self._info.task_defaults,
+            "resources": {"resource_pool": self._info.default_pool},
+        }
+        cfg = expconf.parse_command_config(raw, defaults, entrypoint=task_type in _RUNS_ENTRYPOINT)
         pool = cfg.resources.resource_pool
         if pool not in self._info.pools:
             raise errors.InvalidArgument(
@@ -71,7 +82,14 @@ class Launcher:
         context: bytes,
         label: str,
         extra: Mapping[str, Any] | None = None,
+        workspace: tuple[int, str] = DEFAULT_WORKSPACE,
     ) -> GenericTask:
+        """Queue the task, as ``workspace``'s (id, name): its pool must be available there
+        (``workspaces.pool_bindings``)."""
+        if self._bindings is not None:
+            await self._bindings.check(
+                cfg.resources.resource_pool, *workspace, field="resources.resource_pool"
+            )
         if context:
             try:
                 # Unpacked size and entry count too: a small archive may unpack to gigabytes.

@@ -25,14 +25,29 @@ MAX_CONFIG = 1 << 20  # bytes of JSON
 MAX_TEMPLATES = 10000
 
 
+# Where a template goes when it names no workspace: the default one (Uncategorized).
+DEFAULT_WORKSPACE = 1
+_COLUMNS = "name, config, username, workspace_id"
+
+
 @dataclass(frozen=True)
 class Template:
     name: str
     config: dict[str, Any]
     username: str
+    workspace_id: int = DEFAULT_WORKSPACE
 
     def to_proto(self) -> v1.Template:
-        return v1.Template(name=self.name, config=json.dumps(self.config), username=self.username)
+        return v1.Template(
+            name=self.name,
+            config=json.dumps(self.config),
+            username=self.username,
+            workspace_id=self.workspace_id,
+        )
+
+
+def _template(row: Any) -> Template:
+    return Template(row["name"], json.loads(row["config"]), row["username"], row["workspace_id"])
 
 
 def check_name(name: str, where: str = "template.name") -> str:
@@ -57,18 +72,29 @@ class Templates:
 
     async def all(self, name_contains: str = "") -> list[Template]:
         rows = await self._db.fetch_all(
-            "SELECT name, config, username FROM templates WHERE instr(name, ?) > 0 ORDER BY name",
+            f"SELECT {_COLUMNS} FROM templates WHERE instr(name, ?) > 0 ORDER BY name",
             (name_contains,),
         )
-        return [Template(r["name"], json.loads(r["config"]), r["username"]) for r in rows]
+        return [_template(r) for r in rows]
 
     async def get(self, name: str) -> Template:
-        row = await self._db.fetch_one(
-            "SELECT name, config, username FROM templates WHERE name = ?", (name,)
-        )
+        row = await self._db.fetch_one(f"SELECT {_COLUMNS} FROM templates WHERE name = ?", (name,))
         if row is None:
             raise errors.NotFound(f"template {name!r} not found")
-        return Template(row["name"], json.loads(row["config"]), row["username"])
+        return _template(row)
+
+    async def _workspace(self, workspace_id: int) -> int:
+        row = await self._db.fetch_one(
+            "SELECT archived FROM workspaces WHERE id = ?", (workspace_id,)
+        )
+        if row is None:
+            raise errors.NotFound(f"template.workspace_id: workspace {workspace_id} not found")
+        if row["archived"]:
+            raise errors.FailedPrecondition(
+                f"template.workspace_id: workspace {workspace_id} is archived and takes no new "
+                "templates"
+            )
+        return workspace_id
 
     async def owner(self, name: str) -> str | None:
         row = await self._db.fetch_one("SELECT username FROM templates WHERE name = ?", (name,))
@@ -76,10 +102,13 @@ class Templates:
 
     async def put(self, t: v1.Template, username: str, *, mode: str = "put") -> Template:
         """Create or replace the template named ``t.name``; it keeps its first owner. With
-        ``mode`` "create" one that exists is an error, with "replace" one that does not."""
+        ``mode`` "create" one that exists is an error, with "replace" one that does not. It
+        goes to the workspace ``t.workspace_id`` names (0: the default one when created, where
+        it was when replaced)."""
         name = check_name(t.name)
         config = parse_config(t.config)
         async with self._db.atomic():
+            workspace = await self._workspace(t.workspace_id) if t.workspace_id else 0
             owner = await self.owner(name)
             if owner is None:
                 if mode == "replace":
@@ -90,8 +119,9 @@ class Templates:
                         f"the master keeps at most {MAX_TEMPLATES} templates; remove some"
                     )
                 await self._db.execute(
-                    "INSERT INTO templates (name, config, username) VALUES (?, ?, ?)",
-                    (name, json.dumps(config), username),
+                    "INSERT INTO templates (name, config, username, workspace_id)"
+                    " VALUES (?, ?, ?, ?)",
+                    (name, json.dumps(config), username, workspace or DEFAULT_WORKSPACE),
                 )
             elif mode == "create":
                 raise errors.AlreadyExists(
@@ -101,7 +131,11 @@ class Templates:
                 await self._db.execute(
                     "UPDATE templates SET config = ? WHERE name = ?", (json.dumps(config), name)
                 )
-        return Template(name, config, owner or username)
+                if workspace:
+                    await self._db.execute(
+                        "UPDATE templates SET workspace_id = ? WHERE name = ?", (workspace, name)
+                    )
+        return await self.get(name)
 
     async def delete(self, name: str) -> None:
         async with self._db.atomic():

@@ -37,6 +37,7 @@ from pydet.master.gateway import cluster as gateway_cluster
 from pydet.master.gateway import codec as gateway_codec
 from pydet.master.gateway import commands as gateway_commands
 from pydet.master.gateway import experiments as gateway_experiments
+from pydet.master.gateway import generic_tasks as gateway_generic_tasks
 from pydet.master.gateway import models as gateway_models
 from pydet.master.gateway import proxy as gateway_proxy
 from pydet.master.gateway import spa as gateway_spa
@@ -160,6 +161,7 @@ def build(
             for route in gateway_commands.routes(service, kind)
         ),
         *gateway_commands.log_routes(service),
+        *gateway_generic_tasks.routes(service),
         *gateway_auth.routes(auth, session_lifetime),
     ]
     app = Starlette(

@@ -1,7 +1,8 @@
 """JSON routes for workspaces, projects and experiments' moves, at Determined's paths:
 ``/api/v1/workspaces[/{id}[/projects|/archive|/unarchive]]``,
 ``/api/v1/projects/{id}[/archive|/unarchive|/move|/notes|/experiments/move]``,
-``/api/v1/projects/key/{key}``, ``/api/v1/experiments/{id}/move`` and
+``/api/v1/projects/key/{key}``, ``/api/v1/resource-pools/{name}/workspace-bindings``,
+``/api/v1/workspaces/{id}/available-resource-pools``, ``/api/v1/experiments/{id}/move`` and
 ``/api/v1/experiment/labels``. Each reads Determined's request message (bodies in protobuf's
 JSON mapping), is authorized by the same rule as its RPC, and calls the same façade."""
 
@@ -166,7 +167,47 @@ def routes(service: Service) -> list[Route]:
         await gateway_auth.authorize(request, "GetExperimentLabels", req)
         return codec.message(await service.org.get_experiment_labels(req))
 
+    async def pool_bindings(request: Request) -> Response:
+        """POST adds, DELETE removes, PUT replaces a pool's workspace bindings (admins)."""
+        pool = str(request.path_params["pool"])
+        if request.method == "POST":
+            add = await bodies.body(request, v1.BindRpToWorkspaceRequest)
+            add.resource_pool_name = pool
+            await gateway_auth.authorize(request, "BindRPToWorkspace", add)
+            return codec.message(await service.org.bind_rp_to_workspace(add))
+        if request.method == "DELETE":
+            remove = await bodies.body(request, v1.UnbindRpFromWorkspaceRequest)
+            remove.resource_pool_name = pool
+            await gateway_auth.authorize(request, "UnbindRPFromWorkspace", remove)
+            return codec.message(await service.org.unbind_rp_from_workspace(remove))
+        put = await bodies.body(request, v1.OverwriteRpWorkspaceBindingsRequest)
+        put.resource_pool_name = pool
+        await gateway_auth.authorize(request, "OverwriteRPWorkspaceBindings", put)
+        return codec.message(await service.org.overwrite_rp_workspace_bindings(put))
+
+    async def pool_workspaces(request: Request) -> Response:
+        req = v1.ListWorkspacesBoundToRpRequest(
+            resource_pool_name=str(request.path_params["pool"]),
+            offset=codec.integer(request, "offset"),
+            limit=codec.integer(request, "limit"),
+        )
+        await gateway_auth.authorize(request, "ListWorkspacesBoundToRP", req)
+        return codec.message(await service.org.list_workspaces_bound_to_rp(req))
+
+    async def workspace_pools(request: Request) -> Response:
+        req = v1.ListRPsBoundToWorkspaceRequest(
+            workspace_id=codec.integer(request, "id"),
+            offset=codec.integer(request, "offset"),
+            limit=codec.integer(request, "limit"),
+        )
+        await gateway_auth.authorize(request, "ListRPsBoundToWorkspace", req)
+        return codec.message(await service.org.list_rps_bound_to_workspace(req))
+
+    bindings = "/api/v1/resource-pools/{pool:str}/workspace-bindings"
     return [
+        Route(bindings, pool_bindings, methods=["POST", "DELETE", "PUT"]),
+        Route(bindings, pool_workspaces, methods=["GET"]),
+        Route("/api/v1/workspaces/{id:int}/available-resource-pools", workspace_pools),
         Route("/api/v1/workspaces", list_workspaces, methods=["GET"]),
         Route("/api/v1/workspaces", create_workspace, methods=["POST"]),
         Route("/api/v1/workspaces/{id:int}", get_workspace, methods=["GET"]),

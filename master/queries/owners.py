@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from pydet.master.store.db import Database
@@ -36,6 +37,62 @@ async def job_experiment(db: Database, job_id: str) -> tuple[int, str] | None:
     """The experiment that is the job, with its owner; None if there is no such job."""
     row = await db.fetch_one("SELECT id, username FROM experiments WHERE job_id = ?", (job_id,))
     return None if row is None else (int(row["id"]), str(row["username"]))
+
+
+async def experiment_workspace(db: Database, experiment_id: int) -> int:
+    """The id of the workspace an experiment is in (0 for no such experiment)."""
+    row = await db.fetch_one(
+        "SELECT p.workspace_id FROM experiments e JOIN projects p ON p.id = e.project_id"
+        " WHERE e.id = ?",
+        (experiment_id,),
+    )
+    return 0 if row is None else int(row["workspace_id"])
+
+
+_IDENTITY = "agent_uid, agent_gid, agent_user, agent_group"
+
+
+async def task_identity(
+    db: Database, trial_id: int | None, task_id: str
+) -> tuple[int, int, str, str] | None:
+    """The agent uid, gid, user and group a task runs as: its workspace's, else its owner's;
+    None for the agent's own. A trial's workspace is its experiment's; a generic task's its
+    project's; any other task's the default one."""
+    if trial_id is not None:
+        row = await db.fetch_one(
+            "SELECT e.username, p.workspace_id FROM trials t JOIN experiments e"
+            " ON e.id = t.experiment_id JOIN projects p ON p.id = e.project_id WHERE t.id = ?",
+            (trial_id,),
+        )
+        if row is None:
+            return None
+        username, workspace_id = str(row["username"]), int(row["workspace_id"])
+    else:
+        row = await db.fetch_one(
+            "SELECT username, extra FROM generic_tasks WHERE id = ?", (task_id,)
+        )
+        if row is None:
+            return None
+        username, workspace_id = str(row["username"]), 1
+        project_id = json.loads(row["extra"] or "{}").get("project_id")
+        if project_id:
+            found = await db.fetch_one(
+                "SELECT workspace_id FROM projects WHERE id = ?", (int(project_id),)
+            )
+            workspace_id = 1 if found is None else int(found["workspace_id"])
+    for sql, key in (
+        (f"SELECT {_IDENTITY} FROM workspaces WHERE id = ?", workspace_id),
+        (f"SELECT {_IDENTITY} FROM users WHERE username = ?", username),
+    ):
+        found = await db.fetch_one(sql, (key,))
+        if found is not None and found["agent_user"] is not None:
+            return (
+                int(found["agent_uid"]),
+                int(found["agent_gid"]),
+                str(found["agent_user"]),
+                str(found["agent_group"]),
+            )
+    return None
 
 
 async def workspace_owner(db: Database, workspace_id: int) -> tuple[int | None] | None:

@@ -487,4 +487,27 @@ MIGRATIONS: list[Migration] = [
     CREATE INDEX generic_tasks_state ON generic_tasks (state);
     CREATE INDEX task_logs_task ON task_logs (task_id, id);
     """,
+    # 25: resource pools bound to workspaces (master/workspaces/pool_bindings.py): a bound
+    # pool runs only its workspaces' experiments and tasks; a pool with no row is shared.
+    """
+    CREATE TABLE rp_workspace_bindings (
+        pool_name TEXT NOT NULL,
+        workspace_id INTEGER NOT NULL,
+        PRIMARY KEY (pool_name, workspace_id)
+    );
+    CREATE INDEX rp_workspace_bindings_workspace ON rp_workspace_bindings (workspace_id);
+    """,
+    # 26: the workspace a template belongs to (det template create -w), as in Determined;
+    # the existing ones are the default workspace's.
+    """
+    ALTER TABLE templates ADD COLUMN workspace_id INTEGER NOT NULL DEFAULT 1;
+    """,
+    # 27: the agent user and group a workspace's tasks run as (det workspace create|edit
+    # --agent-uid ...), over their owners' own (the users' columns of migration 19).
+    """
+    ALTER TABLE workspaces ADD COLUMN agent_uid INTEGER;
+    ALTER TABLE workspaces ADD COLUMN agent_gid INTEGER;
+    ALTER TABLE workspaces ADD COLUMN agent_user TEXT;
+    ALTER TABLE workspaces ADD COLUMN agent_group TEXT;
+    """,
 ]

@@ -5,9 +5,11 @@ the task manager talks to.
 
 Each kind says what its task runs (a ``Kind``: the start order of its one container, and
 how many ports the master declares for it on its agent); ``tensorboards`` is one kind, the
-``commands`` package (above) the three others. A task's phase moves QUEUED -> STARTING (its
+``commands`` package (above) the others. A task's phase moves QUEUED -> STARTING (its
 container runs) -> RUNNING (it runs; a task with a declared port once it reported that it
-serves there) -> TERMINATING (killed) -> TERMINATED, in ``_move`` only.
+serves there) -> TERMINATING (killed) -> TERMINATED, in ``_move`` only. A generic task may
+also be paused: PAUSING (its allocation preempted) -> PAUSED (no allocation, still live) ->
+QUEUED again when unpaused.
 
 The proxy forwards only where this module allows: a task may report as its address only
 its own agent's address (as the agent reported it) with a port the master declared for it
@@ -48,6 +50,8 @@ PORT_RANGE = (2900, 3900)
 IDLE_CHECK_SECONDS = 1.0
 DEFAULT_PRIORITY = 42
 KILL_GRACE = 5.0
+# How long a paused generic task has to stop when its config does not say.
+PREEMPTION_TIMEOUT = 30.0
 # Every column but the context, which only the task itself downloads.
 _COLUMNS = (
     "id, task_type, username, description, config, resource_pool, slots, priority, state,"
@@ -63,11 +67,14 @@ class TaskType(enum.Enum):
     NOTEBOOK = "NOTEBOOK"
     SHELL = "SHELL"
     TENSORBOARD = "TENSORBOARD"
+    # `det task create`: an entrypoint in a project, which may be paused and unpaused.
+    GENERIC = "GENERIC"
 
     @property
     def noun(self) -> str:
-        """How messages name one: "command", "notebook", "shell", "tensorboard"."""
-        return self.value.lower()
+        """How messages name one: "command", "notebook", "shell", "tensorboard", "generic
+        task"."""
+        return "generic task" if self is TaskType.GENERIC else self.value.lower()
 
 
 class Phase(enum.Enum):
@@ -76,13 +83,18 @@ class Phase(enum.Enum):
     RUNNING = "RUNNING"
     TERMINATING = "TERMINATING"
     TERMINATED = "TERMINATED"
+    # A generic task's pause: its allocation asked to stop, then none until it is unpaused.
+    PAUSING = "PAUSING"
+    PAUSED = "PAUSED"
 
 
 # The only moves a task's phase makes.
 _MOVES: dict[Phase, frozenset[Phase]] = {
-    Phase.QUEUED: frozenset({Phase.STARTING, Phase.TERMINATED}),
-    Phase.STARTING: frozenset({Phase.RUNNING, Phase.TERMINATING, Phase.TERMINATED}),
-    Phase.RUNNING: frozenset({Phase.TERMINATING, Phase.TERMINATED}),
+    Phase.QUEUED: frozenset({Phase.STARTING, Phase.PAUSED, Phase.TERMINATED}),
+    Phase.STARTING: frozenset({Phase.RUNNING, Phase.PAUSING, Phase.TERMINATING, Phase.TERMINATED}),
+    Phase.RUNNING: frozenset({Phase.PAUSING, Phase.TERMINATING, Phase.TERMINATED}),
+    Phase.PAUSING: frozenset({Phase.PAUSED, Phase.TERMINATING, Phase.TERMINATED}),
+    Phase.PAUSED: frozenset({Phase.QUEUED, Phase.TERMINATED}),
     Phase.TERMINATING: frozenset({Phase.TERMINATED}),
     Phase.TERMINATED: frozenset(),
 }
@@ -151,6 +163,13 @@ class GenericTask:
     def declared_ports(self) -> list[dict[str, Any]]:
         """The ports its config declares (``environment.proxy_ports``: ``{port, tcp}``)."""
         return list(self.extra.get("proxy_ports") or [])
+
+    @property
+    def preemption_timeout(self) -> float:
+        """Seconds a paused task has to stop before it is killed (a generic task's config's
+        ``preemption_timeout``)."""
+        value = self.extra.get("preemption_timeout")
+        return float(value) if isinstance(value, int | float) and value > 0 else PREEMPTION_TIMEOUT
 
     @property
     def idle_timeout(self) -> float | None:
@@ -273,7 +292,7 @@ class GenericTasks:
             if alloc.trial_id is not None:
                 continue
             task = self._live.get(alloc.task_id)
-            if task is None or task.phase is Phase.QUEUED:
+            if task is None or task.phase in (Phase.QUEUED, Phase.PAUSED):
                 log.warning("killing allocation %s of no live task", alloc.id)
                 self._tasks.kill(alloc, reason="orphaned", grace=3.0)
                 continue
@@ -283,9 +302,15 @@ class GenericTasks:
             if task.phase is Phase.TERMINATING:
                 # Killed just before the master stopped: the order may not have gone out.
                 self._tasks.kill(alloc, reason="killed", grace=KILL_GRACE)
+            elif task.phase is Phase.PAUSING:
+                self._tasks.preempt(alloc, reason="paused", timeout=task.preemption_timeout)
             log.info("%s %s: adopted allocation %s", task.task_type.noun, task.id, alloc.id)
         for task in list(self._live.values()):
-            if task.phase is not Phase.QUEUED and task.id not in adopted:
+            if task.phase in (Phase.QUEUED, Phase.PAUSED) or task.id in adopted:
+                continue
+            if task.phase is Phase.PAUSING:
+                await self._paused(task)  # it stopped while the master was down
+            else:
                 await self._end(task, "its allocation was lost while the master was down")
 
     async def create(self, task: GenericTask, context: bytes | None) -> GenericTask:
@@ -349,14 +374,50 @@ class GenericTasks:
         task = await self.get(task_id, task_type)
         if task.phase in (Phase.TERMINATED, Phase.TERMINATING):
             return task
+        if task.phase is Phase.PAUSED:
+            await self._end(task, f"{why} while paused")
+            return task
         if self._tasks.withdraw(task.id):
             await self._end(task, f"{why} before it started")
             return task
         alloc = self._tasks.allocation_of(task.id)
         if alloc is not None:
+            if alloc.stop_reason == "paused":
+                alloc.stop_reason = ""  # killed while pausing: it ends as killed
             await self._move(task, Phase.TERMINATING)
             self._tasks.kill(alloc, reason=why, grace=KILL_GRACE)
         return task
+
+    async def pause(self, task: GenericTask) -> None:
+        """Stop the task's process and keep the task: a queued one leaves the queue; a
+        running one gets its preemption signal and is killed after its preemption timeout."""
+        if task.phase is Phase.QUEUED and self._tasks.withdraw(task.id):
+            await self._move(task, Phase.PAUSED)
+            return
+        alloc = self._tasks.allocation_of(task.id)
+        if task.phase not in (Phase.STARTING, Phase.RUNNING) or alloc is None:
+            raise errors.FailedPrecondition(
+                f"task {task.id} is {task.phase.value.lower()} and cannot be paused"
+            )
+        await self._move(task, Phase.PAUSING)
+        self._tasks.preempt(alloc, reason="paused", timeout=task.preemption_timeout)
+
+    async def unpause(self, task: GenericTask) -> None:
+        """Queue a paused task again: a new allocation runs its entrypoint anew."""
+        if task.phase is not Phase.PAUSED:
+            raise errors.FailedPrecondition(
+                f"task {task.id} is {task.phase.value.lower()}, not paused"
+                + ("; unpause it once it has stopped" if task.phase is Phase.PAUSING else "")
+            )
+        task.job.order = time.time()
+        await self._move(task, Phase.QUEUED)
+        self._request(task)
+
+    async def _paused(self, task: GenericTask) -> None:
+        task.allocation_id = ""
+        task.proxy_address = ""
+        task.ports = []
+        await self._move(task, Phase.PAUSED)
 
     async def set_priority(
         self, task_id: str, priority: int, task_type: TaskType | None = None
@@ -591,6 +652,10 @@ class GenericTasks:
     async def allocation_exited(self, allocation: Allocation) -> None:
         task = self._live.get(allocation.task_id)
         if task is None:
+            return
+        if task.phase is Phase.PAUSING:
+            log.info("task %s paused (allocation %s ended)", task.id, allocation.id)
+            await self._paused(task)
             return
         failure = allocation.first_failure()
         (container,) = allocation.containers.values()

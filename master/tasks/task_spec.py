@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from determined.api.gen import v1
@@ -32,6 +32,9 @@ class MasterInfo:
     pools: tuple[str, ...]
     default_pool: str
     defaults: dict[str, Any]
+    # What the configs of commands, notebooks, shells and generic tasks are filled from
+    # besides their pool (the master's task_container_defaults).
+    task_defaults: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from determined.common import errors, expconf
 from pydet.master.store.db import Database, Row
-from pydet.master.workspaces import listing, names
+from pydet.master.workspaces import listing, names, pool_bindings
 
 # Workspace (and project) 1: Determined's "Uncategorized".
 DEFAULT_ID = 1
@@ -47,6 +47,14 @@ class Workspace:
     default_aux_pool: str
     num_projects: int
     num_experiments: int
+    # The agent uid, gid, user and group its tasks run as (over their owners' own).
+    agent: AgentIdentity | None = None
+
+
+# An agent uid, gid, user name and group name.
+AgentIdentity = tuple[int, int, str, str]
+# What ``patch`` leaves alone (None clears).
+KEEP = "keep"
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,11 @@ def _workspace(row: Row) -> Workspace:
         default_aux_pool=row["default_aux_pool"],
         num_projects=row["num_projects"],
         num_experiments=row["num_experiments"],
+        agent=(
+            None
+            if row["agent_user"] is None
+            else (row["agent_uid"], row["agent_gid"], row["agent_user"], row["agent_group"])
+        ),
     )
 
 
@@ -88,10 +101,17 @@ class WorkspaceStore:
         self._db = db
         self._pools = tuple(pools)
 
-    def _pool(self, field: str, pool: str) -> str:
+    async def _pool(self, field: str, pool: str, workspace_id: int = 0) -> str:
+        """A default pool for the workspace (0: a new one): it exists and is bound to no
+        other workspace (``pool_bindings``)."""
         if pool and pool not in self._pools:
             raise errors.InvalidArgument(
                 f"{field}: no resource pool named {pool!r}; the pools are {', '.join(self._pools)}"
+            )
+        if pool and pool not in await pool_bindings.available(self._db, [pool], workspace_id):
+            raise errors.FailedPrecondition(
+                f"{field}: resource pool {pool!r} is bound to other workspaces and is not "
+                "available to this one"
             )
         return pool
 
@@ -141,17 +161,19 @@ class WorkspaceStore:
         checkpoint_storage: dict[str, Any] | None = None,
         default_compute_pool: str = "",
         default_aux_pool: str = "",
+        agent: AgentIdentity | None = None,
     ) -> Workspace:
         names.check_name("workspace", name)
         storage = _storage(checkpoint_storage)
-        compute = self._pool("default_compute_pool", default_compute_pool)
-        aux = self._pool("default_aux_pool", default_aux_pool)
+        compute = await self._pool("default_compute_pool", default_compute_pool)
+        aux = await self._pool("default_aux_pool", default_aux_pool)
         async with self._db.atomic():
             await self._unique(name)
             workspace_id = await self._db.execute(
                 "INSERT INTO workspaces (name, user_id, checkpoint_storage, default_compute_pool,"
-                " default_aux_pool, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (name, user_id, storage, compute, aux, time.time()),
+                " default_aux_pool, created_at, agent_uid, agent_gid, agent_user, agent_group)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (name, user_id, storage, compute, aux, time.time(), *(agent or (None,) * 4)),
             )
         return await self.get(workspace_id)
 
@@ -178,8 +200,10 @@ class WorkspaceStore:
         checkpoint_storage: dict[str, Any] | None = None,
         default_compute_pool: str | None = None,
         default_aux_pool: str | None = None,
+        agent: AgentIdentity | str | None = KEEP,
     ) -> Workspace:
-        """Change what is given; ``checkpoint_storage={}`` removes the workspace's own."""
+        """Change what is given; ``checkpoint_storage={}`` removes the workspace's own,
+        ``agent=None`` its agent user and group."""
         sets: list[str] = []
         params: list[Any] = []
         if name is not None:
@@ -190,10 +214,15 @@ class WorkspaceStore:
             params.append(_storage(checkpoint_storage))
         if default_compute_pool is not None:
             sets.append("default_compute_pool = ?")
-            params.append(self._pool("default_compute_pool", default_compute_pool))
+            params.append(
+                await self._pool("default_compute_pool", default_compute_pool, workspace_id)
+            )
+        if agent != KEEP:
+            sets.append("agent_uid = ?, agent_gid = ?, agent_user = ?, agent_group = ?")
+            params.extend(agent if isinstance(agent, tuple) else (None,) * 4)
         if default_aux_pool is not None:
             sets.append("default_aux_pool = ?")
-            params.append(self._pool("default_aux_pool", default_aux_pool))
+            params.append(await self._pool("default_aux_pool", default_aux_pool, workspace_id))
         async with self._db.atomic():
             current = await self._changeable(workspace_id, "changed")
             if current.archived and sets:
@@ -218,8 +247,8 @@ class WorkspaceStore:
             )
 
     async def delete(self, workspace_id: int) -> None:
-        """Delete an empty workspace with its projects; one that holds experiments or models
-        is refused, saying how many."""
+        """Delete an empty workspace with its projects and pool bindings; one that holds
+        experiments, models or templates is refused, saying how many."""
         async with self._db.atomic():
             found = await self._changeable(workspace_id, "deleted")
             if found.num_experiments:
@@ -227,14 +256,20 @@ class WorkspaceStore:
                     f"workspace {found.name!r} holds {found.num_experiments} experiment"
                     f"{'s' if found.num_experiments != 1 else ''}; move or delete them first"
                 )
-            row = await self._db.fetch_one(
-                "SELECT COUNT(*) AS n FROM models WHERE workspace_id = ?", (workspace_id,)
-            )
-            models = row["n"] if row is not None else 0
-            if models:
-                raise errors.FailedPrecondition(
-                    f"workspace {found.name!r} holds {models} model{'s' if models != 1 else ''};"
-                    " move or delete them first"
+            for table, noun, what in (
+                ("models", "model", "move or delete them first"),
+                ("templates", "template", "remove them first (det template rm)"),
+            ):
+                row = await self._db.fetch_one(
+                    f"SELECT COUNT(*) AS n FROM {table} WHERE workspace_id = ?", (workspace_id,)
                 )
+                n = row["n"] if row is not None else 0
+                if n:
+                    raise errors.FailedPrecondition(
+                        f"workspace {found.name!r} holds {n} {noun}{'s' if n != 1 else ''}; {what}"
+                    )
             await self._db.execute("DELETE FROM projects WHERE workspace_id = ?", (workspace_id,))
+            await self._db.execute(
+                "DELETE FROM rp_workspace_bindings WHERE workspace_id = ?", (workspace_id,)
+            )
             await self._db.execute("DELETE FROM workspaces WHERE id = ?", (workspace_id,))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pydet.agent.process_runtime import ProcessRuntime
-from pydet.agent.runtime import Event, Exited, Output, Started, StartOrder
+from pydet.agent.runtime import Event, Exited, Output, RunAs, Started, StartOrder
 from pydet.agent.slots import SlotSpec, artificial
 
 
@@ -315,6 +316,37 @@ async def test_unusable_work_dir_is_reported(tmp_path: Path) -> None:
         await rt.close()
     assert exited.exit_code == 1
     assert "working directory" in exited.error
+
+
+NOBODY = RunAs(65534, 65534, "nobody", "nogroup")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching identity needs a root agent")
+async def test_a_container_runs_as_its_owners_agent_user(
+    runtime: ProcessRuntime, tmp_path: Path
+) -> None:
+    rec = Recorder()
+    who = order("as-nobody", "sh", "-c", "id -u; id -g; id -G; echo $USER")
+    await runtime.start(dataclasses.replace(who, run_as=NOBODY), rec)
+    exited = await rec.exited()
+    assert exited.exit_code == 0, (exited.error, rec.lines())
+    assert rec.lines("stdout") == ["65534", "65534", "65534", "nobody"]
+    cwd = tmp_path / "work" / "as-nobody"
+    assert (cwd.stat().st_uid, cwd.stat().st_mode & 0o777) == (65534, 0o700)
+    # The agent's work dir (private, as the agent makes it) lets it through.
+    assert (tmp_path / "work").stat().st_mode & 0o011 == 0o011
+
+
+async def test_an_agent_that_is_not_root_refuses_another_identity(
+    runtime: ProcessRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    rec = Recorder()
+    await runtime.start(dataclasses.replace(order("refused", "true"), run_as=NOBODY), rec)
+    exited = await rec.exited(timeout=5)
+    assert exited.exit_code == 1 and len(rec.events) == 1
+    assert "must run as nobody (uid 65534, gid 65534)" in exited.error
+    assert "this agent runs as uid 1000, not root" in exited.error
 
 
 async def test_running_lists_live_containers_and_kill_of_unknown_is_a_noop(

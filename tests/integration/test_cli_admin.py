@@ -301,6 +301,52 @@ def test_config_policies_merge_over_experiments_and_refuse_too_many_slots(
     assert cluster.det("cp", "describe", "experiment", "--json").stdout.strip() == "{}"
 
 
+def test_a_workspaces_config_policies_hold_its_experiments_under_the_global_ones(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    cluster.det("workspace", "create", "lab")
+    cluster.det("project", "create", "lab", "runs")
+    policy = tmp_path / "lab.yaml"
+    policy.write_text(
+        "invariant_config: {description: the lab's, max_restarts: 1}\n"
+        "constraints: {resources: {max_slots: 2}}\n"
+    )
+    out = cluster.det("cp", "set", "experiment", str(policy), "-w", "lab").stdout
+    assert "Set workspace lab experiment config policies" in out
+    shown = json.loads(cluster.det("cp", "describe", "experiment", "-w", "lab", "--json").stdout)
+    assert shown["constraints"] == {"resources": {"max_slots": 2}}
+    assert cluster.det("cp", "describe", "experiment", "--json").stdout.strip() == "{}"
+    in_lab = {"workspace": "lab", "project": "runs"}
+    exp_id = cluster.create(config_file(tmp_path, description="mine", **in_lab), tmp_path)
+    config = cluster.experiment(exp_id)["config"]
+    assert (config["description"], config["max_restarts"]) == ("the lab's", 1)
+    cluster.det("experiment", "kill", str(exp_id))
+    # Outside the workspace its policies do not apply.
+    elsewhere = cluster.create(config_file(tmp_path, description="mine"), tmp_path)
+    assert cluster.experiment(elsewhere)["config"]["description"] == "mine"
+    cluster.det("experiment", "kill", str(elsewhere))
+    three = config_file(tmp_path, resources={"slots_per_trial": 3}, **in_lab)
+    assert "resources.slots_per_trial [3] exceeds limit set by admin [2]" in fails(
+        cluster, "experiment", "create", str(three), str(tmp_path)
+    )
+    # The global policies win where both speak.
+    policy.write_text("invariant_config: {description: the cluster's}\n")
+    cluster.det("cp", "set", "experiment", str(policy))
+    exp_id = cluster.create(config_file(tmp_path, **in_lab), tmp_path)
+    config = cluster.experiment(exp_id)["config"]
+    assert (config["description"], config["max_restarts"]) == ("the cluster's", 1)
+    cluster.det("experiment", "kill", str(exp_id))
+    cluster.det("cp", "delete", "experiment")
+    # Its owner or an admin sets them; others may read them.
+    assert "only the owner of workspace" in fails(
+        cluster, "cp", "delete", "experiment", "-w", "lab", env=as_bob(cluster)
+    )
+    assert "not found" in fails(cluster, "cp", "describe", "experiment", "-w", "nowhere")
+    out = cluster.det("cp", "delete", "experiment", "-w", "lab").stdout
+    assert "Deleted workspace lab's experiment config policies" in out
+    assert cluster.det("cp", "describe", "experiment", "-w", "lab").stdout.strip() == "{}"
+
+
 # -- an experiment's tables, code, checkpoints and logs -------------------------------------------
 
 

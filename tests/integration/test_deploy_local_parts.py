@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+import determined
 from tests.cluster import Det, free_port, local_det
 
 
@@ -131,3 +132,60 @@ def test_the_cluster_name_chooses_the_data_directory(det: Det, tmp_path: pathlib
         ok(det("deploy", "local", "cluster-down", "--cluster-name", "lab"))
     bad = det("deploy", "local", "cluster-down", "--cluster-name", "a/b")
     assert bad.returncode == 1 and "--cluster-name: 'a/b' cannot name a directory" in bad.stderr
+
+
+def test_determineds_deploy_flags_mean_what_they_can_for_processes(
+    det: Det, data_dir: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    port = free_port()
+    where = ["--data-dir", str(data_dir)]
+    work = tmp_path / "work"
+    # Unbuilt master/agent images and a second edition cannot mean anything here: refused
+    # before anything starts.
+    for flags, said in (
+        (["--enterprise-edition"], "--enterprise-edition: pydet has one edition"),
+        (["--image-repo-prefix", "me"], "--image-repo-prefix: pydet's local deploy starts"),
+        (["--det-version", "9.9.9"], "--det-version 9.9.9: the local deploy runs the installed"),
+        (["--db-password", "pw"], "--db-password: the master keeps its store in SQLite"),
+    ):
+        refused = det("deploy", "local", "master-up", "--master-port", str(port), *flags, *where)
+        assert refused.returncode == 1 and said in refused.stderr, refused
+        assert len(refused.stderr.strip().splitlines()) == 1
+    top = det("deploy", "--image-repo-prefix", "me", "local", "cluster-up", *where)
+    assert top.returncode == 1 and "--image-repo-prefix" in top.stderr
+    assert not (data_dir / "cluster.json").exists()
+
+    out = ok(
+        det(
+            "deploy", "local", "cluster-up", "--master-port", str(port), "--no-gpu",
+            "--auto-work-dir", str(work), "--no-autorestart", "--det-version",
+            determined.__version__, *where,
+        )
+    )  # fmt: skip
+    assert "Cluster ready" in out
+    # A command whose config names no working directory runs in the --auto-work-dir.
+    ran = ok(det("cmd", "run", "pwd", master=port))
+    assert str(work.resolve()) in ran.splitlines()
+    # The master is named after its cluster; master-down stops it by that name only.
+    state = json.loads((data_dir / "cluster.json").read_text())
+    assert state["master"]["name"] == "determined_determined-master"
+    wrong = det("deploy", "local", "master-down", "--master-name", "other", *where)
+    assert wrong.returncode == 1 and "no local master named 'other'" in wrong.stderr
+    out = ok(
+        det(
+            "deploy", "local", "master-down", "--master-name", "determined_determined-master",
+            *where,
+        )
+    )  # fmt: skip
+    assert "Stopped the local master determined_determined-master" in out
+
+    # --no-wait-for-master: back at once, before the master answers.
+    out = ok(
+        det(
+            "deploy", "--no-wait-for-master", "local", "master-up", "--master-port", str(port),
+            "--master-name", "lab-master", *where,
+        )
+    )  # fmt: skip
+    assert "not waiting for it" in out and "Its name is lab-master" in out
+    state = json.loads((data_dir / "cluster.json").read_text())
+    assert state["master"]["name"] == "lab-master"

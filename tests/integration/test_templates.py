@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from determined.experimental import client
-from tests.cluster import EXAMPLES, Cluster
+from tests.cluster import EXAMPLES, Cluster, one_line_error
 from tests.integration.test_security import as_user, clear_failure, succeeded
 
 
@@ -111,3 +111,25 @@ def _write(tmp_path: pathlib.Path, name: str, text: str) -> pathlib.Path:
     path = tmp_path / name
     path.write_text(text)
     return path
+
+
+def test_a_template_is_created_in_a_workspace_and_listed_with_it(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    fragment = tmp_path / "base.yaml"
+    fragment.write_text("max_restarts: 2\n")
+    cluster.det("workspace", "create", "team")
+    cluster.det("template", "create", "team-base", str(fragment), "-w", "team")
+    cluster.det("template", "create", "shared", str(fragment))
+    rows = {
+        line.split("|")[0].strip(): line.split("|")[2].strip()
+        for line in cluster.det("template", "list").stdout.splitlines()[2:]
+    }
+    assert rows == {"shared": "Uncategorized", "team-base": "team"}
+    line = one_line_error(cluster, "template", "create", "x", str(fragment), "-w", "nowhere")
+    assert "workspace 'nowhere' not found" in line
+    # The workspace keeps its templates: it is deleted only once they are removed.
+    line = one_line_error(cluster, "workspace", "delete", "team", "--yes")
+    assert "holds 1 template; remove them first" in line
+    cluster.det("template", "rm", "team-base")
+    cluster.det("workspace", "delete", "team", "--yes")

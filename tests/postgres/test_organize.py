@@ -88,3 +88,31 @@ async def test_the_registry_answers_alike_on_both_stores(store: Database) -> Non
         raise AssertionError("a registered checkpoint was deleted")
     await registry.models.delete("resnet")
     assert await queries.registrations(store, ["ck"]) == []
+
+
+async def test_pool_bindings_and_agent_users_answer_alike_on_both_stores(store: Database) -> None:
+    user = await store.execute(
+        "INSERT INTO users (username, password_hash, modified_at, agent_uid, agent_gid,"
+        " agent_user, agent_group) VALUES ('bea', '', 0, 7, 8, 'bea', 'staff')"
+    )
+    org = Organization(store, pools=("default", "gpu"), default_pool="default")
+    team = await org.workspaces.create("team", user_id=user, agent=(1, 1, "daemon", "daemon"))
+    other = await org.workspaces.create("other", user_id=user)
+    await org.bindings.bind("gpu", [team])
+    assert await org.bindings.workspaces_of("gpu") == [team.id]
+    assert await org.bindings.available_to(other.id) == ["default"]
+    await org.bindings.overwrite("gpu", [other, team])
+    await org.bindings.unbind("gpu", [team])
+    assert await org.bindings.available_to(team.id) == ["default"]
+    project = await org.projects.create(team.id, "p", user_id=user)
+    task_id = "00000000-0000-0000-0000-000000000001"
+    await store.execute(
+        "INSERT INTO generic_tasks (id, task_type, username, description, resource_pool,"
+        " state, start_time, extra) VALUES (?, 'GENERIC', 'bea', 'd', 'default', 'QUEUED', 0, ?)",
+        (task_id, json.dumps({"project_id": project.id})),
+    )
+    assert await queries.task_identity(store, None, task_id) == (1, 1, "daemon", "daemon")
+    await org.workspaces.patch(team.id, agent=None)
+    assert await queries.task_identity(store, None, task_id) == (7, 8, "bea", "staff")
+    await org.workspaces.delete(other.id)
+    assert await org.bindings.workspaces_of("gpu") == []

@@ -469,6 +469,32 @@ async def test_only_its_owner_or_an_admin_kills_a_command_or_changes_its_priorit
         await refused(rpc, TASK, message, lookup)
 
 
+async def test_a_generic_task_is_steered_by_its_owner_and_has_children_only_of_theirs(
+    lookup: authz.Lookup,
+) -> None:
+    await _task(lookup, "gen-1", "GENERIC")
+    await _task(lookup, "cmd-2", "COMMAND")
+    for rpc, message in (
+        ("PauseGenericTask", v1.PauseGenericTaskRequest(task_id="gen-1")),
+        ("UnpauseGenericTask", v1.UnpauseGenericTaskRequest(task_id="gen-1")),
+        ("KillGenericTask", v1.KillGenericTaskRequest(task_id="gen-1", kill_from_root=True)),
+        ("CreateGenericTask", v1.CreateGenericTaskRequest(config="{}", parent_id="gen-1")),
+    ):
+        await check(rpc, ALICE, message, lookup)
+        await check(rpc, ROOT, message, lookup)
+        assert "alice" not in await refused(rpc, BOB, message, lookup)
+        await refused(rpc, TASK, message, lookup)
+    # A command is not a generic task, whoever asks.
+    with pytest.raises(errors.NotFound):
+        await check("PauseGenericTask", ROOT, v1.PauseGenericTaskRequest(task_id="cmd-2"), lookup)
+    for rpc, message in (
+        ("CreateGenericTask", v1.CreateGenericTaskRequest(config="entrypoint: true")),
+        ("GetGenericTaskConfig", v1.GetGenericTaskConfigRequest(task_id="gen-1")),
+    ):
+        await check(rpc, BOB, message, lookup)
+        await refused(rpc, TASK, message, lookup)
+
+
 async def test_a_notebook_is_steered_by_its_owner_and_reports_idleness_itself(
     lookup: authz.Lookup,
 ) -> None:
@@ -757,8 +783,13 @@ ADMIN_ONLY = [
     "CleanupLogs",
     "PutGlobalConfigPolicies",
     "DeleteGlobalConfigPolicies",
+    "BindRPToWorkspace",
+    "UnbindRPFromWorkspace",
+    "OverwriteRPWorkspaceBindings",
 ]
 ANY_USER = [
+    "ListWorkspacesBoundToRP",
+    "ListRPsBoundToWorkspace",
     "MasterLogs",
     "ResourceAllocationRaw",
     "ResourceAllocationAggregated",
@@ -989,10 +1020,26 @@ async def test_a_workspace_is_changed_by_its_owner_or_an_admin_and_read_by_all(
         ("DeleteWorkspace", v1.DeleteWorkspaceRequest(id=2)),
         ("ArchiveWorkspace", v1.ArchiveWorkspaceRequest(id=2)),
         ("UnarchiveWorkspace", v1.UnarchiveWorkspaceRequest(id=2)),
+        ("PutWorkspaceConfigPolicies", v1.PutWorkspaceConfigPoliciesRequest(workspace_id=2)),
+        (
+            "DeleteWorkspaceConfigPolicies",
+            v1.DeleteWorkspaceConfigPoliciesRequest(workspace_id=2),
+        ),
     ):
         await check(rpc, ALICE, req, lookup)
         await check(rpc, ROOT, req, lookup)
         assert "only the owner of workspace 2 or an admin" in await refused(rpc, BOB, req, lookup)
+    # Who a workspace's tasks run as on the agents is for admins alone to say.
+    group = v1.AgentUserGroup(agent_uid=0, agent_gid=0, agent_user="root", agent_group="root")
+    for rpc, req in (
+        ("PostWorkspace", v1.PostWorkspaceRequest(name="x", agent_user_group=group)),
+        (
+            "PatchWorkspace",
+            v1.PatchWorkspaceRequest(id=2, workspace=v1.PatchWorkspace(agent_user_group=group)),
+        ),
+    ):
+        await check(rpc, ROOT, req, lookup)
+        assert "only an admin may set the agent user" in await refused(rpc, ALICE, req, lookup)
     # The default workspace is nobody's: only an admin gets as far as the store's refusal.
     await refused("PatchWorkspace", ALICE, v1.PatchWorkspaceRequest(id=1), lookup)
     with pytest.raises(errors.NotFound, match="workspace 9 not found"):
@@ -1004,6 +1051,7 @@ async def test_a_workspace_is_changed_by_its_owner_or_an_admin_and_read_by_all(
         ("PostWorkspace", v1.PostWorkspaceRequest(name="x")),
         ("PostProject", v1.PostProjectRequest(workspace_id=2, name="x")),
         ("GetProject", v1.GetProjectRequest(id=2)),
+        ("GetWorkspaceConfigPolicies", v1.GetWorkspaceConfigPoliciesRequest(workspace_id=2)),
     ):
         await check(rpc, BOB, req, lookup)
 

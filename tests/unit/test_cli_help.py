@@ -60,3 +60,63 @@ def test_every_command_has_help(path: tuple[str, ...]) -> None:
     assert exited.value.code == 0, err.getvalue()
     assert out.getvalue().startswith("usage: det"), out.getvalue()
     assert "Traceback" not in out.getvalue() + err.getvalue()
+
+
+# Determined 0.38's commands and flags that pydet gained later: each must be where
+# Determined's users type it (a misspelt name would pass the walk above unnoticed).
+DETERMINED: list[tuple[tuple[str, ...], tuple[str, ...] | str]] = [
+    (("resource-pool", "bindings", "add"), ()),
+    (("rp", "bindings", "remove"), ()),
+    (("rp", "bindings", "replace"), ()),
+    (("rp", "bindings", "list-workspaces"), ()),
+    (("workspace", "list-pools"), ()),
+    (
+        ("task", "create"),
+        "--context -c -i --include --project_id --config -f --follow --fork -p --parent "
+        "--inherit_context --no_pause",
+    ),
+    (("task", "fork"), ("-f", "--follow", "--project_id")),
+    (("task", "pause"), ()),
+    (("task", "unpause"), ()),
+    (("task", "kill"), ("--root",)),
+    (("template", "create"), ("-w", "--workspace-name")),
+    (("config-policies", "set"), ("-w", "--workspace-name")),
+    (("config-policies", "describe"), ("-w", "--workspace-name")),
+    (("config-policies", "delete"), ("-w", "--workspace-name")),
+    (("deploy",), ("--no-preflight-checks", "--no-wait-for-master", "--image-repo-prefix")),
+    (
+        ("deploy", "local", "cluster-up"),
+        "--det-version --db-password --no-autorestart --auto-work-dir --enterprise-edition",
+    ),
+    (
+        ("deploy", "local", "master-up"),
+        "--master-name --det-version --db-password --no-autorestart --image-repo-prefix "
+        "--auto-work-dir --enterprise-edition",
+    ),
+    (("deploy", "local", "master-down"), ("--master-name",)),
+    (
+        ("deploy", "local", "agent-up"),
+        ("--det-version", "--enterprise-edition", "--image-repo-prefix", "--no-autorestart"),
+    ),
+    (
+        ("user", "link-with-agent-user"),
+        ("--agent-uid", "--agent-user", "--agent-gid", "--agent-group"),
+    ),
+    (("workspace", "create"), ("--agent-uid", "--agent-user", "--agent-gid", "--agent-group")),
+    (("workspace", "edit"), ("--agent-uid", "--agent-user", "--agent-gid", "--agent-group")),
+]
+
+
+@pytest.mark.parametrize(("path", "flags"), DETERMINED, ids=[" ".join(p) for p, _ in DETERMINED])
+def test_determineds_commands_and_flags_are_there(
+    path: tuple[str, ...], flags: tuple[str, ...] | str
+) -> None:
+    if isinstance(flags, str):  # a long list, as one string
+        flags = tuple(flags.split())
+    assert path in COMMANDS
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        PARSER.parse_args([*path, "--help"])
+    # Each flag as argparse lists it in the usage or options ("-f, --follow").
+    listed = set(out.getvalue().replace(",", " ").replace("[", " ").replace("]", " ").split())
+    assert [f for f in flags if f not in listed] == []

@@ -166,6 +166,33 @@ async def test_the_invariant_config_wins_over_the_users_config(db: Database) -> 
     expconf.load_yaml(await store.apply_invariant(text))
 
 
+async def test_a_workspaces_policies_hold_under_the_global_ones(db: Database) -> None:
+    store = policies.ConfigPolicies(db)
+    await db.execute("INSERT INTO workspaces (id, name, created_at) VALUES (5, 'lab', 0)")
+    await store.put(
+        "EXPERIMENT",
+        "invariant_config: {max_restarts: 1, description: lab}\n"
+        "constraints: {priority_limit: 20, resources: {max_slots: 2}}\n",
+        username="alice",
+        workspace_id=5,
+    )
+    await store.put(
+        "EXPERIMENT",
+        "invariant_config: {description: cluster}\nconstraints: {resources: {max_slots: 8}}\n",
+        username="admin",
+    )
+    found = await store.effective("EXPERIMENT", 5)
+    assert found.invariant_config == {"description": "cluster", "max_restarts": 1}
+    assert found.constraints == policies.Constraints(priority_limit=20, max_slots=8)
+    assert (await store.effective("EXPERIMENT", 1)).invariant_config == {"description": "cluster"}
+    merged = yaml.safe_load(await store.apply_invariant("description: mine\n", 5))
+    assert merged == {"description": "cluster", "max_restarts": 1}
+    await store.delete("EXPERIMENT")
+    assert (await store.effective("EXPERIMENT", 5)).constraints == policies.Constraints(20, 2)
+    with pytest.raises(errors.NotFound, match="workspace 9 not found"):
+        await store.get("EXPERIMENT", 9)
+
+
 # -- the master's own log -------------------------------------------------------------------------
 
 

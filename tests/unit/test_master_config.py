@@ -108,6 +108,23 @@ def test_log_retention_days_is_read_and_a_bad_one_named(tmp_path: pathlib.Path) 
             load(tmp_path, bad + "\n")
 
 
+def test_task_container_defaults_give_interactive_tasks_a_working_directory(
+    tmp_path: pathlib.Path,
+) -> None:
+    assert load(tmp_path, "port: 9000\n").task_defaults() == {}
+    got = load(tmp_path, "task_container_defaults: {work_dir: /srv/work}\n")
+    assert got.task_defaults() == {
+        "work_dir": "/srv/work",
+        "bind_mounts": [{"host_path": "/srv/work", "container_path": "/srv/work"}],
+    }
+    for bad, named in (
+        ("task_container_defaults: {work_dir: rel/dir}", "work_dir: expected an absolute path"),
+        ("task_container_defaults: {shm_size: 4}", "expected a mapping with work_dir"),
+    ):
+        with pytest.raises(errors.InvalidArgument, match=named):
+            load(tmp_path, bad + "\n")
+
+
 SLURM_POOL = (
     "resource_pools:\n- pool_name: default\n- pool_name: hpc\n  type: slurm\n"
     "  partition: gpu\n  slots_per_node: 8\n  gres: gpu\n  sbatch_args: [--qos=low]\n"

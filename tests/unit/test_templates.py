@@ -78,3 +78,23 @@ async def test_a_replaced_template_keeps_its_owner_and_removal_forgets_it(
     assert [t.name for t in await templates.all("t")] == ["t"]
     await templates.delete("t")
     assert await templates.all() == []
+
+
+async def test_a_template_belongs_to_the_workspace_it_was_created_in(store: Database) -> None:
+    templates = Templates(store)
+    team = await store.execute("INSERT INTO workspaces (name, created_at) VALUES ('team', 0)")
+    plain = await templates.put(_put("plain", {"max_restarts": 1}), "alice", mode="create")
+    assert plain.workspace_id == 1  # Uncategorized
+    owned = v1.Template(name="owned", config="{}", workspace_id=team)
+    assert (await templates.put(owned, "alice", mode="create")).workspace_id == team
+    # Its config changed with no workspace named, it stays where it is.
+    again = await templates.put(_put("owned", {"max_restarts": 2}), "alice", mode="replace")
+    assert (again.workspace_id, again.config) == (team, {"max_restarts": 2})
+    assert (await templates.get("owned")).to_proto().workspace_id == team
+    elsewhere = v1.Template(name="x", config="{}", workspace_id=99)
+    with pytest.raises(errors.NotFound, match="workspace_id: workspace 99 not found"):
+        await templates.put(elsewhere, "alice", mode="create")
+    await store.execute("UPDATE workspaces SET archived = 1 WHERE id = ?", (team,))
+    late = v1.Template(name="late", config="{}", workspace_id=team)
+    with pytest.raises(errors.FailedPrecondition, match="is archived and takes no new"):
+        await templates.put(late, "alice", mode="create")

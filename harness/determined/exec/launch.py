@@ -178,9 +178,10 @@ TASK_CONTEXT_ENV = "DET_TASK_CONTEXT"
 
 
 def launch_task(info: det.ClusterInfo) -> int:
-    """A task that is not a trial (a command, a notebook, a shell): its context unpacked in
-    its working directory (``work_dir``, else the one the agent gave it), then its work."""
-    if info.task_type not in ("COMMAND", "NOTEBOOK", "SHELL"):
+    """A task that is not a trial (a command or generic task, a notebook, a shell): its
+    context unpacked in its working directory (``work_dir``, else the one the agent gave it),
+    then its work."""
+    if info.task_type not in ("COMMAND", "NOTEBOOK", "SHELL", "GENERIC"):
         print(
             f"determined.exec.launch: cannot run a task of type {info.task_type!r} "
             "(DET_TRIAL_ID is not set)",

@@ -26,6 +26,8 @@ __all__ = (
     "ArchiveWorkspaceRequest",
     "ArchiveWorkspaceResponse",
     "BindMount",
+    "BindRpToWorkspaceRequest",
+    "BindRpToWorkspaceResponse",
     "Checkpoint",
     "CheckpointsRemoveFilesRequest",
     "CheckpointsRemoveFilesResponse",
@@ -44,6 +46,8 @@ __all__ = (
     "ContinueExperimentResponse",
     "CreateExperimentRequest",
     "CreateExperimentResponse",
+    "CreateGenericTaskRequest",
+    "CreateGenericTaskResponse",
     "CreateTrialRequest",
     "CreateTrialResponse",
     "CustomWebhookEventData",
@@ -67,6 +71,8 @@ __all__ = (
     "DeleteTensorboardFilesResponse",
     "DeleteWebhookRequest",
     "DeleteWebhookResponse",
+    "DeleteWorkspaceConfigPoliciesRequest",
+    "DeleteWorkspaceConfigPoliciesResponse",
     "DeleteWorkspaceRequest",
     "DeleteWorkspaceResponse",
     "DeterminedBase",
@@ -110,6 +116,8 @@ __all__ = (
     "GetExperimentTrialsResponse",
     "GetExperimentsRequest",
     "GetExperimentsResponse",
+    "GetGenericTaskConfigRequest",
+    "GetGenericTaskConfigResponse",
     "GetGlobalConfigPoliciesRequest",
     "GetGlobalConfigPoliciesResponse",
     "GetJobsRequest",
@@ -176,6 +184,8 @@ __all__ = (
     "GetUsersResponse",
     "GetWebhooksRequest",
     "GetWebhooksResponse",
+    "GetWorkspaceConfigPoliciesRequest",
+    "GetWorkspaceConfigPoliciesResponse",
     "GetWorkspaceProjectsRequest",
     "GetWorkspaceProjectsRequestSortBy",
     "GetWorkspaceProjectsResponse",
@@ -193,6 +203,8 @@ __all__ = (
     "KillCommandRequest",
     "KillCommandResponse",
     "KillContainer",
+    "KillGenericTaskRequest",
+    "KillGenericTaskResponse",
     "KillNotebookRequest",
     "KillNotebookResponse",
     "KillShellRequest",
@@ -209,6 +221,10 @@ __all__ = (
     "LaunchShellResponse",
     "LaunchTensorboardRequest",
     "LaunchTensorboardResponse",
+    "ListRPsBoundToWorkspaceRequest",
+    "ListRPsBoundToWorkspaceResponse",
+    "ListWorkspacesBoundToRpRequest",
+    "ListWorkspacesBoundToRpResponse",
     "LogConfig",
     "LogEntry",
     "LogLine",
@@ -235,6 +251,8 @@ __all__ = (
     "Note",
     "Notebook",
     "OrderBy",
+    "OverwriteRpWorkspaceBindingsRequest",
+    "OverwriteRpWorkspaceBindingsResponse",
     "Pagination",
     "PatchExperiment",
     "PatchExperimentRequest",
@@ -260,6 +278,8 @@ __all__ = (
     "PatchWorkspace",
     "PatchWorkspaceRequest",
     "PatchWorkspaceResponse",
+    "PauseGenericTaskRequest",
+    "PauseGenericTaskResponse",
     "PostAllocationProxyAddressRequest",
     "PostAllocationProxyAddressResponse",
     "PostCheckpointMetadataRequest",
@@ -302,6 +322,8 @@ __all__ = (
     "PutTemplateResponse",
     "PutTrialRetainLogsRequest",
     "PutTrialRetainLogsResponse",
+    "PutWorkspaceConfigPoliciesRequest",
+    "PutWorkspaceConfigPoliciesResponse",
     "ReportCheckpointRequest",
     "ReportCheckpointResponse",
     "ReportTrialEarlyExitRequest",
@@ -320,6 +342,7 @@ __all__ = (
     "ResourceAllocationRawResponse",
     "ResourcePool",
     "ResourcesSummary",
+    "RunAs",
     "RunningContainer",
     "SearchPreviewEntry",
     "SearcherOperation",
@@ -364,6 +387,10 @@ __all__ = (
     "UnarchiveProjectResponse",
     "UnarchiveWorkspaceRequest",
     "UnarchiveWorkspaceResponse",
+    "UnbindRpFromWorkspaceRequest",
+    "UnbindRpFromWorkspaceResponse",
+    "UnpauseGenericTaskRequest",
+    "UnpauseGenericTaskResponse",
     "UpdateJobQueueRequest",
     "UpdateJobQueueResponse",
     "User",
@@ -1226,6 +1253,32 @@ default_message_pool.register_message("v1", "BindMount", BindMount)
 
 
 @dataclass(eq=False, repr=False)
+class BindRpToWorkspaceRequest(betterproto2.Message):
+    """
+    Resource pools bound to workspaces: a bound pool runs only the experiments and tasks of
+    the workspaces it is bound to; an unbound one is shared. Workspaces are named by id or
+    by name (both lists count). The default pool cannot be bound.
+    """
+
+    resource_pool_name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    workspace_ids: "list[int]" = betterproto2.field(2, betterproto2.TYPE_INT32, repeated=True)
+
+    workspace_names: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
+
+
+default_message_pool.register_message("v1", "BindRPToWorkspaceRequest", BindRpToWorkspaceRequest)
+
+
+@dataclass(eq=False, repr=False)
+class BindRpToWorkspaceResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message("v1", "BindRPToWorkspaceResponse", BindRpToWorkspaceResponse)
+
+
+@dataclass(eq=False, repr=False)
 class Checkpoint(betterproto2.Message):
     uuid: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
@@ -1618,6 +1671,58 @@ default_message_pool.register_message("v1", "CreateExperimentResponse", CreateEx
 
 
 @dataclass(eq=False, repr=False)
+class CreateGenericTaskRequest(betterproto2.Message):
+    """
+    Generic tasks (det task create): a config's entrypoint run in its context, placed in a
+    project; a task may name a parent, and pausing or killing a task does the same to its
+    children (pause skips those created with no_pause).
+    """
+
+    config: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The task config (YAML or JSON): a command's, with preemption_timeout besides.
+    """
+
+    context: "bytes" = betterproto2.field(2, betterproto2.TYPE_BYTES)
+    """
+    The packed context directory; empty for none (or the parent's, or the forked task's).
+    """
+
+    project_id: "int | None" = betterproto2.field(3, betterproto2.TYPE_INT32, optional=True)
+    """
+    Where it goes; absent: the default project.
+    """
+
+    forked_from: "str | None" = betterproto2.field(4, betterproto2.TYPE_STRING, optional=True)
+    """
+    A task whose config (under this one) and context (if none is given) it starts from.
+    """
+
+    parent_id: "str | None" = betterproto2.field(5, betterproto2.TYPE_STRING, optional=True)
+
+    inherit_context: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
+    """
+    Take the parent's context (needs parent_id).
+    """
+
+    no_pause: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
+    """
+    Pausing the task (or its parent) leaves it running.
+    """
+
+
+default_message_pool.register_message("v1", "CreateGenericTaskRequest", CreateGenericTaskRequest)
+
+
+@dataclass(eq=False, repr=False)
+class CreateGenericTaskResponse(betterproto2.Message):
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "CreateGenericTaskResponse", CreateGenericTaskResponse)
+
+
+@dataclass(eq=False, repr=False)
 class CreateTrialRequest(betterproto2.Message):
     """
     A trial of an unmanaged experiment, made by the script that reports into it.
@@ -1857,6 +1962,28 @@ class DeleteWebhookResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "DeleteWebhookResponse", DeleteWebhookResponse)
+
+
+@dataclass(eq=False, repr=False)
+class DeleteWorkspaceConfigPoliciesRequest(betterproto2.Message):
+    workspace_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    workload_type: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "DeleteWorkspaceConfigPoliciesRequest", DeleteWorkspaceConfigPoliciesRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class DeleteWorkspaceConfigPoliciesResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message(
+    "v1", "DeleteWorkspaceConfigPoliciesResponse", DeleteWorkspaceConfigPoliciesResponse
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -2388,6 +2515,26 @@ class GetExperimentTrialsResponse(betterproto2.Message):
 
 default_message_pool.register_message(
     "v1", "GetExperimentTrialsResponse", GetExperimentTrialsResponse
+)
+
+
+@dataclass(eq=False, repr=False)
+class GetGenericTaskConfigRequest(betterproto2.Message):
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "GetGenericTaskConfigRequest", GetGenericTaskConfigRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class GetGenericTaskConfigResponse(betterproto2.Message):
+    config: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "GetGenericTaskConfigResponse", GetGenericTaskConfigResponse
 )
 
 
@@ -3058,6 +3205,28 @@ default_message_pool.register_message("v1", "GetWebhooksResponse", GetWebhooksRe
 
 
 @dataclass(eq=False, repr=False)
+class GetWorkspaceConfigPoliciesRequest(betterproto2.Message):
+    workspace_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    workload_type: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "GetWorkspaceConfigPoliciesRequest", GetWorkspaceConfigPoliciesRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class GetWorkspaceConfigPoliciesResponse(betterproto2.Message):
+    config_policies: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "GetWorkspaceConfigPoliciesResponse", GetWorkspaceConfigPoliciesResponse
+)
+
+
+@dataclass(eq=False, repr=False)
 class GetWorkspaceProjectsRequest(betterproto2.Message):
     """
     A workspace's projects (Determined lists projects through their workspace).
@@ -3371,6 +3540,27 @@ default_message_pool.register_message("v1", "KillContainer", KillContainer)
 
 
 @dataclass(eq=False, repr=False)
+class KillGenericTaskRequest(betterproto2.Message):
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    kill_from_root: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
+    """
+    Kill the whole tree the task is in, from its root task down.
+    """
+
+
+default_message_pool.register_message("v1", "KillGenericTaskRequest", KillGenericTaskRequest)
+
+
+@dataclass(eq=False, repr=False)
+class KillGenericTaskResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message("v1", "KillGenericTaskResponse", KillGenericTaskResponse)
+
+
+@dataclass(eq=False, repr=False)
 class KillNotebookRequest(betterproto2.Message):
     notebook_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
@@ -3535,6 +3725,73 @@ class LaunchTensorboardResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "LaunchTensorboardResponse", LaunchTensorboardResponse)
+
+
+@dataclass(eq=False, repr=False)
+class ListRPsBoundToWorkspaceRequest(betterproto2.Message):
+    """
+    The pools a workspace's experiments and tasks may use: those bound to it and the
+    unbound ones.
+    """
+
+    workspace_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    offset: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+    limit: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+    """
+    0: all.
+    """
+
+
+default_message_pool.register_message(
+    "v1", "ListRPsBoundToWorkspaceRequest", ListRPsBoundToWorkspaceRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class ListRPsBoundToWorkspaceResponse(betterproto2.Message):
+    resource_pools: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message(
+    "v1", "ListRPsBoundToWorkspaceResponse", ListRPsBoundToWorkspaceResponse
+)
+
+
+@dataclass(eq=False, repr=False)
+class ListWorkspacesBoundToRpRequest(betterproto2.Message):
+    resource_pool_name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    offset: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+    limit: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+    """
+    0: all.
+    """
+
+
+default_message_pool.register_message(
+    "v1", "ListWorkspacesBoundToRPRequest", ListWorkspacesBoundToRpRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class ListWorkspacesBoundToRpResponse(betterproto2.Message):
+    workspace_ids: "list[int]" = betterproto2.field(1, betterproto2.TYPE_INT32, repeated=True)
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message(
+    "v1", "ListWorkspacesBoundToRPResponse", ListWorkspacesBoundToRpResponse
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -3978,6 +4235,34 @@ default_message_pool.register_message("v1", "Notebook", Notebook)
 
 
 @dataclass(eq=False, repr=False)
+class OverwriteRpWorkspaceBindingsRequest(betterproto2.Message):
+    """
+    The pool's bindings become exactly these workspaces (none: the pool is shared again).
+    """
+
+    resource_pool_name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    workspace_ids: "list[int]" = betterproto2.field(2, betterproto2.TYPE_INT32, repeated=True)
+
+    workspace_names: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
+
+
+default_message_pool.register_message(
+    "v1", "OverwriteRPWorkspaceBindingsRequest", OverwriteRpWorkspaceBindingsRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class OverwriteRpWorkspaceBindingsResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message(
+    "v1", "OverwriteRPWorkspaceBindingsResponse", OverwriteRpWorkspaceBindingsResponse
+)
+
+
+@dataclass(eq=False, repr=False)
 class Pagination(betterproto2.Message):
     offset: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
     """
@@ -4344,6 +4629,13 @@ class PatchWorkspace(betterproto2.Message):
         17, betterproto2.TYPE_STRING, optional=True
     )
 
+    agent_user_group: "AgentUserGroup | None" = betterproto2.field(
+        18, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    Admins only; all four fields empty clear it.
+    """
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.is_set("default_compute_pool"):
@@ -4373,6 +4665,27 @@ class PatchWorkspaceResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "PatchWorkspaceResponse", PatchWorkspaceResponse)
+
+
+@dataclass(eq=False, repr=False)
+class PauseGenericTaskRequest(betterproto2.Message):
+    """
+    Pause stops the task's process (its preemption signal, then a kill after its
+    preemption_timeout) and keeps the task; unpause queues it again.
+    """
+
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "PauseGenericTaskRequest", PauseGenericTaskRequest)
+
+
+@dataclass(eq=False, repr=False)
+class PauseGenericTaskResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message("v1", "PauseGenericTaskResponse", PauseGenericTaskResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -4662,6 +4975,13 @@ class PostWorkspaceRequest(betterproto2.Message):
     default_compute_pool: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
 
     default_aux_pool: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
+
+    agent_user_group: "AgentUserGroup | None" = betterproto2.field(
+        16, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    Admins only.
+    """
 
 
 default_message_pool.register_message("v1", "PostWorkspaceRequest", PostWorkspaceRequest)
@@ -4984,6 +5304,35 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
+class PutWorkspaceConfigPoliciesRequest(betterproto2.Message):
+    """
+    A workspace's own config policies: they hold the workloads of that workspace, under the
+    global ones (a global invariant value or constraint wins over the workspace's).
+    """
+
+    workspace_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    workload_type: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    config_policies: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "PutWorkspaceConfigPoliciesRequest", PutWorkspaceConfigPoliciesRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class PutWorkspaceConfigPoliciesResponse(betterproto2.Message):
+    config_policies: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "v1", "PutWorkspaceConfigPoliciesResponse", PutWorkspaceConfigPoliciesResponse
+)
+
+
+@dataclass(eq=False, repr=False)
 class ReportCheckpointRequest(betterproto2.Message):
     checkpoint: "Checkpoint | None" = betterproto2.field(
         1, betterproto2.TYPE_MESSAGE, optional=True
@@ -5288,6 +5637,20 @@ class ResourcesSummary(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "ResourcesSummary", ResourcesSummary)
+
+
+@dataclass(eq=False, repr=False)
+class RunAs(betterproto2.Message):
+    uid: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    gid: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+    user: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    group: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "RunAs", RunAs)
 
 
 @dataclass(eq=False, repr=False)
@@ -5617,6 +5980,12 @@ class StartContainer(betterproto2.Message):
 
     spec: "ContainerSpec | None" = betterproto2.field(7, betterproto2.TYPE_MESSAGE, optional=True)
 
+    run_as: "RunAs | None" = betterproto2.field(8, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The identity its processes run as (its owner's agent user and group, or its
+    workspace's); absent: the agent's own.
+    """
+
 
 default_message_pool.register_message("v1", "StartContainer", StartContainer)
 
@@ -5762,7 +6131,7 @@ class Template(betterproto2.Message):
 
     workspace_id: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
     """
-    Accepted for Determined's sake; pydet has one workspace.
+    The workspace it belongs to (0 when sent: the default one, or where it is).
     """
 
     username: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
@@ -6075,6 +6444,48 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
+class UnbindRpFromWorkspaceRequest(betterproto2.Message):
+    resource_pool_name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    workspace_ids: "list[int]" = betterproto2.field(2, betterproto2.TYPE_INT32, repeated=True)
+
+    workspace_names: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
+
+
+default_message_pool.register_message(
+    "v1", "UnbindRPFromWorkspaceRequest", UnbindRpFromWorkspaceRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class UnbindRpFromWorkspaceResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message(
+    "v1", "UnbindRPFromWorkspaceResponse", UnbindRpFromWorkspaceResponse
+)
+
+
+@dataclass(eq=False, repr=False)
+class UnpauseGenericTaskRequest(betterproto2.Message):
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("v1", "UnpauseGenericTaskRequest", UnpauseGenericTaskRequest)
+
+
+@dataclass(eq=False, repr=False)
+class UnpauseGenericTaskResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message(
+    "v1", "UnpauseGenericTaskResponse", UnpauseGenericTaskResponse
+)
+
+
+@dataclass(eq=False, repr=False)
 class UpdateJobQueueRequest(betterproto2.Message):
     """
     Applied all or nothing.
@@ -6211,6 +6622,13 @@ class Workspace(betterproto2.Message):
     """
 
     default_aux_pool: "str" = betterproto2.field(16, betterproto2.TYPE_STRING)
+
+    agent_user_group: "AgentUserGroup | None" = betterproto2.field(
+        17, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    Who its tasks run as on the agents (over their owners' own agent user and group).
+    """
 
 
 default_message_pool.register_message("v1", "Workspace", Workspace)
@@ -7113,6 +7531,99 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             "/v1.Determined/GetResourcePools",
             message,
             GetResourcePoolsResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def bind_rp_to_workspace(
+        self,
+        message: "BindRpToWorkspaceRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "BindRpToWorkspaceResponse":
+        """
+        Pool-to-workspace bindings: admins bind, anybody lists.
+        """
+
+        return await self._unary_unary(
+            "/v1.Determined/BindRPToWorkspace",
+            message,
+            BindRpToWorkspaceResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def unbind_rp_from_workspace(
+        self,
+        message: "UnbindRpFromWorkspaceRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "UnbindRpFromWorkspaceResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/UnbindRPFromWorkspace",
+            message,
+            UnbindRpFromWorkspaceResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def overwrite_rp_workspace_bindings(
+        self,
+        message: "OverwriteRpWorkspaceBindingsRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "OverwriteRpWorkspaceBindingsResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/OverwriteRPWorkspaceBindings",
+            message,
+            OverwriteRpWorkspaceBindingsResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def list_workspaces_bound_to_rp(
+        self,
+        message: "ListWorkspacesBoundToRpRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ListWorkspacesBoundToRpResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/ListWorkspacesBoundToRP",
+            message,
+            ListWorkspacesBoundToRpResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def list_r_ps_bound_to_workspace(
+        self,
+        message: "ListRPsBoundToWorkspaceRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ListRPsBoundToWorkspaceResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/ListRPsBoundToWorkspace",
+            message,
+            ListRPsBoundToWorkspaceResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
@@ -8602,6 +9113,63 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def put_workspace_config_policies(
+        self,
+        message: "PutWorkspaceConfigPoliciesRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "PutWorkspaceConfigPoliciesResponse":
+        """
+        A workspace's config policies: its owner or an admin sets them, any user reads them.
+        """
+
+        return await self._unary_unary(
+            "/v1.Determined/PutWorkspaceConfigPolicies",
+            message,
+            PutWorkspaceConfigPoliciesResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_workspace_config_policies(
+        self,
+        message: "GetWorkspaceConfigPoliciesRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetWorkspaceConfigPoliciesResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/GetWorkspaceConfigPolicies",
+            message,
+            GetWorkspaceConfigPoliciesResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def delete_workspace_config_policies(
+        self,
+        message: "DeleteWorkspaceConfigPoliciesRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "DeleteWorkspaceConfigPoliciesResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/DeleteWorkspaceConfigPolicies",
+            message,
+            DeleteWorkspaceConfigPoliciesResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def preview_experiment_gc(
         self,
         message: "PreviewExperimentGcRequest",
@@ -9053,6 +9621,100 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def create_generic_task(
+        self,
+        message: "CreateGenericTaskRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "CreateGenericTaskResponse":
+        """
+        Generic tasks (det task create|fork|pause|unpause|kill): any user creates one (a child
+        only of their own task); its owner or an admin pauses, unpauses or kills it.
+        """
+
+        return await self._unary_unary(
+            "/v1.Determined/CreateGenericTask",
+            message,
+            CreateGenericTaskResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_generic_task_config(
+        self,
+        message: "GetGenericTaskConfigRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetGenericTaskConfigResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/GetGenericTaskConfig",
+            message,
+            GetGenericTaskConfigResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def kill_generic_task(
+        self,
+        message: "KillGenericTaskRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "KillGenericTaskResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/KillGenericTask",
+            message,
+            KillGenericTaskResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def pause_generic_task(
+        self,
+        message: "PauseGenericTaskRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "PauseGenericTaskResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/PauseGenericTask",
+            message,
+            PauseGenericTaskResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def unpause_generic_task(
+        self,
+        message: "UnpauseGenericTaskRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "UnpauseGenericTaskResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/UnpauseGenericTask",
+            message,
+            UnpauseGenericTaskResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
 
 from ..google import protobuf as _google__protobuf__
 
@@ -9340,6 +10002,39 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
     async def get_resource_pools(
         self, message: "GetResourcePoolsRequest"
     ) -> "GetResourcePoolsResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def bind_rp_to_workspace(
+        self, message: "BindRpToWorkspaceRequest"
+    ) -> "BindRpToWorkspaceResponse":
+        """
+        Pool-to-workspace bindings: admins bind, anybody lists.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def unbind_rp_from_workspace(
+        self, message: "UnbindRpFromWorkspaceRequest"
+    ) -> "UnbindRpFromWorkspaceResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def overwrite_rp_workspace_bindings(
+        self, message: "OverwriteRpWorkspaceBindingsRequest"
+    ) -> "OverwriteRpWorkspaceBindingsResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def list_workspaces_bound_to_rp(
+        self, message: "ListWorkspacesBoundToRpRequest"
+    ) -> "ListWorkspacesBoundToRpResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def list_r_ps_bound_to_workspace(
+        self, message: "ListRPsBoundToWorkspaceRequest"
+    ) -> "ListRPsBoundToWorkspaceResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
@@ -9770,6 +10465,27 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def put_workspace_config_policies(
+        self, message: "PutWorkspaceConfigPoliciesRequest"
+    ) -> "PutWorkspaceConfigPoliciesResponse":
+        """
+        A workspace's config policies: its owner or an admin sets them, any user reads them.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def get_workspace_config_policies(
+        self, message: "GetWorkspaceConfigPoliciesRequest"
+    ) -> "GetWorkspaceConfigPoliciesResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def delete_workspace_config_policies(
+        self, message: "DeleteWorkspaceConfigPoliciesRequest"
+    ) -> "DeleteWorkspaceConfigPoliciesResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def preview_experiment_gc(
         self, message: "PreviewExperimentGcRequest"
     ) -> "PreviewExperimentGcResponse":
@@ -9900,6 +10616,40 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         """
         A command's, notebook's or shell's own task fetches the context it was launched with.
         """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def create_generic_task(
+        self, message: "CreateGenericTaskRequest"
+    ) -> "CreateGenericTaskResponse":
+        """
+        Generic tasks (det task create|fork|pause|unpause|kill): any user creates one (a child
+        only of their own task); its owner or an admin pauses, unpauses or kills it.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def get_generic_task_config(
+        self, message: "GetGenericTaskConfigRequest"
+    ) -> "GetGenericTaskConfigResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def kill_generic_task(
+        self, message: "KillGenericTaskRequest"
+    ) -> "KillGenericTaskResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def pause_generic_task(
+        self, message: "PauseGenericTaskRequest"
+    ) -> "PauseGenericTaskResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def unpause_generic_task(
+        self, message: "UnpauseGenericTaskRequest"
+    ) -> "UnpauseGenericTaskResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
@@ -10293,6 +11043,50 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         request = await stream.recv_message()
         assert request is not None
         response = await self.get_resource_pools(request)
+        await stream.send_message(response)
+
+    async def __rpc_bind_rp_to_workspace(
+        self, stream: "grpclib.server.Stream[BindRpToWorkspaceRequest, BindRpToWorkspaceResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.bind_rp_to_workspace(request)
+        await stream.send_message(response)
+
+    async def __rpc_unbind_rp_from_workspace(
+        self,
+        stream: "grpclib.server.Stream[UnbindRpFromWorkspaceRequest, UnbindRpFromWorkspaceResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.unbind_rp_from_workspace(request)
+        await stream.send_message(response)
+
+    async def __rpc_overwrite_rp_workspace_bindings(
+        self,
+        stream: "grpclib.server.Stream[OverwriteRpWorkspaceBindingsRequest, OverwriteRpWorkspaceBindingsResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.overwrite_rp_workspace_bindings(request)
+        await stream.send_message(response)
+
+    async def __rpc_list_workspaces_bound_to_rp(
+        self,
+        stream: "grpclib.server.Stream[ListWorkspacesBoundToRpRequest, ListWorkspacesBoundToRpResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.list_workspaces_bound_to_rp(request)
+        await stream.send_message(response)
+
+    async def __rpc_list_r_ps_bound_to_workspace(
+        self,
+        stream: "grpclib.server.Stream[ListRPsBoundToWorkspaceRequest, ListRPsBoundToWorkspaceResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.list_r_ps_bound_to_workspace(request)
         await stream.send_message(response)
 
     async def __rpc_get_jobs(
@@ -10956,6 +11750,33 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         response = await self.delete_global_config_policies(request)
         await stream.send_message(response)
 
+    async def __rpc_put_workspace_config_policies(
+        self,
+        stream: "grpclib.server.Stream[PutWorkspaceConfigPoliciesRequest, PutWorkspaceConfigPoliciesResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.put_workspace_config_policies(request)
+        await stream.send_message(response)
+
+    async def __rpc_get_workspace_config_policies(
+        self,
+        stream: "grpclib.server.Stream[GetWorkspaceConfigPoliciesRequest, GetWorkspaceConfigPoliciesResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.get_workspace_config_policies(request)
+        await stream.send_message(response)
+
+    async def __rpc_delete_workspace_config_policies(
+        self,
+        stream: "grpclib.server.Stream[DeleteWorkspaceConfigPoliciesRequest, DeleteWorkspaceConfigPoliciesResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.delete_workspace_config_policies(request)
+        await stream.send_message(response)
+
     async def __rpc_preview_experiment_gc(
         self,
         stream: "grpclib.server.Stream[PreviewExperimentGcRequest, PreviewExperimentGcResponse]",
@@ -11152,6 +11973,47 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         request = await stream.recv_message()
         assert request is not None
         response = await self.get_task_context(request)
+        await stream.send_message(response)
+
+    async def __rpc_create_generic_task(
+        self, stream: "grpclib.server.Stream[CreateGenericTaskRequest, CreateGenericTaskResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.create_generic_task(request)
+        await stream.send_message(response)
+
+    async def __rpc_get_generic_task_config(
+        self,
+        stream: "grpclib.server.Stream[GetGenericTaskConfigRequest, GetGenericTaskConfigResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.get_generic_task_config(request)
+        await stream.send_message(response)
+
+    async def __rpc_kill_generic_task(
+        self, stream: "grpclib.server.Stream[KillGenericTaskRequest, KillGenericTaskResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.kill_generic_task(request)
+        await stream.send_message(response)
+
+    async def __rpc_pause_generic_task(
+        self, stream: "grpclib.server.Stream[PauseGenericTaskRequest, PauseGenericTaskResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.pause_generic_task(request)
+        await stream.send_message(response)
+
+    async def __rpc_unpause_generic_task(
+        self, stream: "grpclib.server.Stream[UnpauseGenericTaskRequest, UnpauseGenericTaskResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.unpause_generic_task(request)
         await stream.send_message(response)
 
     def __mapping__(self) -> "dict[str, grpclib.const.Handler]":
@@ -11437,6 +12299,36 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 GetResourcePoolsRequest,
                 GetResourcePoolsResponse,
+            ),
+            "/v1.Determined/BindRPToWorkspace": grpclib.const.Handler(
+                self.__rpc_bind_rp_to_workspace,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                BindRpToWorkspaceRequest,
+                BindRpToWorkspaceResponse,
+            ),
+            "/v1.Determined/UnbindRPFromWorkspace": grpclib.const.Handler(
+                self.__rpc_unbind_rp_from_workspace,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                UnbindRpFromWorkspaceRequest,
+                UnbindRpFromWorkspaceResponse,
+            ),
+            "/v1.Determined/OverwriteRPWorkspaceBindings": grpclib.const.Handler(
+                self.__rpc_overwrite_rp_workspace_bindings,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                OverwriteRpWorkspaceBindingsRequest,
+                OverwriteRpWorkspaceBindingsResponse,
+            ),
+            "/v1.Determined/ListWorkspacesBoundToRP": grpclib.const.Handler(
+                self.__rpc_list_workspaces_bound_to_rp,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                ListWorkspacesBoundToRpRequest,
+                ListWorkspacesBoundToRpResponse,
+            ),
+            "/v1.Determined/ListRPsBoundToWorkspace": grpclib.const.Handler(
+                self.__rpc_list_r_ps_bound_to_workspace,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                ListRPsBoundToWorkspaceRequest,
+                ListRPsBoundToWorkspaceResponse,
             ),
             "/v1.Determined/GetJobs": grpclib.const.Handler(
                 self.__rpc_get_jobs,
@@ -11918,6 +12810,24 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 DeleteGlobalConfigPoliciesRequest,
                 DeleteGlobalConfigPoliciesResponse,
             ),
+            "/v1.Determined/PutWorkspaceConfigPolicies": grpclib.const.Handler(
+                self.__rpc_put_workspace_config_policies,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                PutWorkspaceConfigPoliciesRequest,
+                PutWorkspaceConfigPoliciesResponse,
+            ),
+            "/v1.Determined/GetWorkspaceConfigPolicies": grpclib.const.Handler(
+                self.__rpc_get_workspace_config_policies,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                GetWorkspaceConfigPoliciesRequest,
+                GetWorkspaceConfigPoliciesResponse,
+            ),
+            "/v1.Determined/DeleteWorkspaceConfigPolicies": grpclib.const.Handler(
+                self.__rpc_delete_workspace_config_policies,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                DeleteWorkspaceConfigPoliciesRequest,
+                DeleteWorkspaceConfigPoliciesResponse,
+            ),
             "/v1.Determined/PreviewExperimentGc": grpclib.const.Handler(
                 self.__rpc_preview_experiment_gc,
                 grpclib.const.Cardinality.UNARY_UNARY,
@@ -12061,5 +12971,35 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 GetTaskContextRequest,
                 GetTaskContextResponse,
+            ),
+            "/v1.Determined/CreateGenericTask": grpclib.const.Handler(
+                self.__rpc_create_generic_task,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                CreateGenericTaskRequest,
+                CreateGenericTaskResponse,
+            ),
+            "/v1.Determined/GetGenericTaskConfig": grpclib.const.Handler(
+                self.__rpc_get_generic_task_config,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                GetGenericTaskConfigRequest,
+                GetGenericTaskConfigResponse,
+            ),
+            "/v1.Determined/KillGenericTask": grpclib.const.Handler(
+                self.__rpc_kill_generic_task,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                KillGenericTaskRequest,
+                KillGenericTaskResponse,
+            ),
+            "/v1.Determined/PauseGenericTask": grpclib.const.Handler(
+                self.__rpc_pause_generic_task,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                PauseGenericTaskRequest,
+                PauseGenericTaskResponse,
+            ),
+            "/v1.Determined/UnpauseGenericTask": grpclib.const.Handler(
+                self.__rpc_unpause_generic_task,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                UnpauseGenericTaskRequest,
+                UnpauseGenericTaskResponse,
             ),
         }
