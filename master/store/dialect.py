@@ -40,6 +40,9 @@ _SERIAL = frozenset(
         "projects",
         "models",
         "model_versions",
+        "user_groups",
+        "role_assignments",
+        "access_tokens",
     }
 )
 _KEYS = {
