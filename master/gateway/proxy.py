@@ -2,8 +2,9 @@
 address, as Determined serves it.
 
 The request needs a user's session (the ``det_session`` cookie or a Bearer token), and the
-user must own the task or be an admin; task and agent tokens are refused. It is forwarded,
-without the master's credentials, to the host:port the task reported, and the answer is
+user must own the task or hold UPDATE_NSC (admins do); task and agent tokens are refused. It
+is forwarded, without the master's credentials, to the host:port the task reported, and the
+answer is
 streamed back as it arrives. The task's server is told its path prefix, so its links and
 redirects already point under ``/proxy/<task id>/``. aiohttp is the client: the agents'
 docker runtime already depends on it (through aiodocker).
@@ -21,6 +22,7 @@ from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from determined.common import errors
+from pydet.master.auth import rules as authz
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.auth.callers import UserCaller
 from pydet.master.gateway import auth as gateway_auth
@@ -78,10 +80,7 @@ def routes(auth: Authenticator, service: Service) -> list[Route]:
             raise errors.PermissionDenied("a task's page is for users; task tokens are refused")
         task_id = request.path_params["task_id"]
         address, owner = service.tensorboards.proxy_address(task_id)
-        if not caller.admin and caller.username != owner:
-            raise errors.PermissionDenied(
-                f"only the owner of task {task_id} ({owner}) or an admin may open it"
-            )
+        await authz.owns_task(caller, task_id, owner, request.app.state.lookup, "open")
         return address
 
     async def slash(request: Request) -> Response:

@@ -577,14 +577,19 @@ def test_only_the_owner_or_an_admin_may_steer_an_experiment(
     for verb in ("pause", "kill", "cancel", "archive", "delete"):
         extra = ["--yes"] if verb == "delete" else []
         proc = as_user(cluster, "bob", "bob-password", "experiment", verb, str(exp_id), *extra)
-        clear_failure(proc, f"only the owner of experiment {exp_id} (alice) or an admin")
+        needed = "DELETE" if verb == "delete" else "UPDATE"
+        clear_failure(
+            proc,
+            f"only the owner of experiment {exp_id} (alice) or a user with"
+            f" PERMISSION_TYPE_{needed}_EXPERIMENT",
+        )
         assert cluster.state(exp_id) in ACTIVE_STATES
     proc = as_user(cluster, "bob", "bob-password", "job", "update", job_id, "--priority", "1")
-    clear_failure(proc, "(alice) or an admin")
+    clear_failure(proc, "(alice) or a user with PERMISSION_TYPE_UPDATE_EXPERIMENT")
     proc = as_user(
         cluster, "bob", "bob-password", "experiment", "set", "priority", str(exp_id), "1"
     )
-    clear_failure(proc, "(alice) or an admin")
+    clear_failure(proc, "(alice) or a user with PERMISSION_TYPE_UPDATE_EXPERIMENT")
     jobs_after = json.loads(cluster.det("job", "list", "--json").stdout)
     assert next(j for j in jobs_after if j["job_id"] == job_id)["priority"] == priority_before
     assert not cluster.experiment(exp_id)["archived"]
@@ -602,7 +607,7 @@ def test_only_the_owner_or_an_admin_may_steer_an_experiment(
     assert cluster.experiment(exp_id)["archived"]
     clear_failure(
         as_user(cluster, "bob", "bob-password", "experiment", "delete", str(exp_id), "--yes"),
-        "(alice) or an admin",
+        "(alice) or a user with PERMISSION_TYPE_DELETE_EXPERIMENT",
     )
     cluster.det("experiment", "delete", str(exp_id), "--yes")
 
@@ -627,9 +632,12 @@ def test_users_log_in_change_passwords_and_are_deactivated_end_to_end(
     # carol is no admin.
     clear_failure(
         run_det(cluster, nobody, "user", "create", "dave", "--password", "dave-password"),
-        "only an admin",
+        "only a user with PERMISSION_TYPE_ADMINISTRATE_USER",
     )
-    clear_failure(run_det(cluster, nobody, "user", "deactivate", "admin"), "only an admin")
+    clear_failure(
+        run_det(cluster, nobody, "user", "deactivate", "admin"),
+        "only a user with PERMISSION_TYPE_ADMINISTRATE_USER",
+    )
     assert "dave" not in cluster.det("user", "list").stdout
 
     # Her own password she may change; the old one stops working.

@@ -1,0 +1,476 @@
+"""Roles as the source of authorization decisions: for every permission the rule table
+checks, a user without it is refused with one line naming it, a role holding it (assigned to
+the user, or to a group the user is in) lets the same call through at once, and a role
+without it does not. The table of witnesses is held complete against the rules themselves:
+a walk over every RPC records each permission a rule asks about."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from determined.api.gen import v1
+from determined.common import errors
+from pydet.master.auth import permissions as perms
+from pydet.master.auth import rules as authz
+from pydet.master.auth.groups import Groups
+from pydet.master.auth.roles import Assignment, Roles
+from tests.unit.test_authz import ALICE, BOB, ROOT, check, lookup, service_mapping
+
+__all__ = ["lookup"]  # the fixture, shared with test_authz
+
+P = perms.P
+
+
+@pytest.fixture
+async def world(lookup: authz.Lookup) -> AsyncIterator[authz.Lookup]:
+    """test_authz's store, plus what alice owns beyond experiments: a TensorBoard, a
+    template, an access token, membership of group 1, workspace 2 with her project 2 and
+    her model 'resnet'; and bob's own access token, workspace 3, project 3 and model
+    'bobs'."""
+    db = lookup._db
+    await db.execute(
+        "INSERT INTO tensorboards (id, username, experiment_ids, trial_ids, sources,"
+        " resource_pool, state, start_time) VALUES ('tb-1', 'alice', '[1]', '[11]', '[]',"
+        " 'default', 'RUNNING', 0)"
+    )
+    await db.execute(
+        "INSERT INTO templates (name, config, username) VALUES ('hers', '{}', 'alice')"
+    )
+    for token_id, user in ((1, ALICE), (2, BOB)):
+        await db.execute(
+            "INSERT INTO access_tokens (id, user_id, token_digest, created_at, expires_at)"
+            " VALUES (?, ?, ?, 0, 1e12)",
+            (token_id, user.id, f"digest-{token_id}"),
+        )
+    await db.execute("INSERT INTO user_groups (id, name, created_at) VALUES (1, 'hers', 0)")
+    await db.execute("INSERT INTO user_group_members (group_id, user_id) VALUES (1, 2)")
+    for number, user in ((2, ALICE), (3, BOB)):
+        await db.execute(
+            "INSERT INTO workspaces (id, name, user_id, created_at) VALUES (?, ?, ?, 0)",
+            (number, f"ws-{number}", user.id),
+        )
+        await db.execute(
+            "INSERT INTO projects (id, workspace_id, name, key, user_id, created_at)"
+            " VALUES (?, ?, ?, ?, ?, 0)",
+            (number, number, f"p-{number}", f"K{number}", user.id),
+        )
+    for name, user, workspace in (("resnet", ALICE, 2), ("bobs", BOB, 3)):
+        await db.execute(
+            "INSERT INTO models (name, user_id, workspace_id, creation_time, last_updated_time)"
+            " VALUES (?, ?, ?, 0, 0)",
+            (name, user.id, workspace),
+        )
+    yield lookup
+
+
+@dataclass(frozen=True)
+class Witness:
+    """A call by bob, who owns none of what it is about, that needs ``permission``."""
+
+    permission: perms.P
+    rpc: str
+    message: Any
+    # Other permissions that let the call through as well.
+    alternatives: tuple[perms.P, ...] = ()
+    # Only a role counts (moving into a workspace): what every user holds does not.
+    by_role_only: bool = False
+
+
+def assignment(role_id: int) -> v1.RoleAssignment:
+    return v1.RoleAssignment(role=v1.Role(role_id=role_id), scope_cluster=True)
+
+
+WITNESSES = [
+    Witness(P.CREATE_EXPERIMENT, "CreateExperiment", v1.CreateExperimentRequest(config="x")),
+    Witness(P.CREATE_EXPERIMENT, "PreviewSearch", v1.PreviewSearchRequest()),
+    Witness(P.VIEW_EXPERIMENT_METADATA, "GetExperiment", v1.GetExperimentRequest(experiment_id=1)),
+    Witness(P.VIEW_EXPERIMENT_METADATA, "GetTrial", v1.GetTrialRequest(trial_id=11)),
+    Witness(
+        P.VIEW_EXPERIMENT_ARTIFACTS,
+        "GetExperimentContext",
+        v1.GetExperimentContextRequest(experiment_id=1),
+    ),
+    Witness(P.VIEW_EXPERIMENT_ARTIFACTS, "GetCheckpoint", v1.GetCheckpointRequest(uuid="ck-11")),
+    Witness(P.UPDATE_EXPERIMENT, "PauseExperiment", v1.ExperimentActionRequest(experiment_id=1)),
+    Witness(P.UPDATE_EXPERIMENT, "KillTrial", v1.KillTrialRequest(trial_id=11)),
+    Witness(
+        P.UPDATE_EXPERIMENT,
+        "UpdateJobQueue",
+        v1.UpdateJobQueueRequest(updates=[v1.JobUpdate(job_id="job-1", priority=1)]),
+    ),
+    Witness(P.UPDATE_EXPERIMENT, "CreateExperiment", v1.CreateExperimentRequest(parent_id=1)),
+    Witness(P.UPDATE_EXPERIMENT_METADATA, "StartTrial", v1.StartTrialRequest(trial_id=11)),
+    Witness(P.DELETE_EXPERIMENT, "DeleteExperiment", v1.ExperimentActionRequest(experiment_id=1)),
+    Witness(P.CREATE_NSC, "LaunchTensorboard", v1.LaunchTensorboardRequest(experiment_ids=[1])),
+    Witness(P.VIEW_NSC, "GetTensorboards", v1.GetTensorboardsRequest()),
+    Witness(P.UPDATE_NSC, "KillTensorboard", v1.KillTensorboardRequest(tensorboard_id="tb-1")),
+    Witness(P.VIEW_TEMPLATES, "GetTemplates", v1.GetTemplatesRequest()),
+    Witness(
+        P.CREATE_TEMPLATES,
+        "PutTemplate",
+        v1.PutTemplateRequest(template=v1.Template(name="his", config="{}")),
+    ),
+    Witness(
+        P.UPDATE_TEMPLATES,
+        "PutTemplate",
+        v1.PutTemplateRequest(template=v1.Template(name="hers", config="{}")),
+    ),
+    Witness(P.DELETE_TEMPLATES, "DeleteTemplate", v1.DeleteTemplateRequest(template_name="hers")),
+    Witness(P.EDIT_WEBHOOKS, "PostWebhook", v1.PostWebhookRequest()),
+    Witness(P.EDIT_WEBHOOKS, "DeleteWebhook", v1.DeleteWebhookRequest(id=1)),
+    Witness(P.VIEW_WEBHOOKS, "GetWebhooks", v1.GetWebhooksRequest()),
+    Witness(P.ADMINISTRATE_USER, "PostUser", v1.PostUserRequest(username="eve")),
+    Witness(P.ADMINISTRATE_USER, "PatchUser", v1.PatchUserRequest(username="alice", active=False)),
+    Witness(
+        P.ADMINISTRATE_USER,
+        "SetUserPassword",
+        v1.SetUserPasswordRequest(username="alice", password="long-enough"),
+    ),
+    Witness(P.UPDATE_AGENTS, "DisableAgent", v1.AgentActionRequest(agent_id="agent-0")),
+    Witness(
+        P.VIEW_WORKSPACE, "SearchRolesAssignableToScope", v1.SearchRolesAssignableToScopeRequest()
+    ),
+    Witness(P.UPDATE_GROUP, "CreateGroup", v1.CreateGroupRequest(name="g")),
+    Witness(P.UPDATE_GROUP, "UpdateGroup", v1.UpdateGroupRequest(group_id=1, name="g")),
+    Witness(P.UPDATE_GROUP, "DeleteGroup", v1.DeleteGroupRequest(group_id=1)),
+    Witness(P.UPDATE_GROUP, "AssignMultipleGroups", v1.AssignMultipleGroupsRequest(user_ids=[3])),
+    Witness(P.ASSIGN_ROLES, "AssignRoles", v1.AssignRolesRequest()),
+    Witness(P.ASSIGN_ROLES, "RemoveAssignments", v1.RemoveAssignmentsRequest()),
+    Witness(P.ASSIGN_ROLES, "GetGroup", v1.GetGroupRequest(group_id=1)),
+    Witness(
+        P.ASSIGN_ROLES, "GetRolesAssignedToGroup", v1.GetRolesAssignedToGroupRequest(group_id=1)
+    ),
+    Witness(P.ASSIGN_ROLES, "GetRolesAssignedToUser", v1.GetRolesAssignedToUserRequest(user_id=2)),
+    Witness(
+        P.ASSIGN_ROLES, "GetRolesByID", v1.GetRolesByIdRequest(role_ids=[2]), (P.UPDATE_ROLES,)
+    ),
+    Witness(
+        P.UPDATE_ROLES, "GetRolesByID", v1.GetRolesByIdRequest(role_ids=[2]), (P.ASSIGN_ROLES,)
+    ),
+    Witness(P.CREATE_TOKEN, "PostAccessToken", v1.PostAccessTokenRequest(user_id=BOB.id)),
+    Witness(P.CREATE_OTHER_TOKEN, "PostAccessToken", v1.PostAccessTokenRequest(user_id=2)),
+    Witness(P.VIEW_OTHER_TOKEN, "GetAccessTokens", v1.GetAccessTokensRequest(username="alice")),
+    Witness(P.UPDATE_TOKEN, "PatchAccessToken", v1.PatchAccessTokenRequest(token_id=2)),
+    Witness(P.ADMINISTRATE_TOKEN, "PatchAccessToken", v1.PatchAccessTokenRequest(token_id=1)),
+    # What the SDK changes on an experiment, and what is kept of it.
+    Witness(
+        P.UPDATE_EXPERIMENT,
+        "PatchExperiment",
+        v1.PatchExperimentRequest(experiment=v1.PatchExperiment(id=1)),
+    ),
+    Witness(
+        P.UPDATE_EXPERIMENT,
+        "PutExperimentLabel",
+        v1.PutExperimentLabelRequest(experiment_id=1, label="x"),
+    ),
+    Witness(
+        P.UPDATE_EXPERIMENT,
+        "DeleteExperimentLabel",
+        v1.DeleteExperimentLabelRequest(experiment_id=1, label="x"),
+    ),
+    Witness(
+        P.UPDATE_EXPERIMENT,
+        "DeleteTensorboardFiles",
+        v1.DeleteTensorboardFilesRequest(experiment_id=1),
+    ),
+    Witness(
+        P.UPDATE_EXPERIMENT,
+        "CheckpointsRemoveFiles",
+        v1.CheckpointsRemoveFilesRequest(checkpoint_uuids=["ck-11"]),
+    ),
+    Witness(
+        P.UPDATE_EXPERIMENT,
+        "SetExperimentGcPolicy",
+        v1.SetExperimentGcPolicyRequest(experiment_id=1),
+    ),
+    Witness(
+        P.UPDATE_EXPERIMENT,
+        "PutExperimentRetainLogs",
+        v1.PutExperimentRetainLogsRequest(experiment_id=1),
+    ),
+    Witness(P.UPDATE_EXPERIMENT, "PutTrialRetainLogs", v1.PutTrialRetainLogsRequest(trial_id=11)),
+    Witness(
+        P.VIEW_EXPERIMENT_METADATA, "GetMetrics", v1.GetMetricsRequest(trial_ids=[11], group="x")
+    ),
+    Witness(
+        P.VIEW_EXPERIMENT_ARTIFACTS,
+        "PreviewExperimentGc",
+        v1.PreviewExperimentGcRequest(experiment_id=1),
+    ),
+    Witness(
+        P.UPDATE_NSC,
+        "SetTensorboardPriority",
+        v1.SetTensorboardPriorityRequest(tensorboard_id="tb-1", priority=5),
+    ),
+    Witness(P.CREATE_TEMPLATES, "PostTemplate", v1.PostTemplateRequest()),
+    Witness(
+        P.UPDATE_TEMPLATES,
+        "PatchTemplateConfig",
+        v1.PatchTemplateConfigRequest(template_name="hers"),
+    ),
+    # Moving experiments: out of where they are (another's), into a workspace not one's own.
+    Witness(
+        P.DELETE_EXPERIMENT,
+        "MoveExperiment",
+        v1.MoveExperimentRequest(experiment_id=1, destination_project_id=1),
+    ),
+    Witness(
+        P.CREATE_EXPERIMENT,
+        "MoveExperiments",
+        v1.MoveExperimentsRequest(experiment_ids=[2], destination_project_id=2),
+        by_role_only=True,
+    ),
+    # Workspaces, projects and the model registry.
+    Witness(P.VIEW_WORKSPACE, "GetWorkspace", v1.GetWorkspaceRequest(id=2)),
+    Witness(P.CREATE_WORKSPACE, "PostWorkspace", v1.PostWorkspaceRequest(name="w")),
+    Witness(P.UPDATE_WORKSPACE, "PatchWorkspace", v1.PatchWorkspaceRequest(id=2)),
+    Witness(P.UPDATE_WORKSPACE, "ArchiveWorkspace", v1.ArchiveWorkspaceRequest(id=2)),
+    Witness(P.DELETE_WORKSPACE, "DeleteWorkspace", v1.DeleteWorkspaceRequest(id=2)),
+    Witness(
+        P.SET_WORKSPACE_CHECKPOINT_STORAGE_CONFIG,
+        "PatchWorkspace",
+        v1.PatchWorkspaceRequest(
+            id=2, workspace=v1.PatchWorkspace(checkpoint_storage_config={"type": "shared_fs"})
+        ),
+    ),
+    Witness(
+        P.SET_WORKSPACE_DEFAULT_RESOURCE_POOL,
+        "PatchWorkspace",
+        v1.PatchWorkspaceRequest(
+            id=2, workspace=v1.PatchWorkspace(default_compute_resource_pool="default")
+        ),
+    ),
+    Witness(P.VIEW_PROJECT, "GetProject", v1.GetProjectRequest(id=2)),
+    Witness(P.CREATE_PROJECT, "PostProject", v1.PostProjectRequest(workspace_id=2, name="p")),
+    Witness(
+        P.CREATE_PROJECT,
+        "MoveProject",
+        v1.MoveProjectRequest(project_id=3, destination_workspace_id=2),
+        by_role_only=True,
+    ),
+    Witness(P.UPDATE_PROJECT, "PatchProject", v1.PatchProjectRequest(id=2)),
+    Witness(P.UPDATE_PROJECT, "AddProjectNote", v1.AddProjectNoteRequest(project_id=2)),
+    Witness(P.DELETE_PROJECT, "DeleteProject", v1.DeleteProjectRequest(id=2)),
+    Witness(
+        P.DELETE_PROJECT,
+        "MoveProject",
+        v1.MoveProjectRequest(project_id=2, destination_workspace_id=3),
+    ),
+    Witness(P.VIEW_MODEL_REGISTRY, "GetModel", v1.GetModelRequest(model_name="resnet")),
+    Witness(P.CREATE_MODEL_REGISTRY, "PostModel", v1.PostModelRequest(name="m")),
+    Witness(
+        P.CREATE_MODEL_REGISTRY,
+        "MoveModel",
+        v1.MoveModelRequest(model_name="bobs", destination_workspace_id=2),
+        by_role_only=True,
+    ),
+    Witness(P.EDIT_MODEL_REGISTRY, "PatchModel", v1.PatchModelRequest(model_name="resnet")),
+    Witness(P.EDIT_MODEL_REGISTRY, "ArchiveModel", v1.ArchiveModelRequest(model_name="resnet")),
+    Witness(
+        P.EDIT_MODEL_REGISTRY, "PostModelVersion", v1.PostModelVersionRequest(model_name="resnet")
+    ),
+    Witness(
+        P.DELETE_OTHER_USER_MODEL_REGISTRY,
+        "DeleteModel",
+        v1.DeleteModelRequest(model_name="resnet"),
+    ),
+    Witness(
+        P.DELETE_OTHER_USER_MODEL_VERSION,
+        "DeleteModelVersion",
+        v1.DeleteModelVersionRequest(model_name="resnet", model_version_num=1),
+    ),
+    # Running the cluster.
+    Witness(P.VIEW_MASTER_CONFIG, "GetMasterConfig", v1.GetMasterConfigRequest()),
+    Witness(P.UPDATE_MASTER_CONFIG, "PatchMasterConfig", v1.PatchMasterConfigRequest()),
+    Witness(P.UPDATE_MASTER_CONFIG, "GetClusterMessage", v1.GetClusterMessageRequest()),
+    Witness(P.UPDATE_MASTER_CONFIG, "SetClusterMessage", v1.SetClusterMessageRequest()),
+    Witness(P.UPDATE_MASTER_CONFIG, "DeleteClusterMessage", v1.DeleteClusterMessageRequest()),
+    Witness(P.UPDATE_MASTER_CONFIG, "CleanupLogs", v1.CleanupLogsRequest()),
+    Witness(P.VIEW_MASTER_LOGS, "MasterLogs", v1.MasterLogsRequest()),
+    Witness(P.UPDATE_AGENTS, "EnableSlot", v1.EnableSlotRequest(agent_id="agent-0")),
+    Witness(P.UPDATE_AGENTS, "DisableSlot", v1.DisableSlotRequest(agent_id="agent-0")),
+    Witness(P.VIEW_CLUSTER_USAGE, "ResourceAllocationRaw", v1.ResourceAllocationRawRequest()),
+    Witness(
+        P.MODIFY_GLOBAL_CONFIG_POLICIES,
+        "PutGlobalConfigPolicies",
+        v1.PutGlobalConfigPoliciesRequest(),
+    ),
+    Witness(
+        P.MODIFY_GLOBAL_CONFIG_POLICIES,
+        "DeleteGlobalConfigPolicies",
+        v1.DeleteGlobalConfigPoliciesRequest(),
+    ),
+    Witness(
+        P.VIEW_GLOBAL_CONFIG_POLICIES,
+        "GetGlobalConfigPolicies",
+        v1.GetGlobalConfigPoliciesRequest(),
+    ),
+]
+
+
+def _id(w: Witness) -> str:
+    return f"{w.permission.name}-{w.rpc}"
+
+
+async def refused_for(lookup: authz.Lookup, w: Witness) -> str:
+    with pytest.raises(errors.PermissionDenied) as e:
+        await check(w.rpc, BOB, w.message, lookup)
+    return e.value.message
+
+
+def holding(permission: perms.P) -> perms.Role:
+    """The smallest of Determined's roles that holds ``permission``."""
+    return min(
+        (r for r in perms.ROLES if permission in r.permissions), key=lambda r: len(r.permissions)
+    )
+
+
+def lacking(w: Witness) -> perms.Role:
+    """The largest of Determined's roles that lets ``w`` through by none of its permissions."""
+    needed = {w.permission, *w.alternatives}
+    return max(
+        (r for r in perms.ROLES if r.permissions.isdisjoint(needed)),
+        key=lambda r: len(r.permissions),
+    )
+
+
+@pytest.mark.parametrize("w", WITNESSES, ids=_id)
+async def test_a_role_holding_the_permission_lets_the_call_through(
+    w: Witness, world: authz.Lookup
+) -> None:
+    roles = Roles(world._db, world.grants)
+    if w.permission in perms.EVERY_USER and not w.by_role_only:
+        # Every user holds it (Determined's basic authorization): no role needed.
+        await check(w.rpc, BOB, w.message, world)
+        return
+    text = await refused_for(world, w)
+    assert perms.label(w.permission) in text
+    assert "\n" not in text
+    # A role without it changes nothing; one with it counts at once, and only while held.
+    without = Assignment(lacking(w), user_id=BOB.id)
+    await roles.assign([without], by="test")
+    await refused_for(world, w)
+    granted = Assignment(holding(w.permission), user_id=BOB.id)
+    await roles.assign([granted], by="test")
+    await check(w.rpc, BOB, w.message, world)
+    await roles.remove([granted], by="test", by_id=ROOT.id)
+    await refused_for(world, w)
+
+
+@pytest.mark.parametrize(
+    "w", [w for w in WITNESSES if w.permission not in perms.EVERY_USER], ids=_id
+)
+async def test_a_role_held_through_a_group_counts_the_same(w: Witness, world: authz.Lookup) -> None:
+    groups = Groups(world._db, world.grants)
+    roles = Roles(world._db, world.grants)
+    team = await groups.create("bobs-team", [], by="test")
+    role = Assignment(holding(w.permission), group_id=team.group_id)
+    await roles.assign([role], by="test")
+    await refused_for(world, w)  # bob is not in it yet
+    await groups.update(team.group_id, name="", add_users=[BOB.id], remove_users=[], by="test")
+    await check(w.rpc, BOB, w.message, world)
+    await groups.update(team.group_id, name="", add_users=[], remove_users=[BOB.id], by="test")
+    await refused_for(world, w)
+    await groups.update(team.group_id, name="", add_users=[BOB.id], remove_users=[], by="test")
+    await groups.delete(team.group_id, by="test")  # its assignments go with it
+    await refused_for(world, w)
+
+
+@pytest.mark.parametrize("w", WITNESSES, ids=_id)
+async def test_an_admin_holds_every_permission(w: Witness, world: authz.Lookup) -> None:
+    await check(w.rpc, ROOT, w.message, world)
+
+
+# -- the witnesses cover every permission the rules check ------------------------------------
+
+
+class Asked(frozenset[perms.P]):
+    """An empty permission set that remembers every permission it was asked about."""
+
+    seen: set[perms.P] = set()
+
+    def __contains__(self, item: object) -> bool:
+        if isinstance(item, perms.P):
+            Asked.seen.add(item)
+        return False
+
+
+class AskedGrants:
+    async def held(self, user_id: int) -> frozenset[perms.P]:
+        return Asked()
+
+    async def roles(self, user_id: int) -> frozenset[int]:
+        return frozenset()
+
+
+def aimed_at(request_type: type[Any], *, own: bool) -> list[Any]:
+    """Requests naming alice's work (``own``: bob's own where a field names a user); one
+    for each of the changes a rule asks a permission of separately."""
+    values: dict[str, Any] = {
+        "experiment_id": 1,
+        "trial_id": 11,
+        "parent_id": 1,
+        "run_id": 11,
+        "uuid": "ck-11",
+        "uuids": ["ck-11"],
+        "username": "bob" if own else "alice",
+        "user_id": BOB.id if own else ALICE.id,
+        "token_id": 2 if own else 1,
+        "group_id": 1,
+        "role_ids": [2],
+        "tensorboard_id": "tb-1",
+        # A template of bob's own is a new one.
+        "template_name": "his" if own else "hers",
+        "template": v1.Template(name="his" if own else "hers", config="{}"),
+        "agent_id": "agent-0",
+        "updates": [v1.JobUpdate(job_id="job-1", priority=1)],
+        "checkpoint": v1.Checkpoint(uuid="ck-11", trial_id=11, experiment_id=1),
+        "checkpoint_uuids": ["ck-11"],
+        # Alice's workspace 2 and project 2 (bob's own: 3), her model.
+        "id": 3 if own else 2,
+        "project_id": 3 if own else 2,
+        "model_name": "bobs" if own else "resnet",
+        # Bob's own go into alice's workspace; alice's into the default one.
+        "experiment_ids": [2] if own else [1],
+        "destination_project_id": 2 if own else 1,
+        "destination_workspace_id": 2 if own else 1,
+    }
+    typed: dict[type[Any], list[dict[str, Any]]] = {
+        v1.PatchWorkspaceRequest: [
+            {"workspace": v1.PatchWorkspace(name="w")},
+            {"workspace": v1.PatchWorkspace(checkpoint_storage_config={"type": "shared_fs"})},
+            {"workspace": v1.PatchWorkspace(default_compute_resource_pool="x")},
+        ],
+        v1.PatchExperimentRequest: [{"experiment": v1.PatchExperiment(id=2 if own else 1)}],
+    }
+    return [_message(request_type, {**values, **v}) for v in typed.get(request_type, [{}])]
+
+
+def _message(request_type: type[Any], values: dict[str, Any]) -> Any:
+    message = request_type()
+    for name, value in values.items():
+        if hasattr(message, name):
+            setattr(message, name, value)
+    return message
+
+
+async def test_the_witnesses_cover_every_permission_the_rules_check(
+    world: authz.Lookup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without what every user holds, each rule has to ask: record what it asks about.
+    monkeypatch.setattr(perms, "EVERY_USER", frozenset())
+    monkeypatch.setattr(perms, "OWNER", frozenset())
+    monkeypatch.setattr(world, "grants", AskedGrants())
+    Asked.seen = set()
+    for path, handler in sorted(service_mapping().items()):
+        for own in (False, True):
+            for message in aimed_at(handler.request_type, own=own):
+                try:
+                    await authz.authorize(path, BOB, message, world)
+                except errors.DetError:
+                    pass
+    assert Asked.seen == {w.permission for w in WITNESSES}
