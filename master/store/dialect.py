@@ -40,6 +40,7 @@ _SERIAL = frozenset(
         "projects",
         "models",
         "model_versions",
+        "cluster_messages",
         "user_groups",
         "role_assignments",
         "access_tokens",
