@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from typing import Any
 
 from determined.api.gen import v1
 from determined.common import checkpoint_files, client, errors
-from pydet.cli import Subparsers, listing, render, rpc
+from pydet.cli import Subparsers, confirm, listing, render, rpc
 
 
 def add_parser(nouns: Subparsers) -> None:
@@ -169,18 +168,14 @@ def delete(args: argparse.Namespace) -> int:
     uuids = [u.strip() for u in args.uuids.split(",") if u.strip()]
     if not uuids:
         raise errors.InvalidArgument("no checkpoint UUID given")
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise errors.InvalidArgument(
-                f"deleting {len(uuids)} checkpoint(s) needs confirmation; pass --yes to confirm"
-            )
-        answer = input(
-            "Deleting checkpoints deletes all their files in the checkpoint storage. "
-            "Proceed? [y/N] "
-        )
-        if answer.strip().lower() not in ("y", "yes"):
-            print("Aborting deletion of checkpoints.")
-            return 1
+    if not confirm.confirmed(
+        args.yes,
+        what=f"deleting {len(uuids)} checkpoint(s)",
+        question="Deleting checkpoints deletes all their files in the checkpoint storage. "
+        "Proceed? [y/N] ",
+    ):
+        print("Aborting deletion of checkpoints.")
+        return 1
 
     async def body(s: client.Session) -> None:
         await s.call(s.stub.delete_checkpoints(v1.DeleteCheckpointsRequest(uuids=uuids)))

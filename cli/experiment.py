@@ -16,6 +16,7 @@ from pydet.cli import (
     Subparsers,
     checkpoint,
     config,
+    confirm,
     create,
     listing,
     pareto,
@@ -525,18 +526,14 @@ def continue_experiment(args: argparse.Namespace) -> int:
 
 def delete(args: argparse.Namespace) -> int:
     exp_id = args.experiment_id
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise errors.InvalidArgument(
-                f"deleting experiment {exp_id} needs confirmation; pass --yes to confirm"
-            )
-        answer = input(
-            f"Delete experiment {exp_id} with all its checkpoints, metrics and logs? This "
-            "cannot be undone (`det experiment archive` hides it instead). [y/N] "
-        )
-        if answer.strip().lower() not in ("y", "yes"):
-            print("Not deleted.")
-            return 1
+    if not confirm.confirmed(
+        args.yes,
+        what=f"deleting experiment {exp_id}",
+        question=f"Delete experiment {exp_id} with all its checkpoints, metrics and logs? This "
+        "cannot be undone (`det experiment archive` hides it instead). [y/N] ",
+    ):
+        print("Not deleted.")
+        return 1
 
     async def body(s: client.Session) -> None:
         request = v1.ExperimentActionRequest(experiment_id=exp_id)

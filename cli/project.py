@@ -8,7 +8,7 @@ import argparse
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, listing, render, rpc, workspace
+from pydet.cli import Subparsers, confirm, listing, render, rpc, workspace
 
 
 def add_parser(nouns: Subparsers) -> None:
@@ -196,10 +196,12 @@ def move(args: argparse.Namespace) -> int:
 
 
 def delete(args: argparse.Namespace) -> int:
-    if not args.yes and not workspace.confirmed(
-        f"deleting project {args.project_name!r}",
-        f"Delete project {args.project_name!r} of workspace {args.workspace_name!r} and its"
-        " notes? This cannot be undone ('det project archive' hides it instead).",
+    if not confirm.confirmed(
+        args.yes,
+        what=f"deleting project {args.project_name!r}",
+        question=f"Delete project {args.project_name!r} of workspace {args.workspace_name!r}"
+        " and its notes? This cannot be undone ('det project archive' hides it instead)."
+        " [y/N] ",
     ):
         print("Aborting project deletion.")
         return 1

@@ -242,3 +242,18 @@ def log_line(log: v1.TaskLog) -> str:
 def master_log_line(e: v1.LogEntry) -> str:
     """A line of the master's own log as Determined's `det master logs` prints it."""
     return f"{iso_utc(e.timestamp)} [{e.level}]: {e.message}"
+
+
+def objects(keys: Sequence[str], items: Iterable[Mapping[str, Any]]) -> str:
+    """Rows of ``keys`` from each mapping, as Determined's ``render_objects`` shows them:
+    a header per key (``groupId`` -> ``Groupid``, ``user_id`` -> ``User Id``), N/A for an
+    absent value."""
+    headers = [key.replace("_", " ").title() for key in keys]
+    rows = [["N/A" if item.get(key) is None else item[key] for key in keys] for item in items]
+    return table(headers, rows)
+
+
+def to_yaml(value: Any) -> str:
+    import yaml
+
+    return str(yaml.safe_dump(value, default_flow_style=False, sort_keys=False))

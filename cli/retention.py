@@ -7,11 +7,10 @@ from __future__ import annotations
 import argparse
 import math
 import pathlib
-import sys
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, render, rpc
+from pydet.cli import Subparsers, confirm, render, rpc
 
 MAX_DAYS = 32767
 
@@ -94,12 +93,11 @@ def set_gc_policy(args: argparse.Namespace) -> int:
             f"This policy would delete {len(validated)} checkpoints with validations and "
             f"{unvalidated} without."
         )
-        if not sys.stdin.isatty():
-            raise errors.InvalidArgument(
-                f"changing the gc policy of experiment {exp_id} needs confirmation; pass --yes"
-            )
-        answer = input("Checkpoints deleted this way cannot be recovered. Proceed? [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
+        if not confirm.confirmed(
+            False,
+            what=f"changing the gc policy of experiment {exp_id}",
+            question="Checkpoints deleted this way cannot be recovered. Proceed? [y/N] ",
+        ):
             print("Not changed.")
             return 1
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from determined.api.gen import v1
 from determined.common import client, errors, expconf, structs
-from pydet.cli import Subparsers, config, listing, render, rpc
+from pydet.cli import Subparsers, config, confirm, listing, render, rpc
 
 WORKSPACE_HEADERS = ("ID", "Name", "# Projects", "Default Compute Pool", "Default Aux Pool")
 PROJECT_HEADERS = ("ID", "Key", "Name", "Description", "# Experiments", "# Active Experiments")
@@ -231,19 +230,12 @@ def archive(args: argparse.Namespace) -> int:
     return 0
 
 
-def confirmed(what: str, question: str) -> bool:
-    """A yes from the terminal to ``question``; without a terminal (a script), an error
-    saying that ``what`` needs --yes."""
-    if not sys.stdin.isatty():
-        raise errors.InvalidArgument(f"{what} needs confirmation; pass --yes to confirm")
-    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
-
-
 def delete(args: argparse.Namespace) -> int:
-    if not args.yes and not confirmed(
-        f"deleting workspace {args.workspace_name!r}",
-        f"Delete workspace {args.workspace_name!r} and its projects? This cannot be undone"
-        " ('det workspace archive' hides it instead).",
+    if not confirm.confirmed(
+        args.yes,
+        what=f"deleting workspace {args.workspace_name!r}",
+        question=f"Delete workspace {args.workspace_name!r} and its projects? This cannot be"
+        " undone ('det workspace archive' hides it instead). [y/N] ",
     ):
         print("Aborting workspace deletion.")
         return 1

@@ -651,8 +651,10 @@ def test_users_log_in_change_passwords_and_are_deactivated_end_to_end(
 
     # Deactivated: her session ends and she cannot log in again.
     cluster.det("user", "deactivate", "carol")
-    users = json.loads(cluster.det("user", "list", "--json").stdout)
+    users = json.loads(cluster.det("user", "list", "-a", "--json").stdout)
     assert next(u for u in users if u["username"] == "carol")["active"] is False
+    # As in Determined, `det user list` alone lists active users only.
+    assert "carol" not in cluster.det("user", "list").stdout
     clear_failure(run_det(cluster, nobody, "user", "whoami"), NOT_LOGGED_IN)
     clear_failure(
         run_det(cluster, {**nobody, "DET_PASS": "carol-new-password"}, "user", "login", "carol"),
