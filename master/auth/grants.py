@@ -28,6 +28,8 @@ class Grants:
         self._db = db
         # user id -> (the ids of their roles, those roles' permissions)
         self._known: dict[int, tuple[frozenset[int], frozenset[perms.P]]] = {}
+        # user id -> the permissions alone: what every call asks
+        self._permissions: dict[int, frozenset[perms.P]] = {}
         self._generation = 0
 
     async def _of(self, user_id: int) -> tuple[frozenset[int], frozenset[perms.P]]:
@@ -41,8 +43,14 @@ class Grants:
         if generation == self._generation:
             if len(self._known) >= _CACHED_USERS:
                 self._known.clear()
+                self._permissions.clear()
             self._known[user_id] = found
+            self._permissions[user_id] = found[1]
         return found
+
+    def known(self, user_id: int) -> frozenset[perms.P] | None:
+        """The user's permissions if they are cached (None: ``held`` reads the store)."""
+        return self._permissions.get(user_id)
 
     async def held(self, user_id: int) -> frozenset[perms.P]:
         """The permissions the user's roles give them over everything."""
@@ -56,3 +64,4 @@ class Grants:
         """Assignments, groups or memberships changed: forget every answer."""
         self._generation += 1
         self._known.clear()
+        self._permissions.clear()

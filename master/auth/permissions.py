@@ -96,9 +96,12 @@ ALL_PERMISSIONS = frozenset(_PERMISSIONS)
 GLOBAL_ONLY = frozenset(p for p, (_, global_only) in _PERMISSIONS.items() if global_only)
 
 
+_LABELS = {p: f"PERMISSION_TYPE_{p.name}" for p in P}
+
+
 def label(permission: P) -> str:
     """``PERMISSION_TYPE_CREATE_EXPERIMENT``: the name Determined's messages and CLI use."""
-    return f"PERMISSION_TYPE_{permission.name}"
+    return _LABELS[permission]
 
 
 def words(permission: P) -> str:

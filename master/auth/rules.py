@@ -250,6 +250,26 @@ def _user(caller: Caller) -> UserCaller:
     raise errors.PermissionDenied("the agent token is good only for the agents' stream")
 
 
+def _decided(
+    user: UserCaller,
+    permission: perms.P,
+    lookup: Lookup,
+    owner: str | None,
+    owned: frozenset[perms.P] = frozenset(),
+) -> bool | None:
+    """Whether the user holds ``permission`` (over what ``owner`` owns, if given, or over
+    something of which ``owned`` is what the user holds by owning it), when that is known
+    without a read of the store; None when their roles must be read first. Every call takes
+    this path, so it awaits nothing: most calls are decided by what every user or owner
+    holds, the rest by the roles cached for the user."""
+    if permission in perms.EVERY_USER or permission in owned:
+        return True
+    if owner is not None and owner == user.username and permission in perms.OWNER:
+        return True
+    held = lookup.grants.known(user.id)
+    return None if held is None else permission in held
+
+
 async def holds(
     user: UserCaller,
     permission: perms.P,
@@ -260,18 +280,21 @@ async def holds(
 ) -> bool:
     """Whether the user holds ``permission`` (over something ``owner`` owns, if given, or
     over something of which ``owned`` is what the user holds by owning it)."""
-    if permission in perms.EVERY_USER or permission in owned:
-        return True
-    if owner is not None and owner == user.username and permission in perms.OWNER:
-        return True
-    return permission in await lookup.grants.held(user.id)
+    decided = _decided(user, permission, lookup, owner, owned)
+    if decided is None:
+        decided = permission in await lookup.grants.held(user.id)
+    return decided
+
+
+def _refuse(permission: perms.P, what: str) -> errors.PermissionDenied:
+    return errors.PermissionDenied(f"only a user with {perms.label(permission)} may {what}")
 
 
 async def require(caller: Caller, permission: perms.P, lookup: Lookup, what: str) -> UserCaller:
     """The calling user, if they hold ``permission``; else one line naming it."""
     user = _user(caller)
     if not await holds(user, permission, lookup):
-        raise errors.PermissionDenied(f"only a user with {perms.label(permission)} may {what}")
+        raise _refuse(permission, what)
     return user
 
 
@@ -291,7 +314,8 @@ async def _owns(
 ) -> None:
     user = _user(caller)
     owner = await lookup.experiment_owner(experiment_id)
-    if not await holds(user, permission, lookup, owner=owner):
+    decided = _decided(user, permission, lookup, owner)
+    if not (decided or (decided is None and await holds(user, permission, lookup))):
         raise errors.PermissionDenied(
             _owner_refusal("experiment", experiment_id, owner, permission, what)
         )
@@ -318,7 +342,14 @@ def needs(permission: perms.P, what: str) -> Rule:
     """Users who hold ``permission`` (their roles', or everybody's)."""
 
     async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
-        await require(caller, permission, lookup, what)
+        user = _user(caller)
+        if permission in perms.EVERY_USER:  # most calls: decided here
+            return
+        held = lookup.grants.known(user.id)
+        if held is None:
+            held = await lookup.grants.held(user.id)
+        if permission not in held:
+            raise _refuse(permission, what)
 
     return rule
 
@@ -794,7 +825,10 @@ async def _into_workspace(
         return
     if await lookup.workspace_owner(workspace_id) == user.id:
         return
-    if permission not in await lookup.grants.held(user.id):
+    held = lookup.grants.known(user.id)
+    if held is None:
+        held = await lookup.grants.held(user.id)
+    if permission not in held:
         raise errors.PermissionDenied(
             f"only the owner of workspace {workspace_id} or a user with "
             f"{perms.label(permission)} may move {what} into it"

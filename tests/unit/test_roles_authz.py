@@ -400,6 +400,9 @@ class Asked(frozenset[perms.P]):
 
 
 class AskedGrants:
+    def known(self, user_id: int) -> frozenset[perms.P]:
+        return Asked()
+
     async def held(self, user_id: int) -> frozenset[perms.P]:
         return Asked()
 
