@@ -127,6 +127,11 @@ WITNESSES = [
     Witness(P.ADMINISTRATE_USER, "PatchUser", v1.PatchUserRequest(username="alice", active=False)),
     Witness(
         P.ADMINISTRATE_USER,
+        "PatchUser",
+        v1.PatchUserRequest(user_id=2, user=v1.PatchUser(display_name="A")),
+    ),
+    Witness(
+        P.ADMINISTRATE_USER,
         "SetUserPassword",
         v1.SetUserPasswordRequest(username="alice", password="long-enough"),
     ),
