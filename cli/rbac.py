@@ -2,9 +2,10 @@
 (my-permissions, list-roles, list-users-roles, list-groups-roles, describe-role,
 assign-role, unassign-role).
 
-Roles are assigned cluster-wide; ``-w/--workspace-name`` is refused until pydet has
-workspaces. Without any role a user still does what every user may (read, and create and
-steer their own work); ``my-permissions`` says so.
+A role is assigned cluster-wide, or with ``-w/--workspace-name`` on one workspace, where its
+permissions count over the workspace and the projects, experiments and models in it; the
+tables show each assignment's scope as Determined's do. Without any role a user still does
+what every user may (read, and create and steer their own work); ``my-permissions`` says so.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from determined.api.gen import v1
 from determined.common import client, errors
-from pydet.cli import Subparsers, listing, names, render, rpc
+from pydet.cli import Subparsers, listing, names, render, rpc, workspace
 
 PERMISSION_KEYS = ("id", "name", "scopeTypeMask")
 ASSIGNMENT_KEYS = (
@@ -33,11 +34,8 @@ GROUP_KEYS = ("groupID", "groupName", "workspaceID", "workspaceName", "assignedG
 USER_KEYS = ("userID", "username", "workspaceID", "workspaceName", "assignedGlobally")
 
 EVERY_USER = (
-    "without a role, every user may view experiments, TensorBoards and templates, create their"
-    " own, and steer, change and delete what they own"
-)
-NO_WORKSPACES = (
-    "--workspace-name: pydet has no workspaces yet; roles are assigned cluster-wide (leave it out)"
+    "without a role, every user may view experiments, TensorBoards, templates, workspaces,"
+    " projects and models, create their own, and steer, change and delete what they own"
 )
 
 
@@ -79,10 +77,53 @@ def add_parser(nouns: Subparsers) -> None:
             verb, help="assign a role to a user or group" if assign else "unassign a role"
         )
         p.add_argument("role_name", help="the role (det rbac list-roles)")
-        p.add_argument("-w", "--workspace-name", default=None, help="a workspace (none yet)")
+        p.add_argument(
+            "-w",
+            "--workspace-name",
+            default=None,
+            help="the workspace it applies in (default: cluster-wide)",
+        )
         p.add_argument("-u", "--username-to-assign", default=None, help="the user")
         p.add_argument("-g", "--group-name-to-assign", default=None, help="the user group")
         p.set_defaults(func=change_assignment, assign=assign)
+
+
+async def _workspace_names(s: client.Session, workspace_ids: Sequence[int]) -> dict[int, str]:
+    """Workspace names by id."""
+    found: dict[int, str] = {}
+    for workspace_id in dict.fromkeys(workspace_ids):
+        got = await s.call(s.stub.get_workspace(v1.GetWorkspaceRequest(id=workspace_id)))
+        if got.workspace is not None:
+            found[workspace_id] = got.workspace.name
+    return found
+
+
+def _scope(assignment: v1.RoleAssignment | None, workspaces: dict[int, str]) -> dict[str, Any]:
+    """Where an assignment applies, as Determined's tables show it."""
+    workspace_id = assignment.scope_workspace_id if assignment is not None else None
+    return {
+        "scopeCluster": workspace_id is None,
+        "scopeWorkspaceName": None if workspace_id is None else workspaces.get(workspace_id),
+        "scopeWorkspaceID": workspace_id,
+    }
+
+
+def _scoped_workspaces(role: v1.RoleWithAssignments) -> list[int]:
+    """The workspaces a role is assigned on (to its users and groups)."""
+    given = [u.role_assignment for u in role.user_role_assignments]
+    given += [g.role_assignment for g in role.group_role_assignments]
+    return [a.scope_workspace_id for a in given if a is not None and a.scope_workspace_id]
+
+
+def _assigned_where(
+    assignment: v1.RoleAssignment | None, workspaces: dict[int, str]
+) -> dict[str, Any]:
+    scope = _scope(assignment, workspaces)
+    return {
+        "workspaceID": scope["scopeWorkspaceID"],
+        "workspaceName": scope["scopeWorkspaceName"],
+        "assignedGlobally": scope["scopeCluster"],
+    }
 
 
 async def _group_names(s: client.Session, group_ids: Sequence[int]) -> dict[int, str]:
@@ -122,24 +163,36 @@ def _print_role(role: v1.Role, heading: str) -> None:
 
 
 def my_permissions(args: argparse.Namespace) -> int:
-    async def body(s: client.Session) -> v1.GetPermissionsSummaryResponse:
-        return await s.call(s.stub.get_permissions_summary(v1.GetPermissionsSummaryRequest()))
+    async def body(s: client.Session) -> tuple[v1.GetPermissionsSummaryResponse, dict[int, str]]:
+        summary = await s.call(s.stub.get_permissions_summary(v1.GetPermissionsSummaryRequest()))
+        ids = [w for a in summary.assignments for w in a.scope_workspace_ids]
+        return summary, await _workspace_names(s, ids)
 
-    summary = rpc.run(args.master, body)
+    summary, workspaces = rpc.run(args.master, body)
     if args.json:
         print(render.to_json(render.message_dict(summary)))
         return 0
-    held: dict[int, v1.Permission] = {}
-    for role in summary.roles:
-        for p in role.permissions:
-            held[int(p.id)] = p
+    of_role = {r.role_id: r.permissions for r in summary.roles}
+    # scope (0: cluster-wide, else a workspace id) -> permission number -> permission
+    held: dict[int, dict[int, v1.Permission]] = {}
+    for a in summary.assignments:
+        scopes = ([0] if a.scope_cluster else []) + list(a.scope_workspace_ids)
+        for scope in scopes:
+            for p in of_role.get(a.role_id, []):
+                held.setdefault(scope, {})[int(p.id)] = p
     if not held:
         print("no permissions assigned")
         print(f"({EVERY_USER})")
         return 0
-    print("global permissions assigned")
-    print(render.objects(PERMISSION_KEYS, _permission_rows([held[k] for k in sorted(held)])))
-    print()
+    for scope in sorted(held):
+        if scope == 0:
+            print("global permissions assigned")
+        else:
+            name = workspaces.get(scope, "")
+            print(f"permissions assigned over workspace '{name}' with ID '{scope}'")
+        rows = _permission_rows([held[scope][k] for k in sorted(held[scope])])
+        print(render.objects(PERMISSION_KEYS, rows))
+        print()
     return 0
 
 
@@ -164,15 +217,18 @@ def list_roles(args: argparse.Namespace) -> int:
 
 
 def list_users_roles(args: argparse.Namespace) -> int:
-    async def body(s: client.Session) -> tuple[v1.GetRolesAssignedToUserResponse, dict[int, str]]:
+    async def body(
+        s: client.Session,
+    ) -> tuple[v1.GetRolesAssignedToUserResponse, dict[int, str], dict[int, str]]:
         (user_id,) = await names.user_ids(s, [args.username])
         found = await s.call(
             s.stub.get_roles_assigned_to_user(v1.GetRolesAssignedToUserRequest(user_id=user_id))
         )
         ids = [g.group_id for r in found.roles for g in r.group_role_assignments]
-        return found, await _group_names(s, ids)
+        where = [w for r in found.roles for w in _scoped_workspaces(r)]
+        return found, await _group_names(s, ids), await _workspace_names(s, where)
 
-    found, groups = rpc.run(args.master, body)
+    found, groups, workspaces = rpc.run(args.master, body)
     if args.json:
         print(render.to_json(render.message_dict(found)))
         return 0
@@ -188,13 +244,18 @@ def list_users_roles(args: argparse.Namespace) -> int:
             "assignedDirectlyToUser": False,
             "assignedToGroupName": None,
             "assignedToGroupID": None,
-            "scopeCluster": True,
-            "scopeWorkspaceName": None,
-            "scopeWorkspaceID": None,
         }
-        rows += [{**base, "assignedDirectlyToUser": True} for _ in r.user_role_assignments]
         rows += [
-            {**base, "assignedToGroupID": g.group_id, "assignedToGroupName": groups.get(g.group_id)}
+            {**base, "assignedDirectlyToUser": True, **_scope(u.role_assignment, workspaces)}
+            for u in r.user_role_assignments
+        ]
+        rows += [
+            {
+                **base,
+                "assignedToGroupID": g.group_id,
+                "assignedToGroupName": groups.get(g.group_id),
+                **_scope(g.role_assignment, workspaces),
+            }
             for g in r.group_role_assignments
         ]
     print(render.objects(ASSIGNMENT_KEYS, rows))
@@ -202,22 +263,30 @@ def list_users_roles(args: argparse.Namespace) -> int:
 
 
 def list_groups_roles(args: argparse.Namespace) -> int:
-    async def body(s: client.Session) -> v1.GetRolesAssignedToGroupResponse:
+    async def body(s: client.Session) -> tuple[v1.GetRolesAssignedToGroupResponse, dict[int, str]]:
         group_id = await names.group_id(s, args.group_name)
         req = v1.GetRolesAssignedToGroupRequest(group_id=group_id)
-        return await s.call(s.stub.get_roles_assigned_to_group(req))
+        found = await s.call(s.stub.get_roles_assigned_to_group(req))
+        ids = [w for a in found.assignments for w in a.scope_workspace_ids]
+        return found, await _workspace_names(s, ids)
 
-    found = rpc.run(args.master, body)
+    found, workspaces = rpc.run(args.master, body)
     if args.json:
         print(render.to_json(render.message_dict(found)))
         return 0
     if not found.roles:
         print("group has no role assignments")
         return 0
-    for role in found.roles:
+    for role, where in zip(found.roles, found.assignments, strict=False):
         print(f"role '{role.name}' with ID {role.role_id} assigned")
-        row = {"assignedGlobally": True, "workspaceID": None, "workspaceName": None}
-        print(render.objects(WORKSPACE_KEYS, [row]))
+        rows: list[dict[str, Any]] = []
+        if where.scope_cluster:
+            rows.append({"assignedGlobally": True, "workspaceID": None, "workspaceName": None})
+        rows += [
+            {"assignedGlobally": False, "workspaceID": w, "workspaceName": workspaces.get(w)}
+            for w in where.scope_workspace_ids
+        ]
+        print(render.objects(WORKSPACE_KEYS, rows))
         print()
     return 0
 
@@ -225,17 +294,24 @@ def list_groups_roles(args: argparse.Namespace) -> int:
 def describe_role(args: argparse.Namespace) -> int:
     async def body(
         s: client.Session,
-    ) -> tuple[v1.RoleWithAssignments, dict[int, str], dict[int, str]]:
+    ) -> tuple[v1.RoleWithAssignments, dict[int, str], dict[int, str], dict[int, str]]:
         role = await names.role(s, args.role_name)
         found = await s.call(
             s.stub.get_roles_by_id(v1.GetRolesByIdRequest(role_ids=[role.role_id]))
         )
         if len(found.roles) != 1:
             raise errors.NotFound(f"role {args.role_name!r} does not exist")
-        ids = [g.group_id for g in found.roles[0].group_role_assignments]
-        return found.roles[0], await _group_names(s, ids), await names.usernames(s)
+        held = found.roles[0]
+        ids = [g.group_id for g in held.group_role_assignments]
+        where = _scoped_workspaces(held)
+        return (
+            held,
+            await _group_names(s, ids),
+            await names.usernames(s),
+            await _workspace_names(s, where),
+        )
 
-    found, groups, users = rpc.run(args.master, body)
+    found, groups, users, workspaces = rpc.run(args.master, body)
     if args.json:
         print(render.to_json(render.message_dict(found)))
         return 0
@@ -244,7 +320,11 @@ def describe_role(args: argparse.Namespace) -> int:
         ("any group", "groups"),
         GROUP_KEYS,
         [
-            {"groupID": g.group_id, "groupName": groups.get(g.group_id), "assignedGlobally": True}
+            {
+                "groupID": g.group_id,
+                "groupName": groups.get(g.group_id),
+                **_assigned_where(g.role_assignment, workspaces),
+            }
             for g in found.group_role_assignments
         ],
     )
@@ -252,7 +332,11 @@ def describe_role(args: argparse.Namespace) -> int:
         ("any users", "users"),
         USER_KEYS,
         [
-            {"userID": u.user_id, "username": users.get(u.user_id), "assignedGlobally": True}
+            {
+                "userID": u.user_id,
+                "username": users.get(u.user_id),
+                **_assigned_where(u.role_assignment, workspaces),
+            }
             for u in found.user_role_assignments
         ],
     )
@@ -274,12 +358,15 @@ def change_assignment(args: argparse.Namespace) -> int:
         raise errors.InvalidArgument(
             "must provide exactly one of --username-to-assign or --group-name-to-assign"
         )
-    if args.workspace_name is not None:
-        raise errors.InvalidArgument(NO_WORKSPACES)
 
     async def body(s: client.Session) -> tuple[v1.Role, int]:
         role = await names.role(s, args.role_name)
         assignment = v1.RoleAssignment(role=v1.Role(role_id=role.role_id), scope_cluster=True)
+        if args.workspace_name is not None:
+            where = await workspace.by_name(s, args.workspace_name)
+            assignment = v1.RoleAssignment(
+                role=v1.Role(role_id=role.role_id), scope_workspace_id=where.id
+            )
         if args.username_to_assign is not None:
             (holder,) = await names.user_ids(s, [args.username_to_assign])
             users = [v1.UserRoleAssignment(user_id=holder, role_assignment=assignment)]
@@ -306,5 +393,6 @@ def change_assignment(args: argparse.Namespace) -> int:
     )
     done = "assigned" if args.assign else "removed"
     to = "to" if args.assign else "from"
-    print(f"{done} role '{role.name}' with ID {role.role_id} {to} {who} with ID {holder} globally")
+    scope = "globally" if args.workspace_name is None else f"to workspace {args.workspace_name}"
+    print(f"{done} role '{role.name}' with ID {role.role_id} {to} {who} with ID {holder} {scope}")
     return 0

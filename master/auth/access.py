@@ -196,7 +196,7 @@ class Access:
         if not (
             await self._holds(caller, P.ASSIGN_ROLES) or await self._holds(caller, P.UPDATE_ROLES)
         ):
-            own = await self.auth.grants.roles(caller.id)
+            own = await self.auth.grants.roles_anywhere(caller.id)
             found = [r for r in found if r.id in own]
         page = _page(found, message.offset, message.limit)
         return v1.ListRolesResponse(roles=[perms.role_message(r) for r in page])

@@ -5,15 +5,15 @@ the roles: their ids, names and permission sets are those a Determined 0.38.1 ma
 migrations leave in its ``roles`` and ``permission_assignments`` tables. They are fixed here,
 not stored: a role is assigned by its id (``role_assignments.role_id``).
 
-A user holds a permission over everything when a role holding it is assigned to them,
-directly or through a group (``grants``). Without any role, every user holds what a user of
-Determined holds under its basic (non-RBAC) authorization, which is what pydet's users could
-do before roles existed: ``EVERY_USER`` over everything (read, and create their own work),
-``OWNER`` over what they own (steer and delete their experiments, kill their TensorBoards,
-change their templates, see their own access tokens), and ``WORKSPACE_OWNER``,
-``PROJECT_OWNER`` and ``MODEL_OWNER`` over the workspaces, projects and models they
-created. The ``admin`` flag of a user is the ``ClusterAdmin`` role assigned to them
-cluster-wide.
+A user holds a permission over everything when a role holding it is assigned to them
+cluster-wide, and over a workspace and what is in it when the role is assigned on that
+workspace, directly or through a group (``grants``). Without any role, every user holds what
+a user of Determined holds under its basic (non-RBAC) authorization, which is what pydet's
+users could do before roles existed: ``EVERY_USER`` over everything (read, and create their
+own work), ``OWNER`` over what they own (steer and delete their experiments, kill their
+TensorBoards, change their templates, see their own access tokens), and ``WORKSPACE_OWNER``,
+``PROJECT_OWNER`` and ``MODEL_OWNER`` over the workspaces, projects and models they created.
+The ``admin`` flag of a user is the ``ClusterAdmin`` role assigned to them cluster-wide.
 """
 
 from __future__ import annotations

@@ -3,7 +3,10 @@
 The gRPC servicer and the HTTP gateway both check a call here, by the RPC's name and its
 request message, before the call reaches the domain. A user's call is decided by the
 Determined permission it needs (``permissions``): a user holds it over everything when a
-role holding it is assigned to them (``grants``), and without any role every user holds
+role holding it is assigned to them cluster-wide, and over a workspace and the projects,
+experiments and models in it when the role is assigned on that workspace (``grants``; a
+rule about such a thing names its workspace, read only when a role on some workspace could
+decide). Without any role every user holds
 what Determined's basic authorization gives everybody: to read, and to create their own
 experiments, templates, TensorBoards, workspaces, projects and models
 (``permissions.EVERY_USER``), and over what they own, to steer, change and delete it
@@ -16,7 +19,8 @@ hold ClusterAdmin, which has every permission. So, as before roles:
   priority, weight, pool and position, its resources) is for its owner or a user whose
   role updates (deletes) experiments: ClusterAdmin, WorkspaceAdmin, Editor.
 - Users, agents, groups and role assignments are managed by roles that hold the
-  permission (ClusterAdmin); a user may change their own password, username and display
+  permission (ClusterAdmin; a role on a workspace is assigned by whoever holds ASSIGN_ROLES
+  there, a WorkspaceAdmin of it); a user may change their own password, username and display
   name, and any user may read any user (Determined's basic rules).
 - An experiment's name, description, labels and notes, and its TensorBoard files, are
   its owner's to change or a user's with UPDATE_EXPERIMENT, as is removing some files of its
@@ -54,6 +58,7 @@ table is refused for everybody, so a new RPC cannot be added unprotected by acci
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -183,11 +188,19 @@ class Lookup:
             raise errors.NotFound(f"project {project_id} not found")
         return found
 
-    async def model_owner(self, identifier: str) -> tuple[int | None, str]:
-        """The user id of its creator, and its name (``identifier``: its name or id)."""
+    async def model_owner(self, identifier: str) -> tuple[int | None, str, int]:
+        """The user id of its creator, its name and its workspace's id (``identifier``: its
+        name or id)."""
         found = await queries.model_owner(self._db, identifier)
         if found is None:
             raise errors.NotFound(f"model {identifier!r} not found")
+        return found
+
+    async def experiment_workspace(self, experiment_id: int) -> int:
+        """The workspace the experiment is in now (not cached: experiments move)."""
+        found = await queries.experiment_workspace(self._db, experiment_id)
+        if found is None:
+            raise errors.NotFound(f"experiment {experiment_id} not found")
         return found
 
     async def workspace_named(self, name: str) -> int:
@@ -250,24 +263,39 @@ def _user(caller: Caller) -> UserCaller:
     raise errors.PermissionDenied("the agent token is good only for the agents' stream")
 
 
+# Where a permission is asked for: a workspace (its id, or how to find it, asked only when a
+# role on some workspace could give the permission), or None: over everything.
+Scope = int | Callable[[], Awaitable[int]] | None
+
+
 def _decided(
     user: UserCaller,
     permission: perms.P,
     lookup: Lookup,
     owner: str | None,
     owned: frozenset[perms.P] = frozenset(),
+    *,
+    scoped: bool = False,
 ) -> bool | None:
     """Whether the user holds ``permission`` (over what ``owner`` owns, if given, or over
-    something of which ``owned`` is what the user holds by owning it), when that is known
-    without a read of the store; None when their roles must be read first. Every call takes
-    this path, so it awaits nothing: most calls are decided by what every user or owner
-    holds, the rest by the roles cached for the user."""
+    something of which ``owned`` is what the user holds by owning it; ``scoped``: over
+    something in a workspace), when that is known without a read of the store; None when
+    their roles, or where the thing is, must be read first. Every call takes this path, so
+    it awaits nothing: most calls are decided by what every user or owner holds, the rest by
+    the roles cached for the user."""
     if permission in perms.EVERY_USER or permission in owned:
         return True
     if owner is not None and owner == user.username and permission in perms.OWNER:
         return True
     held = lookup.grants.known(user.id)
-    return None if held is None else permission in held
+    if held is None:
+        return None
+    if permission in held:
+        return True
+    if not scoped:
+        return False
+    anywhere = lookup.grants.known_anywhere(user.id)
+    return None if anywhere is None or permission in anywhere else False
 
 
 async def holds(
@@ -277,13 +305,22 @@ async def holds(
     *,
     owner: str | None = None,
     owned: frozenset[perms.P] = frozenset(),
+    workspace: Scope = None,
 ) -> bool:
     """Whether the user holds ``permission`` (over something ``owner`` owns, if given, or
-    over something of which ``owned`` is what the user holds by owning it)."""
-    decided = _decided(user, permission, lookup, owner, owned)
-    if decided is None:
-        decided = permission in await lookup.grants.held(user.id)
-    return decided
+    over something of which ``owned`` is what the user holds by owning it), over everything
+    or, with ``workspace``, over something in that workspace: a role assigned on the
+    workspace counts there too."""
+    decided = _decided(user, permission, lookup, owner, owned, scoped=workspace is not None)
+    if decided is not None:
+        return decided
+    held = await lookup.grants.of(user.id)
+    if permission in held.permissions:
+        return True
+    if workspace is None or permission not in held.anywhere:
+        return False
+    where = workspace if isinstance(workspace, int) else await workspace()
+    return permission in held.in_workspace(where)
 
 
 def _refuse(permission: perms.P, what: str) -> errors.PermissionDenied:
@@ -314,8 +351,15 @@ async def _owns(
 ) -> None:
     user = _user(caller)
     owner = await lookup.experiment_owner(experiment_id)
-    decided = _decided(user, permission, lookup, owner)
-    if not (decided or (decided is None and await holds(user, permission, lookup))):
+    decided = _decided(user, permission, lookup, owner, scoped=True)
+    if decided is None:
+        decided = await holds(
+            user,
+            permission,
+            lookup,
+            workspace=functools.partial(lookup.experiment_workspace, experiment_id),
+        )
+    if not decided:
         raise errors.PermissionDenied(
             _owner_refusal("experiment", experiment_id, owner, permission, what)
         )
@@ -717,13 +761,32 @@ async def get_roles_by_id(caller: Caller, message: Any, lookup: Lookup) -> None:
     held = await lookup.grants.held(u.id)
     if P.ASSIGN_ROLES in held or P.UPDATE_ROLES in held:
         return
-    own = await lookup.grants.roles(u.id)
+    own = await lookup.grants.roles_anywhere(u.id)
     for role_id in message.role_ids:
         if int(role_id) not in own:
             raise errors.PermissionDenied(
                 f"only a user with {perms.label(P.ASSIGN_ROLES)} or"
                 f" {perms.label(P.UPDATE_ROLES)} may see roles they do not hold"
             )
+
+
+async def assign_roles(caller: Caller, message: Any, lookup: Lookup) -> None:
+    """AssignRoles and RemoveAssignments: ASSIGN_ROLES where each assignment applies,
+    cluster-wide for a cluster-wide one, on the workspace (or cluster-wide) for one on a
+    workspace, as Determined asks."""
+    u = _user(caller)
+    scopes = {
+        a.role_assignment.scope_workspace_id
+        for a in (*message.user_role_assignments, *message.group_role_assignments)
+        if a.role_assignment is not None
+    }
+    for workspace_id in sorted(scopes, key=lambda w: -1 if w is None else w) or [None]:
+        if workspace_id is None:
+            await require(caller, P.ASSIGN_ROLES, lookup, "assign roles cluster-wide")
+            continue
+        await lookup.workspace_owner(workspace_id)  # NotFound first
+        if not await holds(u, P.ASSIGN_ROLES, lookup, workspace=workspace_id):
+            raise _refuse(P.ASSIGN_ROLES, f"assign roles in workspace {workspace_id}")
 
 
 async def agent(caller: Caller, message: Any, lookup: Lookup) -> None:
@@ -747,9 +810,12 @@ async def _may(
     permission: perms.P,
     lookup: Lookup,
     owned: frozenset[perms.P],
+    workspace: int,
     refusal: str,
 ) -> None:
-    if not await holds(user, permission, lookup, owned=owned):
+    """``permission`` over something in ``workspace`` (``owned``: what the user holds over
+    it by owning it)."""
+    if not await holds(user, permission, lookup, owned=owned, workspace=workspace):
         raise errors.PermissionDenied(refusal)
 
 
@@ -763,6 +829,7 @@ def owner_of_workspace(what: str, permission: perms.P = P.UPDATE_WORKSPACE) -> R
             permission,
             lookup,
             owned,
+            workspace_id,
             f"only the owner of workspace {workspace_id} or a user with "
             f"{perms.label(permission)} may {what} it",
         )
@@ -795,7 +862,7 @@ async def _owns_project(
     caller: Caller, project_id: int, lookup: Lookup, what: str, permission: perms.P
 ) -> None:
     u = _user(caller)
-    owner, workspace_owner, _ = await lookup.project_owners(project_id)
+    owner, workspace_owner, workspace_id = await lookup.project_owners(project_id)
     owned = _owned_by(u, owner, perms.PROJECT_OWNER) | _owned_by(
         u, workspace_owner, perms.WORKSPACE_OWNER
     )
@@ -804,6 +871,7 @@ async def _owns_project(
         permission,
         lookup,
         owned,
+        workspace_id,
         f"only the owner of project {project_id} (or of its workspace) or a user with "
         f"{perms.label(permission)} may {what} it",
     )
@@ -820,18 +888,19 @@ async def _into_workspace(
     user: UserCaller, workspace_id: int, lookup: Lookup, what: str, permission: perms.P
 ) -> None:
     """Things move only into a workspace the user owns, the default one, or one where a
-    role gives them ``permission`` (what every user holds does not count here)."""
+    role gives them ``permission``, cluster-wide or on that workspace (what every user holds
+    does not count here)."""
     if workspace_id == DEFAULT_WORKSPACE:
         return
     if await lookup.workspace_owner(workspace_id) == user.id:
         return
     held = lookup.grants.known(user.id)
-    if held is None:
-        held = await lookup.grants.held(user.id)
-    if permission not in held:
+    if held is not None and permission in held:
+        return
+    if permission not in await lookup.grants.held_in(user.id, workspace_id):
         raise errors.PermissionDenied(
             f"only the owner of workspace {workspace_id} or a user with "
-            f"{perms.label(permission)} may move {what} into it"
+            f"{perms.label(permission)} in it may move {what} into it"
         )
 
 
@@ -848,11 +917,12 @@ async def move_experiments(caller: Caller, message: Any, lookup: Lookup) -> None
     owners = await lookup.experiment_owners(ids)
     if hasattr(message, "experiment_id") and ids[0] not in owners:
         raise errors.NotFound(f"experiment {ids[0]} not found")
-    others = sorted(i for i, owner in owners.items() if owner != u.username)
-    if others and not await holds(u, P.DELETE_EXPERIMENT, lookup):
-        raise errors.PermissionDenied(
-            _owner_refusal("experiment", others[0], owners[others[0]], P.DELETE_EXPERIMENT, "move")
-        )
+    for other in sorted(i for i, owner in owners.items() if owner != u.username):
+        where = functools.partial(lookup.experiment_workspace, other)
+        if not await holds(u, P.DELETE_EXPERIMENT, lookup, workspace=where):
+            raise errors.PermissionDenied(
+                _owner_refusal("experiment", other, owners[other], P.DELETE_EXPERIMENT, "move")
+            )
     _, _, workspace_id = await lookup.project_owners(int(message.destination_project_id))
     await _into_workspace(u, workspace_id, lookup, "experiments", P.CREATE_EXPERIMENT)
 
@@ -862,12 +932,13 @@ async def move_project(caller: Caller, message: Any, lookup: Lookup) -> None:
     rules), into a workspace the caller may create projects in."""
     u = _user(caller)
     project_id = int(message.project_id)
-    owner, _, _ = await lookup.project_owners(project_id)
+    owner, _, workspace_id = await lookup.project_owners(project_id)
     await _may(
         u,
         P.DELETE_PROJECT,
         lookup,
         _owned_by(u, owner, perms.PROJECT_OWNER),
+        workspace_id,
         f"only the owner of project {project_id} or a user with "
         f"{perms.label(P.DELETE_PROJECT)} may move it",
     )
@@ -885,7 +956,7 @@ def owner_of_model(
 
     async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
         u = _user(caller)
-        owner, name = await lookup.model_owner(str(message.model_name))
+        owner, name, workspace_id = await lookup.model_owner(str(message.model_name))
         owned = _owned_by(u, owner, perms.MODEL_OWNER)
         for needed in (permission,) if owned or others is None else (others, permission):
             await _may(
@@ -893,6 +964,7 @@ def owner_of_model(
                 needed,
                 lookup,
                 owned,
+                workspace_id,
                 f"only the owner of model {name!r} or a user with {perms.label(needed)} "
                 f"may {what} it",
             )
@@ -916,7 +988,6 @@ _VIEW_ARTIFACTS = needs(P.VIEW_EXPERIMENT_ARTIFACTS, "view experiments' logs and
 _MANAGE_USERS = needs(P.ADMINISTRATE_USER, "create users")
 _AGENTS = needs(P.UPDATE_AGENTS, "enable or disable agents")
 _GROUPS = needs(P.UPDATE_GROUP, "create, change or delete user groups")
-_ASSIGN = needs(P.ASSIGN_ROLES, "assign roles")
 _VIEW_WORKSPACES = needs(P.VIEW_WORKSPACE, "view workspaces")
 _VIEW_PROJECTS = needs(P.VIEW_PROJECT, "view projects")
 _VIEW_MODELS = needs(P.VIEW_MODEL_REGISTRY, "view the model registry")
@@ -1089,8 +1160,8 @@ RULES: dict[str, Rule] = {
     ),
     "/v1.Determined/SearchRolesAssignableToScope": needs(P.VIEW_WORKSPACE, "list roles"),
     "/v1.Determined/ListRoles": user,
-    "/v1.Determined/AssignRoles": _ASSIGN,
-    "/v1.Determined/RemoveAssignments": _ASSIGN,
+    "/v1.Determined/AssignRoles": assign_roles,
+    "/v1.Determined/RemoveAssignments": assign_roles,
     "/v1.Agents/Connect": agent,
 }
 

@@ -87,6 +87,14 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+def paused_experiment(cluster: Cluster, env: dict[str, str], *flags: str) -> int:
+    """A paused experiment created by the user of ``env`` (with ``flags``); its id."""
+    example = EXAMPLES / "minimal"
+    command = ("experiment", "create", str(example / "const.yaml"), str(example), "--paused")
+    created = ok(det(cluster, *command, *flags, env=env))
+    return int(created.split("Created experiment ")[1].split()[0])
+
+
 def restart_after_sigkill(cluster: Cluster) -> None:
     cluster.stop_master(signal.SIGKILL)
     cluster.start_master()
@@ -217,18 +225,7 @@ def test_roles_given_to_a_user_or_a_group_decide_what_they_may_do_even_after_a_k
     for name in ("alice", "bob"):
         ok(det(cluster, "user", "create", name, "--password", f"{name}-password"))
     alice, bob = (as_user(cluster, n, f"{n}-password") for n in ("alice", "bob"))
-    created = ok(
-        det(
-            cluster,
-            "experiment",
-            "create",
-            str(EXAMPLES / "minimal" / "const.yaml"),
-            str(EXAMPLES / "minimal"),
-            "--paused",
-            env=alice,
-        )
-    )
-    exp_id = int(created.split("Created experiment ")[1].split()[0])
+    exp_id = paused_experiment(cluster, alice)
     steer = ("experiment", "set", "priority", str(exp_id), "7")
     refusal = f"only the owner of experiment {exp_id} (alice) or a user with"
     one_line_error(det(cluster, *steer, env=bob), refusal, "PERMISSION_TYPE_UPDATE_EXPERIMENT")
@@ -275,13 +272,58 @@ def test_roles_given_to_a_user_or_a_group_decide_what_they_may_do_even_after_a_k
     ok(det(cluster, *steer, env=alice))
 
 
+def test_a_role_on_a_workspace_decides_there_only_even_after_a_kill(master: Cluster) -> None:
+    cluster = master
+    for name in ("alice", "bob"):
+        ok(det(cluster, "user", "create", name, "--password", f"{name}-password"))
+    alice, bob = (as_user(cluster, n, f"{n}-password") for n in ("alice", "bob"))
+    experiments = {}
+    for team in ("team-a", "team-b"):
+        ok(det(cluster, "workspace", "create", team))
+        project = json.loads(ok(det(cluster, "project", "create", team, "work", "--json")))
+        experiments[team] = paused_experiment(cluster, alice, "--project_id", str(project["id"]))
+
+    def steer(team: str) -> tuple[str, ...]:
+        return ("experiment", "set", "priority", str(experiments[team]), "7")
+
+    assert ok(det(cluster, "rbac", "assign-role", "Editor", "-u", "bob", "-w", "team-a")) == (
+        "assigned role 'Editor' with ID 5 to user 'bob' with ID 3 to workspace team-a\n"
+    )
+    roles = json.loads(ok(det(cluster, "rbac", "list-users-roles", "bob", "--json")))
+    (held,) = roles["roles"]
+    (given,) = held["user_role_assignments"]
+    assert given["role_assignment"]["scope_workspace_id"] == 2
+    table = ok(det(cluster, "rbac", "list-users-roles", "bob"))
+    assert "team-a" in table and "Scopeworkspacename" in table
+    mine = ok(det(cluster, "rbac", "my-permissions", env=bob))
+    assert "permissions assigned over workspace 'team-a' with ID '2'" in mine
+    assert "global permissions assigned" not in mine
+
+    # Bob steers alice's experiment in team-a, not the one in team-b; so after a kill.
+    for _ in range(2):
+        ok(det(cluster, *steer("team-a"), env=bob))
+        refusal = f"only the owner of experiment {experiments['team-b']} (alice) or a user with"
+        one_line_error(det(cluster, *steer("team-b"), env=bob), refusal)
+        restart_after_sigkill(cluster)
+
+    ok(det(cluster, "rbac", "unassign-role", "Editor", "-u", "bob", "-w", "team-a"))
+    one_line_error(det(cluster, *steer("team-a"), env=bob), "PERMISSION_TYPE_UPDATE_EXPERIMENT")
+    assert ok(det(cluster, "rbac", "list-users-roles", "bob")) == "user has no role assignments\n"
+
+
 def test_bad_input_is_one_line_naming_what_is_wrong(master: Cluster) -> None:
     cluster = master
     ok(det(cluster, "user", "create", "bob", "--password", "bob-password"))
     ok(det(cluster, "user-group", "create", "team"))
     for args, expected in (
         (("rbac", "assign-role", "-u", "bob", "Nope"), "role 'Nope' does not exist"),
-        (("rbac", "assign-role", "-u", "bob", "Editor", "-w", "w"), "--workspace-name"),
+        (("rbac", "assign-role", "-u", "bob", "Editor", "-w", "w"), "workspace 'w' not found"),
+        (("w", "create", "lab"), ""),
+        (
+            ("rbac", "assign-role", "-u", "bob", "ClusterAdmin", "-w", "lab"),
+            "role ClusterAdmin is assigned cluster-wide only",
+        ),
+        (("rbac", "unassign-role", "-u", "bob", "Editor", "-w", "lab"), "in workspace lab"),
         (("rbac", "assign-role", "Editor"), "exactly one of --username-to-assign"),
         (("rbac", "unassign-role", "-u", "bob", "Editor"), "bob does not hold role Editor"),
         (("rbac", "list-users-roles", "ghost"), "user ghost not found"),
@@ -298,7 +340,10 @@ def test_bad_input_is_one_line_naming_what_is_wrong(master: Cluster) -> None:
         (("user", "edit", "ghost", "--display-name", "G"), "user ghost not found"),
         (("user", "rename", "bob", "b@d name"), "username:"),
     ):
-        one_line_error(det(cluster, *args), expected)
+        if expected:
+            one_line_error(det(cluster, *args), expected)
+        else:
+            ok(det(cluster, *args))
     headers = {**bearer(cluster.token), "Content-Type": "application/json"}
     for path, body, status, expected in (
         ("/api/v1/tokens", {"userId": "abc"}, 400, "wrong type"),

@@ -167,7 +167,9 @@ async def test_cluster_admin_is_the_admin_flag(world: World) -> None:
         )
 
 
-def test_a_request_naming_no_role_an_unknown_one_or_a_workspace_is_refused() -> None:
+def test_a_request_naming_no_role_an_unknown_one_or_a_cluster_role_on_a_workspace_is_refused() -> (
+    None
+):
     def user(assignment: v1.RoleAssignment | None) -> list[v1.UserRoleAssignment]:
         return [v1.UserRoleAssignment(user_id=2, role_assignment=assignment)]
 
@@ -175,11 +177,72 @@ def test_a_request_naming_no_role_an_unknown_one_or_a_workspace_is_refused() -> 
         role_store.assignments(user(None), [])
     with pytest.raises(errors.NotFound, match="role 42 does not exist"):
         role_store.assignments(user(v1.RoleAssignment(role=v1.Role(role_id=42))), [])
-    scoped = v1.RoleAssignment(role=v1.Role(role_id=5), scope_workspace_id=3)
-    with pytest.raises(errors.InvalidArgument, match="no workspaces yet"):
-        role_store.assignments([], [v1.GroupRoleAssignment(group_id=1, role_assignment=scoped)])
+    editor_on_3 = v1.RoleAssignment(role=v1.Role(role_id=5), scope_workspace_id=3)
+    (scoped,) = role_store.assignments(
+        [], [v1.GroupRoleAssignment(group_id=1, role_assignment=editor_on_3)]
+    )
+    assert (scoped.role.name, scoped.group_id, scoped.workspace_id) == ("Editor", 1, 3)
+    # Roles with a permission only the cluster has are assigned cluster-wide only.
+    for role_id, permission in ((1, "VIEW_MASTER_LOGS"), (3, "CREATE_WORKSPACE"), (10, "TOKEN")):
+        on_3 = v1.RoleAssignment(role=v1.Role(role_id=role_id), scope_workspace_id=3)
+        with pytest.raises(errors.InvalidArgument, match="cluster-wide only") as e:
+            role_store.assignments(user(on_3), [])
+        assert "user_role_assignments[0].role_assignment.scope_workspace_id" in e.value.message
+        assert permission in e.value.message
     with pytest.raises(errors.NotFound, match="role 'Nope' does not exist"):
         perms.role_named("Nope")
+
+
+async def test_a_role_on_a_workspace_counts_there_only_and_goes_with_the_workspace(
+    world: World,
+) -> None:
+    alice, bob = await _users(world)
+    for workspace_id, name in ((2, "vision"), (3, "speech")):
+        await world.db.execute(
+            "INSERT INTO workspaces (id, name, created_at) VALUES (?, ?, 0)", (workspace_id, name)
+        )
+    roles, grants = world.authn.roles, world.authn.grants
+    editor = perms.ROLE_BY_NAME["Editor"]
+    on_vision = Assignment(editor, user_id=alice, workspace_id=2)
+    await roles.assign([on_vision], by="admin")
+    update = perms.P.UPDATE_EXPERIMENT
+    assert update not in await grants.held(alice)  # not cluster-wide
+    assert update in await grants.held_in(alice, 2)
+    assert update not in await grants.held_in(alice, 3)
+    with pytest.raises(errors.AlreadyExists, match="alice already holds role Editor in workspace"):
+        await roles.assign([on_vision], by="admin")
+    # The same role cluster-wide is another assignment.
+    await roles.assign([Assignment(editor, user_id=alice)], by="admin")
+    assert update in await grants.held_in(alice, 3)
+    await roles.remove([Assignment(editor, user_id=alice)], by="admin", by_id=1)
+    (held,) = await roles.of_user(alice)
+    assert [
+        (u.user_id, u.role_assignment.scope_workspace_id, u.role_assignment.scope_cluster)
+        for u in held.user_role_assignments
+        if u.role_assignment
+    ] == [(alice, 2, False)]
+    summary = await roles.summary(alice)
+    assert [(a.role_id, a.scope_cluster, a.scope_workspace_ids) for a in summary.assignments] == [
+        (editor.id, False, [2])
+    ]
+    # Through a group, on another workspace.
+    team = await world.authn.groups.create("speakers", [bob], by="admin")
+    viewer = perms.ROLE_BY_NAME["Viewer"]
+    await roles.assign([Assignment(editor, group_id=team.group_id, workspace_id=3)], by="a")
+    await roles.assign([Assignment(viewer, group_id=team.group_id)], by="a")
+    assert update in await grants.held_in(bob, 3) and update not in await grants.held_in(bob, 2)
+    of_team = await roles.of_group(team.group_id)
+    assert [(r.role_id, r.scope_cluster, r.scope_workspace_ids) for r in of_team.assignments] == [
+        (viewer.id, True, []),
+        (editor.id, False, [3]),
+    ]
+    with pytest.raises(errors.NotFound, match="workspace 9 not found"):
+        await roles.assign([Assignment(editor, user_id=bob, workspace_id=9)], by="admin")
+    with pytest.raises(errors.NotFound, match="does not hold role Editor in workspace speech"):
+        await roles.remove([Assignment(editor, user_id=bob, workspace_id=3)], by="a", by_id=1)
+    # A deleted workspace takes its assignments along.
+    await world.db.execute("DELETE FROM workspaces WHERE id = 2")
+    assert await roles.of_user(alice) == []
 
 
 async def test_an_assignment_to_nobody_or_to_an_unknown_group_is_refused(world: World) -> None:

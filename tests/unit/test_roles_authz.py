@@ -16,6 +16,7 @@ from determined.api.gen import v1
 from determined.common import errors
 from pydet.master.auth import permissions as perms
 from pydet.master.auth import rules as authz
+from pydet.master.auth.grants import Held
 from pydet.master.auth.groups import Groups
 from pydet.master.auth.roles import Assignment, Roles
 from tests.unit.test_authz import ALICE, BOB, ROOT, check, lookup, service_mapping
@@ -408,10 +409,22 @@ class AskedGrants:
     def known(self, user_id: int) -> frozenset[perms.P]:
         return Asked()
 
+    def known_anywhere(self, user_id: int) -> frozenset[perms.P]:
+        return Asked()
+
+    async def of(self, user_id: int) -> Held:
+        return Held(permissions=Asked(), anywhere=Asked())
+
     async def held(self, user_id: int) -> frozenset[perms.P]:
         return Asked()
 
+    async def held_in(self, user_id: int, workspace_id: int | None) -> frozenset[perms.P]:
+        return Asked()
+
     async def roles(self, user_id: int) -> frozenset[int]:
+        return frozenset()
+
+    async def roles_anywhere(self, user_id: int) -> frozenset[int]:
         return frozenset()
 
 
@@ -482,3 +495,156 @@ async def test_the_witnesses_cover_every_permission_the_rules_check(
                 except errors.DetError:
                     pass
     assert Asked.seen == {w.permission for w in WITNESSES}
+
+
+# -- roles on a workspace --------------------------------------------------------------------
+
+
+@pytest.fixture
+async def teams(world: authz.Lookup) -> AsyncIterator[authz.Lookup]:
+    """The world, plus the admin's workspaces 4 (team-a) and 5 (team-b), a project in each
+    (4, 5), and alice's work in them: her experiment 1 and model 'resnet' in team-a, her
+    experiment 3 in team-b."""
+    db = world._db
+    for number, name in ((4, "team-a"), (5, "team-b")):
+        await db.execute(
+            "INSERT INTO workspaces (id, name, user_id, created_at) VALUES (?, ?, ?, 0)",
+            (number, name, ROOT.id),
+        )
+        await db.execute(
+            "INSERT INTO projects (id, workspace_id, name, key, user_id, created_at)"
+            " VALUES (?, ?, ?, ?, ?, 0)",
+            (number, number, f"p-{number}", f"T{number}", ROOT.id),
+        )
+    await db.execute(
+        "INSERT INTO experiments (id, state, config, original_config, username, start_time,"
+        " job_id, project_id) VALUES (3, 'ACTIVE', '{}', '', 'alice', 0, 'job-3', 5)"
+    )
+    await db.execute("UPDATE experiments SET project_id = 4 WHERE id = 1")
+    await db.execute("UPDATE models SET workspace_id = 4 WHERE name = 'resnet'")
+    yield world
+
+
+def on(role: str, workspace_id: int, **holder: int) -> Assignment:
+    return Assignment(perms.ROLE_BY_NAME[role], workspace_id=workspace_id, **holder)
+
+
+def pause(experiment_id: int) -> v1.ExperimentActionRequest:
+    return v1.ExperimentActionRequest(experiment_id=experiment_id)
+
+
+async def test_an_editor_in_a_workspace_steers_the_experiments_there_and_nowhere_else(
+    teams: authz.Lookup,
+) -> None:
+    roles = Roles(teams._db, teams.grants)
+    await roles.assign([on("Editor", 4, user_id=BOB.id)], by="test")
+    await check("PauseExperiment", BOB, pause(1), teams)  # alice's, in team-a
+    text = await refused_for(teams, Witness(P.UPDATE_EXPERIMENT, "PauseExperiment", pause(3)))
+    assert "only the owner of experiment 3 (alice) or a user with" in text
+    assert "PERMISSION_TYPE_UPDATE_EXPERIMENT" in text
+    await check("KillTrial", BOB, v1.KillTrialRequest(trial_id=11), teams)
+    await check("DeleteExperiment", BOB, pause(1), teams)
+    # An experiment moved into team-a is steered there at once (where it is is not cached).
+    await teams._db.execute("UPDATE experiments SET project_id = 4 WHERE id = 3")
+    await check("PauseExperiment", BOB, pause(3), teams)
+    await teams._db.execute("UPDATE experiments SET project_id = 5 WHERE id = 3")
+    await refused_for(teams, Witness(P.UPDATE_EXPERIMENT, "PauseExperiment", pause(3)))
+    # Bob's role in team-a is not one over everything: what is in no workspace stays alice's.
+    for rpc, message in (
+        ("PostUser", v1.PostUserRequest(username="eve")),
+        ("KillTensorboard", v1.KillTensorboardRequest(tensorboard_id="tb-1")),
+    ):
+        await refused_for(teams, Witness(P.UPDATE_EXPERIMENT, rpc, message))
+    # A Viewer in team-a steers nothing there; taking the role away counts at once.
+    await roles.remove([on("Editor", 4, user_id=BOB.id)], by="test", by_id=ROOT.id)
+    await roles.assign([on("Viewer", 4, user_id=BOB.id)], by="test")
+    await refused_for(teams, Witness(P.UPDATE_EXPERIMENT, "PauseExperiment", pause(1)))
+
+
+async def test_a_role_on_a_workspace_through_a_group_counts_there(teams: authz.Lookup) -> None:
+    groups = Groups(teams._db, teams.grants)
+    roles = Roles(teams._db, teams.grants)
+    team = await groups.create("team-b-editors", [BOB.id], by="test")
+    await roles.assign([on("Editor", 5, group_id=team.group_id)], by="test")
+    await check("PauseExperiment", BOB, pause(3), teams)
+    await refused_for(teams, Witness(P.UPDATE_EXPERIMENT, "PauseExperiment", pause(1)))
+    await groups.update(team.group_id, name="", add_users=[], remove_users=[BOB.id], by="test")
+    await refused_for(teams, Witness(P.UPDATE_EXPERIMENT, "PauseExperiment", pause(3)))
+
+
+async def test_a_workspace_admin_runs_their_workspace_and_what_is_in_it_only(
+    teams: authz.Lookup,
+) -> None:
+    roles = Roles(teams._db, teams.grants)
+    await roles.assign([on("WorkspaceAdmin", 4, user_id=BOB.id)], by="test")
+    storage = v1.PatchWorkspace(checkpoint_storage_config={"type": "shared_fs"})
+    for workspace_id, allowed in ((4, True), (5, False)):
+        for rpc, message in (
+            ("PatchWorkspace", v1.PatchWorkspaceRequest(id=workspace_id)),
+            ("PatchWorkspace", v1.PatchWorkspaceRequest(id=workspace_id, workspace=storage)),
+            ("ArchiveWorkspace", v1.ArchiveWorkspaceRequest(id=workspace_id)),
+            ("DeleteWorkspace", v1.DeleteWorkspaceRequest(id=workspace_id)),
+            ("PatchProject", v1.PatchProjectRequest(id=workspace_id)),
+            ("DeleteProject", v1.DeleteProjectRequest(id=workspace_id)),
+        ):
+            if allowed:
+                await check(rpc, BOB, message, teams)
+            else:
+                text = await refused_for(teams, Witness(P.UPDATE_WORKSPACE, rpc, message))
+                assert f"owner of {'workspace' if 'Workspace' in rpc else 'project'} 5" in text
+    # The model registry in team-a: alice's model is changed and deleted.
+    resnet = v1.PatchModelRequest(model_name="resnet")
+    await check("PatchModel", BOB, resnet, teams)
+    await check("DeleteModel", BOB, v1.DeleteModelRequest(model_name="resnet"), teams)
+    await teams._db.execute("UPDATE models SET workspace_id = 5 WHERE name = 'resnet'")
+    text = await refused_for(teams, Witness(P.EDIT_MODEL_REGISTRY, "PatchModel", resnet))
+    assert "PERMISSION_TYPE_EDIT_MODEL_REGISTRY" in text
+
+
+async def test_things_move_into_a_workspace_where_a_role_lets_one_create_them(
+    teams: authz.Lookup,
+) -> None:
+    roles = Roles(teams._db, teams.grants)
+    into_a = v1.MoveExperimentRequest(experiment_id=2, destination_project_id=4)
+    into_b = v1.MoveExperimentRequest(experiment_id=2, destination_project_id=5)
+    for message in (into_a, into_b):
+        text = await refused_for(teams, Witness(P.CREATE_EXPERIMENT, "MoveExperiment", message))
+        assert "PERMISSION_TYPE_CREATE_EXPERIMENT in it may move experiments into it" in text
+    await roles.assign([on("Editor", 4, user_id=BOB.id)], by="test")
+    await check("MoveExperiment", BOB, into_a, teams)
+    await refused_for(teams, Witness(P.CREATE_EXPERIMENT, "MoveExperiment", into_b))
+    # Out of team-a, alice's experiment goes with DELETE_EXPERIMENT there, into the default.
+    out_of_a = v1.MoveExperimentsRequest(experiment_ids=[1], destination_project_id=1)
+    await check("MoveExperiments", BOB, out_of_a, teams)
+    out_of_b = v1.MoveExperimentsRequest(experiment_ids=[1, 3], destination_project_id=1)
+    text = await refused_for(teams, Witness(P.DELETE_EXPERIMENT, "MoveExperiments", out_of_b))
+    assert "experiment 3 (alice)" in text
+    bobs_model = v1.MoveModelRequest(model_name="bobs", destination_workspace_id=4)
+    await check("MoveModel", BOB, bobs_model, teams)
+    bobs_project = v1.MoveProjectRequest(project_id=3, destination_workspace_id=5)
+    await refused_for(teams, Witness(P.CREATE_PROJECT, "MoveProject", bobs_project))
+
+
+async def test_roles_on_a_workspace_are_assigned_there_by_who_may_assign_roles_there(
+    teams: authz.Lookup,
+) -> None:
+    roles = Roles(teams._db, teams.grants)
+
+    def assigning(workspace_id: int | None) -> v1.AssignRolesRequest:
+        where = v1.RoleAssignment(role=v1.Role(role_id=4), scope_workspace_id=workspace_id)
+        return v1.AssignRolesRequest(
+            user_role_assignments=[v1.UserRoleAssignment(user_id=ALICE.id, role_assignment=where)]
+        )
+
+    for workspace_id in (4, None):
+        await refused_for(teams, Witness(P.ASSIGN_ROLES, "AssignRoles", assigning(workspace_id)))
+    await roles.assign([on("WorkspaceAdmin", 4, user_id=BOB.id)], by="test")
+    await check("AssignRoles", BOB, assigning(4), teams)
+    await check("RemoveAssignments", BOB, assigning(4), teams)
+    text = await refused_for(teams, Witness(P.ASSIGN_ROLES, "AssignRoles", assigning(5)))
+    assert "may assign roles in workspace 5" in text
+    text = await refused_for(teams, Witness(P.ASSIGN_ROLES, "AssignRoles", assigning(None)))
+    assert "may assign roles cluster-wide" in text
+    with pytest.raises(errors.NotFound, match="workspace 9 not found"):
+        await check("AssignRoles", ROOT, assigning(9), teams)
+    await check("AssignRoles", ROOT, assigning(5), teams)
