@@ -26,9 +26,38 @@ def add_parser(nouns: Subparsers) -> None:
     p = verbs.add_parser("whoami", help="show who is logged in")
     p.set_defaults(func=whoami)
 
-    p = verbs.add_parser("list", aliases=["ls"], help="list users")
+    p = verbs.add_parser("list", aliases=["ls"], help="list active users")
+    p.add_argument("-a", "--all", action="store_true", help="deactivated users too")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=list_users)
+
+    p = verbs.add_parser("rename", help="change a user's name (one's own; admins: anyone's)")
+    p.add_argument("target_user", help="the user's name now")
+    p.add_argument("new_username", help="their new name")
+    p.set_defaults(func=rename)
+
+    p = verbs.add_parser("edit", help="change a user (their display name; admins: the rest)")
+    p.add_argument("target_user", help="the user")
+    p.add_argument("--display-name", default=None, help="the name the WebUI shows")
+    p.add_argument("--username", default=None, help="a new username")
+    p.add_argument(
+        "--active", type=_boolean, metavar="(true|false)", default=None, help="(de)activate"
+    )
+    p.add_argument(
+        "--admin",
+        type=_boolean,
+        metavar="(true|false)",
+        default=None,
+        help="make an admin (ClusterAdmin) or not",
+    )
+    p.add_argument(
+        "--remote",
+        type=_boolean,
+        metavar="(true|false)",
+        default=None,
+        help="a remote (single sign-on) user, without a password (admins only)",
+    )
+    p.set_defaults(func=edit)
 
     p = verbs.add_parser("create", help="create a user (admins only)")
     p.add_argument("username")
@@ -110,12 +139,67 @@ def list_users(args: argparse.Namespace) -> int:
     async def body(s: client.Session) -> v1.GetUsersResponse:
         return await s.call(s.stub.get_users(v1.GetUsersRequest()))
 
-    users = rpc.run(args.master, body).users
+    users = [u for u in rpc.run(args.master, body).users if args.all or u.active]
     if args.json:
         print(render.to_json([render.message_dict(u) for u in users]))
         return 0
-    rows = [[u.username, u.admin, u.active] for u in users]
-    print(render.table(["Username", "Admin", "Active"], rows))
+    rows = [[u.username, u.admin, u.active, u.display_name] for u in users]
+    print(render.table(["Username", "Admin", "Active", "Display Name"], rows))
+    return 0
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "t", "yes", "y", "1"):
+        return True
+    if lowered in ("false", "f", "no", "n", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
+
+
+def _patch(args: argparse.Namespace, username: str, change: v1.PatchUser) -> v1.User:
+    """Determined's PatchUser: the user by id, and what changes."""
+
+    async def body(s: client.Session) -> v1.PatchUserResponse:
+        target = await s.call(
+            s.stub.get_user_by_username(v1.GetUserByUsernameRequest(username=username))
+        )
+        user_id = target.user.id if target.user is not None else 0
+        req = v1.PatchUserRequest(user_id=user_id, user=change)
+        return await s.call(s.stub.patch_user(req))
+
+    return rpc.present(rpc.run(args.master, body).user, "user")
+
+
+def rename(args: argparse.Namespace) -> int:
+    _patch(args, args.target_user, v1.PatchUser(username=args.new_username))
+    print(f"Renamed user {args.target_user} to {args.new_username}")
+    return 0
+
+
+def edit(args: argparse.Namespace) -> int:
+    """Determined's ``det user edit``: the fields given change, and are named."""
+    change = v1.PatchUser()
+    changes = []
+    if args.display_name is not None:
+        change.display_name = args.display_name
+        changes.append("Display Name")
+    if args.remote is not None:
+        change.remote = args.remote
+        changes.append("Remote")
+    if args.active is not None:
+        change.active = args.active
+        changes.append("Active")
+    if args.username is not None:
+        change.username = args.username
+        changes.append("Username")
+    if args.admin is not None:
+        change.admin = args.admin
+        changes.append("Admin")
+    if not changes:
+        raise errors.InvalidArgument("No field provided. Use 'det user edit -h' for usage.")
+    _patch(args, args.target_user, change)
+    print("Changes made to the following fields: " + ", ".join(changes))
     return 0
 
 
