@@ -13,7 +13,7 @@ them can grant nothing more, because workspace ids are never used again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pydet.master.auth import permissions as perms
@@ -77,6 +77,13 @@ class Grants:
         # user id -> what some role gives them somewhere
         self._anywhere: dict[int, frozenset[perms.P]] = {}
         self._generation = 0
+        # known(user id): the user's cluster-wide permissions if they are cached (None:
+        # ``held`` reads the store). known_anywhere(user id): what some role of the user
+        # gives them, cluster-wide or on some workspace, if it is cached: a permission not
+        # in it is held nowhere. The caches' own ``get``, asked on every call: the dicts are
+        # only ever cleared, never replaced.
+        self.known: Callable[[int], frozenset[perms.P] | None] = self._permissions.get
+        self.known_anywhere: Callable[[int], frozenset[perms.P] | None] = self._anywhere.get
 
     async def of(self, user_id: int) -> Held:
         """Everything the user's roles give them."""
@@ -103,16 +110,6 @@ class Grants:
             self._permissions[user_id] = found.permissions
             self._anywhere[user_id] = found.anywhere
         return found
-
-    def known(self, user_id: int) -> frozenset[perms.P] | None:
-        """The user's cluster-wide permissions if they are cached (None: ``held`` reads the
-        store)."""
-        return self._permissions.get(user_id)
-
-    def known_anywhere(self, user_id: int) -> frozenset[perms.P] | None:
-        """What some role of the user gives them, cluster-wide or on some workspace, if it
-        is cached: a permission not in it is held nowhere."""
-        return self._anywhere.get(user_id)
 
     async def held(self, user_id: int) -> frozenset[perms.P]:
         """The permissions the user's roles give them over everything."""

@@ -92,10 +92,17 @@ class Lookup:
 
     def __init__(self, db: Database, grants: Grants | None = None) -> None:
         self._db = db
-        self.grants = grants or Grants(db)
+        self.use_grants(grants or Grants(db))
         self._owners: dict[int, str] = {}
         self._jobs: dict[str, int] = {}
         self._storage: dict[int, dict[str, Any]] = {}
+
+    def use_grants(self, grants: Grants) -> None:
+        """Ask ``grants`` about roles. ``known`` and ``known_anywhere`` are its caches' own
+        ``get``: the hot path asks them without a call of its own."""
+        self.grants = grants
+        self.known: Callable[[int], frozenset[perms.P] | None] = grants.known
+        self.known_anywhere: Callable[[int], frozenset[perms.P] | None] = grants.known_anywhere
 
     @staticmethod
     def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
@@ -292,14 +299,14 @@ def _decided(
         return True
     if owner is not None and owner == user.username and permission in perms.OWNER:
         return True
-    held = lookup.grants.known(user.id)
+    held = lookup.known(user.id)
     if held is None:
         return None
     if permission in held:
         return True
     if not scoped:
         return False
-    anywhere = lookup.grants.known_anywhere(user.id)
+    anywhere = lookup.known_anywhere(user.id)
     return None if anywhere is None or permission in anywhere else False
 
 
@@ -354,9 +361,23 @@ async def _owns(
     what: str,
     permission: perms.P = P.UPDATE_EXPERIMENT,
 ) -> None:
-    user = _user(caller)
+    """The experiment's owner (when owners hold ``permission``), or a user whose roles give
+    it, cluster-wide or on the experiment's workspace. Every steering call comes here: the
+    owner and a cluster-wide role are decided without a call of its own or a read."""
+    if type(caller) is not UserCaller:
+        _user(caller)
+    user: UserCaller = caller  # type: ignore[assignment]
     owner = await lookup.experiment_owner(experiment_id)
-    decided = _decided(user, permission, lookup, owner, scoped=True)
+    if owner == user.username and permission in perms.OWNER:
+        return
+    held = lookup.known(user.id)
+    if held is not None:
+        if permission in held:
+            return
+        anywhere = lookup.known_anywhere(user.id)
+        decided = None if anywhere is None or permission in anywhere else False
+    else:
+        decided = _decided(user, permission, lookup, owner, scoped=True)
     if decided is None:
         decided = await holds(
             user,
@@ -366,7 +387,8 @@ async def _owns(
         )
     if not decided:
         raise errors.PermissionDenied(
-            _owner_refusal("experiment", experiment_id, owner, permission, what)
+            f"only the owner of experiment {experiment_id} ({owner or 'unknown'}) or a user"
+            f" with {perms.label(permission)} may {what} it"
         )
 
 
@@ -378,7 +400,8 @@ async def anyone(caller: Caller, message: Any, lookup: Lookup) -> None:
 
 
 async def user(caller: Caller, message: Any, lookup: Lookup) -> None:
-    _user(caller)
+    if type(caller) is not UserCaller:
+        _user(caller)
 
 
 async def signed_in(caller: Caller, message: Any, lookup: Lookup) -> None:
@@ -388,17 +411,23 @@ async def signed_in(caller: Caller, message: Any, lookup: Lookup) -> None:
 
 
 def needs(permission: perms.P, what: str) -> Rule:
-    """Users who hold ``permission`` (their roles', or everybody's)."""
+    """Users who hold ``permission`` (their roles', or everybody's). Most calls come here:
+    whether everybody holds it is known when the table is made, and a user's cached roles
+    decide the rest without a call of its own."""
+    if permission in perms.EVERY_USER:
+        return user
+    refusal = f"only a user with {perms.label(permission)} may {what}"
 
     async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
-        user = _user(caller)
-        if permission in perms.EVERY_USER:  # most calls: decided here
-            return
-        held = lookup.grants.known(user.id)
+        try:
+            held = lookup.known(caller.id)  # type: ignore[union-attr]
+        except AttributeError:  # only a user has an id: a task or an agent
+            _user(caller)
+            raise
         if held is None:
-            held = await lookup.grants.held(user.id)
+            held = await lookup.grants.held(caller.id)  # type: ignore[union-attr]
         if permission not in held:
-            raise _refuse(permission, what)
+            raise errors.PermissionDenied(refusal)
 
     return rule
 
@@ -715,10 +744,19 @@ async def owns_task(
 
 def nsc(permission: perms.P, what: str) -> Rule:
     """Users who hold ``permission`` over the default workspace's TensorBoards, commands,
-    notebooks and shells (by a role there or cluster-wide; everybody's)."""
+    notebooks and shells (by a role there or cluster-wide; everybody's). As ``needs``, the
+    usual call is decided without a call of its own."""
+    everybody = permission in perms.EVERY_USER
 
     async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
-        user = _user(caller)
+        if type(caller) is not UserCaller:
+            _user(caller)
+        if everybody:
+            return
+        held = lookup.known(caller.id)  # type: ignore[union-attr]
+        if held is not None and permission in held:
+            return
+        user: UserCaller = caller  # type: ignore[assignment]
         if not await holds(user, permission, lookup, workspace=DEFAULT_WORKSPACE):
             raise _refuse(permission, what)
 
@@ -929,7 +967,7 @@ async def _into_workspace(
         return
     if await lookup.workspace_owner(workspace_id) == user.id:
         return
-    held = lookup.grants.known(user.id)
+    held = lookup.known(user.id)
     if held is not None and permission in held:
         return
     if permission not in await lookup.grants.held_in(user.id, workspace_id):
@@ -1018,220 +1056,242 @@ def owner_of_model(
 
 # -- the table ----------------------------------------------------------------------------------
 
-_VIEW_EXP = needs(P.VIEW_EXPERIMENT_METADATA, "view experiments")
-_VIEW_ARTIFACTS = needs(P.VIEW_EXPERIMENT_ARTIFACTS, "view experiments' logs and checkpoints")
-_MANAGE_USERS = needs(P.ADMINISTRATE_USER, "create users")
-_AGENTS = needs(P.UPDATE_AGENTS, "enable or disable agents")
-_GROUPS = needs(P.UPDATE_GROUP, "create, change or delete user groups")
-_VIEW_WORKSPACES = needs(P.VIEW_WORKSPACE, "view workspaces")
-_VIEW_PROJECTS = needs(P.VIEW_PROJECT, "view projects")
-_VIEW_MODELS = needs(P.VIEW_MODEL_REGISTRY, "view the model registry")
-_MASTER_CONFIG = needs(P.UPDATE_MASTER_CONFIG, "change the master's config")
-_CLUSTER_MESSAGE = needs(P.UPDATE_MASTER_CONFIG, "see or set the cluster-wide message")
-_SLOTS = needs(P.UPDATE_AGENTS, "enable or disable slots")
-_USAGE = needs(P.VIEW_CLUSTER_USAGE, "view the cluster's resource use")
-_POLICIES = needs(P.MODIFY_GLOBAL_CONFIG_POLICIES, "set or delete config policies")
 
-RULES: dict[str, Rule] = {
-    "/v1.Determined/GetMaster": signed_in,
-    "/v1.Determined/Login": anyone,
-    "/v1.Determined/Logout": user,
-    "/v1.Determined/GetMe": user,
-    "/v1.Determined/GetUsers": user,
-    "/v1.Determined/PostUser": _MANAGE_USERS,
-    "/v1.Determined/SetUserPassword": set_password,
-    "/v1.Determined/PatchUser": patch_user,
-    "/v1.Determined/GetUser": user,
-    "/v1.Determined/GetUserByUsername": user,
-    "/v1.Determined/CreateExperiment": create_experiment,
-    "/v1.Determined/GetExperiments": _VIEW_EXP,
-    "/v1.Determined/GetExperiment": _VIEW_EXP,
-    "/v1.Determined/GetExperimentTrials": _VIEW_EXP,
-    "/v1.Determined/GetExperimentContext": reader_or_task_of_experiment(
-        permission=P.VIEW_EXPERIMENT_ARTIFACTS
-    ),
-    "/v1.Determined/ActivateExperiment": owner_of_experiment("activate"),
-    "/v1.Determined/PauseExperiment": owner_of_experiment("pause"),
-    "/v1.Determined/CancelExperiment": owner_of_experiment("cancel"),
-    "/v1.Determined/KillExperiment": owner_of_experiment("kill"),
-    "/v1.Determined/ArchiveExperiment": owner_of_experiment("archive"),
-    "/v1.Determined/UnarchiveExperiment": owner_of_experiment("unarchive"),
-    "/v1.Determined/DeleteExperiment": owner_of_experiment("delete", P.DELETE_EXPERIMENT),
-    "/v1.Determined/ContinueExperiment": continue_experiment,
-    "/v1.Determined/PatchExperiment": patch_experiment,
-    "/v1.Determined/PutExperimentLabel": owner_of_experiment("label"),
-    "/v1.Determined/DeleteExperimentLabel": owner_of_experiment("label"),
-    "/v1.Determined/DeleteTensorboardFiles": owner_of_experiment("delete the TensorBoard files of"),
-    "/v1.Determined/GetTrial": _VIEW_EXP,
-    "/v1.Determined/KillTrial": owner_of_trial("kill a trial of"),
-    "/v1.Determined/CreateTrial": owner_of_experiment("add a trial to"),
-    "/v1.Determined/StartTrial": owner_of_trial("start a trial of", P.UPDATE_EXPERIMENT_METADATA),
-    "/v1.Determined/PatchTrial": owner_of_trial("end a trial of", P.UPDATE_EXPERIMENT_METADATA),
-    "/v1.Determined/PostRunMetadata": task_of_trial("run_id"),
-    "/v1.Determined/GetRunMetadata": reader_or_task_of_trial("run_id"),
-    "/v1.Determined/TrialLogs": _VIEW_ARTIFACTS,
-    "/v1.Determined/TaskLogs": _VIEW_ARTIFACTS,
-    "/v1.Determined/GetTrialMetrics": _VIEW_EXP,
-    "/v1.Determined/GetMetrics": _VIEW_EXP,
-    "/v1.Determined/ReportTrialSourceInfo": report_trial_source_info,
-    "/v1.Determined/GetTrialMetricsByCheckpoint": _VIEW_EXP,
-    "/v1.Determined/GetAgents": user,
-    "/v1.Determined/EnableAgent": _AGENTS,
-    "/v1.Determined/DisableAgent": _AGENTS,
-    "/v1.Determined/GetResourcePools": user,
-    "/v1.Determined/GetJobs": user,
-    "/v1.Determined/GetTasks": user,
-    "/v1.Determined/UpdateJobQueue": update_jobs,
-    "/v1.Determined/SetExperimentResources": owner_of_experiment("change the resources of"),
-    "/v1.Determined/PreviewSearch": needs(P.CREATE_EXPERIMENT, "preview searches"),
-    "/v1.Determined/ReportTrialMetrics": task_of_trial(),
-    "/v1.Determined/ReportTrialProgress": task_of_trial(),
-    "/v1.Determined/ReportTrialEarlyExit": task_of_trial(),
-    "/v1.Determined/GetBestValidation": reader_or_task_of_experiment(),
-    "/v1.Determined/GetCurrentSearcherOperation": task_of_trial(),
-    "/v1.Determined/CompleteSearcherOperation": task_of_trial(),
-    "/v1.Determined/AllocationAllGather": task_of_allocation,
-    "/v1.Determined/AllocationPreemptionSignal": task_of_allocation,
-    "/v1.Determined/AckAllocationPreemptionSignal": task_of_allocation,
-    "/v1.Determined/MarkAllocationResourcesDaemon": task_of_allocation,
-    "/v1.Determined/ReportCheckpoint": report_checkpoint,
-    "/v1.Determined/GetCheckpoint": get_checkpoint,
-    "/v1.Determined/GetCheckpoints": get_checkpoints,
-    "/v1.Determined/DeleteCheckpoints": delete_checkpoints,
-    "/v1.Determined/CheckpointsRemoveFiles": remove_checkpoint_files,
-    "/v1.Determined/PostCheckpointMetadata": post_checkpoint_metadata,
-    "/v1.Determined/PostWebhook": needs(P.EDIT_WEBHOOKS, "create webhooks"),
-    "/v1.Determined/GetWebhooks": needs(P.VIEW_WEBHOOKS, "list webhooks"),
-    "/v1.Determined/DeleteWebhook": needs(P.EDIT_WEBHOOKS, "delete webhooks"),
-    "/v1.Determined/PostWebhookEventData": task_of_trial(),
-    "/v1.Determined/GetTemplates": needs(P.VIEW_TEMPLATES, "view templates"),
-    "/v1.Determined/GetTemplate": needs(P.VIEW_TEMPLATES, "view templates"),
-    "/v1.Determined/PutTemplate": owner_of_template("template", P.UPDATE_TEMPLATES),
-    "/v1.Determined/DeleteTemplate": owner_of_template("template_name", P.DELETE_TEMPLATES),
-    "/v1.Determined/LaunchTensorboard": nsc(P.CREATE_NSC, "start TensorBoards"),
-    "/v1.Determined/GetTensorboards": nsc(P.VIEW_NSC, "view TensorBoards"),
-    "/v1.Determined/GetTensorboard": nsc(P.VIEW_NSC, "view TensorBoards"),
-    "/v1.Determined/KillTensorboard": owner_of_task("tensorboard_id", "tensorboard", "kill"),
-    "/v1.Determined/PostAllocationProxyAddress": task_of_allocation,
-    "/v1.Determined/MoveExperiment": move_experiments,
-    "/v1.Determined/MoveExperiments": move_experiments,
-    "/v1.Determined/GetExperimentLabels": _VIEW_EXP,
-    "/v1.Determined/GetWorkspace": _VIEW_WORKSPACES,
-    "/v1.Determined/GetWorkspaces": _VIEW_WORKSPACES,
-    "/v1.Determined/GetWorkspaceProjects": _VIEW_PROJECTS,
-    "/v1.Determined/PostWorkspace": needs(P.CREATE_WORKSPACE, "create workspaces"),
-    "/v1.Determined/PatchWorkspace": patch_workspace,
-    "/v1.Determined/DeleteWorkspace": owner_of_workspace("delete", P.DELETE_WORKSPACE),
-    "/v1.Determined/ArchiveWorkspace": owner_of_workspace("archive"),
-    "/v1.Determined/UnarchiveWorkspace": owner_of_workspace("unarchive"),
-    "/v1.Determined/GetProject": _VIEW_PROJECTS,
-    "/v1.Determined/GetProjectByKey": _VIEW_PROJECTS,
-    "/v1.Determined/PostProject": needs(P.CREATE_PROJECT, "create projects"),
-    "/v1.Determined/AddProjectNote": owner_of_project("add notes to", "project_id"),
-    "/v1.Determined/PutProjectNotes": owner_of_project("change the notes of", "project_id"),
-    "/v1.Determined/PatchProject": owner_of_project("change"),
-    "/v1.Determined/DeleteProject": owner_of_project("delete", permission=P.DELETE_PROJECT),
-    "/v1.Determined/MoveProject": move_project,
-    "/v1.Determined/ArchiveProject": owner_of_project("archive"),
-    "/v1.Determined/UnarchiveProject": owner_of_project("unarchive"),
-    "/v1.Determined/GetModel": _VIEW_MODELS,
-    "/v1.Determined/GetModels": _VIEW_MODELS,
-    "/v1.Determined/GetModelLabels": _VIEW_MODELS,
-    "/v1.Determined/PostModel": needs(P.CREATE_MODEL_REGISTRY, "create models"),
-    "/v1.Determined/PatchModel": owner_of_model("change"),
-    "/v1.Determined/ArchiveModel": owner_of_model("archive"),
-    "/v1.Determined/UnarchiveModel": owner_of_model("unarchive"),
-    "/v1.Determined/MoveModel": owner_of_model("move"),
-    "/v1.Determined/DeleteModel": owner_of_model(
-        "delete", P.DELETE_MODEL_REGISTRY, P.DELETE_OTHER_USER_MODEL_REGISTRY
-    ),
-    "/v1.Determined/GetModelVersion": _VIEW_MODELS,
-    "/v1.Determined/GetModelVersions": _VIEW_MODELS,
-    "/v1.Determined/PostModelVersion": owner_of_model("register versions of"),
-    "/v1.Determined/PatchModelVersion": owner_of_model("change versions of"),
-    "/v1.Determined/DeleteModelVersion": owner_of_model(
-        "delete versions of", P.DELETE_MODEL_VERSION, P.DELETE_OTHER_USER_MODEL_VERSION
-    ),
-    # Running the cluster (master/api_admin.py), with the permissions Determined's RBAC asks
-    # for; the master's log, resource use and the policies in force are everybody's, as
-    # under its basic authorization.
-    "/v1.Determined/GetMasterConfig": needs(P.VIEW_MASTER_CONFIG, "view the master's config"),
-    "/v1.Determined/PatchMasterConfig": _MASTER_CONFIG,
-    "/v1.Determined/MasterLogs": needs(P.VIEW_MASTER_LOGS, "view the master's log"),
-    "/v1.Determined/GetClusterMessage": _CLUSTER_MESSAGE,
-    "/v1.Determined/SetClusterMessage": _CLUSTER_MESSAGE,
-    "/v1.Determined/DeleteClusterMessage": _CLUSTER_MESSAGE,
-    "/v1.Determined/EnableSlot": _SLOTS,
-    "/v1.Determined/DisableSlot": _SLOTS,
-    "/v1.Determined/ResourceAllocationRaw": _USAGE,
-    "/v1.Determined/ResourceAllocationAggregated": _USAGE,
-    "/v1.Determined/CleanupLogs": needs(P.UPDATE_MASTER_CONFIG, "clean up logs"),
-    "/v1.Determined/PutGlobalConfigPolicies": _POLICIES,
-    "/v1.Determined/GetGlobalConfigPolicies": needs(
-        P.VIEW_GLOBAL_CONFIG_POLICIES, "view config policies"
-    ),
-    "/v1.Determined/DeleteGlobalConfigPolicies": _POLICIES,
-    "/v1.Determined/PreviewExperimentGc": _VIEW_ARTIFACTS,
-    "/v1.Determined/SetExperimentGcPolicy": owner_of_experiment("change the gc policy of"),
-    "/v1.Determined/PutExperimentRetainLogs": owner_of_experiment("change the log retention of"),
-    "/v1.Determined/PutTrialRetainLogs": owner_of_trial("change the log retention of a trial of"),
-    "/v1.Determined/PostTemplate": needs(P.CREATE_TEMPLATES, "create templates"),
-    "/v1.Determined/PatchTemplateConfig": owner_of_template("template_name", P.UPDATE_TEMPLATES),
-    "/v1.Determined/SetTensorboardPriority": owner_of_task(
-        "tensorboard_id", "tensorboard", "change the priority of"
-    ),
-    "/v1.Determined/LaunchCommand": nsc(P.CREATE_NSC, "start commands"),
-    "/v1.Determined/GetCommands": nsc(P.VIEW_NSC, "view commands"),
-    "/v1.Determined/GetCommand": nsc(P.VIEW_NSC, "view commands"),
-    "/v1.Determined/KillCommand": owner_of_task("command_id", "command", "kill"),
-    "/v1.Determined/SetCommandPriority": owner_of_task(
-        "command_id", "command", "change the priority of"
-    ),
-    "/v1.Determined/LaunchNotebook": nsc(P.CREATE_NSC, "start notebooks"),
-    "/v1.Determined/GetNotebooks": nsc(P.VIEW_NSC, "view notebooks"),
-    "/v1.Determined/GetNotebook": nsc(P.VIEW_NSC, "view notebooks"),
-    "/v1.Determined/KillNotebook": owner_of_task("notebook_id", "notebook", "kill"),
-    "/v1.Determined/SetNotebookPriority": owner_of_task(
-        "notebook_id", "notebook", "change the priority of"
-    ),
-    "/v1.Determined/IdleNotebook": own_task_or_owner("notebook_id", "notebook"),
-    "/v1.Determined/LaunchShell": nsc(P.CREATE_NSC, "start shells"),
-    "/v1.Determined/GetShells": nsc(P.VIEW_NSC, "view shells"),
-    # A shell's answer carries its private key: for its owner or a user with UPDATE_NSC only.
-    "/v1.Determined/GetShell": owner_of_task("shell_id", "shell", "open"),
-    "/v1.Determined/KillShell": owner_of_task("shell_id", "shell", "kill"),
-    "/v1.Determined/SetShellPriority": owner_of_task("shell_id", "shell", "change the priority of"),
-    "/v1.Determined/GetTaskContext": own_task_or_owner("task_id", ""),
-    "/v1.Determined/PostAccessToken": post_access_token,
-    "/v1.Determined/GetAccessTokens": get_access_tokens,
-    "/v1.Determined/PatchAccessToken": patch_access_token,
-    "/v1.Determined/GetGroup": member_or(P.ASSIGN_ROLES, "see groups they are not in"),
-    "/v1.Determined/GetGroups": user,
-    "/v1.Determined/CreateGroup": _GROUPS,
-    "/v1.Determined/UpdateGroup": _GROUPS,
-    "/v1.Determined/DeleteGroup": _GROUPS,
-    "/v1.Determined/AssignMultipleGroups": _GROUPS,
-    "/v1.Determined/GetPermissionsSummary": user,
-    "/v1.Determined/GetRolesByID": get_roles_by_id,
-    "/v1.Determined/GetRolesAssignedToUser": get_user_roles,
-    "/v1.Determined/GetRolesAssignedToGroup": member_or(
-        P.ASSIGN_ROLES, "see the roles of groups they are not in"
-    ),
-    "/v1.Determined/SearchRolesAssignableToScope": needs(P.VIEW_WORKSPACE, "list roles"),
-    "/v1.Determined/ListRoles": user,
-    "/v1.Determined/AssignRoles": assign_roles,
-    "/v1.Determined/RemoveAssignments": assign_roles,
-    "/v1.Agents/Connect": agent,
-}
+def rules_table() -> dict[str, Rule]:
+    """The rule of every RPC, made from ``permissions`` as they are now (a rule knows when
+    it is made whether everybody holds its permission)."""
+    _VIEW_EXP = needs(P.VIEW_EXPERIMENT_METADATA, "view experiments")
+    _VIEW_ARTIFACTS = needs(P.VIEW_EXPERIMENT_ARTIFACTS, "view experiments' logs and checkpoints")
+    _MANAGE_USERS = needs(P.ADMINISTRATE_USER, "create users")
+    _AGENTS = needs(P.UPDATE_AGENTS, "enable or disable agents")
+    _GROUPS = needs(P.UPDATE_GROUP, "create, change or delete user groups")
+    _VIEW_WORKSPACES = needs(P.VIEW_WORKSPACE, "view workspaces")
+    _VIEW_PROJECTS = needs(P.VIEW_PROJECT, "view projects")
+    _VIEW_MODELS = needs(P.VIEW_MODEL_REGISTRY, "view the model registry")
+    _MASTER_CONFIG = needs(P.UPDATE_MASTER_CONFIG, "change the master's config")
+    _CLUSTER_MESSAGE = needs(P.UPDATE_MASTER_CONFIG, "see or set the cluster-wide message")
+    _SLOTS = needs(P.UPDATE_AGENTS, "enable or disable slots")
+    _USAGE = needs(P.VIEW_CLUSTER_USAGE, "view the cluster's resource use")
+    _POLICIES = needs(P.MODIFY_GLOBAL_CONFIG_POLICIES, "set or delete config policies")
+
+    return {
+        "/v1.Determined/GetMaster": signed_in,
+        "/v1.Determined/Login": anyone,
+        "/v1.Determined/Logout": user,
+        "/v1.Determined/GetMe": user,
+        "/v1.Determined/GetUsers": user,
+        "/v1.Determined/PostUser": _MANAGE_USERS,
+        "/v1.Determined/SetUserPassword": set_password,
+        "/v1.Determined/PatchUser": patch_user,
+        "/v1.Determined/GetUser": user,
+        "/v1.Determined/GetUserByUsername": user,
+        "/v1.Determined/CreateExperiment": create_experiment,
+        "/v1.Determined/GetExperiments": _VIEW_EXP,
+        "/v1.Determined/GetExperiment": _VIEW_EXP,
+        "/v1.Determined/GetExperimentTrials": _VIEW_EXP,
+        "/v1.Determined/GetExperimentContext": reader_or_task_of_experiment(
+            permission=P.VIEW_EXPERIMENT_ARTIFACTS
+        ),
+        "/v1.Determined/ActivateExperiment": owner_of_experiment("activate"),
+        "/v1.Determined/PauseExperiment": owner_of_experiment("pause"),
+        "/v1.Determined/CancelExperiment": owner_of_experiment("cancel"),
+        "/v1.Determined/KillExperiment": owner_of_experiment("kill"),
+        "/v1.Determined/ArchiveExperiment": owner_of_experiment("archive"),
+        "/v1.Determined/UnarchiveExperiment": owner_of_experiment("unarchive"),
+        "/v1.Determined/DeleteExperiment": owner_of_experiment("delete", P.DELETE_EXPERIMENT),
+        "/v1.Determined/ContinueExperiment": continue_experiment,
+        "/v1.Determined/PatchExperiment": patch_experiment,
+        "/v1.Determined/PutExperimentLabel": owner_of_experiment("label"),
+        "/v1.Determined/DeleteExperimentLabel": owner_of_experiment("label"),
+        "/v1.Determined/DeleteTensorboardFiles": owner_of_experiment(
+            "delete the TensorBoard files of"
+        ),
+        "/v1.Determined/GetTrial": _VIEW_EXP,
+        "/v1.Determined/KillTrial": owner_of_trial("kill a trial of"),
+        "/v1.Determined/CreateTrial": owner_of_experiment("add a trial to"),
+        "/v1.Determined/StartTrial": owner_of_trial(
+            "start a trial of", P.UPDATE_EXPERIMENT_METADATA
+        ),
+        "/v1.Determined/PatchTrial": owner_of_trial("end a trial of", P.UPDATE_EXPERIMENT_METADATA),
+        "/v1.Determined/PostRunMetadata": task_of_trial("run_id"),
+        "/v1.Determined/GetRunMetadata": reader_or_task_of_trial("run_id"),
+        "/v1.Determined/TrialLogs": _VIEW_ARTIFACTS,
+        "/v1.Determined/TaskLogs": _VIEW_ARTIFACTS,
+        "/v1.Determined/GetTrialMetrics": _VIEW_EXP,
+        "/v1.Determined/GetMetrics": _VIEW_EXP,
+        "/v1.Determined/ReportTrialSourceInfo": report_trial_source_info,
+        "/v1.Determined/GetTrialMetricsByCheckpoint": _VIEW_EXP,
+        "/v1.Determined/GetAgents": user,
+        "/v1.Determined/EnableAgent": _AGENTS,
+        "/v1.Determined/DisableAgent": _AGENTS,
+        "/v1.Determined/GetResourcePools": user,
+        "/v1.Determined/GetJobs": user,
+        "/v1.Determined/GetTasks": user,
+        "/v1.Determined/UpdateJobQueue": update_jobs,
+        "/v1.Determined/SetExperimentResources": owner_of_experiment("change the resources of"),
+        "/v1.Determined/PreviewSearch": needs(P.CREATE_EXPERIMENT, "preview searches"),
+        "/v1.Determined/ReportTrialMetrics": task_of_trial(),
+        "/v1.Determined/ReportTrialProgress": task_of_trial(),
+        "/v1.Determined/ReportTrialEarlyExit": task_of_trial(),
+        "/v1.Determined/GetBestValidation": reader_or_task_of_experiment(),
+        "/v1.Determined/GetCurrentSearcherOperation": task_of_trial(),
+        "/v1.Determined/CompleteSearcherOperation": task_of_trial(),
+        "/v1.Determined/AllocationAllGather": task_of_allocation,
+        "/v1.Determined/AllocationPreemptionSignal": task_of_allocation,
+        "/v1.Determined/AckAllocationPreemptionSignal": task_of_allocation,
+        "/v1.Determined/MarkAllocationResourcesDaemon": task_of_allocation,
+        "/v1.Determined/ReportCheckpoint": report_checkpoint,
+        "/v1.Determined/GetCheckpoint": get_checkpoint,
+        "/v1.Determined/GetCheckpoints": get_checkpoints,
+        "/v1.Determined/DeleteCheckpoints": delete_checkpoints,
+        "/v1.Determined/CheckpointsRemoveFiles": remove_checkpoint_files,
+        "/v1.Determined/PostCheckpointMetadata": post_checkpoint_metadata,
+        "/v1.Determined/PostWebhook": needs(P.EDIT_WEBHOOKS, "create webhooks"),
+        "/v1.Determined/GetWebhooks": needs(P.VIEW_WEBHOOKS, "list webhooks"),
+        "/v1.Determined/DeleteWebhook": needs(P.EDIT_WEBHOOKS, "delete webhooks"),
+        "/v1.Determined/PostWebhookEventData": task_of_trial(),
+        "/v1.Determined/GetTemplates": needs(P.VIEW_TEMPLATES, "view templates"),
+        "/v1.Determined/GetTemplate": needs(P.VIEW_TEMPLATES, "view templates"),
+        "/v1.Determined/PutTemplate": owner_of_template("template", P.UPDATE_TEMPLATES),
+        "/v1.Determined/DeleteTemplate": owner_of_template("template_name", P.DELETE_TEMPLATES),
+        "/v1.Determined/LaunchTensorboard": nsc(P.CREATE_NSC, "start TensorBoards"),
+        "/v1.Determined/GetTensorboards": nsc(P.VIEW_NSC, "view TensorBoards"),
+        "/v1.Determined/GetTensorboard": nsc(P.VIEW_NSC, "view TensorBoards"),
+        "/v1.Determined/KillTensorboard": owner_of_task("tensorboard_id", "tensorboard", "kill"),
+        "/v1.Determined/PostAllocationProxyAddress": task_of_allocation,
+        "/v1.Determined/MoveExperiment": move_experiments,
+        "/v1.Determined/MoveExperiments": move_experiments,
+        "/v1.Determined/GetExperimentLabels": _VIEW_EXP,
+        "/v1.Determined/GetWorkspace": _VIEW_WORKSPACES,
+        "/v1.Determined/GetWorkspaces": _VIEW_WORKSPACES,
+        "/v1.Determined/GetWorkspaceProjects": _VIEW_PROJECTS,
+        "/v1.Determined/PostWorkspace": needs(P.CREATE_WORKSPACE, "create workspaces"),
+        "/v1.Determined/PatchWorkspace": patch_workspace,
+        "/v1.Determined/DeleteWorkspace": owner_of_workspace("delete", P.DELETE_WORKSPACE),
+        "/v1.Determined/ArchiveWorkspace": owner_of_workspace("archive"),
+        "/v1.Determined/UnarchiveWorkspace": owner_of_workspace("unarchive"),
+        "/v1.Determined/GetProject": _VIEW_PROJECTS,
+        "/v1.Determined/GetProjectByKey": _VIEW_PROJECTS,
+        "/v1.Determined/PostProject": needs(P.CREATE_PROJECT, "create projects"),
+        "/v1.Determined/AddProjectNote": owner_of_project("add notes to", "project_id"),
+        "/v1.Determined/PutProjectNotes": owner_of_project("change the notes of", "project_id"),
+        "/v1.Determined/PatchProject": owner_of_project("change"),
+        "/v1.Determined/DeleteProject": owner_of_project("delete", permission=P.DELETE_PROJECT),
+        "/v1.Determined/MoveProject": move_project,
+        "/v1.Determined/ArchiveProject": owner_of_project("archive"),
+        "/v1.Determined/UnarchiveProject": owner_of_project("unarchive"),
+        "/v1.Determined/GetModel": _VIEW_MODELS,
+        "/v1.Determined/GetModels": _VIEW_MODELS,
+        "/v1.Determined/GetModelLabels": _VIEW_MODELS,
+        "/v1.Determined/PostModel": needs(P.CREATE_MODEL_REGISTRY, "create models"),
+        "/v1.Determined/PatchModel": owner_of_model("change"),
+        "/v1.Determined/ArchiveModel": owner_of_model("archive"),
+        "/v1.Determined/UnarchiveModel": owner_of_model("unarchive"),
+        "/v1.Determined/MoveModel": owner_of_model("move"),
+        "/v1.Determined/DeleteModel": owner_of_model(
+            "delete", P.DELETE_MODEL_REGISTRY, P.DELETE_OTHER_USER_MODEL_REGISTRY
+        ),
+        "/v1.Determined/GetModelVersion": _VIEW_MODELS,
+        "/v1.Determined/GetModelVersions": _VIEW_MODELS,
+        "/v1.Determined/PostModelVersion": owner_of_model("register versions of"),
+        "/v1.Determined/PatchModelVersion": owner_of_model("change versions of"),
+        "/v1.Determined/DeleteModelVersion": owner_of_model(
+            "delete versions of", P.DELETE_MODEL_VERSION, P.DELETE_OTHER_USER_MODEL_VERSION
+        ),
+        # Running the cluster (master/api_admin.py), with the permissions Determined's RBAC asks
+        # for; the master's log, resource use and the policies in force are everybody's, as
+        # under its basic authorization.
+        "/v1.Determined/GetMasterConfig": needs(P.VIEW_MASTER_CONFIG, "view the master's config"),
+        "/v1.Determined/PatchMasterConfig": _MASTER_CONFIG,
+        "/v1.Determined/MasterLogs": needs(P.VIEW_MASTER_LOGS, "view the master's log"),
+        "/v1.Determined/GetClusterMessage": _CLUSTER_MESSAGE,
+        "/v1.Determined/SetClusterMessage": _CLUSTER_MESSAGE,
+        "/v1.Determined/DeleteClusterMessage": _CLUSTER_MESSAGE,
+        "/v1.Determined/EnableSlot": _SLOTS,
+        "/v1.Determined/DisableSlot": _SLOTS,
+        "/v1.Determined/ResourceAllocationRaw": _USAGE,
+        "/v1.Determined/ResourceAllocationAggregated": _USAGE,
+        "/v1.Determined/CleanupLogs": needs(P.UPDATE_MASTER_CONFIG, "clean up logs"),
+        "/v1.Determined/PutGlobalConfigPolicies": _POLICIES,
+        "/v1.Determined/GetGlobalConfigPolicies": needs(
+            P.VIEW_GLOBAL_CONFIG_POLICIES, "view config policies"
+        ),
+        "/v1.Determined/DeleteGlobalConfigPolicies": _POLICIES,
+        "/v1.Determined/PreviewExperimentGc": _VIEW_ARTIFACTS,
+        "/v1.Determined/SetExperimentGcPolicy": owner_of_experiment("change the gc policy of"),
+        "/v1.Determined/PutExperimentRetainLogs": owner_of_experiment(
+            "change the log retention of"
+        ),
+        "/v1.Determined/PutTrialRetainLogs": owner_of_trial(
+            "change the log retention of a trial of"
+        ),
+        "/v1.Determined/PostTemplate": needs(P.CREATE_TEMPLATES, "create templates"),
+        "/v1.Determined/PatchTemplateConfig": owner_of_template(
+            "template_name", P.UPDATE_TEMPLATES
+        ),
+        "/v1.Determined/SetTensorboardPriority": owner_of_task(
+            "tensorboard_id", "tensorboard", "change the priority of"
+        ),
+        "/v1.Determined/LaunchCommand": nsc(P.CREATE_NSC, "start commands"),
+        "/v1.Determined/GetCommands": nsc(P.VIEW_NSC, "view commands"),
+        "/v1.Determined/GetCommand": nsc(P.VIEW_NSC, "view commands"),
+        "/v1.Determined/KillCommand": owner_of_task("command_id", "command", "kill"),
+        "/v1.Determined/SetCommandPriority": owner_of_task(
+            "command_id", "command", "change the priority of"
+        ),
+        "/v1.Determined/LaunchNotebook": nsc(P.CREATE_NSC, "start notebooks"),
+        "/v1.Determined/GetNotebooks": nsc(P.VIEW_NSC, "view notebooks"),
+        "/v1.Determined/GetNotebook": nsc(P.VIEW_NSC, "view notebooks"),
+        "/v1.Determined/KillNotebook": owner_of_task("notebook_id", "notebook", "kill"),
+        "/v1.Determined/SetNotebookPriority": owner_of_task(
+            "notebook_id", "notebook", "change the priority of"
+        ),
+        "/v1.Determined/IdleNotebook": own_task_or_owner("notebook_id", "notebook"),
+        "/v1.Determined/LaunchShell": nsc(P.CREATE_NSC, "start shells"),
+        "/v1.Determined/GetShells": nsc(P.VIEW_NSC, "view shells"),
+        # A shell's answer carries its private key: for its owner or a user with UPDATE_NSC only.
+        "/v1.Determined/GetShell": owner_of_task("shell_id", "shell", "open"),
+        "/v1.Determined/KillShell": owner_of_task("shell_id", "shell", "kill"),
+        "/v1.Determined/SetShellPriority": owner_of_task(
+            "shell_id", "shell", "change the priority of"
+        ),
+        "/v1.Determined/GetTaskContext": own_task_or_owner("task_id", ""),
+        "/v1.Determined/PostAccessToken": post_access_token,
+        "/v1.Determined/GetAccessTokens": get_access_tokens,
+        "/v1.Determined/PatchAccessToken": patch_access_token,
+        "/v1.Determined/GetGroup": member_or(P.ASSIGN_ROLES, "see groups they are not in"),
+        "/v1.Determined/GetGroups": user,
+        "/v1.Determined/CreateGroup": _GROUPS,
+        "/v1.Determined/UpdateGroup": _GROUPS,
+        "/v1.Determined/DeleteGroup": _GROUPS,
+        "/v1.Determined/AssignMultipleGroups": _GROUPS,
+        "/v1.Determined/GetPermissionsSummary": user,
+        "/v1.Determined/GetRolesByID": get_roles_by_id,
+        "/v1.Determined/GetRolesAssignedToUser": get_user_roles,
+        "/v1.Determined/GetRolesAssignedToGroup": member_or(
+            P.ASSIGN_ROLES, "see the roles of groups they are not in"
+        ),
+        "/v1.Determined/SearchRolesAssignableToScope": needs(P.VIEW_WORKSPACE, "list roles"),
+        "/v1.Determined/ListRoles": user,
+        "/v1.Determined/AssignRoles": assign_roles,
+        "/v1.Determined/RemoveAssignments": assign_roles,
+        "/v1.Agents/Connect": agent,
+    }
+
+
+RULES: dict[str, Rule] = rules_table()
 
 OPEN = frozenset({"/v1.Determined/Login"})
 
 
 async def authorize(rpc: str, caller: Caller, message: Any, lookup: Lookup) -> None:
     """Raise ``PermissionDenied`` (or ``NotFound`` for a missing object) unless allowed."""
-    rule = RULES.get(rpc)
-    if rule is None:
-        raise errors.PermissionDenied(f"{rpc} is not open to anybody (no authorization rule)")
+    try:
+        rule = RULES[rpc]
+    except KeyError:
+        raise errors.PermissionDenied(
+            f"{rpc} is not open to anybody (no authorization rule)"
+        ) from None
     await rule(caller, message, lookup)
 
 

@@ -522,7 +522,12 @@ async def test_the_witnesses_cover_every_permission_the_rules_check(
     # Without what every user holds, each rule has to ask: record what it asks about.
     monkeypatch.setattr(perms, "EVERY_USER", frozenset())
     monkeypatch.setattr(perms, "OWNER", frozenset())
-    monkeypatch.setattr(world, "grants", AskedGrants())
+    asked = AskedGrants()
+    monkeypatch.setattr(world, "grants", asked)
+    monkeypatch.setattr(world, "known", asked.known)
+    monkeypatch.setattr(world, "known_anywhere", asked.known_anywhere)
+    # Rules learn whether everybody holds their permission when the table is made.
+    monkeypatch.setattr(authz, "RULES", authz.rules_table())
     Asked.seen = set()
     for path, handler in sorted(service_mapping().items()):
         for own in (False, True):
