@@ -821,6 +821,11 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
     ) -> v1.GetRolesAssignedToGroupResponse:
         return await self.access.get_roles_assigned_to_group(_user(), message)
 
+    async def get_groups_and_users_assigned_to_workspace(
+        self, message: v1.GetGroupsAndUsersAssignedToWorkspaceRequest
+    ) -> v1.GetGroupsAndUsersAssignedToWorkspaceResponse:
+        return await self.access.get_groups_and_users_assigned_to_workspace(_user(), message)
+
     async def search_roles_assignable_to_scope(
         self, message: v1.SearchRolesAssignableToScopeRequest
     ) -> v1.SearchRolesAssignableToScopeResponse:

@@ -19,6 +19,7 @@ from pydet.master.auth import roles
 from pydet.master.auth import rules as authz
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.auth.callers import UserCaller
+from pydet.master.auth.users import user_message
 
 T = TypeVar("T")
 P = perms.P
@@ -38,6 +39,7 @@ RPCS = (
     "GetRolesByID",
     "GetRolesAssignedToUser",
     "GetRolesAssignedToGroup",
+    "GetGroupsAndUsersAssignedToWorkspace",
     "SearchRolesAssignableToScope",
     "ListRoles",
     "AssignRoles",
@@ -181,6 +183,41 @@ class Access:
         self, caller: UserCaller, message: v1.GetRolesAssignedToGroupRequest
     ) -> v1.GetRolesAssignedToGroupResponse:
         return await self.auth.roles.of_group(message.group_id)
+
+    async def get_groups_and_users_assigned_to_workspace(
+        self, caller: UserCaller, message: v1.GetGroupsAndUsersAssignedToWorkspaceRequest
+    ) -> v1.GetGroupsAndUsersAssignedToWorkspaceResponse:
+        """Who holds a role on the workspace: its groups (with their members) and the users
+        it is assigned to directly; ``name`` keeps those whose name (a user's display name,
+        or username without one) has it in it, in any case."""
+        await self.lookup.workspace_owner(message.workspace_id)  # NotFound
+        wanted = message.name.lower()
+        assignments = await self.auth.roles.on_workspace(message.workspace_id)
+        group_ids = sorted({g.group_id for a in assignments for g in a.group_role_assignments})
+        groups = [await self.auth.groups.details(g) for g in group_ids]
+        groups = [g for g in groups if wanted in g.name.lower()]
+        direct = {u.user_id for a in assignments for u in a.user_role_assignments}
+        users = [
+            user_message(u)
+            for u in await queries.users(self.auth.db)
+            if u.id in direct and wanted in (u.display_name or u.username).lower()
+        ]
+        kept_groups = {g.group_id for g in groups}
+        kept_users = {u.id for u in users}
+        for a in assignments:
+            a.group_role_assignments = [
+                g for g in a.group_role_assignments if g.group_id in kept_groups
+            ]
+            a.user_role_assignments = [
+                u for u in a.user_role_assignments if u.user_id in kept_users
+            ]
+        return v1.GetGroupsAndUsersAssignedToWorkspaceResponse(
+            groups=groups,
+            users_assigned_directly=users,
+            assignments=[
+                a for a in assignments if a.group_role_assignments or a.user_role_assignments
+            ],
+        )
 
     async def search_roles_assignable_to_scope(
         self, caller: UserCaller, message: v1.SearchRolesAssignableToScopeRequest

@@ -285,6 +285,13 @@ class Roles:
         roles = [perms.ROLE_BY_ID[i] for i in dict.fromkeys(int(r["role_id"]) for r in rows)]
         return self._grouped(roles, rows)
 
+    async def on_workspace(self, workspace_id: int) -> list[v1.RoleWithAssignments]:
+        """The roles assigned on the workspace, each with the users and groups it is
+        assigned to there (GetGroupsAndUsersAssignedToWorkspace)."""
+        rows = await self._rows("scope_workspace_id = ?", (workspace_id,))
+        roles = [perms.ROLE_BY_ID[i] for i in dict.fromkeys(int(r["role_id"]) for r in rows)]
+        return self._grouped(roles, rows)
+
     async def of_group(self, group_id: int) -> v1.GetRolesAssignedToGroupResponse:
         await self._names([Assignment(perms.ROLES[0], group_id=group_id)])
         role_ids, summaries = _summaries(await self._rows("group_id = ?", (group_id,)))

@@ -763,6 +763,20 @@ def nsc(permission: perms.P, what: str) -> Rule:
     return rule
 
 
+def workspace_reader(what: str) -> Rule:
+    """Users who may view the workspace named by ``workspace_id`` (VIEW_WORKSPACE, by a role
+    there or cluster-wide; everybody's)."""
+
+    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
+        user = _user(caller)
+        workspace_id = int(message.workspace_id)
+        await lookup.workspace_owner(workspace_id)  # NotFound first
+        if not await holds(user, P.VIEW_WORKSPACE, lookup, workspace=workspace_id):
+            raise _refuse(P.VIEW_WORKSPACE, f"{what} workspace {workspace_id}")
+
+    return rule
+
+
 def own_task_or_owner(field: str, noun: str) -> Rule:
     """The task itself (its own allocation's token), or its owner or a user with UPDATE_NSC: a
     task's own context, a notebook's report of its idleness."""
@@ -1270,6 +1284,9 @@ def rules_table() -> dict[str, Rule]:
         "/v1.Determined/GetRolesAssignedToUser": get_user_roles,
         "/v1.Determined/GetRolesAssignedToGroup": member_or(
             P.ASSIGN_ROLES, "see the roles of groups they are not in"
+        ),
+        "/v1.Determined/GetGroupsAndUsersAssignedToWorkspace": workspace_reader(
+            "see who holds roles on"
         ),
         "/v1.Determined/SearchRolesAssignableToScope": needs(P.VIEW_WORKSPACE, "list roles"),
         "/v1.Determined/ListRoles": user,

@@ -55,6 +55,12 @@ ROUTES: tuple[tuple[str, str, str, type[betterproto2.Message]], ...] = (
         v1.GetRolesAssignedToGroupRequest,
     ),
     (
+        "GET",
+        "/api/v1/roles/workspace/{workspace_id:int}",
+        "GetGroupsAndUsersAssignedToWorkspace",
+        v1.GetGroupsAndUsersAssignedToWorkspaceRequest,
+    ),
+    (
         "POST",
         "/api/v1/roles/search/by-assignability",
         "SearchRolesAssignableToScope",

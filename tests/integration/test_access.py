@@ -299,6 +299,25 @@ def test_a_role_on_a_workspace_decides_there_only_even_after_a_kill(master: Clus
     assert "permissions assigned over workspace 'team-a' with ID '2'" in mine
     assert "global permissions assigned" not in mine
 
+    # Who holds roles on a workspace, as any user sees it: users and groups, not elsewhere.
+    ok(det(cluster, "user-group", "create", "lab", "--add-user", "alice"))
+    ok(det(cluster, "rbac", "assign-role", "Viewer", "-g", "lab", "-w", "team-a"))
+    members = ok(det(cluster, "workspace", "list-members", "team-a", env=alice))
+    cells = [[c.strip() for c in line.split("|")] for line in members.splitlines()]
+    assert cells[0] == ["User/Group Name", "User/Group", "Role Name"]
+    assert sorted(cells[2:]) == [["bob", "U", "Editor"], ["lab", "G", "Viewer"]]
+    csv_rows = ok(det(cluster, "workspace", "list-members", "team-a", "--csv")).splitlines()
+    assert csv_rows[0] == "User/Group Name,User/Group,Role Name"
+    assert sorted(csv_rows[1:]) == ["bob,U,Editor", "lab,G,Viewer"]
+    listed = json.loads(ok(det(cluster, "workspace", "list-members", "team-a", "--json")))
+    assert [g["name"] for g in listed["groups"]] == ["lab"]
+    assert [u["username"] for u in listed["groups"][0]["users"]] == ["alice"]
+    assert [u["username"] for u in listed["users_assigned_directly"]] == ["bob"]
+    assert "Viewer" in ok(det(cluster, "workspace", "list-members", "team-a", "--yaml"))
+    assert len(ok(det(cluster, "workspace", "list-members", "team-b")).splitlines()) == 2
+    one_line_error(det(cluster, "workspace", "list-members", "nope"), "workspace 'nope' not found")
+    ok(det(cluster, "rbac", "unassign-role", "Viewer", "-g", "lab", "-w", "team-a"))
+
     # Bob steers alice's experiment in team-a, not the one in team-b; so after a kill.
     for _ in range(2):
         ok(det(cluster, *steer("team-a"), env=bob))

@@ -241,6 +241,9 @@ def test_every_api_route_refuses_a_missing_or_wrong_session(cluster: Cluster) ->
     assert ("PATCH", "/api/v1/workspaces/1") in routes
     assert ("GET", "/api/v1/projects/key/name") in routes
     assert ("DELETE", "/api/v1/models/name/versions/1") in routes
+    assert ("POST", "/api/v1/notebooks/name/kill") in routes
+    assert ("GET", "/api/v1/shells/name") in routes
+    assert ("GET", "/api/v1/roles/workspace/1") in routes
     assert len(routes) >= 18
     agent_token = cluster.agent_token_file.read_text().strip()
     for method, path in routes:

@@ -265,6 +265,11 @@ WITNESSES = [
     ),
     # Workspaces, projects and the model registry.
     Witness(P.VIEW_WORKSPACE, "GetWorkspace", v1.GetWorkspaceRequest(id=2)),
+    Witness(
+        P.VIEW_WORKSPACE,
+        "GetGroupsAndUsersAssignedToWorkspace",
+        v1.GetGroupsAndUsersAssignedToWorkspaceRequest(workspace_id=2),
+    ),
     Witness(P.CREATE_WORKSPACE, "PostWorkspace", v1.PostWorkspaceRequest(name="w")),
     Witness(P.UPDATE_WORKSPACE, "PatchWorkspace", v1.PatchWorkspaceRequest(id=2)),
     Witness(P.UPDATE_WORKSPACE, "ArchiveWorkspace", v1.ArchiveWorkspaceRequest(id=2)),

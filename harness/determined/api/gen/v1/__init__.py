@@ -124,6 +124,8 @@ __all__ = (
     "GetGlobalConfigPoliciesResponse",
     "GetGroupRequest",
     "GetGroupResponse",
+    "GetGroupsAndUsersAssignedToWorkspaceRequest",
+    "GetGroupsAndUsersAssignedToWorkspaceResponse",
     "GetGroupsRequest",
     "GetGroupsResponse",
     "GetJobsRequest",
@@ -2873,6 +2875,55 @@ class GetGroupResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "GetGroupResponse", GetGroupResponse)
+
+
+@dataclass(eq=False, repr=False)
+class GetGroupsAndUsersAssignedToWorkspaceRequest(betterproto2.Message):
+    """
+    Who holds a role on a workspace (det workspace list-members).
+    """
+
+    workspace_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Only the groups of this name, and the users of this display name (or, without one,
+    username).
+    """
+
+
+default_message_pool.register_message(
+    "v1", "GetGroupsAndUsersAssignedToWorkspaceRequest", GetGroupsAndUsersAssignedToWorkspaceRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class GetGroupsAndUsersAssignedToWorkspaceResponse(betterproto2.Message):
+    groups: "list[GroupDetails]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The groups with a role on the workspace, with their members.
+    """
+
+    users_assigned_directly: "list[User]" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+    """
+    The users with a role on the workspace assigned to them (not through a group).
+    """
+
+    assignments: "list[RoleWithAssignments]" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+    """
+    The roles assigned on the workspace, each with whom to.
+    """
+
+
+default_message_pool.register_message(
+    "v1",
+    "GetGroupsAndUsersAssignedToWorkspaceResponse",
+    GetGroupsAndUsersAssignedToWorkspaceResponse,
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -10218,6 +10269,24 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def get_groups_and_users_assigned_to_workspace(
+        self,
+        message: "GetGroupsAndUsersAssignedToWorkspaceRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "GetGroupsAndUsersAssignedToWorkspaceResponse":
+
+        return await self._unary_unary(
+            "/v1.Determined/GetGroupsAndUsersAssignedToWorkspace",
+            message,
+            GetGroupsAndUsersAssignedToWorkspaceResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def search_roles_assignable_to_scope(
         self,
         message: "SearchRolesAssignableToScopeRequest",
@@ -11209,6 +11278,12 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
     async def get_roles_assigned_to_group(
         self, message: "GetRolesAssignedToGroupRequest"
     ) -> "GetRolesAssignedToGroupResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def get_groups_and_users_assigned_to_workspace(
+        self, message: "GetGroupsAndUsersAssignedToWorkspaceRequest"
+    ) -> "GetGroupsAndUsersAssignedToWorkspaceResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
@@ -12591,6 +12666,15 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
         response = await self.get_roles_assigned_to_group(request)
         await stream.send_message(response)
 
+    async def __rpc_get_groups_and_users_assigned_to_workspace(
+        self,
+        stream: "grpclib.server.Stream[GetGroupsAndUsersAssignedToWorkspaceRequest, GetGroupsAndUsersAssignedToWorkspaceResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.get_groups_and_users_assigned_to_workspace(request)
+        await stream.send_message(response)
+
     async def __rpc_search_roles_assignable_to_scope(
         self,
         stream: "grpclib.server.Stream[SearchRolesAssignableToScopeRequest, SearchRolesAssignableToScopeResponse]",
@@ -13609,6 +13693,12 @@ class DeterminedBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 GetRolesAssignedToGroupRequest,
                 GetRolesAssignedToGroupResponse,
+            ),
+            "/v1.Determined/GetGroupsAndUsersAssignedToWorkspace": grpclib.const.Handler(
+                self.__rpc_get_groups_and_users_assigned_to_workspace,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                GetGroupsAndUsersAssignedToWorkspaceRequest,
+                GetGroupsAndUsersAssignedToWorkspaceResponse,
             ),
             "/v1.Determined/SearchRolesAssignableToScope": grpclib.const.Handler(
                 self.__rpc_search_roles_assignable_to_scope,
