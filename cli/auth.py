@@ -22,6 +22,7 @@ from determined.common import client, credentials, errors
 from determined.common.credentials import DEFAULT_USER as DEFAULT_USER
 from determined.common.credentials import active_user as active_user
 from determined.common.credentials import cached_token as cached_token
+from determined.common.credentials import cached_users as cached_users
 from determined.common.credentials import forget as forget
 from determined.common.credentials import master_key as master_key
 from determined.common.credentials import remember as remember

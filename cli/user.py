@@ -21,6 +21,9 @@ def add_parser(nouns: Subparsers) -> None:
     p.set_defaults(func=login)
 
     p = verbs.add_parser("logout", help="end this user's session on the master")
+    p.add_argument(
+        "-a", "--all", action="store_true", help="end every session cached for this master"
+    )
     p.set_defaults(func=logout)
 
     p = verbs.add_parser("whoami", help="show who is logged in")
@@ -66,7 +69,22 @@ def add_parser(nouns: Subparsers) -> None:
         "--password",
         help="the new user's password (default: $DET_NEW_PASSWORD, else asked twice)",
     )
+    p.add_argument(
+        "--remote",
+        action="store_true",
+        help="a user who signs on elsewhere (an identity provider): no password",
+    )
     p.set_defaults(func=create)
+
+    p = verbs.add_parser(
+        "link-with-agent-user", help="set the agent user and group a user's tasks run as"
+    )
+    p.add_argument("det_username", help="the user")
+    p.add_argument("--agent-uid", type=int, help="the uid their tasks run as")
+    p.add_argument("--agent-gid", type=int, help="the gid their tasks run as")
+    p.add_argument("--agent-user", help="the user name their tasks run as")
+    p.add_argument("--agent-group", help="the group name their tasks run as")
+    p.set_defaults(func=link_with_agent_user)
 
     p = verbs.add_parser("change-password", help="change your password or (admins) another's")
     p.add_argument("username", nargs="?", help="whose password (default: yours)")
@@ -108,21 +126,28 @@ def login(args: argparse.Namespace) -> int:
 
 def logout(args: argparse.Namespace) -> int:
     address = client.master_address(args.master)
-    username = auth.wanted_user(address)
-    if username is None or auth.cached_token(address, username) is None:
+    if args.all:
+        users = auth.cached_users(address)
+    else:
+        username = auth.wanted_user(address)
+        cached = username is not None and auth.cached_token(address, username) is not None
+        users = [username] if username is not None and cached else []
+    if not users:
         print(f"Not logged in to {address}")
         return 0
 
     async def body(s: client.Session) -> None:
-        s.token = auth.cached_token(address, username)
-        try:
-            await s.call(s.stub.logout(v1.LogoutRequest()))
-        except errors.Unauthenticated:
-            pass  # already over on the master's side
+        for username in users:
+            s.token = auth.cached_token(address, username)
+            try:
+                await s.call(s.stub.logout(v1.LogoutRequest()))
+            except errors.Unauthenticated:
+                pass  # already over on the master's side
 
     rpc.run(args.master, body, authenticated=False)
-    auth.forget(address, username)
-    print(f"Logged out of {address} ({username})")
+    for username in users:
+        auth.forget(address, username)
+    print(f"Logged out of {address} ({', '.join(users)})")
     return 0
 
 
@@ -204,14 +229,36 @@ def edit(args: argparse.Namespace) -> int:
 
 
 def create(args: argparse.Namespace) -> int:
-    password = _new_password(args.username, args.password)
+    password = "" if args.remote else _new_password(args.username, args.password)
 
     async def body(s: client.Session) -> v1.PostUserResponse:
-        req = v1.PostUserRequest(username=args.username, password=password, admin=args.admin)
+        req = v1.PostUserRequest(
+            username=args.username, password=password, admin=args.admin, remote=args.remote
+        )
         return await s.call(s.stub.post_user(req))
 
     rpc.run(args.master, body)
-    print(f"Created user {args.username}" + (" (admin)" if args.admin else ""))
+    kind = " (admin)" if args.admin else ""
+    print(f"Created {'remote ' if args.remote else ''}user {args.username}{kind}")
+    return 0
+
+
+def link_with_agent_user(args: argparse.Namespace) -> int:
+    """Determined's ``det user link-with-agent-user``: all four of uid, gid, user and group."""
+    for flag in ("agent_uid", "agent_user", "agent_gid", "agent_group"):
+        if getattr(args, flag) is None:
+            raise errors.InvalidArgument(f"{flag.replace('_', '-')} argument required")
+    group = v1.AgentUserGroup(
+        agent_uid=args.agent_uid,
+        agent_gid=args.agent_gid,
+        agent_user=args.agent_user,
+        agent_group=args.agent_group,
+    )
+    _patch(args, args.det_username, v1.PatchUser(agent_user_group=group))
+    print(
+        f"Linked user {args.det_username} with agent user {args.agent_user}"
+        f" ({args.agent_uid}) and group {args.agent_group} ({args.agent_gid})"
+    )
     return 0
 
 

@@ -412,3 +412,41 @@ def test_users_are_renamed_edited_and_listed_as_determined_does(
     assert "robert" not in ok(det(cluster, "user", "list"))
     assert "robert" in ok(det(cluster, "user", "list", "--all"))
     assert cluster.experiment(exp_id)["username"] == "admin"
+
+
+def test_remote_users_agent_users_and_logging_out_of_every_session(master: Cluster) -> None:
+    cluster = master
+    assert ok(det(cluster, "user", "create", "carol", "--remote")) == "Created remote user carol\n"
+    ok(det(cluster, "user", "create", "bob", "--password", "bob-password"))
+    bob = as_user(cluster, "bob", "bob-password")
+    # A remote user signs on elsewhere: no password is hers here.
+    one_line_error(det(cluster, "user", "whoami", env=as_user(cluster, "carol", "x")))
+    one_line_error(
+        det(cluster, "user", "link-with-agent-user", "carol", "--agent-uid", "1001"),
+        "agent-user argument required",
+    )
+    link = (
+        *("user", "link-with-agent-user", "carol", "--agent-uid", "1001", "--agent-gid", "100"),
+        *("--agent-user", "carol", "--agent-group", "staff"),
+    )
+    one_line_error(det(cluster, *link, env=bob), "PERMISSION_TYPE_ADMINISTRATE_USER")
+    ok(det(cluster, *link))
+    (carol,) = [
+        u
+        for u in json.loads(ok(det(cluster, "user", "list", "--json")))
+        if u["username"] == "carol"
+    ]
+    assert carol["remote"] is True
+    assert carol["agent_user_group"] == {
+        "agent_uid": 1001,
+        "agent_gid": 100,
+        "agent_user": "carol",
+        "agent_group": "staff",
+    }
+
+    # Two sessions cached for this master (the admin's and bob's): --all ends both.
+    ok(det(cluster, "user", "whoami", env=bob))
+    env = {k: v for k, v in cluster.env.items() if k not in ("DET_USER", "DET_PASS")}
+    address = ok(det(cluster, "user", "logout", "--all", env=env))
+    assert address.startswith("Logged out of ") and address.endswith("(admin, bob)\n")
+    assert ok(det(cluster, "user", "logout", "--all", env=env)).startswith("Not logged in to")

@@ -96,6 +96,12 @@ def cached_token(address: str, username: str) -> str | None:
     return token if isinstance(token, str) and token else None
 
 
+def cached_users(address: str) -> list[str]:
+    """The users with a session cached for the master at ``address``."""
+    tokens = _entry(_load(), address)["tokens"]
+    return sorted(name for name, token in tokens.items() if isinstance(token, str) and token)
+
+
 def active_user(address: str) -> str | None:
     user = _entry(_load(), address).get("active_user")
     return user if isinstance(user, str) and user else None
