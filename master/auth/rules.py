@@ -94,6 +94,8 @@ class Lookup:
         self._db = db
         self.use_grants(grants or Grants(db))
         self._owners: dict[int, str] = {}
+        # The owner of an experiment if it is cached (its ``get``: the dict is only cleared).
+        self.cached_owner: Callable[[int], str | None] = self._owners.get
         self._jobs: dict[str, int] = {}
         self._storage: dict[int, dict[str, Any]] = {}
 
@@ -264,7 +266,11 @@ class Lookup:
         return experiment_id
 
 
-Rule = Callable[[Caller, Any, Lookup], Awaitable[None]]
+# A rule decides a call: it raises to refuse it. One that can decide without a read does so
+# at once and returns None; else it returns what to await (an ``async def`` rule always
+# does). The hot path thus makes no coroutine: most calls are decided by what everybody or
+# an owner holds, or by the caller's cached roles.
+Rule = Callable[[Caller, Any, Lookup], Awaitable[None] | None]
 
 
 def _user(caller: Caller) -> UserCaller:
@@ -386,25 +392,31 @@ async def _owns(
             workspace=functools.partial(lookup.experiment_workspace, experiment_id),
         )
     if not decided:
-        raise errors.PermissionDenied(
-            f"only the owner of experiment {experiment_id} ({owner or 'unknown'}) or a user"
-            f" with {perms.label(permission)} may {what} it"
-        )
+        raise _experiment_refusal(experiment_id, owner, permission, what)
+
+
+def _experiment_refusal(
+    experiment_id: int, owner: str, permission: perms.P, what: str
+) -> errors.PermissionDenied:
+    return errors.PermissionDenied(
+        f"only the owner of experiment {experiment_id} ({owner or 'unknown'}) or a user"
+        f" with {perms.label(permission)} may {what} it"
+    )
 
 
 # -- the rule kinds -----------------------------------------------------------------------------
 
 
-async def anyone(caller: Caller, message: Any, lookup: Lookup) -> None:
+def anyone(caller: Caller, message: Any, lookup: Lookup) -> None:
     """Login: the one call open to callers without a token (checked elsewhere)."""
 
 
-async def user(caller: Caller, message: Any, lookup: Lookup) -> None:
+def user(caller: Caller, message: Any, lookup: Lookup) -> None:
     if type(caller) is not UserCaller:
         _user(caller)
 
 
-async def signed_in(caller: Caller, message: Any, lookup: Lookup) -> None:
+def signed_in(caller: Caller, message: Any, lookup: Lookup) -> None:
     """Users and tasks (harmless facts about the master)."""
     if isinstance(caller, AgentCaller):
         _user(caller)
@@ -418,18 +430,25 @@ def needs(permission: perms.P, what: str) -> Rule:
         return user
     refusal = f"only a user with {perms.label(permission)} may {what}"
 
-    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
+    def rule(caller: Caller, message: Any, lookup: Lookup) -> Awaitable[None] | None:
         try:
             held = lookup.known(caller.id)  # type: ignore[union-attr]
         except AttributeError:  # only a user has an id: a task or an agent
             _user(caller)
             raise
         if held is None:
-            held = await lookup.grants.held(caller.id)  # type: ignore[union-attr]
+            return _held_then(lookup, caller.id, permission, refusal)  # type: ignore[union-attr]
         if permission not in held:
             raise errors.PermissionDenied(refusal)
+        return None
 
     return rule
+
+
+async def _held_then(lookup: Lookup, user_id: int, permission: perms.P, refusal: str) -> None:
+    """``needs``' rule for a user whose roles are not cached yet: read them."""
+    if permission not in await lookup.grants.held(user_id):
+        raise errors.PermissionDenied(refusal)
 
 
 async def set_password(caller: Caller, message: Any, lookup: Lookup) -> None:
@@ -468,8 +487,25 @@ async def patch_user(caller: Caller, message: Any, lookup: Lookup) -> None:
 
 
 def owner_of_experiment(what: str, permission: perms.P = P.UPDATE_EXPERIMENT) -> Rule:
-    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
-        await _owns(caller, int(message.experiment_id), lookup, what, permission)
+    """The experiment's owner or a user with ``permission`` (``_owns``); decided at once
+    when its owner is cached and the caller owns it or holds ``permission`` cluster-wide."""
+    by_owner = permission in perms.OWNER
+
+    def rule(caller: Caller, message: Any, lookup: Lookup) -> Awaitable[None] | None:
+        experiment_id = int(message.experiment_id)
+        if type(caller) is UserCaller:
+            owner = lookup.cached_owner(experiment_id)
+            if owner is not None:
+                if by_owner and owner == caller.username:
+                    return None
+                held = lookup.known(caller.id)
+                if held is not None:
+                    if permission in held:
+                        return None
+                    anywhere = lookup.known_anywhere(caller.id)
+                    if anywhere is not None and permission not in anywhere:
+                        raise _experiment_refusal(experiment_id, owner, permission, what)
+        return _owns(caller, experiment_id, lookup, what, permission)
 
     return rule
 
@@ -748,17 +784,19 @@ def nsc(permission: perms.P, what: str) -> Rule:
     usual call is decided without a call of its own."""
     everybody = permission in perms.EVERY_USER
 
-    async def rule(caller: Caller, message: Any, lookup: Lookup) -> None:
+    async def read(user: UserCaller, lookup: Lookup) -> None:
+        if not await holds(user, permission, lookup, workspace=DEFAULT_WORKSPACE):
+            raise _refuse(permission, what)
+
+    def rule(caller: Caller, message: Any, lookup: Lookup) -> Awaitable[None] | None:
         if type(caller) is not UserCaller:
             _user(caller)
         if everybody:
-            return
+            return None
         held = lookup.known(caller.id)  # type: ignore[union-attr]
         if held is not None and permission in held:
-            return
-        user: UserCaller = caller  # type: ignore[assignment]
-        if not await holds(user, permission, lookup, workspace=DEFAULT_WORKSPACE):
-            raise _refuse(permission, what)
+            return None
+        return read(caller, lookup)  # type: ignore[arg-type]
 
     return rule
 
@@ -942,7 +980,9 @@ async def patch_workspace(caller: Caller, message: Any, lookup: Lookup) -> None:
     if change.name is not None or not needed:
         needed.insert(0, (P.UPDATE_WORKSPACE, "change"))
     for permission, what in needed:
-        await owner_of_workspace(what, permission)(caller, message, lookup)
+        pending = owner_of_workspace(what, permission)(caller, message, lookup)
+        if pending is not None:
+            await pending
 
 
 async def _owns_project(
@@ -1309,7 +1349,9 @@ async def authorize(rpc: str, caller: Caller, message: Any, lookup: Lookup) -> N
         raise errors.PermissionDenied(
             f"{rpc} is not open to anybody (no authorization rule)"
         ) from None
-    await rule(caller, message, lookup)
+    pending = rule(caller, message, lookup)
+    if pending is not None:
+        await pending
 
 
 def unknown_rpcs(paths: Iterable[str]) -> list[str]:
