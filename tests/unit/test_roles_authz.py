@@ -608,6 +608,32 @@ async def test_an_editor_in_a_workspace_steers_the_experiments_there_and_nowhere
     await refused_for(teams, Witness(P.UPDATE_EXPERIMENT, "PauseExperiment", pause(1)))
 
 
+async def test_tasks_that_are_not_trials_are_in_the_default_workspace(
+    teams: authz.Lookup,
+) -> None:
+    """An Editor of the default workspace (where Determined puts commands, notebooks, shells
+    and TensorBoards launched without one) kills, reprioritises and opens alice's there; an
+    Editor of team-a does not."""
+    roles = Roles(teams._db, teams.grants)
+    calls = [
+        ("KillCommand", v1.KillCommandRequest(command_id="cmd-1")),
+        ("SetNotebookPriority", v1.SetNotebookPriorityRequest(notebook_id="nb-1", priority=3)),
+        ("GetShell", v1.GetShellRequest(shell_id="sh-1")),
+        ("KillTensorboard", v1.KillTensorboardRequest(tensorboard_id="tb-1")),
+    ]
+    await roles.assign([on("Editor", 4, user_id=BOB.id)], by="test")
+    for rpc, message in calls:
+        text = await refused_for(teams, Witness(P.UPDATE_NSC, rpc, message))
+        assert "PERMISSION_TYPE_UPDATE_NSC" in text and "alice" not in text
+    await roles.assign([on("Editor", authz.DEFAULT_WORKSPACE, user_id=BOB.id)], by="test")
+    for rpc, message in calls:
+        await check(rpc, BOB, message, teams)
+    await roles.remove(
+        [on("Editor", authz.DEFAULT_WORKSPACE, user_id=BOB.id)], by="test", by_id=ROOT.id
+    )
+    await refused_for(teams, Witness(P.UPDATE_NSC, *calls[0]))
+
+
 async def test_a_role_on_a_workspace_through_a_group_counts_there(teams: authz.Lookup) -> None:
     groups = Groups(teams._db, teams.grants)
     roles = Roles(teams._db, teams.grants)
