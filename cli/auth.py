@@ -3,9 +3,10 @@
 The cache itself (``$XDG_CONFIG_HOME/pydet/auth.json``) is ``determined.common.credentials``,
 shared with the Python SDK. A command
 uses, in order: the user named by ``det -u NAME``, else ``DET_USER``, else the active user;
-that user's cached token, else a login with ``DET_PASS`` (for scripts, as Determined's CLI
-accepts) or, for ``-u``, a password prompt. With none of these it stops with "not logged in
-to MASTER: run det user login".
+that user's cached token, else ``DET_USER_TOKEN`` (an access token, as Determined's CLI
+honours it), else a login with ``DET_PASS`` (for scripts, as Determined's CLI accepts) or,
+for ``-u``, a password prompt. With none of these it stops with "not logged in to MASTER:
+run det user login".
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from determined.common import client, credentials, errors
 from determined.common.credentials import DEFAULT_USER as DEFAULT_USER
 from determined.common.credentials import active_user as active_user
 from determined.common.credentials import cached_token as cached_token
+from determined.common.credentials import cached_users as cached_users
 from determined.common.credentials import forget as forget
 from determined.common.credentials import master_key as master_key
 from determined.common.credentials import remember as remember
@@ -73,9 +75,15 @@ async def login(
 
 
 async def authenticate(session: client.Session) -> None:
-    """Give ``session`` a token: a cached one, or a new login when a password is at hand."""
+    """Give ``session`` a token: a cached one, ``DET_USER_TOKEN``, or a new login when a
+    password is at hand."""
     username = wanted_user(session.address)
     token = cached_token(session.address, username) if username is not None else None
+    if token is None:
+        token = credentials.env_token(_selected)
+        if token is not None:
+            session.token = token
+            return
     if username is None or (
         token is None and _selected is None and os.environ.get("DET_PASS") is None
     ):
@@ -86,8 +94,10 @@ async def authenticate(session: client.Session) -> None:
 
 
 async def refresh(session: client.Session) -> bool:
-    """After the master refused the cached token: drop it, and log in again if a password
-    is at hand without asking (DET_PASS). Whether the session has a new token."""
+    """After the master refused the token: drop it if it was cached, and log in again if a
+    password is at hand without asking (DET_PASS). Whether the session has a new token."""
+    if session.token is not None and session.token == credentials.env_token(_selected):
+        return False  # the script's own DET_USER_TOKEN: nothing to refresh it from
     username = wanted_user(session.address)
     if username is None:
         return False
@@ -97,3 +107,11 @@ async def refresh(session: client.Session) -> bool:
         return False
     session.token = await login(session, username, os.environ["DET_PASS"])
     return True
+
+
+def why_refused(token: str | None, refusal: errors.Unauthenticated) -> str:
+    """Why the master refused the token, in the words a user needs: an access token's own
+    reason (revoked, expired, its user deactivated), else that the session ended."""
+    if credentials.is_access_token(token):
+        return refusal.message
+    return "the session has expired or was revoked"

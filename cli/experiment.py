@@ -528,18 +528,13 @@ def continue_experiment(args: argparse.Namespace) -> int:
 
 def delete(args: argparse.Namespace) -> int:
     exp_id = args.experiment_id
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise errors.InvalidArgument(
-                f"deleting experiment {exp_id} needs confirmation; pass --yes to confirm"
-            )
-        answer = input(
-            f"Delete experiment {exp_id} with all its checkpoints, metrics and logs? This "
-            "cannot be undone (`det experiment archive` hides it instead). [y/N] "
-        )
-        if answer.strip().lower() not in ("y", "yes"):
-            print("Not deleted.")
-            return 1
+    if not args.yes and not render.confirmed(
+        f"deleting experiment {exp_id}",
+        f"Delete experiment {exp_id} with all its checkpoints, metrics and logs? This "
+        "cannot be undone (`det experiment archive` hides it instead).",
+    ):
+        print("Not deleted.")
+        return 1
 
     async def body(s: client.Session) -> None:
         request = v1.ExperimentActionRequest(experiment_id=exp_id)

@@ -252,3 +252,18 @@ def confirmed(what: str, question: str) -> bool:
     if not sys.stdin.isatty():
         raise errors.InvalidArgument(f"{what} needs confirmation; pass --yes to confirm")
     return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+
+def objects(keys: Sequence[str], items: Iterable[Mapping[str, Any]]) -> str:
+    """Rows of ``keys`` from each mapping, as Determined's ``render_objects`` shows them:
+    a header per key (``groupId`` -> ``Groupid``, ``user_id`` -> ``User Id``), N/A for an
+    absent value."""
+    headers = [key.replace("_", " ").title() for key in keys]
+    rows = [["N/A" if item.get(key) is None else item[key] for key in keys] for item in items]
+    return table(headers, rows)
+
+
+def to_yaml(value: Any) -> str:
+    import yaml
+
+    return str(yaml.safe_dump(value, default_flow_style=False, sort_keys=False))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import math
 import pathlib
-import sys
 
 from determined.api.gen import v1
 from determined.common import client, errors
@@ -94,12 +93,10 @@ def set_gc_policy(args: argparse.Namespace) -> int:
             f"This policy would delete {len(validated)} checkpoints with validations and "
             f"{unvalidated} without."
         )
-        if not sys.stdin.isatty():
-            raise errors.InvalidArgument(
-                f"changing the gc policy of experiment {exp_id} needs confirmation; pass --yes"
-            )
-        answer = input("Checkpoints deleted this way cannot be recovered. Proceed? [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
+        if not render.confirmed(
+            f"changing the gc policy of experiment {exp_id}",
+            "Checkpoints deleted this way cannot be recovered. Proceed?",
+        ):
             print("Not changed.")
             return 1
 

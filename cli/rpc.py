@@ -35,14 +35,15 @@ def run(
             session.answered = 0
             try:
                 return await body(session)
-            except errors.Unauthenticated:
+            except errors.Unauthenticated as refusal:
                 # The session expired or was revoked. Run the command again with a new one
                 # only if the master had answered none of its calls: a repeated create
                 # would make a second experiment. What was answered is stored either way.
+                refused = session.token
                 if session.answered == 0 and await auth.refresh(session):
                     return await body(session)
                 raise auth.not_logged_in(
-                    session.address, "the session has expired or was revoked"
+                    session.address, auth.why_refused(refused, refusal)
                 ) from None
 
     return asyncio.run(main())

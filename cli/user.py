@@ -21,14 +21,46 @@ def add_parser(nouns: Subparsers) -> None:
     p.set_defaults(func=login)
 
     p = verbs.add_parser("logout", help="end this user's session on the master")
+    p.add_argument(
+        "-a", "--all", action="store_true", help="end every session cached for this master"
+    )
     p.set_defaults(func=logout)
 
     p = verbs.add_parser("whoami", help="show who is logged in")
     p.set_defaults(func=whoami)
 
-    p = verbs.add_parser("list", aliases=["ls"], help="list users")
+    p = verbs.add_parser("list", aliases=["ls"], help="list active users")
+    p.add_argument("-a", "--all", action="store_true", help="deactivated users too")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=list_users)
+
+    p = verbs.add_parser("rename", help="change a user's name (one's own; admins: anyone's)")
+    p.add_argument("target_user", help="the user's name now")
+    p.add_argument("new_username", help="their new name")
+    p.set_defaults(func=rename)
+
+    p = verbs.add_parser("edit", help="change a user (their display name; admins: the rest)")
+    p.add_argument("target_user", help="the user")
+    p.add_argument("--display-name", default=None, help="the name the WebUI shows")
+    p.add_argument("--username", default=None, help="a new username")
+    p.add_argument(
+        "--active", type=_boolean, metavar="(true|false)", default=None, help="(de)activate"
+    )
+    p.add_argument(
+        "--admin",
+        type=_boolean,
+        metavar="(true|false)",
+        default=None,
+        help="make an admin (ClusterAdmin) or not",
+    )
+    p.add_argument(
+        "--remote",
+        type=_boolean,
+        metavar="(true|false)",
+        default=None,
+        help="a remote (single sign-on) user, without a password (admins only)",
+    )
+    p.set_defaults(func=edit)
 
     p = verbs.add_parser("create", help="create a user (admins only)")
     p.add_argument("username")
@@ -36,6 +68,11 @@ def add_parser(nouns: Subparsers) -> None:
     p.add_argument(
         "--password",
         help="the new user's password (default: $DET_NEW_PASSWORD, else asked twice)",
+    )
+    p.add_argument(
+        "--remote",
+        action="store_true",
+        help="a user who signs on elsewhere (an identity provider): no password",
     )
     p.set_defaults(func=create)
 
@@ -81,21 +118,28 @@ def login(args: argparse.Namespace) -> int:
 
 def logout(args: argparse.Namespace) -> int:
     address = client.master_address(args.master)
-    username = auth.wanted_user(address)
-    if username is None or auth.cached_token(address, username) is None:
+    if args.all:
+        users = auth.cached_users(address)
+    else:
+        username = auth.wanted_user(address)
+        cached = username is not None and auth.cached_token(address, username) is not None
+        users = [username] if username is not None and cached else []
+    if not users:
         print(f"Not logged in to {address}")
         return 0
 
     async def body(s: client.Session) -> None:
-        s.token = auth.cached_token(address, username)
-        try:
-            await s.call(s.stub.logout(v1.LogoutRequest()))
-        except errors.Unauthenticated:
-            pass  # already over on the master's side
+        for username in users:
+            s.token = auth.cached_token(address, username)
+            try:
+                await s.call(s.stub.logout(v1.LogoutRequest()))
+            except errors.Unauthenticated:
+                pass  # already over on the master's side
 
     rpc.run(args.master, body, authenticated=False)
-    auth.forget(address, username)
-    print(f"Logged out of {address} ({username})")
+    for username in users:
+        auth.forget(address, username)
+    print(f"Logged out of {address} ({', '.join(users)})")
     return 0
 
 
@@ -112,24 +156,82 @@ def list_users(args: argparse.Namespace) -> int:
     async def body(s: client.Session) -> v1.GetUsersResponse:
         return await s.call(s.stub.get_users(v1.GetUsersRequest()))
 
-    users = rpc.run(args.master, body).users
+    users = [u for u in rpc.run(args.master, body).users if args.all or u.active]
     if args.json:
         print(render.to_json([render.message_dict(u) for u in users]))
         return 0
-    rows = [[u.username, u.admin, u.active] for u in users]
-    print(render.table(["Username", "Admin", "Active"], rows))
+    rows = [[u.username, u.admin, u.active, u.display_name] for u in users]
+    print(render.table(["Username", "Admin", "Active", "Display Name"], rows))
+    return 0
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "t", "yes", "y", "1"):
+        return True
+    if lowered in ("false", "f", "no", "n", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
+
+
+def _patch(args: argparse.Namespace, username: str, change: v1.PatchUser) -> v1.User:
+    """Determined's PatchUser: the user by id, and what changes."""
+
+    async def body(s: client.Session) -> v1.PatchUserResponse:
+        target = await s.call(
+            s.stub.get_user_by_username(v1.GetUserByUsernameRequest(username=username))
+        )
+        user_id = target.user.id if target.user is not None else 0
+        req = v1.PatchUserRequest(user_id=user_id, user=change)
+        return await s.call(s.stub.patch_user(req))
+
+    return rpc.present(rpc.run(args.master, body).user, "user")
+
+
+def rename(args: argparse.Namespace) -> int:
+    _patch(args, args.target_user, v1.PatchUser(username=args.new_username))
+    print(f"Renamed user {args.target_user} to {args.new_username}")
+    return 0
+
+
+def edit(args: argparse.Namespace) -> int:
+    """Determined's ``det user edit``: the fields given change, and are named."""
+    change = v1.PatchUser()
+    changes = []
+    if args.display_name is not None:
+        change.display_name = args.display_name
+        changes.append("Display Name")
+    if args.remote is not None:
+        change.remote = args.remote
+        changes.append("Remote")
+    if args.active is not None:
+        change.active = args.active
+        changes.append("Active")
+    if args.username is not None:
+        change.username = args.username
+        changes.append("Username")
+    if args.admin is not None:
+        change.admin = args.admin
+        changes.append("Admin")
+    if not changes:
+        raise errors.InvalidArgument("No field provided. Use 'det user edit -h' for usage.")
+    _patch(args, args.target_user, change)
+    print("Changes made to the following fields: " + ", ".join(changes))
     return 0
 
 
 def create(args: argparse.Namespace) -> int:
-    password = _new_password(args.username, args.password)
+    password = "" if args.remote else _new_password(args.username, args.password)
 
     async def body(s: client.Session) -> v1.PostUserResponse:
-        req = v1.PostUserRequest(username=args.username, password=password, admin=args.admin)
+        req = v1.PostUserRequest(
+            username=args.username, password=password, admin=args.admin, remote=args.remote
+        )
         return await s.call(s.stub.post_user(req))
 
     rpc.run(args.master, body)
-    print(f"Created user {args.username}" + (" (admin)" if args.admin else ""))
+    kind = " (admin)" if args.admin else ""
+    print(f"Created {'remote ' if args.remote else ''}user {args.username}{kind}")
     return 0
 
 

@@ -47,6 +47,16 @@ def add_parser(nouns: Subparsers) -> None:
     p.add_argument("workspace_name", metavar="WORKSPACE")
     p.set_defaults(func=list_pools)
 
+    p = verbs.add_parser(
+        "list-members", help="list the users and user groups with roles on a workspace"
+    )
+    p.add_argument("workspace_name", metavar="WORKSPACE")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print JSON")
+    shown.add_argument("--yaml", action="store_true", help="print YAML")
+    shown.add_argument("--csv", action="store_true", help="print CSV")
+    p.set_defaults(func=list_members)
+
     p = verbs.add_parser("create", help="create a workspace")
     p.add_argument("name", metavar="NAME", help="its name (unique in the cluster)")
     _settings_flags(p)
@@ -164,6 +174,40 @@ def list_workspaces(args: argparse.Namespace) -> int:
         return list((await s.call(s.stub.get_workspaces(req))).workspaces)
 
     _print_workspaces(listing.page(rpc.run(args.master, body), args), args)
+    return 0
+
+
+MEMBER_HEADERS = ("User/Group Name", "User/Group", "Role Name")
+
+
+def member_rows(found: v1.GetGroupsAndUsersAssignedToWorkspaceResponse) -> list[list[Any]]:
+    """One row per role assignment on the workspace: its group ("G") or user ("U"), and the
+    role's name."""
+    groups = {g.group_id: g.name for g in found.groups}
+    users = {u.id: u.username for u in found.users_assigned_directly}
+    rows: list[list[Any]] = []
+    for assigned in found.assignments:
+        role = assigned.role.name if assigned.role is not None else ""
+        rows += [[groups[g.group_id], "G", role] for g in assigned.group_role_assignments]
+        rows += [[users[u.user_id], "U", role] for u in assigned.user_role_assignments]
+    return rows
+
+
+def list_members(args: argparse.Namespace) -> int:
+    async def body(s: client.Session) -> v1.GetGroupsAndUsersAssignedToWorkspaceResponse:
+        w = await by_name(s, args.workspace_name)
+        req = v1.GetGroupsAndUsersAssignedToWorkspaceRequest(workspace_id=w.id)
+        return await s.call(s.stub.get_groups_and_users_assigned_to_workspace(req))
+
+    found = rpc.run(args.master, body)
+    if args.json:
+        print(render.to_json(render.message_dict(found)))
+    elif args.yaml:
+        print(render.to_yaml(render.message_dict(found)), end="")
+    elif args.csv:
+        print(render.csv(MEMBER_HEADERS, member_rows(found)), end="")
+    else:
+        print(render.table(MEMBER_HEADERS, member_rows(found)))
     return 0
 
 

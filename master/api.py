@@ -12,6 +12,7 @@ from determined.api.gen import v1
 from determined.common import errors
 from pydet.master import queries
 from pydet.master.api_admin import AdminRpcs
+from pydet.master.auth.access import Access
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.auth.callers import UserCaller
 from pydet.master.commands import commands, notebooks, shells
@@ -40,6 +41,7 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         service: Service,
         auth: Authenticator,
         users: Profiles,
+        access: Access,
         *,
         master_log: MasterLog | None = None,
         master_config: dict[str, Any] | None = None,
@@ -48,6 +50,7 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         self.s = service
         self.auth = auth
         self.users = users
+        self.access = access
         self.master_log = master_log or MasterLog()
         self.master_config = master_config if master_config is not None else {"log": {}}
         self.log_retention_days = log_retention_days
@@ -820,3 +823,79 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
     ) -> v1.UnpauseGenericTaskResponse:
         await self.s.steer_generic_task(message.task_id, "unpause")
         return v1.UnpauseGenericTaskResponse()
+
+    # -- access tokens, groups and roles (auth/access.py) -------------------------------
+
+    async def post_access_token(
+        self, message: v1.PostAccessTokenRequest
+    ) -> v1.PostAccessTokenResponse:
+        return await self.access.post_access_token(_user(), message)
+
+    async def get_access_tokens(
+        self, message: v1.GetAccessTokensRequest
+    ) -> v1.GetAccessTokensResponse:
+        return await self.access.get_access_tokens(_user(), message)
+
+    async def patch_access_token(
+        self, message: v1.PatchAccessTokenRequest
+    ) -> v1.PatchAccessTokenResponse:
+        return await self.access.patch_access_token(_user(), message)
+
+    async def get_group(self, message: v1.GetGroupRequest) -> v1.GetGroupResponse:
+        return await self.access.get_group(_user(), message)
+
+    async def get_groups(self, message: v1.GetGroupsRequest) -> v1.GetGroupsResponse:
+        return await self.access.get_groups(_user(), message)
+
+    async def create_group(self, message: v1.CreateGroupRequest) -> v1.CreateGroupResponse:
+        return await self.access.create_group(_user(), message)
+
+    async def update_group(self, message: v1.UpdateGroupRequest) -> v1.UpdateGroupResponse:
+        return await self.access.update_group(_user(), message)
+
+    async def delete_group(self, message: v1.DeleteGroupRequest) -> v1.DeleteGroupResponse:
+        return await self.access.delete_group(_user(), message)
+
+    async def assign_multiple_groups(
+        self, message: v1.AssignMultipleGroupsRequest
+    ) -> v1.AssignMultipleGroupsResponse:
+        return await self.access.assign_multiple_groups(_user(), message)
+
+    async def get_permissions_summary(
+        self, message: v1.GetPermissionsSummaryRequest
+    ) -> v1.GetPermissionsSummaryResponse:
+        return await self.access.get_permissions_summary(_user(), message)
+
+    async def get_roles_by_id(self, message: v1.GetRolesByIdRequest) -> v1.GetRolesByIdResponse:
+        return await self.access.get_roles_by_id(_user(), message)
+
+    async def get_roles_assigned_to_user(
+        self, message: v1.GetRolesAssignedToUserRequest
+    ) -> v1.GetRolesAssignedToUserResponse:
+        return await self.access.get_roles_assigned_to_user(_user(), message)
+
+    async def get_roles_assigned_to_group(
+        self, message: v1.GetRolesAssignedToGroupRequest
+    ) -> v1.GetRolesAssignedToGroupResponse:
+        return await self.access.get_roles_assigned_to_group(_user(), message)
+
+    async def get_groups_and_users_assigned_to_workspace(
+        self, message: v1.GetGroupsAndUsersAssignedToWorkspaceRequest
+    ) -> v1.GetGroupsAndUsersAssignedToWorkspaceResponse:
+        return await self.access.get_groups_and_users_assigned_to_workspace(_user(), message)
+
+    async def search_roles_assignable_to_scope(
+        self, message: v1.SearchRolesAssignableToScopeRequest
+    ) -> v1.SearchRolesAssignableToScopeResponse:
+        return await self.access.search_roles_assignable_to_scope(_user(), message)
+
+    async def list_roles(self, message: v1.ListRolesRequest) -> v1.ListRolesResponse:
+        return await self.access.list_roles(_user(), message)
+
+    async def assign_roles(self, message: v1.AssignRolesRequest) -> v1.AssignRolesResponse:
+        return await self.access.assign_roles(_user(), message)
+
+    async def remove_assignments(
+        self, message: v1.RemoveAssignmentsRequest
+    ) -> v1.RemoveAssignmentsResponse:
+        return await self.access.remove_assignments(_user(), message)

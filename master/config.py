@@ -13,6 +13,7 @@ import yaml
 
 from determined.common import errors
 from pydet.master.auth import redaction
+from pydet.master.auth.access_tokens import MAX_ALLOWED_DAYS, Lifespans
 from pydet.master.provisioner import settings as provider_settings
 from pydet.master.provisioner.settings import ProviderSettings
 from pydet.master.slurm.sbatch import (
@@ -49,6 +50,7 @@ _SECURITY_KEYS = {
     "max_connections",
     "first_request_timeout",
     "idle_connection_timeout",
+    "token",
 }
 
 
@@ -83,6 +85,8 @@ class SecurityConfig:
     max_connections: int = 0
     first_request_timeout: float = 10.0
     idle_connection_timeout: float = 300.0
+    # Access tokens' lifespans (Determined's security.token), in days.
+    token: Lifespans = field(default_factory=Lifespans)
 
 
 @dataclass(frozen=True)
@@ -297,12 +301,37 @@ def _security(raw: Any) -> SecurityConfig:
         limits[key] = float(value)
     return SecurityConfig(
         **limits,
+        token=_token_lifespans(raw.get("token")),
         agent_token_file=(
             _path(token_file, "security.agent_token_file") if token_file is not None else None
         ),
         session_lifetime=float(lifetime),
         tls=tls_cfg,
     )
+
+
+def _token_lifespans(raw: Any) -> Lifespans:
+    """``security.token``: ``max_lifespan_days`` and ``default_lifespan_days`` (-1: the
+    longest allowed), as Determined's master config has them."""
+    if raw is None:
+        return Lifespans()
+    if not isinstance(raw, dict):
+        raise _fail("security.token: expected a mapping")
+    known = ("max_lifespan_days", "default_lifespan_days")
+    for key in raw:
+        if key not in known:
+            raise _fail(f"security.token.{key}: unknown key (known: {', '.join(known)})")
+    days: dict[str, int] = {}
+    for key in known:
+        value = raw.get(key, Lifespans().default_days)
+        if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+            raise _fail(f"security.token.{key}: expected a number of days >= 0, or -1")
+        if value > MAX_ALLOWED_DAYS:
+            raise _fail(f"security.token.{key}: at most {MAX_ALLOWED_DAYS} days")
+        days[key] = MAX_ALLOWED_DAYS if value == -1 else value
+    if days["default_lifespan_days"] > days["max_lifespan_days"]:
+        raise _fail("security.token.default_lifespan_days: longer than max_lifespan_days")
+    return Lifespans(default_days=days["default_lifespan_days"], max_days=days["max_lifespan_days"])
 
 
 def _db(raw: Any) -> DbConfig:

@@ -20,6 +20,7 @@ from pydet.master.agents.table import AgentTable
 from pydet.master.api import DeterminedServicer
 from pydet.master.auth import authenticator as auth
 from pydet.master.auth import rules as authz
+from pydet.master.auth.access import Access
 from pydet.master.auth.task_tokens import LiveTaskTokens
 from pydet.master.cluster.messages import ClusterMessages
 from pydet.master.cluster.policies import ConfigPolicies
@@ -243,6 +244,7 @@ class Master:
             tasks=LiveTaskTokens(task_list, live),
             agent_token=agent_token,
             session_lifetime=self.cfg.security.session_lifetime,
+            token_lifespans=self.cfg.security.token,
         )
         await authenticator.bootstrap(self.cfg.data_dir)
         async with lock:
@@ -258,11 +260,12 @@ class Master:
         # Outside the lock: the pool reports to the task manager, which takes it.
         for pool in slurm_pools:
             await pool.adopt()
-        lookup = authz.Lookup(self.db)
+        lookup = authz.Lookup(self.db, authenticator.grants)
         servicer = DeterminedServicer(
             service,
             authenticator,
             Profiles(self.db, authenticator, lookup),
+            Access(authenticator, lookup),
             master_log=self.log,
             master_config=master_config.printable(self.cfg),
             log_retention_days=self.cfg.log_retention_days,

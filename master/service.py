@@ -234,7 +234,7 @@ class Service:
     ) -> None:
         """A later change of an experiment's priority or max slots, held to the policies:
         what the invariant config sets cannot change, and the constraints still apply."""
-        workspace_id = await queries.experiment_workspace(self.db, experiment_id)
+        workspace_id = await queries.experiment_workspace(self.db, experiment_id) or 0
         found = await self.policies.effective(policies.EXPERIMENT, workspace_id)
         fixed = policies.invariant_value(found, "resources", "max_slots")
         if max_slots is not None and fixed is not None and max_slots != fixed:
@@ -709,7 +709,7 @@ class Service:
         experiment's; a task's: its project's, else the default one)."""
         workspace_id = DEFAULT_WORKSPACE
         if exp_id is not None:
-            workspace_id = await queries.experiment_workspace(self.db, exp_id)
+            workspace_id = await queries.experiment_workspace(self.db, exp_id) or 0
         else:
             found = next((t for t in self.generic.live() if t.id == job_id), None)
             if found is not None and found.extra.get("project_id"):

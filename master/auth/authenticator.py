@@ -1,10 +1,12 @@
 """Authentication: users, their sessions, the first admin, and what a token stands for.
 
 Every call but Login presents a token. A user's session token is random; the store keeps
-only its SHA-256 digest, with an expiry. A task presents its allocation's token, valid while
-the allocation lives (the task manager knows it). An agent presents the cluster's agent
-token. ``authenticate`` turns a token into a caller or raises ``Unauthenticated``; what the
-caller may then do is ``authz``'s business.
+only its SHA-256 digest, with an expiry. An access token (``access_tokens``) stands for its
+user the same way, until it expires or is revoked. A task presents its allocation's token,
+valid while the allocation lives (the task manager knows it). An agent presents the
+cluster's agent token. ``authenticate`` turns a token into a caller or raises
+``Unauthenticated``; what the caller may then do is ``rules``' business, by the roles
+``grants`` knows of.
 """
 
 from __future__ import annotations
@@ -24,9 +26,15 @@ from typing import Protocol
 from determined.api.gen import v1
 from determined.common import errors
 from pydet.master import queries
-from pydet.master.auth import passwords
+from pydet.master.auth import access_tokens, passwords
+from pydet.master.auth import permissions as perms
+from pydet.master.auth.access_tokens import AccessTokens, Lifespans
 from pydet.master.auth.callers import AgentCaller, Caller, TaskCaller, UserCaller
+from pydet.master.auth.grants import Grants
+from pydet.master.auth.groups import Groups
+from pydet.master.auth.roles import Roles
 from pydet.master.auth.throttle import LoginThrottle
+from pydet.master.auth.users import user_message as user_message
 from pydet.master.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -109,6 +117,8 @@ class Authenticator:
         session_lifetime: float = SESSION_LIFETIME,
         throttle: LoginThrottle | None = None,
         clock: Callable[[], float] = time.time,
+        grants: Grants | None = None,
+        token_lifespans: Lifespans | None = None,
     ) -> None:
         self._db = db
         self._tasks = tasks
@@ -119,9 +129,19 @@ class Authenticator:
         self._throttled: OrderedDict[str, float] = OrderedDict()
         self._clock = clock
         self._hashing = asyncio.Semaphore(_CONCURRENT_HASHES)
-        # digest -> (caller, expires_at): sessions checked recently, so that a call costs
-        # no database read. Ended sessions are removed from it as they end.
+        # digest -> (caller, expires_at): sessions and access tokens checked recently, so
+        # that a call costs no database read. Ended ones are removed from it as they end.
         self._cache: dict[str, tuple[UserCaller, float]] = {}
+        self.grants = grants or Grants(db)
+        self.tokens = AccessTokens(
+            db, lifespans=token_lifespans, clock=clock, forget=self._uncache_token
+        )
+        self.groups = Groups(db, self.grants, clock=clock)
+        self.roles = Roles(db, self.grants)
+
+    @property
+    def db(self) -> Database:
+        return self._db
 
     # -- the first start ---------------------------------------------------------------------
 
@@ -134,11 +154,7 @@ class Authenticator:
         password = secrets.token_urlsafe(18)
         path = data_dir / ADMIN_PASSWORD_FILE
         write_secret_file(path, password)
-        await self._db.execute(
-            "INSERT INTO users (username, password_hash, admin, active, modified_at)"
-            " VALUES (?, ?, 1, 1, ?)",
-            (ADMIN, await self._hash(password), self._clock()),
-        )
+        await self._insert_user(ADMIN, await self._hash(password), admin=True)
         log.info("created user %r; its password is in %s", ADMIN, path)
 
     async def _dummy_hash(self) -> str:
@@ -167,16 +183,42 @@ class Authenticator:
             return task
         if hmac.compare_digest(token.encode(), self._agent_token.encode()):
             return AgentCaller()
+        if token.startswith(access_tokens.PREFIX):
+            return await self._access_token(token)
         return await self._session(token)
+
+    def _cached(self, digest: str) -> UserCaller | None:
+        cached = self._cache.get(digest)
+        if cached is not None and cached[1] > self._clock():
+            return cached[0]
+        return None
+
+    def _remember(self, caller: UserCaller, expires_at: float) -> None:
+        if len(self._cache) >= _CACHE_ENTRIES:
+            self._cache.clear()
+        self._cache[caller.session] = (caller, expires_at)
+
+    async def _access_token(self, token: str) -> UserCaller:
+        cached = self._cached(passwords.token_digest(token))
+        if cached is not None:
+            return cached
+        caller, expires_at = await self.tokens.caller(token)
+        self._remember(caller, expires_at)
+        return caller
+
+    def _uncache_token(self, token_id: int) -> None:
+        for digest, (cached, _) in list(self._cache.items()):
+            if cached.access_token == token_id:
+                del self._cache[digest]
 
     async def _session(self, token: str) -> UserCaller:
         digest = passwords.token_digest(token)
         now = self._clock()
-        cached = self._cache.get(digest)
-        if cached is not None and cached[1] > now:
-            return cached[0]
+        cached = self._cached(digest)
+        if cached is not None:
+            return cached
         row = await self._db.fetch_one(
-            "SELECT s.expires_at, u.id, u.username, u.admin, u.active FROM sessions s"
+            "SELECT s.expires_at, u.id, u.username, u.active FROM sessions s"
             " JOIN users u ON u.id = s.user_id WHERE s.token_digest = ?",
             (digest,),
         )
@@ -196,15 +238,8 @@ class Authenticator:
         if float(row["expires_at"]) <= now:
             self._cache.pop(digest, None)
             raise errors.Unauthenticated("the session has expired: log in again (det user login)")
-        caller = UserCaller(
-            id=int(row["id"]),
-            username=str(row["username"]),
-            admin=bool(row["admin"]),
-            session=digest,
-        )
-        if len(self._cache) >= _CACHE_ENTRIES:
-            self._cache.clear()
-        self._cache[digest] = (caller, float(row["expires_at"]))
+        caller = UserCaller(id=int(row["id"]), username=str(row["username"]), session=digest)
+        self._remember(caller, float(row["expires_at"]))
         return caller
 
     def _log_throttled(self, address: str, username: str, delay: float, failures: int) -> None:
@@ -285,6 +320,8 @@ class Authenticator:
         return v1.LoginResponse(token=token, user=await self.user(username))
 
     async def logout(self, caller: UserCaller) -> None:
+        if caller.access_token:
+            return  # an access token ends when revoked (det token revoke), not at a logout
         self._cache.pop(caller.session, None)
         await self._db.execute("DELETE FROM sessions WHERE token_digest = ?", (caller.session,))
 
@@ -319,16 +356,27 @@ class Authenticator:
     async def users(self) -> list[v1.User]:
         return [user_message(r) for r in await queries.users(self._db)]
 
+    async def _insert_user(self, username: str, password_hash: str, *, admin: bool) -> None:
+        """A new user; an admin holds ClusterAdmin cluster-wide (``roles``)."""
+        async with self._db.atomic():
+            user_id = await self._db.execute(
+                "INSERT INTO users (username, password_hash, admin, active, modified_at)"
+                " VALUES (?, ?, ?, 1, ?)",
+                (username, password_hash, int(admin), self._clock()),
+            )
+            if admin:
+                await self._db.execute(
+                    "INSERT INTO role_assignments (role_id, user_id) VALUES (?, ?)",
+                    (perms.CLUSTER_ADMIN, user_id),
+                )
+        self.grants.changed()
+
     async def create_user(self, username: str, password: str, *, admin: bool) -> v1.User:
         check_username(username)
         passwords.check_strength(password)
         if await self._db.fetch_one("SELECT id FROM users WHERE username = ?", (username,)):
             raise errors.AlreadyExists(f"user {username} already exists")
-        await self._db.execute(
-            "INSERT INTO users (username, password_hash, admin, active, modified_at)"
-            " VALUES (?, ?, ?, 1, ?)",
-            (username, await self._hash(password), int(admin), self._clock()),
-        )
+        await self._insert_user(username, await self._hash(password), admin=admin)
         log.info("created user %s (admin: %s)", username, admin)
         return await self.user(username)
 
@@ -344,8 +392,16 @@ class Authenticator:
         log.info("%s changed the password of %s", caller.username, username)
 
     async def patch_user(
-        self, caller: UserCaller, username: str, *, active: bool | None, admin: bool | None
+        self,
+        caller: UserCaller,
+        username: str,
+        *,
+        active: bool | None,
+        admin: bool | None,
     ) -> v1.User:
+        """Activate or deactivate a user (a deactivated one's sessions end and their access
+        tokens stop working), or make them an admin or not (their own ClusterAdmin
+        assignment; it counts at once)."""
         target = await self.user(username)
         if target.id == caller.id and (active is False or admin is False):
             raise errors.FailedPrecondition(
@@ -359,23 +415,23 @@ class Authenticator:
             if not active:
                 await self._end_sessions(target.id)
         if admin is not None:
-            await self._db.execute(
-                "UPDATE users SET admin = ?, modified_at = ? WHERE id = ?",
-                (int(admin), self._clock(), target.id),
+            statement = (
+                "INSERT OR IGNORE INTO role_assignments (role_id, user_id) VALUES (?, ?)"
+                if admin
+                else "DELETE FROM role_assignments WHERE role_id = ? AND user_id = ?"
+                " AND scope_workspace_id IS NULL"
             )
-            await self._end_sessions(target.id)
+            await self._db.transaction(
+                [
+                    (statement, (perms.CLUSTER_ADMIN, target.id)),
+                    (
+                        "UPDATE users SET admin = ?, modified_at = ? WHERE id = ?",
+                        (int(admin), self._clock(), target.id),
+                    ),
+                ]
+            )
+            self.grants.changed()
         log.info(
             "%s updated user %s (active=%s admin=%s)", caller.username, username, active, admin
         )
         return await self.user(username)
-
-
-def user_message(row: queries.UserRow) -> v1.User:
-    """A user as the API shows it."""
-    return v1.User(
-        id=row.id,
-        username=row.username,
-        admin=row.admin,
-        active=row.active,
-        modified_at=row.modified_at,
-    )

@@ -7,13 +7,16 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class UserCaller:
-    """A person (CLI, WebUI or SDK) with a session token."""
+    """A person (CLI, WebUI or SDK) with a session token or an access token. What they may
+    do is their roles' business (``grants``), asked at each call: a role assigned or taken
+    away counts at once, for sessions already open too."""
 
     id: int
     username: str
-    admin: bool
-    # The digest of the session token, so that Logout can end exactly this session.
+    # The digest of the token, so that Logout can end exactly this session.
     session: str
+    # The access token the call came with (its id); 0 for a session.
+    access_token: int = 0
 
 
 @dataclass(frozen=True)

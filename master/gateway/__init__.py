@@ -2,11 +2,11 @@
 events for live updates, and the WebUI's static files.
 
 Routes live in one module per area of this package (``experiments``, ``cluster``,
-``webhooks``, ``tensorboards``, ``commands``, ``workspaces``, ``models``, ``stream``, ``spa``,
-``auth``, ``proxy``; ``codec`` and ``json`` encode, ``bodies`` reads request messages); this
-module assembles them, puts every API route behind ``auth.authenticate``, and maps errors,
-here and nowhere else: the shared hierarchy's HTTP status with its message, anything
-unexpected as a logged 500 with a generic message.
+``webhooks``, ``tensorboards``, ``commands``, ``workspaces``, ``models``, ``access``,
+``stream``, ``spa``, ``auth``, ``proxy``; ``codec`` and ``json`` encode, ``bodies`` reads
+request messages); this module assembles them, puts every API route behind
+``auth.authenticate``, and maps errors, here and nowhere else: the shared hierarchy's HTTP
+status with its message, anything unexpected as a logged 500 with a generic message.
 
 A transport: it may use ``service`` (the façade), ``auth`` (sessions and the rule of
 every route) and ``events`` (the streams); no domain package imports it.
@@ -27,10 +27,12 @@ from starlette.routing import Route
 from determined.api.gen import v1
 from determined.common import errors
 from pydet.master.auth import rules as authz
+from pydet.master.auth.access import Access
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.commands import commands as command_protos
 from pydet.master.commands import notebooks as notebook_protos
 from pydet.master.commands import shells as shell_protos
+from pydet.master.gateway import access as gateway_access
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import checkpoints as gateway_checkpoints
 from pydet.master.gateway import cluster as gateway_cluster
@@ -163,6 +165,7 @@ def build(
         *gateway_commands.log_routes(service),
         *gateway_generic_tasks.routes(service),
         *gateway_auth.routes(auth, session_lifetime),
+        *gateway_access.routes(Access(auth, lookup)),
     ]
     app = Starlette(
         routes=[

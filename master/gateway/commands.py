@@ -59,6 +59,7 @@ def log_routes(service: Service) -> list[Route]:
             tail=codec.integer(request, "tail"),
             after_id=codec.integer(request, "after_id"),
         )
+        await gateway_auth.authorize(request, "TaskLogs", req)
         lines: list[dict[str, Any]] = []
         async for batch in service.task_logs(req):
             lines.extend(codec.to_dict(line) for line in batch)
@@ -80,12 +81,15 @@ def routes(service: Service, kind: Kind) -> list[Route]:
         template = body.get("template_name", body.get("templateName")) or ""
         if not isinstance(template, str):
             raise errors.InvalidArgument("template_name: expected a string")
+        # Launch*'s rule reads no field of its message: kind.request stands in for it.
+        await gateway_auth.authorize(request, f"Launch{kind.rpc}", kind.request())
         task = await kind.launch(
             gateway_auth.caller(request).username, _config_text(body), template
         )
         return JSONResponse({kind.noun: shown(task), "config": task.config})
 
     async def list_all(request: Request) -> Response:
+        await gateway_auth.authorize(request, f"Get{kind.rpc}s", kind.request())
         users = codec.strings(request, "users")
         return JSONResponse(
             {kind.plural: [shown(t) for t in service.live_tasks(kind.task_type, users)]}

@@ -3,15 +3,15 @@ as Determined serves it: HTTP requests, WebSockets (a notebook's kernels and ter
 a shell's TCP port tunnelled through a WebSocket (its ssh's ProxyCommand).
 
 Every request and WebSocket needs a user's session (the ``det_session`` cookie or a Bearer
-token), and the user must own the task or be an admin; task and agent tokens are refused,
-and a refusal says nothing about the task. A state-changing request or a WebSocket must come
-from the master's own origin. It goes, without the master's credentials, only where
-``tasks.generic`` allows for the task (its own agent's address, a port declared for it),
-with the headers its kind adds (a notebook's token, which its users never see); answers are
-streamed back as they arrive and each one counts as the task's activity (idle timeouts).
-The task's server is told its path prefix, so its links and redirects already point under
-``/proxy/<task id>/``. aiohttp is the client: the agents' docker runtime already depends on
-it (through aiodocker).
+token), and the user must own the task or hold UPDATE_NSC (admins do); task and agent tokens
+are refused, and a refusal says nothing about the task. A state-changing request or a
+WebSocket must come from the master's own origin. It goes, without the master's credentials,
+only where ``tasks.generic`` allows for the task (its own agent's address, a port declared
+for it), with the headers its kind adds (a notebook's token, which its users never see);
+answers are streamed back as they arrive and each one counts as the task's activity (idle
+timeouts). The task's server is told its path prefix, so its links and redirects already
+point under ``/proxy/<task id>/``. aiohttp is the client: the agents' docker runtime already
+depends on it (through aiodocker).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from determined.common import errors
+from pydet.master.auth import rules as authz
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.auth.callers import UserCaller
 from pydet.master.gateway import auth as gateway_auth
@@ -123,10 +124,9 @@ def routes(auth: Authenticator, service: Service) -> list[BaseRoute]:
         if not isinstance(caller, UserCaller):
             raise errors.PermissionDenied("a task's page is for users; task tokens are refused")
         task_id = conn.path_params["task_id"]
-        if not caller.admin and service.generic.owner_of(task_id) not in (None, caller.username):
-            raise errors.PermissionDenied(
-                f"only the owner of task {task_id} or an admin may open it"
-            )
+        owner = service.generic.owner_of(task_id)
+        if owner is not None:  # else proxy_target says there is no such task
+            await authz.owns_task(caller, task_id, owner, conn.app.state.lookup, "open")
         target = service.generic.proxy_target(task_id)
         service.generic.record_activity(task_id)
         return target

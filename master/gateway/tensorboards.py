@@ -37,13 +37,17 @@ def routes(service: Service) -> list[Route]:
         return codec.message(v1.LaunchTensorboardResponse(tensorboard=tb))
 
     async def list_all(request: Request) -> Response:
+        await gateway_auth.authorize(request, "GetTensorboards", v1.GetTensorboardsRequest())
         live = service.tensorboards.live()
         return codec.message(
             v1.GetTensorboardsResponse(tensorboards=[tensorboards.to_proto(t) for t in live])
         )
 
     async def get_one(request: Request) -> Response:
-        tb = await service.tensorboards.get(str(request.path_params["id"]))
+        tb_id = str(request.path_params["id"])
+        req = v1.GetTensorboardRequest(tensorboard_id=tb_id)
+        await gateway_auth.authorize(request, "GetTensorboard", req)
+        tb = await service.tensorboards.get(tb_id)
         return codec.message(v1.GetTensorboardResponse(tensorboard=tensorboards.to_proto(tb)))
 
     async def kill(request: Request) -> Response:

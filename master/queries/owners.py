@@ -39,16 +39,6 @@ async def job_experiment(db: Database, job_id: str) -> tuple[int, str] | None:
     return None if row is None else (int(row["id"]), str(row["username"]))
 
 
-async def experiment_workspace(db: Database, experiment_id: int) -> int:
-    """The id of the workspace an experiment is in (0 for no such experiment)."""
-    row = await db.fetch_one(
-        "SELECT p.workspace_id FROM experiments e JOIN projects p ON p.id = e.project_id"
-        " WHERE e.id = ?",
-        (experiment_id,),
-    )
-    return 0 if row is None else int(row["workspace_id"])
-
-
 _IDENTITY = "agent_uid, agent_gid, agent_user, agent_group"
 
 
@@ -131,16 +121,27 @@ async def experiment_owners(db: Database, experiment_ids: Sequence[int]) -> dict
     return owners
 
 
-async def model_owner(db: Database, identifier: str) -> tuple[int | None, str] | None:
-    """(the user id of its creator, its name) for the model named ``identifier`` (or with
-    that id, when it is all digits); None if there is no such model."""
+async def model_owner(db: Database, identifier: str) -> tuple[int | None, str, int] | None:
+    """(the user id of its creator, its name, its workspace's id) for the model named
+    ``identifier`` (or with that id, when it is all digits); None if there is no such
+    model."""
+    columns = "user_id, name, workspace_id"
     if identifier.isdigit():
-        row = await db.fetch_one(
-            "SELECT user_id, name FROM models WHERE id = ?", (int(identifier),)
-        )
+        row = await db.fetch_one(f"SELECT {columns} FROM models WHERE id = ?", (int(identifier),))
     else:
-        row = await db.fetch_one("SELECT user_id, name FROM models WHERE name = ?", (identifier,))
-    return None if row is None else (row["user_id"], str(row["name"]))
+        row = await db.fetch_one(f"SELECT {columns} FROM models WHERE name = ?", (identifier,))
+    return None if row is None else (row["user_id"], str(row["name"]), int(row["workspace_id"]))
+
+
+async def experiment_workspace(db: Database, experiment_id: int) -> int | None:
+    """The id of the workspace an experiment is in (through its project); None if there is
+    no such experiment."""
+    row = await db.fetch_one(
+        "SELECT p.workspace_id FROM experiments e JOIN projects p ON p.id = e.project_id"
+        " WHERE e.id = ?",
+        (experiment_id,),
+    )
+    return None if row is None else int(row["workspace_id"])
 
 
 async def task_owner(db: Database, task_id: str) -> tuple[str, str] | None:

@@ -1,5 +1,8 @@
 """Users as `det user list`, `det user whoami` and the SDK's ``User`` show them (never
-their password hashes)."""
+their password hashes).
+
+A user is an admin when they hold ClusterAdmin (role 1) cluster-wide, assigned to them or
+to a group they are in (master/auth/permissions.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +11,11 @@ from dataclasses import dataclass
 from pydet.master.store.db import Database, Row
 
 _COLUMNS = (
-    "id, username, admin, active, modified_at, display_name, remote,"
-    " agent_uid, agent_gid, agent_user, agent_group"
+    "u.id, u.username, u.active, u.modified_at, u.display_name, u.remote, u.agent_uid,"
+    " u.agent_gid, u.agent_user, u.agent_group, EXISTS (SELECT 1 FROM role_assignments r"
+    " WHERE r.role_id = 1 AND r.scope_workspace_id IS NULL AND (r.user_id = u.id OR"
+    " r.group_id IN (SELECT m.group_id FROM user_group_members m WHERE m.user_id = u.id)))"
+    " AS admin"
 )
 
 
@@ -46,21 +52,21 @@ def _row(r: Row) -> UserRow:
 
 
 async def user(db: Database, username: str) -> UserRow | None:
-    row = await db.fetch_one(f"SELECT {_COLUMNS} FROM users WHERE username = ?", (username,))
+    row = await db.fetch_one(f"SELECT {_COLUMNS} FROM users u WHERE u.username = ?", (username,))
     return None if row is None else _row(row)
 
 
 async def user_by_id(db: Database, user_id: int) -> UserRow | None:
-    row = await db.fetch_one(f"SELECT {_COLUMNS} FROM users WHERE id = ?", (user_id,))
+    row = await db.fetch_one(f"SELECT {_COLUMNS} FROM users u WHERE u.id = ?", (user_id,))
     return None if row is None else _row(row)
 
 
 async def users(db: Database, *, active: bool | None = None) -> list[UserRow]:
     """Every user, or only the active (``active=True``) or deactivated ones, by id."""
     if active is None:
-        rows = await db.fetch_all(f"SELECT {_COLUMNS} FROM users ORDER BY id")
+        rows = await db.fetch_all(f"SELECT {_COLUMNS} FROM users u ORDER BY u.id")
     else:
         rows = await db.fetch_all(
-            f"SELECT {_COLUMNS} FROM users WHERE active = ? ORDER BY id", (int(active),)
+            f"SELECT {_COLUMNS} FROM users u WHERE u.active = ? ORDER BY u.id", (int(active),)
         )
     return [_row(r) for r in rows]

@@ -41,6 +41,9 @@ _SERIAL = frozenset(
         "models",
         "model_versions",
         "cluster_messages",
+        "user_groups",
+        "role_assignments",
+        "access_tokens",
     }
 )
 _KEYS = {

@@ -510,4 +510,46 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE workspaces ADD COLUMN agent_user TEXT;
     ALTER TABLE workspaces ADD COLUMN agent_group TEXT;
     """,
+    # 28: user groups, role assignments and access tokens (master/auth/). An assignment is
+    # to a user or to a group, cluster-wide (scope_workspace_id NULL) or on one workspace (it
+    # goes with the workspace). Admins become ClusterAdmin (role 1), which the admin flag now
+    # stands for. Access tokens are kept as SHA-256 digests, never in clear. (A user's
+    # display name came with migration 21.)
+    """
+    CREATE TABLE user_groups (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL UNIQUE,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE user_group_members (
+        group_id INTEGER NOT NULL REFERENCES user_groups (id) ON DELETE CASCADE,
+        user_id INTEGER NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+        PRIMARY KEY (group_id, user_id)
+    );
+    CREATE INDEX user_group_members_user ON user_group_members (user_id);
+    CREATE TABLE role_assignments (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        role_id INTEGER NOT NULL,
+        user_id INTEGER REFERENCES users (id) ON DELETE CASCADE,
+        group_id INTEGER REFERENCES user_groups (id) ON DELETE CASCADE,
+        scope_workspace_id INTEGER REFERENCES workspaces (id) ON DELETE CASCADE,
+        CHECK ((user_id IS NULL) <> (group_id IS NULL))
+    );
+    CREATE UNIQUE INDEX role_assignments_once ON role_assignments (
+        role_id, COALESCE(user_id, 0), COALESCE(group_id, 0), COALESCE(scope_workspace_id, 0)
+    );
+    CREATE INDEX role_assignments_user ON role_assignments (user_id);
+    CREATE INDEX role_assignments_group ON role_assignments (group_id);
+    CREATE TABLE access_tokens (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        user_id INTEGER NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+        token_digest TEXT NOT NULL UNIQUE,
+        description TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        revoked_at REAL
+    );
+    CREATE INDEX access_tokens_user ON access_tokens (user_id);
+    INSERT INTO role_assignments (role_id, user_id) SELECT 1, id FROM users WHERE admin = 1;
+    """,
 ]

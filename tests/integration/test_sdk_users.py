@@ -130,7 +130,7 @@ def test_display_names(cluster: Cluster, det: client.Determined) -> None:
     with pytest.raises(errors.APIException, match="display_name"):
         user.change_display_name("Admin")
     other = new_user(det, "someone-else")
-    with pytest.raises(errors.ForbiddenException, match="only an admin"):
+    with pytest.raises(errors.ForbiddenException, match="PERMISSION_TYPE_ADMINISTRATE_USER"):
         own.get_user_by_id(other.user_id).change_display_name("mine")
     user.change_display_name("")
     assert det.get_user_by_id(user.user_id).display_name == ""
@@ -174,7 +174,7 @@ def test_link_with_agent_user(cluster: Cluster, det: client.Determined) -> None:
     )
     with pytest.raises(errors.APIException, match="given together"):
         user.link_with_agent(agent_uid=1000, agent_gid=1000)
-    with pytest.raises(errors.ForbiddenException, match="only an admin"):
+    with pytest.raises(errors.ForbiddenException, match="PERMISSION_TYPE_ADMINISTRATE_USER"):
         session(cluster, "linked", PASSWORD).get_user_by_id(user.user_id).link_with_agent()
     user.link_with_agent()
     assert det.get_user_by_id(user.user_id).agent_user is None

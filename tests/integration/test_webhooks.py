@@ -132,7 +132,7 @@ def test_webhooks_are_managed_over_the_http_api_by_admins_only(cluster: Cluster)
         with pytest.raises(urllib.error.HTTPError) as refused:
             cluster.urlopen(cluster.request(path, method=method, body=sent, token=alice), 30)
         assert refused.value.code == 403
-        assert "only an admin" in json.load(refused.value)["error"]
+        assert "only a user with PERMISSION_TYPE_" in json.load(refused.value)["error"]
 
     bad = {**body, "webhookType": "CARRIER_PIGEON"}
     with pytest.raises(urllib.error.HTTPError) as refused:

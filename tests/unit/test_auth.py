@@ -106,7 +106,9 @@ async def test_first_start_writes_a_generated_admin_password_readable_by_its_own
     password = world.admin_password
     assert len(password) >= 16 and password.strip() == password
     me = await admin_caller(world)
-    assert me.username == "admin" and me.admin
+    assert me.username == "admin" and (await world.authn.me(me)).admin
+    # The first admin is ClusterAdmin: every permission.
+    assert await world.authn.grants.roles(me.id) == {1}
 
 
 async def test_the_store_keeps_no_password_and_no_token(world: World) -> None:
@@ -377,12 +379,17 @@ async def test_granting_or_dropping_admin_rights_takes_effect_at_once(world: Wor
     admin = await admin_caller(world)
     await world.authn.create_user("carol", "carol-password", admin=False)
     token = await world.login("carol", "carol-password")
-    assert not (await world.caller(token)).admin
+    carol = await world.caller(token)
+    assert not await world.authn.grants.roles(carol.id)
     await world.authn.patch_user(admin, "carol", active=None, admin=True)
-    # The cached caller without admin rights must not outlive the change.
-    with pytest.raises(errors.Unauthenticated):
-        await world.authn.authenticate(token)
-    assert (await world.caller(await world.login("carol", "carol-password"))).admin
+    # Her open session holds ClusterAdmin at once (no cached answer outlives the change)...
+    assert await world.caller(token) == carol
+    assert await world.authn.grants.roles(carol.id) == {1}
+    assert (await world.authn.user("carol")).admin
+    await world.authn.patch_user(admin, "carol", active=None, admin=False)
+    # ...and loses it at once.
+    assert not await world.authn.grants.roles(carol.id)
+    assert not (await world.authn.user("carol")).admin
 
 
 async def test_a_weak_password_or_a_bad_name_is_refused_with_the_rule(world: World) -> None:

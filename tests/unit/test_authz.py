@@ -20,6 +20,7 @@ from determined.api.gen import v1
 from determined.common import errors, wire
 from pydet.master import guard
 from pydet.master.auth import authenticator as auth
+from pydet.master.auth import passwords
 from pydet.master.auth import rules as authz
 from pydet.master.auth.callers import AgentCaller, Caller, TaskCaller, UserCaller
 from pydet.master.auth.throttle import LoginThrottle
@@ -33,9 +34,10 @@ def service_mapping() -> dict[str, grpclib.const.Handler]:
     return {**determined.__mapping__(), **agents.__mapping__()}
 
 
-ALICE = UserCaller(id=2, username="alice", admin=False, session="s-alice")
-BOB = UserCaller(id=3, username="bob", admin=False, session="s-bob")
-ROOT = UserCaller(id=1, username="admin", admin=True, session="s-admin")
+ALICE = UserCaller(id=2, username="alice", session="s-alice")
+BOB = UserCaller(id=3, username="bob", session="s-bob")
+# An admin: ClusterAdmin, assigned in the store.
+ROOT = UserCaller(id=1, username="admin", session="s-admin")
 # Trial 11 of alice's experiment 1, running as allocation 1.11.0.
 TASK = TaskCaller(
     allocation_id="1.11.0", task_id="1.11", trial_id=11, experiment_id=1, start_checkpoint=""
@@ -92,9 +94,17 @@ def storage(exp_id: int) -> dict[str, Any]:
 
 @pytest.fixture
 async def lookup(tmp_path: pathlib.Path) -> AsyncIterator[authz.Lookup]:
-    """Experiment 1 (alice: trials 11, 12) and 2 (bob: trial 21), a checkpoint each."""
+    """Users admin (ClusterAdmin), alice and bob; experiment 1 (alice: trials 11, 12) and 2
+    (bob: trial 21), a checkpoint each."""
     db = Database(tmp_path / "pydet.db")
     await db.open()
+    for user in (ROOT, ALICE, BOB):
+        await db.execute(
+            "INSERT INTO users (id, username, password_hash, admin, active, modified_at)"
+            " VALUES (?, ?, 'not-a-hash', ?, 1, 0)",
+            (user.id, user.username, int(user is ROOT)),
+        )
+    await db.execute("INSERT INTO role_assignments (role_id, user_id) VALUES (1, 1)")
     for exp_id, owner in ((1, "alice"), (2, "bob")):
         await db.execute(
             "INSERT INTO experiments (id, state, config, original_config, username, start_time,"
@@ -160,7 +170,8 @@ async def test_only_the_owner_or_an_admin_may_steer_an_experiment(
     await check(rpc, ALICE, message, lookup)
     await check(rpc, ROOT, message, lookup)
     text = await refused(rpc, BOB, message, lookup)
-    assert "only the owner of experiment 1 (alice) or an admin" in text
+    needed = "DELETE_EXPERIMENT" if rpc == "DeleteExperiment" else "UPDATE_EXPERIMENT"
+    assert f"only the owner of experiment 1 (alice) or a user with PERMISSION_TYPE_{needed}" in text
     await refused(rpc, TASK, message, lookup)
     await refused(rpc, AGENT, message, lookup)
     with pytest.raises(errors.NotFound, match="experiment 99 not found"):
@@ -261,7 +272,7 @@ async def test_only_admins_manage_webhooks_and_a_task_alerts_for_its_own_trial(
         ("DeleteWebhook", v1.DeleteWebhookRequest(id=1)),
     ):
         await check(rpc, ROOT, message, lookup)
-        assert "only an admin" in await refused(rpc, ALICE, message, lookup)
+        assert "only a user with PERMISSION_TYPE_" in await refused(rpc, ALICE, message, lookup)
         await refused(rpc, TASK, message, lookup)
     await check("PostWebhookEventData", TASK, v1.PostWebhookEventDataRequest(trial_id=11), lookup)
     text = await refused(
@@ -288,7 +299,7 @@ async def test_users_and_agents_are_managed_by_admins_only(
     rpc: str, message: Any, lookup: authz.Lookup
 ) -> None:
     await check(rpc, ROOT, message, lookup)
-    assert "only an admin" in await refused(rpc, ALICE, message, lookup)
+    assert "only a user with PERMISSION_TYPE_" in await refused(rpc, ALICE, message, lookup)
     await refused(rpc, TASK, message, lookup)
     await refused(rpc, AGENT, message, lookup)
 
@@ -317,7 +328,9 @@ async def test_a_user_may_rename_themselves_and_set_their_display_name_only(
         {"remote": True},
         {"agent_user_group": v1.AgentUserGroup(agent_uid=1)},
     ):
-        assert "only an admin" in await refused("PatchUser", ALICE, patch(2, **change), lookup)
+        assert "only a user with PERMISSION_TYPE_ADMINISTRATE_USER" in await refused(
+            "PatchUser", ALICE, patch(2, **change), lookup
+        )
         await check("PatchUser", ROOT, patch(2, **change), lookup)
     other = patch(3, display_name="Bob")
     assert "another user" in await refused("PatchUser", ALICE, other, lookup)
@@ -426,7 +439,7 @@ async def test_only_its_owner_or_an_admin_kills_a_tensorboard(lookup: authz.Look
     await check("KillTensorboard", ROOT, kill, lookup)
     # Refused without saying whose it is.
     message = await refused("KillTensorboard", BOB, kill, lookup)
-    assert "owner of tensorboard tb-1 or an admin" in message and "alice" not in message
+    assert "owner of tensorboard tb-1 or a user with" in message and "alice" not in message
     await refused("KillTensorboard", TASK, kill, lookup)
     priority = v1.SetTensorboardPriorityRequest(tensorboard_id="tb-1", priority=5)
     await check("SetTensorboardPriority", ALICE, priority, lookup)
@@ -803,7 +816,7 @@ ANY_USER = [
 async def test_running_the_cluster_is_for_admins(rpc: str, lookup: authz.Lookup) -> None:
     message = service_mapping()[f"/v1.Determined/{rpc}"].request_type()
     await check(rpc, ROOT, message, lookup)
-    assert "only an admin" in await refused(rpc, ALICE, message, lookup)
+    assert "only a user with PERMISSION_TYPE_" in await refused(rpc, ALICE, message, lookup)
     await refused(rpc, TASK, message, lookup)
     await refused(rpc, AGENT, message, lookup)
 
@@ -873,12 +886,18 @@ class Guarded:
 async def guarded(lookup: authz.Lookup, tmp_path: pathlib.Path) -> AsyncIterator[Guarded]:
     db = lookup._db
     authn = auth.Authenticator(
-        db, tasks=NoTasks(), agent_token=AGENT_TOKEN, throttle=LoginThrottle(free_failures=99)
+        db,
+        tasks=NoTasks(),
+        agent_token=AGENT_TOKEN,
+        throttle=LoginThrottle(free_failures=99),
+        grants=lookup.grants,
     )
-    await authn.bootstrap(tmp_path / "data")
-    password = (tmp_path / "data" / auth.ADMIN_PASSWORD_FILE).read_text().strip()
-    await authn.create_user("alice", "alice-password", admin=False)
-    await authn.create_user("bob", "bob-password", admin=False)
+    password = "the-admin-password"
+    for name, secret in (("admin", password), ("alice", "alice-password"), ("bob", "bob-password")):
+        await db.execute(
+            "UPDATE users SET password_hash = ? WHERE username = ?",
+            (passwords.hash_password(secret), name),
+        )
     servicer = Servicer(authn)
 
     class Hub(v1.AgentsBase):
@@ -993,11 +1012,6 @@ async def test_an_agent_without_the_agent_token_is_refused_and_logged(
 async def _teams(lookup: authz.Lookup) -> None:
     """Alice's workspace 2 with her project 2, and bob's project 3 in it; bob's workspace 3."""
     db = lookup._db
-    for user in (ALICE, BOB):
-        await db.execute(
-            "INSERT INTO users (id, username, password_hash, modified_at) VALUES (?, ?, '', 0)",
-            (user.id, user.username),
-        )
     for ws_id, owner in ((2, ALICE), (3, BOB)):
         await db.execute(
             "INSERT INTO workspaces (id, name, user_id, created_at) VALUES (?, ?, ?, 0)",
@@ -1028,7 +1042,9 @@ async def test_a_workspace_is_changed_by_its_owner_or_an_admin_and_read_by_all(
     ):
         await check(rpc, ALICE, req, lookup)
         await check(rpc, ROOT, req, lookup)
-        assert "only the owner of workspace 2 or an admin" in await refused(rpc, BOB, req, lookup)
+        assert "only the owner of workspace 2 or a user with PERMISSION_TYPE_" in await refused(
+            rpc, BOB, req, lookup
+        )
     # Who a workspace's tasks run as on the agents is for admins alone to say.
     group = v1.AgentUserGroup(agent_uid=0, agent_gid=0, agent_user="root", agent_group="root")
     for rpc, req in (
@@ -1039,7 +1055,7 @@ async def test_a_workspace_is_changed_by_its_owner_or_an_admin_and_read_by_all(
         ),
     ):
         await check(rpc, ROOT, req, lookup)
-        assert "only an admin may set the agent user" in await refused(rpc, ALICE, req, lookup)
+        assert "SET_WORKSPACE_AGENT_USER_GROUP" in await refused(rpc, ALICE, req, lookup)
     # The default workspace is nobody's: only an admin gets as far as the store's refusal.
     await refused("PatchWorkspace", ALICE, v1.PatchWorkspaceRequest(id=1), lookup)
     with pytest.raises(errors.NotFound, match="workspace 9 not found"):
@@ -1060,7 +1076,7 @@ async def test_a_project_is_changed_by_its_owner_its_workspaces_owner_or_an_admi
     lookup: authz.Lookup,
 ) -> None:
     await _teams(lookup)
-    outsider = UserCaller(id=7, username="carol", admin=False, session="s-carol")
+    outsider = UserCaller(id=7, username="carol", session="s-carol")
     for rpc, req in (
         ("PatchProject", v1.PatchProjectRequest(id=3)),
         ("DeleteProject", v1.DeleteProjectRequest(id=3)),
@@ -1125,8 +1141,8 @@ async def test_a_model_is_changed_by_its_owner_or_an_admin_and_read_by_all(
     ):
         await check(rpc, ALICE, req, lookup)
         await check(rpc, ROOT, req, lookup)
-        assert "only the owner of model 'resnet' or an admin" in await refused(
-            rpc, BOB, req, lookup
+        assert "only the owner of model 'resnet' or a user with PERMISSION_TYPE_" in (
+            await refused(rpc, BOB, req, lookup)
         )
     for rpc, req in (
         ("GetModels", v1.GetModelsRequest()),

@@ -125,6 +125,22 @@ def test_task_container_defaults_give_interactive_tasks_a_working_directory(
             load(tmp_path, bad + "\n")
 
 
+def test_access_token_lifespans_are_read_as_determined_has_them(tmp_path: pathlib.Path) -> None:
+    default = load(tmp_path, "port: 9000\n").security.token
+    assert (default.default_days, default.max_days) == (30, 30)
+    got = load(tmp_path, "security: {token: {max_lifespan_days: -1, default_lifespan_days: 7}}\n")
+    assert (got.security.token.default_days, got.security.token.max_days) == (7, 106751)
+    for bad, named in (
+        ("{token: {max_lifespan_days: x}}", "security.token.max_lifespan_days"),
+        ("{token: {default_lifespan_days: -3}}", "security.token.default_lifespan_days"),
+        ("{token: {max_lifespan_days: 5}}", "default_lifespan_days: longer than max"),
+        ("{token: {days: 3}}", "security.token.days: unknown key"),
+        ("{token: 3}", "security.token: expected a mapping"),
+    ):
+        with pytest.raises(errors.InvalidArgument, match=named):
+            load(tmp_path, f"security: {bad}\n")
+
+
 SLURM_POOL = (
     "resource_pools:\n- pool_name: default\n- pool_name: hpc\n  type: slurm\n"
     "  partition: gpu\n  slots_per_node: 8\n  gres: gpu\n  sbatch_args: [--qos=low]\n"

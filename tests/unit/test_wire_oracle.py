@@ -199,9 +199,17 @@ def _examples(n: int) -> settings:
     )
 
 
+def _proto_name(cls: type[Any]) -> str:
+    """The full proto name a generated class was registered under (``v1.GetRolesByIDRequest``
+    for the class betterproto2 calls ``GetRolesByIdRequest``)."""
+    package = cls.__module__.rsplit(".", 1)[0]
+    pool = importlib.import_module(f"{package}.message_pool").default_message_pool
+    return str(pool.type_to_url[cls].rsplit("/", 1)[1])
+
+
 def _betterproto_classes(module: types.ModuleType, package: str) -> dict[str, type[Any]]:
     return {
-        f"{package}.{cls.__name__}": cls
+        _proto_name(cls): cls
         for _, cls in inspect.getmembers(module, inspect.isclass)
         if issubclass(cls, betterproto2.Message) and cls.__module__ == module.__name__
     }

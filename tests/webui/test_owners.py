@@ -1,5 +1,5 @@
 """Owners in the WebUI: the experiments list, an experiment's page and the job queue show
-who submitted each experiment, and a user who is neither its owner nor an admin is told so
+who submitted each experiment, and a user who neither owns it nor may update others' is told so
 when trying to steer it, while their own experiments obey them."""
 
 from __future__ import annotations
@@ -109,9 +109,10 @@ def test_only_the_owner_or_an_admin_may_steer_an_experiment(
     page.locator(f"tr[data-key='{admins}'] button.action-pause").click()
     error = page.locator(".notice.error")
     error.wait_for()
-    assert f"only the owner of experiment {admins} (admin) or an admin may pause it" in (
-        error.inner_text()
-    )
+    assert (
+        f"only the owner of experiment {admins} (admin) or a user with"
+        " PERMISSION_TYPE_UPDATE_EXPERIMENT may pause it"
+    ) in error.inner_text()
     screenshot(page, "owners-refused")
     assert cluster.state(admins) in ACTIVE_STATES
 

@@ -2,9 +2,11 @@
 
 Tokens live in ``$XDG_CONFIG_HOME/pydet/auth.json`` (default ``~/.config/pydet``), mode
 0600, keyed by master address, with the user who logged in last as the active one. ``det
-user login`` writes it; ``det`` commands and ``determined.experimental.client`` read it, so
-a script run after ``det user login`` needs no password. Only the standard library is
-imported here: training code may import the SDK, and the harness stays light.
+user login`` (and ``det token login``) writes it; ``det`` commands and
+``determined.experimental.client`` read it, so a script run after ``det user login`` needs
+no password. Scripts may set ``DET_USER`` and ``DET_USER_TOKEN`` (an access token) instead.
+Only the standard library is imported here: training code may import the SDK, and the
+harness stays light.
 """
 
 from __future__ import annotations
@@ -94,9 +96,37 @@ def cached_token(address: str, username: str) -> str | None:
     return token if isinstance(token, str) and token else None
 
 
+def cached_users(address: str) -> list[str]:
+    """The users with a session cached for the master at ``address``."""
+    tokens = _entry(_load(), address)["tokens"]
+    return sorted(name for name, token in tokens.items() if isinstance(token, str) and token)
+
+
 def active_user(address: str) -> str | None:
     user = _entry(_load(), address).get("active_user")
     return user if isinstance(user, str) and user else None
+
+
+ACCESS_TOKEN_PREFIX = "det_at_"
+
+
+def is_access_token(token: str | None) -> bool:
+    """Whether ``token`` is an access token (``det token create``), not a session's."""
+    return bool(token) and str(token).startswith(ACCESS_TOKEN_PREFIX)
+
+
+def env_token(selected: str | None = None) -> str | None:
+    """``DET_USER_TOKEN``, as Determined's CLI and SDK honour it: the token of ``DET_USER``,
+    used when that user has no cached session, unless another user is asked for (``det -u``,
+    ``login(user=...)``). Without ``DET_USER`` it is used as the only credential at hand:
+    the master knows whose it is."""
+    token = os.environ.get("DET_USER_TOKEN")
+    if not token:
+        return None
+    env_user = os.environ.get("DET_USER")
+    if selected is not None and selected != env_user:
+        return None
+    return token
 
 
 def wanted_user(address: str, selected: str | None = None) -> str | None:

@@ -7,7 +7,8 @@ and all calls share one HTTP/2 connection.
 
 Credentials are the CLI's (``determined.common.credentials``): the user passed to
 ``login()``, else ``DET_USER``, else whoever last ran ``det user login`` against this master;
-that user's cached session, else a login with the password passed or ``DET_PASS``.
+that user's cached session, else ``DET_USER_TOKEN`` (an access token), else a login with the
+password passed or ``DET_PASS``.
 """
 
 from __future__ import annotations
@@ -178,12 +179,16 @@ class MasterSession:
             await self._authenticate()
         try:
             return await self._session.call(rpc(self._session.stub))
-        except errors.Unauthenticated:
+        except errors.Unauthenticated as refusal:
             # The master refuses before doing anything, so one retry cannot act twice.
+            refused = self._session.token
             if not await self._log_in_again():
-                raise errors.Unauthenticated(
-                    f"the session with {self.address} has expired or was revoked: " + HOW_TO_LOG_IN
-                ) from None
+                why = (
+                    refusal.message
+                    if credentials.is_access_token(refused)
+                    else f"the session with {self.address} has expired or was revoked"
+                )
+                raise errors.Unauthenticated(f"{why}: " + HOW_TO_LOG_IN) from None
             return await self._session.call(rpc(self._session.stub))
 
     async def _open_stream(
@@ -216,17 +221,21 @@ class MasterSession:
 
     async def _authenticate(self) -> None:
         username = credentials.wanted_user(self.address, self._user)
-        if username is None:
-            raise await credentials.why_not_logged_in(self._session, HOW_TO_LOG_IN)
-        if self._password is not None:
+        if username is not None and self._password is not None:
             # An explicit password means a fresh session, as Determined's login() does.
             await credentials.login(self._session, username, self._password)
             return
-        token = credentials.cached_token(self.address, username)
+        token = credentials.cached_token(self.address, username) if username else None
         if token is not None:
             self._session.token = token
             self._from_cache = True
             return
+        token = credentials.env_token(self._user)
+        if token is not None:
+            self._session.token = token
+            return
+        if username is None:
+            raise await credentials.why_not_logged_in(self._session, HOW_TO_LOG_IN)
         password = os.environ.get("DET_PASS")
         if password is None:
             raise await credentials.why_not_logged_in(self._session, HOW_TO_LOG_IN)
