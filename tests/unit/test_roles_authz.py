@@ -353,6 +353,31 @@ WITNESSES = [
         "GetGlobalConfigPolicies",
         v1.GetGlobalConfigPoliciesRequest(),
     ),
+    Witness(
+        P.MODIFY_WORKSPACE_CONFIG_POLICIES,
+        "PutWorkspaceConfigPolicies",
+        v1.PutWorkspaceConfigPoliciesRequest(workspace_id=2),
+    ),
+    Witness(
+        P.VIEW_WORKSPACE_CONFIG_POLICIES,
+        "GetWorkspaceConfigPolicies",
+        v1.GetWorkspaceConfigPoliciesRequest(workspace_id=2),
+    ),
+    Witness(
+        P.MODIFY_RP_WORKSPACE_BINDINGS,
+        "BindRPToWorkspace",
+        v1.BindRpToWorkspaceRequest(resource_pool_name="gpu", workspace_names=["ws-2"]),
+    ),
+    Witness(
+        P.SET_WORKSPACE_AGENT_USER_GROUP,
+        "PostWorkspace",
+        v1.PostWorkspaceRequest(
+            name="x",
+            agent_user_group=v1.AgentUserGroup(
+                agent_uid=0, agent_gid=0, agent_user="root", agent_group="root"
+            ),
+        ),
+    ),
 ]
 
 
@@ -501,13 +526,17 @@ def aimed_at(request_type: type[Any], *, own: bool) -> list[Any]:
         "experiment_ids": [2] if own else [1],
         "destination_project_id": 2 if own else 1,
         "destination_workspace_id": 2 if own else 1,
+        "workspace_id": 3 if own else 2,
     }
+    identity = v1.AgentUserGroup(agent_uid=0, agent_gid=0, agent_user="root", agent_group="root")
     typed: dict[type[Any], list[dict[str, Any]]] = {
         v1.PatchWorkspaceRequest: [
             {"workspace": v1.PatchWorkspace(name="w")},
             {"workspace": v1.PatchWorkspace(checkpoint_storage_config={"type": "shared_fs"})},
             {"workspace": v1.PatchWorkspace(default_compute_resource_pool="x")},
+            {"workspace": v1.PatchWorkspace(agent_user_group=identity)},
         ],
+        v1.PostWorkspaceRequest: [{}, {"agent_user_group": identity}],
         v1.PatchExperimentRequest: [{"experiment": v1.PatchExperiment(id=2 if own else 1)}],
     }
     return [_message(request_type, {**values, **v}) for v in typed.get(request_type, [{}])]
