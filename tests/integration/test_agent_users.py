@@ -85,7 +85,7 @@ def test_a_workspaces_agent_user_wins_over_the_owners(
         "--agent-user", "root", "--agent-gid", "0", "--agent-group", "root",
     )  # fmt: skip
     assert refused.returncode == 1
-    assert "only an admin may set the agent user and group" in refused.stderr
+    assert "SET_WORKSPACE_AGENT_USER_GROUP may set the agent user and group" in refused.stderr
 
 
 def test_a_trial_runs_as_its_owners_agent_user(cluster: Cluster, tmp_path: pathlib.Path) -> None:
