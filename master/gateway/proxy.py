@@ -71,6 +71,9 @@ _REQUEST_ONLY = frozenset({"authorization", "cookie", "content-length", "expect"
 # What the tunnel reads from a shell's port at once at most: large, so that a copy costs
 # few writes (a read returns what has arrived, so nothing waits for it).
 _CHUNK = 1024 * 1024
+# How long a request waits for the agent of its task to connect (after a master restart
+# the agent reconnects within seconds) before it is answered 503.
+_AGENT_WAIT = 15.0
 _WS_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=10.0)
 
 
@@ -133,7 +136,7 @@ def routes(auth: Authenticator, service: Service) -> list[BaseRoute]:
             raise errors.PermissionDenied(
                 f"only the owner of task {task_id} or an admin may open it"
             )
-        target = service.generic.proxy_target(task_id)
+        target = await service.generic.proxy_target_once_connected(task_id, _AGENT_WAIT)
         service.generic.record_activity(task_id)
         return target
 
