@@ -25,9 +25,10 @@ RUN update-ca-certificates >/dev/null && python3 -m venv /opt/pydet
 
 # Dependencies in their own layer, so that a change to the sources reinstalls only pydet.
 COPY pyproject.toml /tmp/pydet/pyproject.toml
-# With the tensorboard and notebook extras: `det tensorboard start` runs TensorBoard and
-# `det notebook start` JupyterLab in this image (its base has openssh-server for `det shell`).
-RUN python3 -c "import tomllib; p = tomllib.load(open('/tmp/pydet/pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['tensorboard'] + p['optional-dependencies']['notebook']))" > /tmp/pydet/requirements.txt \
+# With the notebook extra: `det notebook start` runs JupyterLab in this image, and
+# `det tensorboard start` TensorBoard (a dependency of pydet); its base has openssh-server
+# for `det shell`.
+RUN python3 -c "import tomllib; p = tomllib.load(open('/tmp/pydet/pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['notebook']))" > /tmp/pydet/requirements.txt \
  && pip install --no-cache-dir -r /tmp/pydet/requirements.txt
 
 # Only what the package is made of (.dockerignore keeps .venv and node_modules out).
