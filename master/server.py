@@ -159,7 +159,7 @@ class Master:
         logs.watch(LogPolicyWatch(live, task_list, store).observe)
         generic = GenericTasks(self.db, task_list, logs, info)
         tensorboards = Tensorboards(self.db, generic, info)
-        commands = Commands(generic, Launcher(generic, info))
+        commands = Commands(generic, Launcher(info))
         tasks = TaskManager(
             self.db,
             agents,

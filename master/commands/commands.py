@@ -30,19 +30,22 @@ class Commands:
         notebooks.register(generic)
         shells.register(generic)
 
-    async def launch(
-        self, task_type: TaskType, *, username: str, config: str, context: bytes
+    def make(
+        self, task_type: TaskType, *, username: str, config: str, context: bytes, workspace_id: int
     ) -> GenericTask:
-        """Queue a new command, notebook or shell."""
+        """A new command, notebook or shell, checked; not yet stored or queued (a preview
+        shows it as it is)."""
         cfg = self._launcher.parse(config, task_type)
-        extra = (
+        extra: dict[str, object] = (
             notebooks.new_extra()
             if task_type is TaskType.NOTEBOOK
             else shells.new_extra()
             if task_type is TaskType.SHELL
             else {}
         )
-        return await self._launcher.launch(
+        if workspace_id:
+            extra["workspace_id"] = workspace_id
+        return self._launcher.build(
             task_type,
             username=username,
             cfg=cfg,
@@ -50,3 +53,7 @@ class Commands:
             label=_LABELS[task_type],
             extra=extra,
         )
+
+    async def queue(self, task: GenericTask, context: bytes) -> GenericTask:
+        """Store a task ``make`` made and queue it for its slots."""
+        return await self._generic.create(task, context or None)

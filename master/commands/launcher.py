@@ -15,8 +15,8 @@ from determined.api.gen import v1
 from determined.common import context_archive, errors, expconf
 from pydet.master.agents.table import Agent
 from pydet.master.tasks.allocation import Allocation
-from pydet.master.tasks.generic import GenericTask, GenericTasks, Phase, TaskType, base_env
-from pydet.master.tasks.task_spec import MasterInfo, container_spec, labels, variables
+from pydet.master.tasks.generic import GenericTask, Phase, TaskType, base_env
+from pydet.master.tasks.task_spec import MasterInfo, spec_of, variables
 
 # What every such task's container runs (determined.exec.launch picks the work by
 # DET_TASK_TYPE); the process runtime forks it from its launcher template.
@@ -43,10 +43,9 @@ def pet_name(task_id: str) -> str:
 
 
 class Launcher:
-    """Checks launch requests and queues their tasks in ``generic``."""
+    """Checks launch requests and makes their tasks (``Commands`` queues them)."""
 
-    def __init__(self, generic: GenericTasks, info: MasterInfo) -> None:
-        self._generic = generic
+    def __init__(self, info: MasterInfo) -> None:
         self._info = info
 
     def parse(self, text: str, task_type: TaskType) -> expconf.CommandConfig:
@@ -62,7 +61,7 @@ class Launcher:
             )
         return cfg
 
-    async def launch(
+    def build(
         self,
         task_type: TaskType,
         *,
@@ -72,6 +71,8 @@ class Launcher:
         label: str,
         extra: Mapping[str, Any] | None = None,
     ) -> GenericTask:
+        """The task a launch makes, checked, not yet stored or queued (what a preview
+        shows)."""
         if context:
             try:
                 # Unpacked size and entry count too: a small archive may unpack to gigabytes.
@@ -104,7 +105,7 @@ class Launcher:
             config=config,
             extra={**(extra or {}), "proxy_ports": declared},
         )
-        return await self._generic.create(task, context or None)
+        return task
 
 
 def shown(task: GenericTask) -> dict[str, Any]:
@@ -122,6 +123,7 @@ def shown(task: GenericTask) -> dict[str, Any]:
         "priority": task.priority,
         "slots": task.slots,
         "allocation_id": task.allocation_id,
+        "workspace_id": task.workspace_id,
     }
 
 
@@ -151,11 +153,5 @@ def start_order(
         argv=list(TASK_ENTRY),
         env=task_env,
         slot_ids=list(container.slot_ids),
-        spec=container_spec(
-            cfg.environment,
-            cfg.bind_mounts,
-            cfg.resources,
-            labels=labels(alloc, container.id, task.id),
-            cuda=cuda,
-        ),
+        spec=spec_of(cfg, alloc, container.id, task.id, cuda=cuda),
     )

@@ -49,6 +49,8 @@ PORT_RANGE = (2900, 3900)
 # How often idle timeouts are looked at.
 IDLE_CHECK_SECONDS = 1.0
 DEFAULT_PRIORITY = 42
+# The workspace of tasks launched into none (Determined's "Uncategorized").
+UNCATEGORIZED_WORKSPACE = 1
 KILL_GRACE = 5.0
 # How often the proxy looks whether a task's agent is back.
 AGENT_POLL_SECONDS = 0.1
@@ -155,6 +157,12 @@ class GenericTask:
     def declared_ports(self) -> list[dict[str, Any]]:
         """The ports its config declares (``environment.proxy_ports``: ``{port, tcp}``)."""
         return list(self.extra.get("proxy_ports") or [])
+
+    @property
+    def workspace_id(self) -> int:
+        """The workspace it belongs to: the one it was launched into, else Determined's
+        default, Uncategorized."""
+        return int(self.extra.get("workspace_id") or UNCATEGORIZED_WORKSPACE)
 
     @property
     def idle_timeout(self) -> float | None:

@@ -1388,6 +1388,11 @@ class Command(betterproto2.Message):
 
     allocation_id: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
 
+    workspace_id: "int" = betterproto2.field(25, betterproto2.TYPE_INT32)
+    """
+    The workspace it belongs to (1, Uncategorized, unless launched into another).
+    """
+
 
 default_message_pool.register_message("v1", "Command", Command)
 
@@ -2197,6 +2202,11 @@ class GetCommandsRequest(betterproto2.Message):
     Only these users' commands (every user's when empty).
     """
 
+    workspace_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+    """
+    Only that workspace's (every workspace's when 0).
+    """
+
 
 default_message_pool.register_message("v1", "GetCommandsRequest", GetCommandsRequest)
 
@@ -2688,6 +2698,8 @@ default_message_pool.register_message("v1", "GetNotebookResponse", GetNotebookRe
 class GetNotebooksRequest(betterproto2.Message):
     users: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
 
+    workspace_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+
 
 default_message_pool.register_message("v1", "GetNotebooksRequest", GetNotebooksRequest)
 
@@ -2785,6 +2797,8 @@ default_message_pool.register_message("v1", "GetShellResponse", GetShellResponse
 @dataclass(eq=False, repr=False)
 class GetShellsRequest(betterproto2.Message):
     users: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
+
+    workspace_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
 
 
 default_message_pool.register_message("v1", "GetShellsRequest", GetShellsRequest)
@@ -2898,7 +2912,12 @@ default_message_pool.register_message("v1", "GetTensorboardResponse", GetTensorb
 
 @dataclass(eq=False, repr=False)
 class GetTensorboardsRequest(betterproto2.Message):
-    pass
+    users: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Only these users' TensorBoards (every user's when empty), of that workspace (all when 0).
+    """
+
+    workspace_id: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
 
 
 default_message_pool.register_message("v1", "GetTensorboardsRequest", GetTensorboardsRequest)
@@ -3453,6 +3472,11 @@ class LaunchCommandRequest(betterproto2.Message):
     The packed context directory (-c/--context, -i/--include); empty for none.
     """
 
+    workspace_id: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    """
+    The workspace it belongs to (-w/--workspace-name); 0: Uncategorized.
+    """
+
 
 default_message_pool.register_message("v1", "LaunchCommandRequest", LaunchCommandRequest)
 
@@ -3481,6 +3505,13 @@ class LaunchNotebookRequest(betterproto2.Message):
     Its working directory's contents (-c/--context, -i/--include); empty for none.
     """
 
+    workspace_id: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+
+    preview: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+    """
+    Only the config as the master would fill it: nothing is launched (--preview).
+    """
+
 
 default_message_pool.register_message("v1", "LaunchNotebookRequest", LaunchNotebookRequest)
 
@@ -3503,6 +3534,8 @@ class LaunchShellRequest(betterproto2.Message):
 
     context: "bytes" = betterproto2.field(3, betterproto2.TYPE_BYTES)
 
+    workspace_id: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+
 
 default_message_pool.register_message("v1", "LaunchShellRequest", LaunchShellRequest)
 
@@ -3522,6 +3555,18 @@ class LaunchTensorboardRequest(betterproto2.Message):
     experiment_ids: "list[int]" = betterproto2.field(1, betterproto2.TYPE_INT32, repeated=True)
 
     trial_ids: "list[int]" = betterproto2.field(2, betterproto2.TYPE_INT32, repeated=True)
+
+    config: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    A command config (YAML or JSON: description, resources, environment, bind_mounts).
+    """
+
+    context: "bytes" = betterproto2.field(4, betterproto2.TYPE_BYTES)
+    """
+    Its working directory's contents (-c/--context, -i/--include); empty for none.
+    """
+
+    workspace_id: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
 
 
 default_message_pool.register_message("v1", "LaunchTensorboardRequest", LaunchTensorboardRequest)
@@ -3972,6 +4017,11 @@ class Notebook(betterproto2.Message):
     slots: "int" = betterproto2.field(23, betterproto2.TYPE_INT32)
 
     allocation_id: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
+
+    workspace_id: "int" = betterproto2.field(25, betterproto2.TYPE_INT32)
+    """
+    The workspace it belongs to (1, Uncategorized, unless launched into another).
+    """
 
 
 default_message_pool.register_message("v1", "Notebook", Notebook)
@@ -5566,6 +5616,11 @@ class Shell(betterproto2.Message):
 
     allocation_id: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
 
+    workspace_id: "int" = betterproto2.field(25, betterproto2.TYPE_INT32)
+    """
+    The workspace it belongs to (1, Uncategorized, unless launched into another).
+    """
+
 
 default_message_pool.register_message("v1", "Shell", Shell)
 
@@ -5813,6 +5868,11 @@ class Tensorboard(betterproto2.Message):
     priority: "int" = betterproto2.field(13, betterproto2.TYPE_INT32)
     """
     Its place in the queue (1-99, lower first).
+    """
+
+    workspace_id: "int" = betterproto2.field(14, betterproto2.TYPE_INT32)
+    """
+    The workspace it belongs to (1, Uncategorized, unless launched into another).
     """
 
 
@@ -7675,15 +7735,12 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
 
     async def get_tensorboards(
         self,
-        message: "GetTensorboardsRequest | None" = None,
+        message: "GetTensorboardsRequest",
         *,
         timeout: "float | None" = None,
         deadline: "Deadline | None" = None,
         metadata: "MetadataLike | None" = None,
     ) -> "GetTensorboardsResponse":
-
-        if message is None:
-            message = GetTensorboardsRequest()
 
         return await self._unary_unary(
             "/v1.Determined/GetTensorboards",
