@@ -22,12 +22,21 @@ ENV PATH=/opt/pydet/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:
 # Authorities the build host trusts beyond the usual ones (see that folder's README.md).
 COPY scripts/docker/ca-certificates/ /usr/local/share/ca-certificates/pydet/
 RUN update-ca-certificates >/dev/null && python3 -m venv /opt/pydet
+# OpenSSH's sshd for `det shell`, where the base lacks it (a base image of your own, or a
+# pydet-base cached before its recipe included it): Debian's, from the base's apt.
+RUN if [ ! -x /usr/sbin/sshd ]; then \
+      apt-get update -qq \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+           openssh-server openssh-client >/dev/null \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi \
+ && test -x /usr/sbin/sshd
 
 # Dependencies in their own layer, so that a change to the sources reinstalls only pydet.
 COPY pyproject.toml /tmp/pydet/pyproject.toml
-# With the tensorboard and notebook extras: `det tensorboard start` runs TensorBoard and
-# `det notebook start` JupyterLab in this image (its base has openssh-server for `det shell`).
-RUN python3 -c "import tomllib; p = tomllib.load(open('/tmp/pydet/pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['tensorboard'] + p['optional-dependencies']['notebook']))" > /tmp/pydet/requirements.txt \
+# With the notebook extra: `det notebook start` runs JupyterLab in this image, and
+# `det tensorboard start` TensorBoard (a dependency of pydet).
+RUN python3 -c "import tomllib; p = tomllib.load(open('/tmp/pydet/pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['notebook']))" > /tmp/pydet/requirements.txt \
  && pip install --no-cache-dir -r /tmp/pydet/requirements.txt
 
 # Only what the package is made of (.dockerignore keeps .venv and node_modules out).

@@ -1,4 +1,4 @@
-"""`det command|cmd run|list|config|logs|kill|set priority`: commands run as tasks on the
+"""`det command|cmd run|list|describe|config|logs|kill|set priority`: commands run as tasks on the
 cluster (Determined's command names and flags). `det cmd run` streams the command's output
 as it comes (its stdout to stdout, the rest to stderr) and exits with its exit code; it
 makes its calls through ``quick`` (the light client), so that it costs little more than
@@ -32,6 +32,11 @@ def add_parser(nouns: Subparsers) -> None:
     )
     ntsc.add_config_flags(p, "command")
     p.set_defaults(func=run)
+
+    p = verbs.add_parser("describe", help="display a command's metadata")
+    p.add_argument("command_id", metavar="COMMAND_ID")
+    ntsc.add_format_flags(p)
+    p.set_defaults(func=lambda args: ntsc.describe(args, API))
     ntsc.add_common_parsers(verbs, API)
 
 
@@ -43,11 +48,23 @@ def run(args: argparse.Namespace) -> int:
     text = ntsc.load_config(args, entrypoint)
     if not text:
         raise errors.InvalidArgument("name the command to run: det cmd run COMMAND [ARGS...]")
-    request = v1.LaunchCommandRequest(
-        config=text, template_name=args.template or "", context=ntsc.context_of(args)
-    )
+    context = ntsc.context_of(args)
     with quick.Session(args.master) as s:
         s.login()
+        workspace_id = 0
+        if args.workspace_name:
+            found = s.call(
+                "get_workspaces", v1.GetWorkspacesRequest(name_case_sensitive=args.workspace_name)
+            ).workspaces
+            if not found:
+                raise errors.NotFound(f"workspace {args.workspace_name!r} not found")
+            workspace_id = ntsc.check_workspace(args.workspace_name, found[0])
+        request = v1.LaunchCommandRequest(
+            config=text,
+            template_name=args.template or "",
+            context=context,
+            workspace_id=workspace_id,
+        )
         cmd = s.call("launch_command", request).command
         if args.detach:
             print(cmd.id)

@@ -1,5 +1,6 @@
 """`det notebook start|list|open|logs|kill|set priority|config`: JupyterLab on the cluster,
 reached through the master's proxy (Determined's command names, flags and lines).
+`start --preview` prints the config as the master would fill it and launches nothing.
 
 `start` prints Determined's ``Launched notebook (id: ID, name: NAME).``, waits until
 JupyterLab answers through the proxy, prints ``Jupyter Notebook is running at: URL`` and
@@ -38,6 +39,11 @@ def add_parser(nouns: Subparsers) -> None:
     p = verbs.add_parser("start", help="start a new notebook")
     ntsc.add_config_flags(p, "notebook")
     p.add_argument("--no-browser", action="store_true", help="don't open it in a browser")
+    p.add_argument(
+        "--preview",
+        action="store_true",
+        help="print the config as the master would fill it, and launch nothing",
+    )
     p.set_defaults(func=start)
 
     p = verbs.add_parser("open", help="open an existing notebook")
@@ -112,11 +118,16 @@ def start(args: argparse.Namespace) -> int:
     request = v1.LaunchNotebookRequest(
         config=ntsc.load_config(args),
         template_name=args.template or "",
-        context=ntsc.context_of(args),
+        context=b"" if args.preview else ntsc.context_of(args),
+        preview=args.preview,
     )
 
     async def body(s: client.Session) -> str:
-        nb = rpc.present((await s.call(s.stub.launch_notebook(request))).notebook, "notebook")
+        request.workspace_id = await ntsc.workspace_id(s, args)
+        launched = await s.call(s.stub.launch_notebook(request))
+        if args.preview:
+            return launched.config
+        nb = rpc.present(launched.notebook, "notebook")
         if args.detach:
             return nb.id
         ntsc.launched("notebook", nb.id, nb.description)
@@ -125,7 +136,13 @@ def start(args: argparse.Namespace) -> int:
         return url
 
     found = rpc.run(args.master, body)
-    if args.detach:
+    if args.preview:
+        import json
+
+        import yaml
+
+        print(yaml.safe_dump(json.loads(found), sort_keys=False), end="")
+    elif args.detach:
         print(found)
     else:
         _show(args, found)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,6 +23,16 @@ if TYPE_CHECKING:
     from determined.common import client
 
 HEADERS = ("ID", "Owner", "Description", "State", "Exit Status", "Resource Pool")
+# --sort-by's names (Determined's, its table's keys) for the fields they sort by.
+SORT_KEYS = {
+    "id": "id",
+    "username": "username",
+    "description": "description",
+    "state": "state",
+    "exitStatus": "exit_status",
+    "resourcePool": "resource_pool",
+    "startTime": "start_time",
+}
 
 
 class Task(Protocol):
@@ -43,7 +53,7 @@ class Api:
     launch line ("command", "notebook", "shell")."""
 
     noun: str
-    list_all: Callable[[client.Session], Awaitable[Sequence[Any]]]
+    list_all: Callable[[client.Session, int], Awaitable[Sequence[Any]]]
     get: Callable[[client.Session, str], Awaitable[tuple[Any, str]]]
     kill: Callable[[client.Session, str], Awaitable[Any]]
     set_priority: Callable[[client.Session, str, int], Awaitable[Any]]
@@ -63,8 +73,9 @@ def api_for(noun: str) -> Api:
     def stub(s: client.Session, name: str) -> Any:
         return getattr(s.stub, "".join("_" + c.lower() if c.isupper() else c for c in name)[1:])
 
-    async def list_all(s: client.Session) -> Sequence[Any]:
-        got = await s.call(stub(s, f"Get{kind}s")(request(f"Get{kind}s")))
+    async def list_all(s: client.Session, workspace_id: int = 0) -> Sequence[Any]:
+        message = request(f"Get{kind}s", workspace_id=workspace_id)
+        got = await s.call(stub(s, f"Get{kind}s")(message))
         return list(getattr(got, f"{noun}s"))
 
     async def get(s: client.Session, task_id: str) -> tuple[Any, str]:
@@ -84,11 +95,7 @@ def api_for(noun: str) -> Api:
 
 
 def add_config_flags(p: argparse.ArgumentParser, noun: str) -> None:
-    p.add_argument(
-        "--config-file", metavar="FILE", help=f"{noun} config file (.yaml)", default=None
-    )
-    add_override_flag(p)
-    add_context_flags(p)
+    add_source_flags(p, noun)
     p.add_argument(
         "-v",
         "--volume",
@@ -98,9 +105,19 @@ def add_config_flags(p: argparse.ArgumentParser, noun: str) -> None:
         help="bind-mount a host path into the task (repeatable)",
     )
     p.add_argument("--template", help=f"a template to apply to the {noun}'s config")
+    add_workspace_flag(p)
     p.add_argument(
         "-d", "--detach", action="store_true", help="run in the background and print the ID"
     )
+
+
+def add_source_flags(p: argparse.ArgumentParser, noun: str) -> None:
+    """Its config (--config-file, --config) and its files (-c/--context, -i/--include)."""
+    p.add_argument(
+        "--config-file", metavar="FILE", help=f"{noun} config file (.yaml)", default=None
+    )
+    add_override_flag(p)
+    add_context_flags(p)
 
 
 def add_override_flag(p: argparse.ArgumentParser) -> None:
@@ -133,6 +150,29 @@ def add_context_flags(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="a file or directory copied into the working directory, keeping its name (repeatable)",
     )
+
+
+def add_workspace_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-w", "--workspace-name", metavar="NAME", help="workspace name (the task belongs to it)"
+    )
+
+
+def check_workspace(name: str, workspace: Any) -> int:
+    """The id of ``workspace`` (named ``name``), which must not be archived."""
+    if workspace.archived:
+        raise errors.FailedPrecondition(f"workspace {name!r} is archived")
+    return int(workspace.id)
+
+
+async def workspace_id(s: client.Session, args: argparse.Namespace) -> int:
+    """The id of the workspace -w/--workspace-name names; 0 without it."""
+    name = getattr(args, "workspace_name", None)
+    if not name:
+        return 0
+    from pydet.cli import workspace
+
+    return check_workspace(name, await workspace.by_name(s, name))
 
 
 def load_config(args: argparse.Namespace, entrypoint: Sequence[str] = ()) -> str:
@@ -205,7 +245,7 @@ async def expand(s: client.Session, api: Api, prefix: str) -> str:
     """A full task id from an id or an unambiguous prefix of a live one's."""
     if len(prefix) == 36:
         return prefix
-    ids = [t.id for t in await api.list_all(s) if t.id.startswith(prefix)]
+    ids = [t.id for t in await api.list_all(s, 0) if t.id.startswith(prefix)]
     if len(ids) > 1:
         raise errors.InvalidArgument(f"{api.noun} id prefix {prefix!r} is not unique")
     if not ids:
@@ -231,11 +271,40 @@ def add_list_parser(verbs: Any, api: Api, plural: str) -> argparse.ArgumentParse
     p.add_argument(
         "-a", "--all", action="store_true", help=f"show all {plural} (including other users')"
     )
+    p.add_argument(
+        "-w", "--workspace-name", metavar="NAME", help=f"only {plural} of this workspace"
+    )
+    add_sort_flags(p, SORT_KEYS)
+    add_format_flags(p)
+    p.set_defaults(func=lambda args: list_tasks(args, api))
+    return p
+
+
+def add_format_flags(p: argparse.ArgumentParser) -> None:
     formats = p.add_mutually_exclusive_group()
     formats.add_argument("--json", action="store_true", help="print JSON")
     formats.add_argument("--csv", action="store_true", help="print CSV")
-    p.set_defaults(func=lambda args: list_tasks(args, api))
-    return p
+
+
+def add_sort_flags(p: argparse.ArgumentParser, keys: Mapping[str, str]) -> None:
+    """Determined's --sort-by (a field, by its table's name) and --order-by (asc, desc)."""
+    p.add_argument(
+        "--sort-by", choices=sorted(keys), default="startTime", help="sort by the given field"
+    )
+    p.add_argument(
+        "--order-by", choices=("asc", "desc"), default="asc", help="ascending or descending"
+    )
+
+
+def sorted_tasks(
+    tasks: Sequence[Any], args: argparse.Namespace, keys: Mapping[str, str]
+) -> list[Any]:
+    """``tasks`` in the order --sort-by and --order-by ask for (start time, oldest first,
+    without them)."""
+    field = keys[getattr(args, "sort_by", "startTime")]
+    return sorted(
+        tasks, key=lambda t: getattr(t, field), reverse=getattr(args, "order_by", "asc") == "desc"
+    )
 
 
 def add_common_parsers(verbs: Any, api: Api) -> None:
@@ -281,18 +350,30 @@ def list_tasks(args: argparse.Namespace, api: Api) -> int:
     from pydet.cli import listing, render, rpc
 
     async def body(s: client.Session) -> list[Any]:
-        tasks = list(await api.list_all(s))
+        tasks = list(await api.list_all(s, await workspace_id(s, args)))
         if args.all:
             return tasks
         me = rpc.present((await s.call(s.stub.get_me(v1.GetMeRequest()))).user, "user")
         return [t for t in tasks if t.username == me.username]
 
-    tasks = rpc.run(args.master, body)
+    tasks = sorted_tasks(rpc.run(args.master, body), args, SORT_KEYS)
     if args.quiet:
         for t in tasks:
             print(t.id)
         return 0
     listing.show(args, HEADERS, [row(t) for t in tasks], [render.message_dict(t) for t in tasks])
+    return 0
+
+
+def describe(args: argparse.Namespace, api: Api) -> int:
+    """One task's row (Determined's `det command describe`), or its JSON with --json."""
+    from pydet.cli import listing, render, rpc
+
+    async def body(s: client.Session) -> Any:
+        return (await api.get(s, await expand(s, api, getattr(args, f"{api.noun}_id"))))[0]
+
+    task = rpc.run(args.master, body)
+    listing.show(args, HEADERS, [row(task)], render.message_dict(task))
     return 0
 
 

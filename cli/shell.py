@@ -58,6 +58,11 @@ def add_parser(nouns: Subparsers) -> None:
     p.add_argument("shell_id", metavar="SHELL_ID")
     p.add_argument("ssh_opts", nargs="*", metavar="SSH_ARGS", help="more arguments for ssh")
     p.set_defaults(func=show_ssh_command)
+    # Determined's older spelling, which it keeps (hidden) with a deprecation warning.
+    p = verbs.add_parser("show_ssh_command")
+    p.add_argument("shell_id", metavar="SHELL_ID")
+    p.add_argument("ssh_opts", nargs="*", metavar="SSH_ARGS", help="more arguments for ssh")
+    p.set_defaults(func=show_ssh_command_legacy)
     ntsc.add_common_parsers(verbs, API)
 
 
@@ -194,6 +199,7 @@ def start(args: argparse.Namespace) -> int:
     )
 
     async def body(s: client.Session) -> Any:
+        request.workspace_id = await ntsc.workspace_id(s, args)
         return rpc.present((await s.call(s.stub.launch_shell(request))).shell, "shell")
 
     shell = rpc.run(args.master, body)
@@ -210,3 +216,11 @@ def open_shell(args: argparse.Namespace) -> int:
 
 def show_ssh_command(args: argparse.Namespace) -> int:
     return _open(args, _resolve(args.master, args.shell_id), wait=False, print_only=True)
+
+
+def show_ssh_command_legacy(args: argparse.Namespace) -> int:
+    print(
+        "DEPRECATION WARNING: show_ssh_command is deprecated; use show-ssh-command",
+        file=sys.stderr,
+    )
+    return show_ssh_command(args)

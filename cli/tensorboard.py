@@ -26,16 +26,6 @@ HEADERS = (
     "Exit Status",
     "Resource Pool",
 )
-# --sort-by's names (Determined's) for the fields they sort by.
-SORT_KEYS = {
-    "id": "id",
-    "username": "username",
-    "description": "description",
-    "state": "state",
-    "exitStatus": "exit_status",
-    "resourcePool": "resource_pool",
-    "startTime": "start_time",
-}
 # How long `start` waits for the TensorBoard to serve before it gives up waiting.
 START_TIMEOUT = 300.0
 
@@ -59,10 +49,10 @@ def add_parser(nouns: Subparsers) -> None:
         "-a", "--all", action="store_true", help="show all TensorBoards (including other users')"
     )
     listing.add_format_flags(p)
+    ntsc.add_sort_flags(p, ntsc.SORT_KEYS)
     p.add_argument(
-        "--sort-by", choices=sorted(SORT_KEYS), default="startTime", help="sort by this field"
+        "-w", "--workspace-name", metavar="NAME", help="only TensorBoards of this workspace"
     )
-    p.add_argument("--order-by", choices=("asc", "desc"), default="asc", help="the order")
     p.set_defaults(func=list_tensorboards)
 
     p = verbs.add_parser("start", help="start a new TensorBoard instance")
@@ -82,11 +72,13 @@ def add_parser(nouns: Subparsers) -> None:
         metavar="TRIAL_ID",
         help="trials to load into TensorBoard (at most 100)",
     )
+    ntsc.add_workspace_flag(p)
+    ntsc.add_source_flags(p, "TensorBoard")
     p.add_argument("--no-browser", action="store_true", help="don't open TensorBoard in a browser")
     p.add_argument(
         "-d", "--detach", action="store_true", help="run in the background and print the ID"
     )
-    p.set_defaults(func=start)
+    p.set_defaults(func=start, volume=[], template=None)
 
     p = verbs.add_parser("open", help="open an existing TensorBoard instance")
     p.add_argument("tensorboard_id", metavar="TENSORBOARD_ID")
@@ -117,8 +109,9 @@ def add_parser(nouns: Subparsers) -> None:
     p.set_defaults(func=kill)
 
 
-async def _list(s: client.Session) -> list[v1.Tensorboard]:
-    return list((await s.call(s.stub.get_tensorboards(v1.GetTensorboardsRequest()))).tensorboards)
+async def _list(s: client.Session, workspace_id: int = 0) -> list[v1.Tensorboard]:
+    request = v1.GetTensorboardsRequest(workspace_id=workspace_id)
+    return list((await s.call(s.stub.get_tensorboards(request))).tensorboards)
 
 
 async def _get(s: client.Session, task_id: str) -> tuple[v1.Tensorboard, str]:
@@ -168,18 +161,13 @@ def url_of(master: str | None, service_address: str) -> str:
 
 def list_tensorboards(args: argparse.Namespace) -> int:
     async def body(s: client.Session) -> list[v1.Tensorboard]:
-        resp = await s.call(s.stub.get_tensorboards(v1.GetTensorboardsRequest()))
+        found = await _list(s, await ntsc.workspace_id(s, args))
         if args.all:
-            return list(resp.tensorboards)
+            return found
         me = rpc.present((await s.call(s.stub.get_me(v1.GetMeRequest()))).user, "user")
-        return [t for t in resp.tensorboards if t.username == me.username]
+        return [t for t in found if t.username == me.username]
 
-    field = SORT_KEYS[args.sort_by]
-    tensorboards = sorted(
-        rpc.run(args.master, body),
-        key=lambda t: getattr(t, field),
-        reverse=args.order_by == "desc",
-    )
+    tensorboards = ntsc.sorted_tasks(rpc.run(args.master, body), args, ntsc.SORT_KEYS)
     if args.quiet:
         for t in tensorboards:
             print(t.id)
@@ -204,10 +192,14 @@ def start(args: argparse.Namespace) -> int:
     if not args.experiment_ids and not args.trial_ids:
         raise errors.InvalidArgument("name experiment ids or --trial-ids to load into TensorBoard")
     request = v1.LaunchTensorboardRequest(
-        experiment_ids=args.experiment_ids, trial_ids=args.trial_ids
+        experiment_ids=args.experiment_ids,
+        trial_ids=args.trial_ids,
+        config=ntsc.load_config(args),
+        context=ntsc.context_of(args),
     )
 
     async def body(s: client.Session) -> v1.Tensorboard:
+        request.workspace_id = await ntsc.workspace_id(s, args)
         resp = await s.call(s.stub.launch_tensorboard(request))
         t = rpc.present(resp.tensorboard, "tensorboard")
         if args.detach:

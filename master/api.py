@@ -486,9 +486,8 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
     async def get_tensorboards(
         self, message: v1.GetTensorboardsRequest
     ) -> v1.GetTensorboardsResponse:
-        return v1.GetTensorboardsResponse(
-            tensorboards=[tensorboards.to_proto(tb) for tb in self.s.tensorboards.live()]
-        )
+        live = self.s.live_tasks(TaskType.TENSORBOARD, list(message.users), message.workspace_id)
+        return v1.GetTensorboardsResponse(tensorboards=[tensorboards.to_proto(tb) for tb in live])
 
     async def get_tensorboard(self, message: v1.GetTensorboardRequest) -> v1.GetTensorboardResponse:
         tb = await self.s.tensorboards.get(message.tensorboard_id)
@@ -697,6 +696,8 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
             message.config,
             template_name=message.template_name,
             context=message.context,
+            workspace_id=message.workspace_id,
+            preview=getattr(message, "preview", False),
         )
         return task, json.dumps(task.config)
 
@@ -705,7 +706,7 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         return v1.LaunchCommandResponse(command=commands.to_proto(task), config=config)
 
     async def get_commands(self, message: v1.GetCommandsRequest) -> v1.GetCommandsResponse:
-        live = self.s.live_tasks(TaskType.COMMAND, list(message.users))
+        live = self.s.live_tasks(TaskType.COMMAND, list(message.users), message.workspace_id)
         return v1.GetCommandsResponse(commands=[commands.to_proto(t) for t in live])
 
     async def get_command(self, message: v1.GetCommandRequest) -> v1.GetCommandResponse:
@@ -730,10 +731,12 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
 
     async def launch_notebook(self, message: v1.LaunchNotebookRequest) -> v1.LaunchNotebookResponse:
         task, config = await self._launched(TaskType.NOTEBOOK, message)
+        if message.preview:
+            return v1.LaunchNotebookResponse(config=config)
         return v1.LaunchNotebookResponse(notebook=notebooks.to_proto(task), config=config)
 
     async def get_notebooks(self, message: v1.GetNotebooksRequest) -> v1.GetNotebooksResponse:
-        live = self.s.live_tasks(TaskType.NOTEBOOK, list(message.users))
+        live = self.s.live_tasks(TaskType.NOTEBOOK, list(message.users), message.workspace_id)
         return v1.GetNotebooksResponse(notebooks=[notebooks.to_proto(t) for t in live])
 
     async def get_notebook(self, message: v1.GetNotebookRequest) -> v1.GetNotebookResponse:
@@ -767,7 +770,7 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         return v1.LaunchShellResponse(shell=shells.to_proto(task, with_key=True), config=config)
 
     async def get_shells(self, message: v1.GetShellsRequest) -> v1.GetShellsResponse:
-        live = self.s.live_tasks(TaskType.SHELL, list(message.users))
+        live = self.s.live_tasks(TaskType.SHELL, list(message.users), message.workspace_id)
         return v1.GetShellsResponse(shells=[shells.to_proto(t) for t in live])
 
     async def get_shell(self, message: v1.GetShellRequest) -> v1.GetShellResponse:

@@ -162,8 +162,7 @@ class Master:
         generic = GenericTasks(self.db, task_list, logs, info)
         tensorboards = Tensorboards(self.db, generic, info)
         organization = Organization(self.db, info.pools, info.default_pool)
-        launcher = Launcher(generic, info, organization.bindings)
-        commands = Commands(generic, launcher, organization)
+        commands = Commands(generic, Launcher(info, organization.bindings), organization)
         tasks = TaskManager(
             self.db,
             agents,

@@ -587,12 +587,20 @@ class Service:
     async def launch_tensorboard(
         self, username: str, req: v1.LaunchTensorboardRequest
     ) -> v1.Tensorboard:
-        async with self.lock:
-            tb = await self.tensorboards.launch(
-                username=username,
-                experiment_ids=list(req.experiment_ids),
-                trial_ids=list(req.trial_ids),
-            )
+        config = await self._templated(req.config, "")
+        await self.check_task_workspace(req.workspace_id)
+        try:
+            async with self.lock:
+                tb = await self.tensorboards.launch(
+                    username=username,
+                    experiment_ids=list(req.experiment_ids),
+                    trial_ids=list(req.trial_ids),
+                    config=config,
+                    context=req.context,
+                    workspace_id=req.workspace_id,
+                )
+        except errors.InvalidArgument as e:
+            raise _scrubbed(e, config) from None
         return tensorboards.to_proto(tb)
 
     async def set_tensorboard_priority(self, tensorboard_id: str, priority: int) -> v1.Tensorboard:
@@ -621,16 +629,27 @@ class Service:
         *,
         template_name: str = "",
         context: bytes = b"",
+        workspace_id: int = 0,
+        preview: bool = False,
     ) -> GenericTask:
-        """A command, notebook or shell, queued for its slots."""
+        """A command, notebook or shell, queued for its slots (with ``preview``, only made:
+        its config as the master fills it, nothing launched)."""
         config = await self._templated(config, template_name)
+        await self.check_task_workspace(workspace_id)
         try:
-            async with self.lock:
-                return await self.commands.launch(
-                    task_type, username=username, config=config, context=context
-                )
+            task = await self.commands.make(
+                task_type,
+                username=username,
+                config=config,
+                context=context,
+                workspace_id=workspace_id,
+            )
         except errors.InvalidArgument as e:
             raise _scrubbed(e, config) from None
+        if preview:
+            return task
+        async with self.lock:
+            return await self.commands.queue(task, context)
 
     async def create_generic_task(
         self, req: v1.CreateGenericTaskRequest, username: str
@@ -665,8 +684,28 @@ class Service:
             else:
                 await trees.kill(task_id, from_root=root)
 
-    def live_tasks(self, task_type: TaskType, users: list[str]) -> list[GenericTask]:
-        return [t for t in self.generic.live(task_type) if not users or t.username in users]
+    async def check_task_workspace(self, workspace_id: int) -> None:
+        """A workspace a task may be launched into: one that exists, not archived (0: none
+        named, Uncategorized)."""
+        if not workspace_id:
+            return
+        workspace = await self.organization.workspaces.get(workspace_id)
+        if workspace.archived:
+            raise errors.FailedPrecondition(
+                f"workspace {workspace.name!r} is archived; no task can be launched into it"
+            )
+
+    def live_tasks(
+        self, task_type: TaskType, users: list[str], workspace_id: int = 0
+    ) -> list[GenericTask]:
+        """The live tasks of one type, of ``users`` (all when empty), in a workspace (all
+        when 0)."""
+        return [
+            t
+            for t in self.generic.live(task_type)
+            if (not users or t.username in users)
+            and (not workspace_id or t.workspace_id == workspace_id)
+        ]
 
     async def kill_task(self, task_id: str, task_type: TaskType) -> GenericTask:
         async with self.lock:
@@ -706,7 +745,7 @@ class Service:
 
     async def _check_pool_move(self, job_id: str, pool: str, *, exp_id: int | None) -> None:
         """A job moved to ``pool`` must be of a workspace the pool is available to (an
-        experiment's; a task's: its project's, else the default one)."""
+        experiment's; a task's: its project's, else the one it was launched into)."""
         workspace_id = DEFAULT_WORKSPACE
         if exp_id is not None:
             workspace_id = await queries.experiment_workspace(self.db, exp_id) or 0
@@ -715,6 +754,8 @@ class Service:
             if found is not None and found.extra.get("project_id"):
                 project = await self.organization.projects.get(int(found.extra["project_id"]))
                 workspace_id = project.workspace_id
+            elif found is not None:
+                workspace_id = found.workspace_id  # the one it was launched into
         workspace = await self.organization.workspaces.get(workspace_id)
         await self.organization.bindings.check(
             pool, workspace.id, workspace.name, field="resource_pool"

@@ -786,14 +786,16 @@ async def owns_task(
 
 
 def nsc(permission: perms.P, what: str) -> Rule:
-    """Users who hold ``permission`` over the default workspace's TensorBoards, commands,
-    notebooks and shells (by a role there or cluster-wide; everybody's). As ``needs``, the
-    usual call is decided without a call of its own."""
+    """Users who hold ``permission`` over the TensorBoards, commands, notebooks and shells of
+    the workspace the request names (``-w``), else the default one's (by a role there or
+    cluster-wide; everybody's). As ``needs``, the usual call is decided without a call of its
+    own."""
     everybody = permission in perms.EVERY_USER
 
-    async def read(user: UserCaller, lookup: Lookup) -> None:
-        if not await holds(user, permission, lookup, workspace=DEFAULT_WORKSPACE):
-            raise _refuse(permission, what)
+    async def read(user: UserCaller, message: Any, lookup: Lookup) -> None:
+        workspace = int(getattr(message, "workspace_id", 0) or DEFAULT_WORKSPACE)
+        if not await holds(user, permission, lookup, workspace=workspace):
+            raise _refuse(permission, f"{what} in workspace {workspace}")
 
     def rule(caller: Caller, message: Any, lookup: Lookup) -> Awaitable[None] | None:
         if type(caller) is not UserCaller:
@@ -803,7 +805,7 @@ def nsc(permission: perms.P, what: str) -> Rule:
         held = lookup.known(caller.id)  # type: ignore[union-attr]
         if held is not None and permission in held:
             return None
-        return read(caller, lookup)  # type: ignore[arg-type]
+        return read(caller, message, lookup)  # type: ignore[arg-type]
 
     return rule
 

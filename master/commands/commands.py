@@ -8,7 +8,13 @@ from determined.api.gen import v1
 from pydet.master.commands import notebooks, shells
 from pydet.master.commands.generic_tasks import GenericTaskTrees
 from pydet.master.commands.launcher import Launcher, shown, start_order
-from pydet.master.tasks.generic import GenericTask, GenericTasks, Kind, TaskType
+from pydet.master.tasks.generic import (
+    UNCATEGORIZED_WORKSPACE,
+    GenericTask,
+    GenericTasks,
+    Kind,
+    TaskType,
+)
 from pydet.master.workspaces.organization import Organization
 
 
@@ -24,6 +30,7 @@ class Commands:
     def __init__(self, generic: GenericTasks, launcher: Launcher, org: Organization) -> None:
         self._generic = generic
         self._launcher = launcher
+        self._org = org
         # Generic tasks (det task create), in their projects and trees.
         self.trees = GenericTaskTrees(generic, launcher, org)
         info = generic.info
@@ -34,19 +41,24 @@ class Commands:
         notebooks.register(generic)
         shells.register(generic)
 
-    async def launch(
-        self, task_type: TaskType, *, username: str, config: str, context: bytes
+    async def make(
+        self, task_type: TaskType, *, username: str, config: str, context: bytes, workspace_id: int
     ) -> GenericTask:
-        """Queue a new command, notebook or shell."""
+        """A new command, notebook or shell, checked (its pool must be available to its
+        workspace); not yet stored or queued (a preview shows it as it is)."""
         cfg = self._launcher.parse(config, task_type)
-        extra = (
+        workspace = await self._org.workspaces.get(workspace_id or UNCATEGORIZED_WORKSPACE)
+        await self._launcher.check_pool(cfg, (workspace.id, workspace.name))
+        extra: dict[str, object] = (
             notebooks.new_extra()
             if task_type is TaskType.NOTEBOOK
             else shells.new_extra()
             if task_type is TaskType.SHELL
             else {}
         )
-        return await self._launcher.launch(
+        if workspace_id:
+            extra["workspace_id"] = workspace_id
+        return self._launcher.build(
             task_type,
             username=username,
             cfg=cfg,
@@ -54,3 +66,7 @@ class Commands:
             label=_LABELS[task_type],
             extra=extra,
         )
+
+    async def queue(self, task: GenericTask, context: bytes) -> GenericTask:
+        """Store a task ``make`` made and queue it for its slots."""
+        return await self._generic.create(task, context or None)

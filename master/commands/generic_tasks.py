@@ -89,7 +89,8 @@ class GenericTaskTrees:
         )
         await self._org.placements.checked(project)  # it takes new work
         cfg = self._launcher.parse(json.dumps(raw), GENERIC)
-        return await self._launcher.launch(
+        await self._launcher.check_pool(cfg, (project.workspace_id, project.workspace_name))
+        task = self._launcher.build(
             GENERIC,
             username=username,
             cfg=cfg,
@@ -97,13 +98,14 @@ class GenericTaskTrees:
             label="Generic Task",
             extra={
                 "project_id": project.id,
+                "workspace_id": project.workspace_id,
                 "parent_id": req.parent_id,
                 "forked_from": req.forked_from,
                 "no_pause": req.no_pause,
                 **({} if timeout is None else {"preemption_timeout": timeout}),
             },
-            workspace=(project.workspace_id, project.workspace_name),
         )
+        return await self._generic.create(task, context or None)
 
     # -- trees -------------------------------------------------------------------------------
 

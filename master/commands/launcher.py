@@ -15,8 +15,8 @@ from determined.api.gen import v1
 from determined.common import context_archive, errors, expconf
 from pydet.master.agents.table import Agent
 from pydet.master.tasks.allocation import Allocation
-from pydet.master.tasks.generic import GenericTask, GenericTasks, Phase, TaskType, base_env
-from pydet.master.tasks.task_spec import MasterInfo, container_spec, labels, variables
+from pydet.master.tasks.generic import GenericTask, Phase, TaskType, base_env
+from pydet.master.tasks.task_spec import MasterInfo, spec_of, variables
 from pydet.master.workspaces.pool_bindings import PoolBindings
 
 # What every such task's container runs (determined.exec.launch picks the work by
@@ -48,12 +48,9 @@ def pet_name(task_id: str) -> str:
 
 
 class Launcher:
-    """Checks launch requests and queues their tasks in ``generic``."""
+    """Checks launch requests and makes their tasks (``Commands`` queues them)."""
 
-    def __init__(
-        self, generic: GenericTasks, info: MasterInfo, bindings: PoolBindings | None = None
-    ) -> None:
-        self._generic = generic
+    def __init__(self, info: MasterInfo, bindings: PoolBindings | None = None) -> None:
         self._info = info
         self._bindings = bindings
 
@@ -73,7 +70,17 @@ class Launcher:
             )
         return cfg
 
-    async def launch(
+    async def check_pool(
+        self, cfg: expconf.CommandConfig, workspace: tuple[int, str] = DEFAULT_WORKSPACE
+    ) -> None:
+        """The config's pool must be available to ``workspace`` (id, name), the one the task
+        is launched into (``workspaces.pool_bindings``)."""
+        if self._bindings is not None:
+            await self._bindings.check(
+                cfg.resources.resource_pool, *workspace, field="resources.resource_pool"
+            )
+
+    def build(
         self,
         task_type: TaskType,
         *,
@@ -82,14 +89,9 @@ class Launcher:
         context: bytes,
         label: str,
         extra: Mapping[str, Any] | None = None,
-        workspace: tuple[int, str] = DEFAULT_WORKSPACE,
     ) -> GenericTask:
-        """Queue the task, as ``workspace``'s (id, name): its pool must be available there
-        (``workspaces.pool_bindings``)."""
-        if self._bindings is not None:
-            await self._bindings.check(
-                cfg.resources.resource_pool, *workspace, field="resources.resource_pool"
-            )
+        """The task a launch makes, checked, not yet stored or queued (what a preview
+        shows). Its pool is checked by ``check_pool``."""
         if context:
             try:
                 # Unpacked size and entry count too: a small archive may unpack to gigabytes.
@@ -122,7 +124,7 @@ class Launcher:
             config=config,
             extra={**(extra or {}), "proxy_ports": declared},
         )
-        return await self._generic.create(task, context or None)
+        return task
 
 
 def shown(task: GenericTask) -> dict[str, Any]:
@@ -140,6 +142,7 @@ def shown(task: GenericTask) -> dict[str, Any]:
         "priority": task.priority,
         "slots": task.slots,
         "allocation_id": task.allocation_id,
+        "workspace_id": task.workspace_id,
     }
 
 
@@ -169,11 +172,5 @@ def start_order(
         argv=list(TASK_ENTRY),
         env=task_env,
         slot_ids=list(container.slot_ids),
-        spec=container_spec(
-            cfg.environment,
-            cfg.bind_mounts,
-            cfg.resources,
-            labels=labels(alloc, container.id, task.id),
-            cuda=cuda,
-        ),
+        spec=spec_of(cfg, alloc, container.id, task.id, cuda=cuda),
     )

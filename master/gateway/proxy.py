@@ -10,8 +10,9 @@ only where ``tasks.generic`` allows for the task (its own agent's address, a por
 for it), with the headers its kind adds (a notebook's token, which its users never see);
 answers are streamed back as they arrive and each one counts as the task's activity (idle
 timeouts). The task's server is told its path prefix, so its links and redirects already
-point under ``/proxy/<task id>/``. aiohttp is the client: the agents' docker runtime already
-depends on it (through aiodocker).
+point under ``/proxy/<task id>/``. HTTP requests go over ``upstream``'s connections, kept
+open per task; aiohttp is the WebSockets' client (the agents' docker runtime already
+depends on it, through aiodocker).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pydet.master.auth import rules as authz
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.auth.callers import UserCaller
 from pydet.master.gateway import auth as gateway_auth
+from pydet.master.gateway.upstream import UpstreamError, Upstreams
 from pydet.master.service import Service
 from pydet.master.tasks.generic import ProxyTarget
 
@@ -64,10 +66,15 @@ _HANDSHAKE = frozenset(
         "sec-websocket-accept",
     }
 )
-# What is read from the task and written to the client at once at most: large, so that a
-# download costs few writes (a read returns what has arrived, so nothing waits for it).
+# A request's own, not passed on: the master's credentials (the task's headers and cookies
+# are added back), and the framing of a body that is forwarded whole.
+_REQUEST_ONLY = frozenset({"authorization", "cookie", "content-length", "expect"})
+# What the tunnel reads from a shell's port at once at most: large, so that a copy costs
+# few writes (a read returns what has arrived, so nothing waits for it).
 _CHUNK = 1024 * 1024
-_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=300.0)
+# How long a request waits for the agent of its task to connect (after a master restart
+# the agent reconnects within seconds) before it is answered 503.
+_AGENT_WAIT = 15.0
 _WS_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=10.0)
 
 
@@ -89,7 +96,7 @@ def _outgoing_headers(conn: HTTPConnection, target: ProxyTarget) -> dict[str, st
     headers = {}
     for name, value in conn.headers.items():
         lower = name.lower()
-        if lower in _HOP or lower in _HANDSHAKE or lower in ("authorization", "cookie"):
+        if lower in _HOP or lower in _HANDSHAKE or lower in _REQUEST_ONLY:
             continue
         headers[name] = value
     # The task's own cookies pass; the master's session does not leave the master.
@@ -118,6 +125,8 @@ async def _pipe(*pumps: Callable[[], Coroutine[Any, Any, None]]) -> None:
 
 
 def routes(auth: Authenticator, service: Service) -> list[BaseRoute]:
+    upstreams = Upstreams()
+
     async def authorized(conn: HTTPConnection, *, websocket: bool = False) -> ProxyTarget:
         _check_cross_site(conn, websocket=websocket)
         caller = await auth.authenticate(gateway_auth.token_of(conn))
@@ -127,7 +136,7 @@ def routes(auth: Authenticator, service: Service) -> list[BaseRoute]:
         owner = service.generic.owner_of(task_id)
         if owner is not None:  # else proxy_target says there is no such task
             await authz.owns_task(caller, task_id, owner, conn.app.state.lookup, "open")
-        target = service.generic.proxy_target(task_id)
+        target = await service.generic.proxy_target_once_connected(task_id, _AGENT_WAIT)
         service.generic.record_activity(task_id)
         return target
 
@@ -142,43 +151,39 @@ def routes(auth: Authenticator, service: Service) -> list[BaseRoute]:
                 f"task {target.task_id} serves a TCP port: reach it through a WebSocket "
                 "(det shell open)"
             )
-        url = f"http://{target.address}{request.url.path}"
-        if request.url.query:
-            url += f"?{request.url.query}"
         body = await request.body()
-        session = aiohttp.ClientSession(
-            timeout=_TIMEOUT, auto_decompress=False, read_bufsize=_CHUNK
-        )
+        # The target as the client sent it, still percent-encoded.
+        path = (request.scope.get("raw_path") or request.url.path.encode()).decode("latin-1")
+        if query := request.scope.get("query_string", b""):
+            path += "?" + query.decode("latin-1")
         try:
-            upstream = await session.request(
+            upstream = await upstreams.request(
+                target.address,
                 request.method,
-                url,
-                headers=_outgoing_headers(request, target),
-                data=body or None,
-                allow_redirects=False,
+                path,
+                list(_outgoing_headers(request, target).items()),
+                body,
             )
-        except (aiohttp.ClientError, OSError, TimeoutError) as e:
-            await session.close()
+        except UpstreamError as e:
             raise errors.Unavailable(
                 f"task {target.task_id} does not answer at {target.address}: {e}"
             ) from None
-        headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP}
 
         async def stream() -> AsyncIterator[bytes]:
-            content = upstream.content
             try:
-                async for first in content.iter_any():
-                    # With what else has arrived already: fewer, larger writes.
-                    parts, size = [first], len(first)
-                    while size < _CHUNK and (more := content.read_nowait(_CHUNK - size)):
-                        parts.append(more)
-                        size += len(more)
-                    yield parts[0] if len(parts) == 1 else b"".join(parts)
+                async for piece in upstream.body():
+                    yield piece
             finally:
-                upstream.release()
-                await session.close()
+                upstream.close()
 
-        return StreamingResponse(stream(), status_code=upstream.status, headers=headers)
+        response = StreamingResponse(stream(), status_code=upstream.status)
+        # Raw, so that repeated headers (Set-Cookie) pass as they came.
+        response.raw_headers = [
+            (k.lower().encode("latin-1"), v.encode("latin-1"))
+            for k, v in upstream.headers
+            if k.lower() not in _HOP
+        ]
+        return response
 
     async def websocket(ws: WebSocket) -> None:
         try:

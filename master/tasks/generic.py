@@ -13,7 +13,9 @@ QUEUED again when unpaused.
 
 The proxy forwards only where this module allows: a task may report as its address only
 its own agent's address (as the agent reported it) with a port the master declared for it
-when it placed the task, and the proxy checks the same again on every request.
+when it placed the task, and the proxy checks the same again on every request. While the
+task's agent is not connected (a restarted master adopts tasks before their agents are
+back) its address is unknown: the proxy waits for it a few seconds, then answers 503.
 
 They survive a master restart: the record says which tasks were live, the allocation's row
 and the agent's reconnection give the running container back (``restore``), and the
@@ -49,9 +51,13 @@ PORT_RANGE = (2900, 3900)
 # How often idle timeouts are looked at.
 IDLE_CHECK_SECONDS = 1.0
 DEFAULT_PRIORITY = 42
+# The workspace of tasks launched into none (Determined's "Uncategorized").
+UNCATEGORIZED_WORKSPACE = 1
 KILL_GRACE = 5.0
 # How long a paused generic task has to stop when its config does not say.
 PREEMPTION_TIMEOUT = 30.0
+# How often the proxy looks whether a task's agent is back.
+AGENT_POLL_SECONDS = 0.1
 # Every column but the context, which only the task itself downloads.
 _COLUMNS = (
     "id, task_type, username, description, config, resource_pool, slots, priority, state,"
@@ -170,6 +176,12 @@ class GenericTask:
         ``preemption_timeout``)."""
         value = self.extra.get("preemption_timeout")
         return float(value) if isinstance(value, int | float) and value > 0 else PREEMPTION_TIMEOUT
+
+    @property
+    def workspace_id(self) -> int:
+        """The workspace it belongs to: the one it was launched into, else Determined's
+        default, Uncategorized."""
+        return int(self.extra.get("workspace_id") or UNCATEGORIZED_WORKSPACE)
 
     @property
     def idle_timeout(self) -> float | None:
@@ -452,6 +464,12 @@ class GenericTasks:
         agent = self._agent_of(task)
         if agent is None:
             raise errors.FailedPrecondition(f"{task.task_type.noun} {task.id} runs on no agent")
+        if not agent.connected:
+            # After a master restart, until the agent is back: its address is not known yet.
+            raise errors.Unavailable(
+                f"agent {agent.id}, which runs {task.task_type.noun} {task.id}, is not "
+                "connected to the master; try again once it is back"
+            )
         if not _same_host(host, agent.address):
             raise errors.PermissionDenied(
                 f"proxy_address: {address} is not on agent {agent.id} ({agent.address}), which "
@@ -484,6 +502,20 @@ class GenericTasks:
             tcp=kind.tcp or (not kind.ports and bool(declared) and bool(declared[0]["tcp"])),
             headers={str(k): str(v) for k, v in dict(headers).items()},
         )
+
+    async def proxy_target_once_connected(self, task_id: str, wait: float) -> ProxyTarget:
+        """``proxy_target``, waiting up to ``wait`` seconds for the task's agent when it is
+        not connected (a restarted master that adopted the task before the agent came back,
+        or an agent that is reconnecting)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            try:
+                return self.proxy_target(task_id)
+            except errors.Unavailable:
+                if loop.time() >= deadline:
+                    raise
+            await asyncio.sleep(AGENT_POLL_SECONDS)
 
     def owner_of(self, task_id: str) -> str | None:
         """Who launched a live task; None for no live task of that id."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from determined.api.gen import v1
 from determined.common import expconf
@@ -115,13 +115,7 @@ def start_orders(
                 argv=list(TASK_ENTRY),
                 env=env,
                 slot_ids=list(c.slot_ids),
-                spec=container_spec(
-                    cfg.environment,
-                    cfg.bind_mounts,
-                    cfg.resources,
-                    labels=labels(alloc, c.id, launch.task_id),
-                    cuda=cuda,
-                ),
+                spec=spec_of(cfg, alloc, c.id, launch.task_id, cuda=cuda),
             )
         )
     return orders
@@ -144,6 +138,30 @@ def labels(alloc: Allocation, container_id: str, task_id: str) -> dict[str, str]
         "ai.pydet.container": container_id,
         "ai.pydet.task": task_id,
     }
+
+
+class Containerized(Protocol):
+    """A config a container runs under (a trial's, a command's)."""
+
+    @property
+    def environment(self) -> expconf.EnvironmentConfig: ...
+    @property
+    def bind_mounts(self) -> Sequence[expconf.BindMount]: ...
+    @property
+    def resources(self) -> expconf.ResourcesConfig: ...
+
+
+def spec_of(
+    cfg: Containerized, alloc: Allocation, container_id: str, task_id: str, *, cuda: bool
+) -> v1.ContainerSpec:
+    """``container_spec`` of a config, for one container of an allocation."""
+    return container_spec(
+        cfg.environment,
+        cfg.bind_mounts,
+        cfg.resources,
+        labels=labels(alloc, container_id, task_id),
+        cuda=cuda,
+    )
 
 
 def container_spec(

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import context_archive, errors, expconf
 from determined.core._tensorboard import storage_config, sync_path
 from pydet.master import queries
 from pydet.master.agents.table import Agent
@@ -35,13 +35,15 @@ from pydet.master.tasks.generic import (
     base_env,
     proxy_path,
 )
-from pydet.master.tasks.task_spec import MasterInfo
+from pydet.master.tasks.task_spec import MasterInfo, spec_of, variables
 
 log = logging.getLogger(__name__)
 
 # Determined loads at most 100 trials into one TensorBoard.
 MAX_TRIALS = 100
 TASK_ENTRY = ["python3", "-m", "determined.exec.tensorboard"]
+# "1" when it was launched with a context (its working directory's files) to download.
+CONTEXT_ENV = "DET_TASK_CONTEXT"
 _READABLE_STORAGES = ("shared_fs", "directory", "s3")
 
 
@@ -60,6 +62,7 @@ def to_proto(tb: GenericTask) -> v1.Tensorboard:
         job_id=tb.id,
         allocation_id=tb.allocation_id,
         priority=tb.priority,
+        workspace_id=tb.workspace_id,
     )
 
 
@@ -76,31 +79,55 @@ class Tensorboards:
         )
 
     async def launch(
-        self, *, username: str, experiment_ids: list[int], trial_ids: list[int]
+        self,
+        *,
+        username: str,
+        experiment_ids: list[int],
+        trial_ids: list[int],
+        config: str = "",
+        context: bytes = b"",
+        workspace_id: int = 0,
     ) -> GenericTask:
+        """Queue a TensorBoard over the trials' files, with what ``config`` (a command
+        config: description, resources, environment, bind_mounts) and ``context`` (its
+        working directory's files) ask for."""
         if not experiment_ids and not trial_ids:
             raise errors.InvalidArgument(
                 "experiment_ids, trial_ids: name at least one experiment or trial"
             )
+        raw = expconf.load_yaml(config) if config.strip() else {}
+        defaults = {"resources": {"resource_pool": self._info.default_pool}}
+        cfg = expconf.parse_command_config(raw, defaults, entrypoint=False)
+        pool = cfg.resources.resource_pool
+        if pool not in self._info.pools:
+            raise errors.InvalidArgument(
+                f"resources.resource_pool: no resource pool named {pool!r}"
+            )
+        if context:
+            context_archive.check_context(context)
         sources = await self._sources(experiment_ids, trial_ids)
         tb_id = str(uuid.uuid4())
+        filled = cfg.to_dict()
+        filled["description"] = cfg.description or f"TensorBoard ({tb_id[:8]})"
         tb = GenericTask(
             id=tb_id,
             task_type=TaskType.TENSORBOARD,
             username=username,
-            description=f"TensorBoard ({tb_id[:8]})",
-            resource_pool=self._info.default_pool,
+            description=filled["description"],
+            resource_pool=pool,
             slots=0,
-            priority=42,
+            priority=cfg.resources.priority or 42,
             phase=Phase.QUEUED,
             start_time=time.time(),
+            config=filled,
             extra={
                 "experiment_ids": sorted(set(experiment_ids)),
                 "trial_ids": sorted({s["trial_id"] for s in sources}),
                 "sources": sources,
+                **({"workspace_id": workspace_id} if workspace_id else {}),
             },
         )
-        return await self._generic.create(tb, None)
+        return await self._generic.create(tb, context or None)
 
     def live(self) -> list[GenericTask]:
         return self._generic.live(TaskType.TENSORBOARD)
@@ -179,10 +206,26 @@ def start_order(
 ) -> v1.StartContainer:
     (container,) = alloc.containers.values()
     sources = tb.extra.get("sources", [])
+    cfg = expconf.parse_command_config(tb.config, entrypoint=False)
     env = {
         **base_env(tb, alloc, info, agents[container.agent_id]),
+        **variables(cfg.environment, cuda=False),
         "DET_TENSORBOARD_SOURCES": json.dumps(sources),
+        **({CONTEXT_ENV: "1"} if tb.has_context else {}),
     }
+    spec = spec_of(cfg, alloc, container.id, tb.id, cuda=False)
+    # In a container (docker runtime) the storage directories are where they are on the
+    # host, as for trials; writable, since the task creates missing ones.
+    spec.bind_mounts += [
+        v1.BindMount(host_path=path, container_path=path, read_only=False)
+        for path in sorted(
+            {
+                str(s["storage"]["host_path"])
+                for s in sources
+                if s["storage"].get("type") == "shared_fs"
+            }
+        )
+    ]
     return v1.StartContainer(
         container_id=container.id,
         allocation_id=alloc.id,
@@ -190,23 +233,5 @@ def start_order(
         argv=list(TASK_ENTRY),
         env=env,
         slot_ids=[],
-        spec=v1.ContainerSpec(
-            # In a container (docker runtime) the storage directories are where they are on
-            # the host, as for trials; writable, since the task creates missing ones.
-            bind_mounts=[
-                v1.BindMount(host_path=path, container_path=path, read_only=False)
-                for path in sorted(
-                    {
-                        str(s["storage"]["host_path"])
-                        for s in sources
-                        if s["storage"].get("type") == "shared_fs"
-                    }
-                )
-            ],
-            labels={
-                "ai.pydet.allocation": alloc.id,
-                "ai.pydet.container": container.id,
-                "ai.pydet.task": tb.id,
-            },
-        ),
+        spec=spec,
     )

@@ -51,13 +51,37 @@ def docker_engine() -> None:
         proc = subprocess.run([str(script)], capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not _engine_up():
             pytest.skip(f"no Docker engine could be started: {proc.stderr.strip()[-800:]}")
-    for image in (BASE_IMAGE, TASK_IMAGE):
-        if _docker("image", "inspect", image).returncode != 0:
-            build = ROOT / "scripts" / "docker" / "build-images.sh"
-            proc = subprocess.run([str(build)], capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                pytest.fail(f"{build} failed:\n{proc.stderr[-3000:]}")
-            break
+    missing = any(_docker("image", "inspect", i).returncode != 0 for i in (BASE_IMAGE, TASK_IMAGE))
+    if missing or not _carries_the_task_tools(TASK_IMAGE):
+        build = ROOT / "scripts" / "docker" / "build-images.sh"
+        proc = subprocess.run([str(build)], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            pytest.fail(f"{build} failed:\n{proc.stderr[-3000:]}")
+        assert _carries_the_task_tools(TASK_IMAGE), f"{TASK_IMAGE} lacks JupyterLab or sshd"
+
+
+# What the default task image carries for notebooks, TensorBoards and shells.
+_TOOLS = (
+    "import jupyterlab, tensorboard, os, sys; sys.exit(not os.access('/usr/sbin/sshd', os.X_OK))"
+)
+
+
+def _carries_the_task_tools(image: str) -> bool:
+    """Whether ``image`` has JupyterLab and TensorBoard in its Python and OpenSSH's sshd: one
+    built by an older recipe may not, and is built again."""
+    proc = _docker(
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        "--entrypoint",
+        "python3",
+        image,
+        "-c",
+        _TOOLS,
+        timeout=300,
+    )
+    return proc.returncode == 0
 
 
 def containers(agent_id: str) -> list[dict[str, str]]:

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.cluster import Cluster, cluster_fixture, wait_until
 
@@ -155,3 +156,63 @@ def test_a_template_fills_in_a_commands_config(cluster: Cluster, tmp_path: pathl
     assert "priority: 12" in cluster.det("cmd", "config", cmd_id).stdout
     proc = cluster.det("cmd", "run", "--template", "no-such-template", "true", check=False)
     assert proc.returncode == 1 and "no template named 'no-such-template'" in proc.stderr
+
+
+def test_a_task_belongs_to_the_workspace_it_was_launched_into(cluster: Cluster) -> None:
+    cluster.det("workspace", "create", "team-a")
+    in_team = cluster.det("cmd", "run", "-d", "-w", "team-a", "sleep", "60").stdout.strip()
+    elsewhere = cluster.det("cmd", "run", "-d", "sleep", "60").stdout.strip()
+    team = json.loads(cluster.det("workspace", "describe", "team-a", "--json").stdout)
+
+    def listed(*flags: str) -> dict[str, Any]:
+        shown = json.loads(cluster.det("cmd", "list", "--json", *flags).stdout)
+        return {c["id"]: c for c in shown}
+
+    assert set(listed("-w", "team-a")) == {in_team}
+    assert in_team not in listed("-w", "Uncategorized") and elsewhere in listed(
+        "-w", "Uncategorized"
+    )
+    assert listed()[in_team]["workspace_id"] == team["id"]
+    assert listed()[elsewhere]["workspace_id"] == 1
+
+    # Its row alone, as Determined's describe shows it.
+    described = json.loads(cluster.det("command", "describe", in_team[:8], "--json").stdout)
+    assert (described["id"], described["workspace_id"]) == (in_team, team["id"])
+    csv = cluster.det("command", "describe", in_team, "--csv").stdout.splitlines()
+    assert csv[0].startswith("ID,Owner,Description,State") and csv[1].startswith(in_team)
+
+    # Oldest first unless asked otherwise.
+    ids = cluster.det("cmd", "list", "-q").stdout.split()
+    assert ids.index(in_team) < ids.index(elsewhere)
+    newest = cluster.det("cmd", "list", "-q", "--sort-by", "startTime", "--order-by", "desc")
+    assert newest.stdout.split() == ids[::-1]
+
+    cluster.det("workspace", "archive", "team-a")
+    refused = cluster.det("cmd", "run", "-w", "team-a", "true", check=False)
+    assert refused.returncode != 0 and "team-a" in refused.stderr and "archived" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    missing = cluster.det("notebook", "start", "-d", "-w", "no-such", check=False)
+    assert missing.returncode != 0 and "no-such" in missing.stderr
+    cluster.det("cmd", "kill", in_team, elsewhere)
+
+
+def test_a_notebook_preview_shows_its_config_and_launches_nothing(cluster: Cluster) -> None:
+    before = cluster.det("notebook", "list", "-a", "-q").stdout.split()
+    out = cluster.det(
+        "notebook",
+        "start",
+        "--preview",
+        "--config",
+        "description=peek",
+        "--config",
+        "resources.slots=0",
+    ).stdout
+    shown = yaml.safe_load(out)
+    assert shown["description"] == "peek"
+    assert shown["resources"]["slots"] == 0
+    assert shown["resources"]["resource_pool"] == "default"
+    assert cluster.det("notebook", "list", "-a", "-q").stdout.split() == before
+    bad = cluster.det(
+        "notebook", "start", "--preview", "--config", "resources.slots=-2", check=False
+    )
+    assert bad.returncode != 0 and "slots" in bad.stderr and "Traceback" not in bad.stderr

@@ -227,3 +227,56 @@ def test_a_tensorboard_reads_trials_whose_storage_is_s3(
     assert "loss" in runs[f"trial_{trial_id}"]
     cluster.det("tensorboard", "kill", tb_id)
     wait_until(lambda: not _tensorboards(cluster), 30, "the TensorBoard to end")
+
+
+@pytest.mark.slow
+def test_a_tensorboard_takes_a_config_a_context_and_a_workspace(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    exp_id, _ = _completed_trial(cluster, tmp_path, TRAIN, "metric: accuracy")
+    cluster.det("workspace", "create", "viz")
+    ctx = tmp_path / "tbctx"
+    ctx.mkdir()
+    (ctx / "notes.md").write_text("from the context\n")
+    extra = tmp_path / "extra.txt"
+    extra.write_text("included\n")
+    config = tmp_path / "tb.yaml"
+    config.write_text("environment:\n  environment_variables: [TB_GREETING=hi]\n")
+    out = cluster.det(
+        "tensorboard",
+        "start",
+        str(exp_id),
+        "--no-browser",
+        "-w",
+        "viz",
+        "-c",
+        str(ctx),
+        "-i",
+        str(extra),
+        "--config-file",
+        str(config),
+        "--config",
+        "description=my board",
+        "--config",
+        "resources.priority=7",
+    ).stdout
+    found = re.search(r"^Launched tensorboard \(id: ([0-9a-f-]{36}), name: (.+)\)\.$", out, re.M)
+    assert found is not None and found.group(2) == "my board", out
+    tb_id = found.group(1)
+    assert "TensorBoard is running at: " in out
+    (tb,) = json.loads(cluster.det("tensorboard", "list", "-w", "viz", "--json").stdout)
+    assert (tb["id"], tb["description"], tb["priority"]) == (tb_id, "my board", 7)
+    assert not json.loads(
+        cluster.det("tensorboard", "list", "-w", "Uncategorized", "--json").stdout
+    )
+    assert "unpacked the context" in cluster.det("tensorboard", "logs", tb_id).stdout
+
+    following = subprocess.Popen(
+        [sys.executable, "-m", "pydet.cli", "tensorboard", "logs", "-f", tb_id],
+        env=cluster.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    cluster.det("tensorboard", "kill", tb_id)
+    followed, _ = following.communicate(timeout=60)
+    assert following.returncode == 0 and "TensorBoard is ready" in followed

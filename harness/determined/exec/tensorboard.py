@@ -126,6 +126,28 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> bool:
     return False
 
 
+def _unpack_context() -> bool:
+    """The files it was launched with (-c/--context, -i/--include), in its working
+    directory; False, having said why, when they cannot be."""
+    import determined as det
+    from determined.common import errors
+    from determined.common.context_archive import unpack_context
+    from determined.launch import rpc
+
+    info = det.get_cluster_info()
+    if info is None:
+        print("pydet: no task's context to download outside a task", file=sys.stderr)
+        return False
+    try:
+        data = rpc.fetch_task_context(info)
+        unpack_context(data, os.getcwd())
+    except (errors.DetError, OSError) as e:
+        print(f"pydet: cannot download the TensorBoard's context: {e}", file=sys.stderr)
+        return False
+    log.info("unpacked the context (%d bytes packed) into %s", len(data), os.getcwd())
+    return True
+
+
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if importlib.util.find_spec("tensorboard") is None:
@@ -137,6 +159,8 @@ def main() -> int:
         )
         return 1
     env = os.environ
+    if env.get("DET_TASK_CONTEXT") == "1" and not _unpack_context():
+        return 1
     sources = json.loads(env["DET_TENSORBOARD_SOURCES"])
     prefix = env["DET_PROXY_PATH"].rstrip("/")
     try:

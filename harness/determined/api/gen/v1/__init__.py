@@ -1821,6 +1821,11 @@ class Command(betterproto2.Message):
 
     allocation_id: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
 
+    workspace_id: "int" = betterproto2.field(25, betterproto2.TYPE_INT32)
+    """
+    The workspace it belongs to (1, Uncategorized, unless launched into another).
+    """
+
 
 default_message_pool.register_message("v1", "Command", Command)
 
@@ -2774,6 +2779,11 @@ class GetCommandsRequest(betterproto2.Message):
     Only these users' commands (every user's when empty).
     """
 
+    workspace_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+    """
+    Only that workspace's (every workspace's when 0).
+    """
+
 
 default_message_pool.register_message("v1", "GetCommandsRequest", GetCommandsRequest)
 
@@ -3383,6 +3393,8 @@ default_message_pool.register_message("v1", "GetNotebookResponse", GetNotebookRe
 class GetNotebooksRequest(betterproto2.Message):
     users: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
 
+    workspace_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+
 
 default_message_pool.register_message("v1", "GetNotebooksRequest", GetNotebooksRequest)
 
@@ -3575,6 +3587,8 @@ default_message_pool.register_message("v1", "GetShellResponse", GetShellResponse
 class GetShellsRequest(betterproto2.Message):
     users: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
 
+    workspace_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+
 
 default_message_pool.register_message("v1", "GetShellsRequest", GetShellsRequest)
 
@@ -3687,7 +3701,12 @@ default_message_pool.register_message("v1", "GetTensorboardResponse", GetTensorb
 
 @dataclass(eq=False, repr=False)
 class GetTensorboardsRequest(betterproto2.Message):
-    pass
+    users: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Only these users' TensorBoards (every user's when empty), of that workspace (all when 0).
+    """
+
+    workspace_id: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
 
 
 default_message_pool.register_message("v1", "GetTensorboardsRequest", GetTensorboardsRequest)
@@ -4329,6 +4348,11 @@ class LaunchCommandRequest(betterproto2.Message):
     The packed context directory (-c/--context, -i/--include); empty for none.
     """
 
+    workspace_id: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    """
+    The workspace it belongs to (-w/--workspace-name); 0: Uncategorized.
+    """
+
 
 default_message_pool.register_message("v1", "LaunchCommandRequest", LaunchCommandRequest)
 
@@ -4357,6 +4381,13 @@ class LaunchNotebookRequest(betterproto2.Message):
     Its working directory's contents (-c/--context, -i/--include); empty for none.
     """
 
+    workspace_id: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+
+    preview: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+    """
+    Only the config as the master would fill it: nothing is launched (--preview).
+    """
+
 
 default_message_pool.register_message("v1", "LaunchNotebookRequest", LaunchNotebookRequest)
 
@@ -4379,6 +4410,8 @@ class LaunchShellRequest(betterproto2.Message):
 
     context: "bytes" = betterproto2.field(3, betterproto2.TYPE_BYTES)
 
+    workspace_id: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+
 
 default_message_pool.register_message("v1", "LaunchShellRequest", LaunchShellRequest)
 
@@ -4398,6 +4431,18 @@ class LaunchTensorboardRequest(betterproto2.Message):
     experiment_ids: "list[int]" = betterproto2.field(1, betterproto2.TYPE_INT32, repeated=True)
 
     trial_ids: "list[int]" = betterproto2.field(2, betterproto2.TYPE_INT32, repeated=True)
+
+    config: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    A command config (YAML or JSON: description, resources, environment, bind_mounts).
+    """
+
+    context: "bytes" = betterproto2.field(4, betterproto2.TYPE_BYTES)
+    """
+    Its working directory's contents (-c/--context, -i/--include); empty for none.
+    """
+
+    workspace_id: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
 
 
 default_message_pool.register_message("v1", "LaunchTensorboardRequest", LaunchTensorboardRequest)
@@ -4933,6 +4978,11 @@ class Notebook(betterproto2.Message):
     slots: "int" = betterproto2.field(23, betterproto2.TYPE_INT32)
 
     allocation_id: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
+
+    workspace_id: "int" = betterproto2.field(25, betterproto2.TYPE_INT32)
+    """
+    The workspace it belongs to (1, Uncategorized, unless launched into another).
+    """
 
 
 default_message_pool.register_message("v1", "Notebook", Notebook)
@@ -6833,6 +6883,11 @@ class Shell(betterproto2.Message):
 
     allocation_id: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
 
+    workspace_id: "int" = betterproto2.field(25, betterproto2.TYPE_INT32)
+    """
+    The workspace it belongs to (1, Uncategorized, unless launched into another).
+    """
+
 
 default_message_pool.register_message("v1", "Shell", Shell)
 
@@ -7086,6 +7141,11 @@ class Tensorboard(betterproto2.Message):
     priority: "int" = betterproto2.field(13, betterproto2.TYPE_INT32)
     """
     Its place in the queue (1-99, lower first).
+    """
+
+    workspace_id: "int" = betterproto2.field(14, betterproto2.TYPE_INT32)
+    """
+    The workspace it belongs to (1, Uncategorized, unless launched into another).
     """
 
 
@@ -9159,15 +9219,12 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
 
     async def get_tensorboards(
         self,
-        message: "GetTensorboardsRequest | None" = None,
+        message: "GetTensorboardsRequest",
         *,
         timeout: "float | None" = None,
         deadline: "Deadline | None" = None,
         metadata: "MetadataLike | None" = None,
     ) -> "GetTensorboardsResponse":
-
-        if message is None:
-            message = GetTensorboardsRequest()
 
         return await self._unary_unary(
             "/v1.Determined/GetTensorboards",
