@@ -19,6 +19,7 @@ from tests.cluster import Cluster, running
 from tests.cluster import one_line_error as error
 
 NOBODY = (65534, 65534)
+CHECKOUT = pathlib.Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not pathlib.Path("/usr/bin/python3").exists(),
@@ -33,9 +34,14 @@ def cluster() -> Iterator[Cluster]:
     # packages (the virtual environment's interpreter may live under an unreadable home).
     root = pathlib.Path(tempfile.mkdtemp(prefix="agent-users-"))
     root.chmod(0o755)
+    # The checkout too: an editable install is found through a .pth file, which the system
+    # python3 does not read from PYTHONPATH.
     packages = [p for p in site.getsitepackages() if p.startswith(sys.prefix)]
+    checkout = [str(CHECKOUT / "harness"), str(CHECKOUT)]
     env = pytest.MonkeyPatch()
-    env.setenv("PYTHONPATH", os.pathsep.join([os.environ.get("PYTHONPATH", ""), *packages]))
+    env.setenv(
+        "PYTHONPATH", os.pathsep.join([os.environ.get("PYTHONPATH", ""), *checkout, *packages])
+    )
     c = Cluster(root)
     c.agent_python = "/usr/bin/python3"
 
