@@ -47,15 +47,20 @@ def _shells(cluster: Cluster) -> list[dict[str, Any]]:
 def test_a_shell_runs_commands_over_ssh_through_the_master(cluster: Cluster, shell_id: str) -> None:
     out = cluster.det("shell", "open", shell_id, "--", "hostname").stdout
     assert out.strip() == socket.gethostname()
-    # A session has the task's environment: its ids, its Python with the harness.
+    # A session has the task's environment: its ids, and its Python (with the harness) on
+    # its PATH; a login's rc files may put others first (pyenv's shims, say), as they would
+    # in any container.
+    python = os.path.join(os.path.dirname(sys.executable), "python3")
     out = cluster.det(
         "shell",
         "open",
         shell_id,
         "--",
-        "echo $DET_TASK_ID $DET_TASK_TYPE; python3 -c 'import determined'",
+        f"echo $DET_TASK_ID $DET_TASK_TYPE $PATH; {python} -c 'import determined'",
     ).stdout
-    assert out.split() == [shell_id, "SHELL"]
+    task_id, task_type, path = out.split()
+    assert [task_id, task_type] == [shell_id, "SHELL"]
+    assert os.path.dirname(sys.executable) in path.split(os.pathsep)
     failed = cluster.det("shell", "open", shell_id, "--", "exit 7", check=False)
     assert failed.returncode == 7
     (listed,) = [s for s in _shells(cluster) if s["id"] == shell_id]
