@@ -46,6 +46,7 @@ def generate(out: pathlib.Path) -> None:
             "grpc_tools.protoc",
             f"-I{PROTO_DIR}",
             f"--descriptor_set_out={descriptor_set}",
+            "--include_imports",
             *protos,
         ],
         check=True,
@@ -78,11 +79,16 @@ _MESSAGE_TYPE = 11
 _REPEATED = 3
 
 
-def _type_of(field: Any) -> tuple[str, str | None]:
-    """(kind, message name) of a field descriptor: a scalar kind, or ("message", name)."""
+def _type_of(field: Any, package: str) -> tuple[str, str | None]:
+    """(kind, message name) of a field descriptor: a scalar kind, or ("message", name); a
+    message of ``package`` by its own name, another (a well-known type) by its full name."""
     if field.type == _MESSAGE_TYPE:
-        return "message", field.type_name.rsplit(".", 1)[-1]
+        return "message", _message_name(field.type_name.lstrip("."), package)
     return _SCALAR_TYPES[field.type], None
+
+
+def _message_name(full_name: str, package: str) -> str:
+    return full_name.removeprefix(package + ".") if full_name.count(".") == 1 else full_name
 
 
 def schema_source(descriptor_set: bytes) -> str:
@@ -91,22 +97,31 @@ def schema_source(descriptor_set: bytes) -> str:
     from google.protobuf import descriptor_pb2
 
     files = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set)
+    # The well-known types (google/protobuf/*.proto) come in as imports: their messages are
+    # in the tables by their full names, and only what the API's own files use.
+    own = [f for f in files.file if not f.name.startswith("google/protobuf/")]
+    package = {f.package for f in own}
+    if len(package) != 1:
+        raise SystemExit(f"expected one proto package, got {sorted(package)}")
+    pkg = package.pop()
     messages: dict[str, list[tuple[Any, ...]]] = {}
     services: dict[str, list[tuple[str, str, str, bool, bool]]] = {}
     enums: dict[str, list[tuple[str, int]]] = {}
-    for f in sorted(files.file, key=lambda f: f.name):
+    for f in sorted(files.file, key=lambda f: (f not in own, f.name)):
         for e in f.enum_type:
-            enums[e.name] = [(v.name, v.number) for v in e.value]
+            enums[_message_name(f"{f.package}.{e.name}", pkg)] = [
+                (v.name, v.number) for v in e.value
+            ]
         for m in f.message_type:
             entries = {e.name: e for e in m.nested_type if e.options.map_entry}
             if len(entries) != len(m.nested_type) or m.enum_type:
                 raise SystemExit(f"{f.name}: nested types in {m.name} are not supported")
             fields = []
             for fd in m.field:
-                kind, type_name = _type_of(fd)
-                entry = entries.get(type_name or "")
+                kind, type_name = _type_of(fd, pkg)
+                entry = entries.get((type_name or "").rsplit(".", 1)[-1])
                 if entry is not None:
-                    key, value = (_type_of(e) for e in entry.field)
+                    key, value = (_type_of(e, pkg) for e in entry.field)
                     fields.append((fd.name, fd.number, "map", (key[0], *value), False, False, ""))
                     continue
                 # Presence: proto3 `optional` (a synthetic oneof) and real oneof members.
@@ -119,7 +134,7 @@ def schema_source(descriptor_set: bytes) -> str:
                     presence = kind == "message"
                 repeated = fd.label == _REPEATED
                 fields.append((fd.name, fd.number, kind, type_name, repeated, presence, oneof))
-            messages[m.name] = fields
+            messages[_message_name(f"{f.package}.{m.name}", pkg)] = fields
         for svc in f.service:
             services[svc.name] = [
                 (
@@ -131,9 +146,9 @@ def schema_source(descriptor_set: bytes) -> str:
                 )
                 for meth in svc.method
             ]
-    package = {f.package for f in files.file}
-    if len(package) != 1:
-        raise SystemExit(f"expected one proto package, got {sorted(package)}")
+    used = _used_well_known(messages)
+    messages = {k: v for k, v in messages.items() if "." not in k or k in used}
+    enums = {k: v for k, v in enums.items() if "." not in k or k in used}
     # The tables are JSON text in the module, read by one json.loads: a task imports this
     # module twice per trial, and Python compiles (without a byte-code cache) and unmarshals
     # a string in well under a millisecond, where the same tables as tuple literals take
@@ -151,7 +166,7 @@ def schema_source(descriptor_set: bytes) -> str:
         "import json",
         "from typing import Any",
         "",
-        f"PACKAGE = {package.pop()!r}",
+        f"PACKAGE = {pkg!r}",
         "",
         "MESSAGES: dict[str, list[list[Any]]] = json.loads(",
         "    '{'",
@@ -163,6 +178,26 @@ def schema_source(descriptor_set: bytes) -> str:
     lines += _json_rows(enums)
     lines += ["    '}'", ")"]
     return "\n".join(lines) + "\n"
+
+
+def _used_well_known(messages: dict[str, list[tuple[Any, ...]]]) -> set[str]:
+    """The full names of the well-known messages (and their enums) the API's messages reach."""
+    used: set[str] = set()
+    todo = [name for name in messages if "." not in name]
+    seen = set(todo)
+    while todo:
+        for _, _, kind, type_name, *_ in messages[todo.pop()]:
+            names = [type_name[-1]] if kind == "map" else [type_name]
+            for name in names:
+                if name and "." in name:
+                    used.add(name)
+                    if name not in seen and name in messages:
+                        seen.add(name)
+                        todo.append(name)
+    # google.protobuf.Value's null_value is the enum NullValue (kind "enum", no type name).
+    if "google.protobuf.Value" in used:
+        used.add("google.protobuf.NullValue")
+    return used
 
 
 def _json_rows(table: dict[str, Any]) -> list[str]:

@@ -25,6 +25,7 @@ is present, with ``null`` where a field with presence (a message, a oneof member
 from __future__ import annotations
 
 import base64
+import datetime
 import importlib
 import importlib.util
 import inspect
@@ -64,6 +65,11 @@ FD = descriptor.FieldDescriptor
 KINDS = """
 syntax = "proto3";
 package oracle;
+
+import "google/protobuf/duration.proto";
+import "google/protobuf/struct.proto";
+import "google/protobuf/timestamp.proto";
+import "google/protobuf/wrappers.proto";
 
 enum Color {
   COLOR_UNSPECIFIED = 0;
@@ -131,12 +137,45 @@ message Kinds {
     Inner choice_inner = 45;
     Color choice_color = 46;
     Empty choice_empty = 47;
+    google.protobuf.Timestamp choice_when = 67;
   }
   Empty empty = 48;
   map<string, float> by_text = 49;
+  google.protobuf.Timestamp when = 50;
+  repeated google.protobuf.Timestamp whens = 51;
+  map<string, google.protobuf.Timestamp> when_by_name = 52;
+  google.protobuf.Duration took = 53;
+  WRAPPERS
+  google.protobuf.Struct doc = 63;
+  google.protobuf.Value any_value = 64;
+  google.protobuf.ListValue items = 65;
+  repeated google.protobuf.Struct docs = 66;
+  map<string, google.protobuf.Int64Value> w_by_name = 68;
   uint32 last = 536870911;
 }
 """
+# One field of each wrapper type, w_i32 = 54 to w_u32 = 62.
+_WRAPPERS = "Int32:i32 Int64:i64 UInt64:u64 Double:dbl Float:flt Bool:flag String:text Bytes:blob"
+KINDS = KINDS.replace(
+    "WRAPPERS",
+    "\n  ".join(
+        f"google.protobuf.{kind}Value w_{name} = {54 + i};"
+        for i, (kind, name) in enumerate(w.split(":") for w in f"{_WRAPPERS} UInt32:u32".split())
+    ),
+)
+
+# The well-known types betterproto2 gives as Python values (a Timestamp as a datetime, a
+# wrapper as its value) rather than as messages.
+UNWRAPPED = {
+    "google.protobuf.Timestamp",
+    "google.protobuf.Duration",
+    *(
+        f"google.protobuf.{kind}Value"
+        for kind in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool")
+    ),
+    "google.protobuf.StringValue",
+    "google.protobuf.BytesValue",
+}
 
 # Messages fuzzed with more examples (and mutated): every kind, the agent stream, the hot paths.
 FOCUS = [
@@ -192,15 +231,21 @@ def _protoc(*args: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def _official_classes(descriptor_set: Path) -> dict[str, type[message.Message]]:
-    files = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set.read_bytes())
+def _official_classes(*descriptor_sets: Path) -> dict[str, type[message.Message]]:
+    """Every message of the sets, in one private pool (the well-known types they share are
+    added once)."""
     pool = descriptor_pool.DescriptorPool()
-    for f in files.file:
-        pool.Add(f)
+    added: set[str] = set()
     classes: dict[str, type[message.Message]] = {}
-    for f in files.file:
-        for desc in pool.FindFileByName(f.name).message_types_by_name.values():
-            classes[desc.full_name] = message_factory.GetMessageClass(desc)
+    for descriptor_set in descriptor_sets:
+        files = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set.read_bytes())
+        for f in files.file:
+            if f.name in added:
+                continue
+            added.add(f.name)
+            pool.Add(f)
+            for desc in pool.FindFileByName(f.name).message_types_by_name.values():
+                classes[desc.full_name] = message_factory.GetMessageClass(desc)
     return classes
 
 
@@ -214,7 +259,12 @@ def protos(tmp_path_factory: pytest.TempPathFactory) -> Protos:
     (tmp / "proto").mkdir()
     (tmp / "proto" / "kinds.proto").write_text(KINDS)
     kinds_set = tmp / "kinds.pb"
-    _protoc(f"-I{tmp / 'proto'}", f"--descriptor_set_out={kinds_set}", "kinds.proto")
+    _protoc(
+        f"-I{tmp / 'proto'}",
+        f"--descriptor_set_out={kinds_set}",
+        "--include_imports",
+        "kinds.proto",
+    )
     package = "_pydet_wire_oracle_kinds"
     out = tmp / package
     out.mkdir()
@@ -227,10 +277,10 @@ def protos(tmp_path_factory: pytest.TempPathFactory) -> Protos:
     spec.loader.exec_module(sys.modules[package])
     kinds = importlib.import_module(f"{package}.oracle")
 
-    official = {**_official_classes(v1_set), **_official_classes(kinds_set)}
+    official = _official_classes(v1_set, kinds_set)
     betterproto = {**_betterproto_classes(v1, "v1"), **_betterproto_classes(kinds, "oracle")}
     # A stale harness/determined/api/gen shows here first (api/generate.py --check in CI).
-    assert sorted(official) == sorted(betterproto)
+    assert sorted(n for n in official if not n.startswith("google.")) == sorted(betterproto)
     return Protos(official, betterproto)
 
 
@@ -278,9 +328,39 @@ def _real_oneof(f: descriptor.FieldDescriptor) -> descriptor.OneofDescriptor | N
     return oneof
 
 
+# What a datetime and a timedelta hold: the years 1 to 9999, whole microseconds (the bytes of
+# the rest are tested by hand: test_timestamps_a_datetime_cannot_hold_are_refused).
+_SECONDS = (-62135596800, 253402300799)
+_DURATION_SECONDS = 315576000000
+
+
+@st.composite
+def _timestamp(draw: st.DrawFn, cls: type[message.Message]) -> message.Message:
+    seconds = draw(_ints(*_SECONDS))
+    nanos = draw(st.integers(0, 999999)) * 1000
+    if seconds == _SECONDS[1] and nanos:
+        seconds -= 1
+    return cls(seconds=seconds, nanos=nanos)
+
+
+@st.composite
+def _duration(draw: st.DrawFn, cls: type[message.Message]) -> message.Message:
+    seconds = draw(_ints(-_DURATION_SECONDS, _DURATION_SECONDS))
+    sign = -1 if seconds < 0 else 1
+    return cls(seconds=seconds, nanos=sign * draw(st.integers(0, 999999)) * 1000)
+
+
 def _value(protos: Protos, f: descriptor.FieldDescriptor, depth: int) -> st.SearchStrategy[Any]:
     if f.type == FD.TYPE_MESSAGE:
-        return _message(protos, f.message_type.full_name, depth + 1)
+        name = f.message_type.full_name
+        if name == "google.protobuf.Timestamp":
+            return _timestamp(protos.official[name])
+        if name == "google.protobuf.Duration":
+            return _duration(protos.official[name])
+        return _message(protos, name, depth + 1)
+    if f.full_name == "google.protobuf.Value.number_value":
+        # JSON has no NaN or infinity: the official runtime will not write them in a Value.
+        return st.floats(allow_nan=False, allow_infinity=False)
     if f.type == FD.TYPE_ENUM:
         known = [v.number for v in f.enum_type.values]
         return st.sampled_from(known) | _ints(*I32)  # proto3 enums are open
@@ -434,7 +514,12 @@ def assert_fields(
 
 
 def _assert_value(f: descriptor.FieldDescriptor, want: Any, got: Any, where: str) -> None:
-    if f.type == FD.TYPE_MESSAGE:
+    if f.type == FD.TYPE_MESSAGE and f.message_type.full_name in UNWRAPPED:
+        if "value" in want.DESCRIPTOR.fields_by_name:  # a wrapper: compare as its value
+            _assert_value(want.DESCRIPTOR.fields_by_name["value"], want.value, got, where)
+        else:
+            assert type(got) is type(_unwrapped(want)) and got == _unwrapped(want), (where, got)
+    elif f.type == FD.TYPE_MESSAGE:
         assert isinstance(got, betterproto2.Message), where
         _assert_same(want, got, where)
     elif f.type == FD.TYPE_ENUM:
@@ -468,12 +553,61 @@ def _to_betterproto(want: message.Message, cls: type[Any]) -> Any:
     return cls(**kwargs)
 
 
+def _unwrapped(m: message.Message) -> Any:
+    """What betterproto2 holds for the official well-known message ``m``."""
+    name = m.DESCRIPTOR.full_name
+    if name == "google.protobuf.Timestamp":
+        return m.ToDatetime(tzinfo=datetime.UTC)  # type: ignore[attr-defined]
+    if name == "google.protobuf.Duration":
+        return m.ToTimedelta()  # type: ignore[attr-defined]
+    return m.value  # type: ignore[attr-defined]
+
+
 def _python(f: descriptor.FieldDescriptor, value: Any, sub: Any) -> Any:
+    if f.type == FD.TYPE_MESSAGE and f.message_type.full_name in UNWRAPPED:
+        return _unwrapped(value)
     if f.type == FD.TYPE_MESSAGE:
         return _to_betterproto(value, sub)
     if f.type == FD.TYPE_ENUM:
         return sub(value)
     return value
+
+
+def _as_held(m: message.Message) -> bool:
+    """Makes ``m`` what betterproto2 holds of it: its unwrapped well-known messages lose what
+    a Python value cannot keep (nanoseconds below a microsecond, unknown fields). False when
+    one does not fit a datetime or a timedelta at all (betterproto2 cannot hold it)."""
+    for f in m.DESCRIPTOR.fields:
+        if f.type != FD.TYPE_MESSAGE:
+            continue
+        if _is_map(f):
+            values = list(getattr(m, f.name).values())
+            f = f.message_type.fields_by_name["value"]
+            if f.type != FD.TYPE_MESSAGE:
+                continue
+        elif f.is_repeated:
+            values = list(getattr(m, f.name))
+        elif m.HasField(f.name):
+            values = [getattr(m, f.name)]
+        else:
+            continue
+        for sub in values:
+            name = sub.DESCRIPTOR.full_name
+            if name not in UNWRAPPED:
+                if not _as_held(sub):
+                    return False
+                continue
+            sub.DiscardUnknownFields()
+            if name in ("google.protobuf.Timestamp", "google.protobuf.Duration"):
+                try:
+                    held = _unwrapped(sub)
+                except (OverflowError, ValueError):
+                    return False
+                if name.endswith("Timestamp"):
+                    sub.FromDatetime(held)  # type: ignore[attr-defined]
+                else:
+                    sub.FromTimedelta(held)  # type: ignore[attr-defined]
+    return True
 
 
 def _canonical(m: message.Message) -> bytes:
@@ -562,6 +696,10 @@ def test_exactly_what_the_official_runtime_rejects_is_rejected(
         reference = official.FromString(mutated)
     except message.DecodeError:
         with pytest.raises(wire.DecodeError):
+            wire.decode(ours, mutated)
+        return
+    if not _as_held(reference):
+        with pytest.raises(wire.DecodeError, match=r"outside the years 1 to 9999|out of range"):
             wire.decode(ours, mutated)
         return
     decoded = wire.decode(ours, mutated)
@@ -813,18 +951,35 @@ def test_malformed_input_is_rejected_with_a_reason(
 # gateway_json against MessageToDict.
 
 
-def _without_nulls(value: Any) -> Any:
-    """``gateway_json``'s output less its documented extra: null for unset presence fields."""
+def _without_nulls(value: Any, official: Any) -> Any:
+    """``gateway_json``'s output less its documented extra: null for unset presence fields
+    (the keys that are null in ``value`` and absent from ``official``, level by level)."""
+    if isinstance(value, dict) and isinstance(official, dict):
+        return {
+            k: _without_nulls(v, official.get(k))
+            for k, v in value.items()
+            if v is not None or k in official
+        }
+    if isinstance(value, list) and isinstance(official, list) and len(value) == len(official):
+        return [_without_nulls(v, o) for v, o in zip(value, official, strict=True)]
+    return value
+
+
+def _whole(value: Any) -> Any:
+    """Whole floats as ints: gateway_json writes a Struct's 100.0 as 100 (the same JSON
+    number), as the Go and C++ runtimes do, where MessageToDict gives 100.0."""
     if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+        return {k: _whole(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_without_nulls(v) for v in value]
+        return [_whole(v) for v in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
     return value
 
 
 def _as_json(value: Any) -> str:
     """The JSON text a client reads (object keys are strings), in a canonical order."""
-    return json.dumps(json.loads(json.dumps(value, allow_nan=False)), sort_keys=True)
+    return json.dumps(_whole(json.loads(json.dumps(value, allow_nan=False))), sort_keys=True)
 
 
 @pytest.mark.parametrize("name", _names("all"))
@@ -839,7 +994,7 @@ def test_gateway_json_matches_message_to_dict(
     expected = json_format.MessageToDict(
         original, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
-    assert _as_json(_without_nulls(got)) == _as_json(expected)
+    assert _as_json(_without_nulls(got, expected)) == _as_json(expected)
     assert set(got) == {f.name for f in original.DESCRIPTOR.fields}
 
 
@@ -856,3 +1011,66 @@ def test_gateway_json_shapes(protos: Protos) -> None:
     assert (got["color"], got["by_i64"]) == ("COLOR_BLUE", {"3": "COLOR_NEGATIVE"})
     assert got["flt"] == 0.1  # a float32 in its shortest form, as MessageToDict writes it
     assert (got["inner"], got["maybe_i32"], got["choice_text"]) == (None, None, None)
+
+
+UTC = datetime.UTC
+
+
+def test_timestamps_a_datetime_cannot_hold_are_refused_and_nanoseconds_dropped(
+    protos: Protos,
+) -> None:
+    official, kinds = protos.pair("oracle.Kinds")
+    timestamp = protos.official["google.protobuf.Timestamp"]
+    data = official(when=timestamp(seconds=5, nanos=1_999)).SerializeToString()
+    assert wire.decode(kinds, data).when == datetime.datetime(1970, 1, 1, 0, 0, 5, 1, UTC)
+    for seconds in (253402300800, -62135596801):
+        data = official(whens=[timestamp(seconds=seconds)]).SerializeToString()
+        with pytest.raises(wire.DecodeError, match=r"Timestamp .* outside the years 1 to 9999"):
+            wire.decode(kinds, data)
+    # A naive datetime is no instant: refused, as betterproto2 refuses it.
+    with pytest.raises(ValueError, match="timezone-aware"):
+        wire.encode(kinds(when=datetime.datetime(2024, 1, 1)))
+    # Another timezone is the same instant.
+    east = datetime.timezone(datetime.timedelta(hours=2))
+    here = kinds(when=datetime.datetime(2024, 1, 1, 2, tzinfo=east))
+    assert wire.decode(kinds, wire.encode(here)).when == datetime.datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def test_gateway_json_writes_well_known_types_as_the_mapping_and_determined_do(
+    protos: Protos,
+) -> None:
+    official, kinds = protos.pair("oracle.Kinds")
+    struct_cls = kinds._betterproto.cls_by_field["doc"]
+    doc = {"max_trials": 100, "lr": 0.5, "big": 2.0**60, "nested": [None, True, "x", {}]}
+    message = kinds(
+        when=datetime.datetime(2024, 5, 1, 12, 0, 0, 250000, UTC),
+        whens=[
+            datetime.datetime(1, 1, 1, tzinfo=UTC),
+            datetime.datetime(2024, 5, 1, 0, 0, 0, 1, UTC),
+        ],
+        took=datetime.timedelta(seconds=-1.5),
+        w_i64=5,
+        w_flt=0.1,
+        doc=struct_cls.from_dict(doc),
+    )
+    # Through the wire, as the master's messages come: a Struct's numbers are doubles there.
+    got = gateway_json.to_dict(wire.decode(kinds, wire.encode(message)))
+    expected = json_format.MessageToDict(official.FromString(wire.encode(message)))
+    assert got["when"] == expected["when"] == "2024-05-01T12:00:00.250Z"
+    assert (
+        got["whens"]
+        == expected["whens"]
+        == [
+            "0001-01-01T00:00:00Z",
+            "2024-05-01T00:00:00.000001Z",
+        ]
+    )
+    assert got["took"] == expected["took"] == "-1.500s"
+    assert (got["w_i64"], got["w_flt"], got["w_i32"]) == ("5", 0.1, None)
+    assert got["doc"] == doc and type(got["doc"]["max_trials"]) is int
+    assert expected["doc"]["max_trials"] == 100.0  # MessageToDict's float
+    # JSON has no NaN: where the official runtime refuses to write one, it is a string.
+    nan = struct_cls.from_dict({"loss": math.nan, "top": -math.inf})
+    assert gateway_json.to_dict(kinds(doc=nan))["doc"] == {"loss": "NaN", "top": "-Infinity"}
+    with pytest.raises(json_format.SerializeToJsonError, match=r"Infinity|NaN"):
+        json_format.MessageToDict(official.FromString(wire.encode(kinds(doc=nan))))

@@ -17,6 +17,7 @@ from typing import Any
 
 import betterproto2
 
+from determined.common import _wire_wkt
 from determined.common._protowire import _LEN, _VARINT, _key, _len_prefix, _varint
 from determined.common._wire_fields import (
     _append,
@@ -44,7 +45,6 @@ from determined.common.wire import (
     _encoders,
     _KeepUnknown,
     _parse_fields,
-    _Unsupported,
     encode,
 )
 
@@ -81,8 +81,6 @@ class _Plan:
                 lines.append(f"    if {present} > 1:")
                 lines.append(f"        _oneof_error(message, {group!r}, {members!r})")
         for name, fmeta in meta.meta_by_field_name.items():
-            if fmeta.unwrap is not None:
-                raise _Unsupported(f"{cls.__name__}.{name} wraps a well-known type")
             ptype = fmeta.proto_type
             by_presence = bool(fmeta.optional or fmeta.group)
             if fmeta.repeated:
@@ -151,6 +149,8 @@ def _field(
     ptype: str = fmeta.proto_type
     if ptype == betterproto2.TYPE_MAP:
         return _map_field(cls, name, fmeta, readers)
+    if fmeta.unwrap is not None:
+        return _unwrapped_field(name, fmeta, readers, siblings)
     sub_cls: type | None = None
     if ptype in (betterproto2.TYPE_MESSAGE, betterproto2.TYPE_ENUM):
         sub_cls = cls._betterproto.cls_by_field[name]  # type: ignore[attr-defined]
@@ -206,7 +206,7 @@ def _inline(fmeta: Any, n: int, namespace: dict[str, Any]) -> list[str]:
     below 2**14 (lengths, steps, ids) are looked up, not computed.
     """
     ptype = fmeta.proto_type
-    if ptype == betterproto2.TYPE_MAP:
+    if ptype == betterproto2.TYPE_MAP or fmeta.unwrap is not None:
         return [f"W{n}(v, parts)"]
     prefixed = "ln = len(b); parts += (K{n}, _VARINTS[ln] if ln < 0x4000 else _varint(ln), b)"
     if fmeta.repeated:
@@ -251,18 +251,21 @@ def _inline(fmeta: Any, n: int, namespace: dict[str, Any]) -> list[str]:
 def _map_field(cls: type, name: str, fmeta: Any, readers: dict[int, _Reader]) -> _Writer:
     """Maps are repeated entry messages whose key (1) and value (2) are always written."""
     key_meta, value_meta = fmeta.map_meta
-    if value_meta.unwrap is not None:
-        raise _Unsupported(f"{cls.__name__}.{name} maps to a well-known type")
     value_cls: type | None = None
     if value_meta.proto_type in (betterproto2.TYPE_MESSAGE, betterproto2.TYPE_ENUM):
         value_cls = cls._betterproto.cls_by_field[f"{name}.value"]  # type: ignore[attr-defined]
     enc_key, key_wire, dec_key = _scalar(key_meta.proto_type, None)
     enc_value, value_wire, dec_value = _scalar(value_meta.proto_type, value_cls)
+    if value_meta.unwrap is not None:
+        enc_value, dec_value, value_default = _unwrapped_scalar(value_meta.unwrap())
     key_tag = (1 << 3) | key_wire
     value_tag = (2 << 3) | value_wire
     key_key, value_key = _VARINTS[key_tag], _VARINTS[value_tag]
     field_key = _key(fmeta.number, _LEN)
-    message_cls = value_cls if value_meta.proto_type == betterproto2.TYPE_MESSAGE else None
+    unwrapped = value_meta.unwrap is not None
+    message_cls = (
+        value_cls if value_meta.proto_type == betterproto2.TYPE_MESSAGE and not unwrapped else None
+    )
     entry_readers: dict[int, _Reader] = {
         key_tag: _store("key", dec_key),
         value_tag: _message_store("value", message_cls)
@@ -273,7 +276,8 @@ def _map_field(cls: type, name: str, fmeta: Any, readers: dict[int, _Reader]) ->
     key_default = entry_cls._betterproto.default_gen["key"]()
     # A message value's default is an empty message, made per entry (never shared); an enum
     # value's is its zero member (betterproto2's entry classes give a plain 0).
-    value_default = None if message_cls else entry_cls._betterproto.default_gen["value"]()
+    if not unwrapped:
+        value_default = None if message_cls else entry_cls._betterproto.default_gen["value"]()
     if value_meta.proto_type == betterproto2.TYPE_ENUM:
         value_default = _varint_codec(betterproto2.TYPE_ENUM, value_cls)[1](0)
 
@@ -294,7 +298,8 @@ def _map_field(cls: type, name: str, fmeta: Any, readers: dict[int, _Reader]) ->
             # An entry with fields besides its key and value (a wrong wire type, say) is not
             # applied but kept among the message's unknown fields, re-encoded, as the
             # official runtime keeps it.
-            kept = entry_cls(key=entry["key"], value=entry["value"])
+            kept = entry_cls(key=entry["key"], value=entry["value"])  # (never unwrapped: the
+            # value's wire type is LEN, so a bad entry holds the default or a decoded value)
             kept._unknown_fields = unknown
             body = encode(kept)
             raise _KeepUnknown(stop, field_key + _varint(len(body)) + body)
@@ -306,3 +311,57 @@ def _map_field(cls: type, name: str, fmeta: Any, readers: dict[int, _Reader]) ->
 
     readers[(fmeta.number << 3) | _LEN] = read_entry
     return write_map
+
+
+def _unwrapped_scalar(
+    wrapper: type,
+) -> tuple[_Writer, Callable[[bytes, int, int], tuple[Any, int]], Any]:
+    """(value writer without the key, value reader, default) for a value that betterproto2
+    unwraps from the message ``wrapper`` (a map's value)."""
+    to_body, to_value, _ = _wire_wkt.conversions(wrapper, encode)
+
+    def enc(v: Any, parts: list[bytes]) -> None:
+        body = to_body(v)
+        parts += (_varint(len(body)), body)
+
+    def dec(data: bytes, pos: int, end: int) -> tuple[Any, int]:
+        start, stop = _len_prefix(data, pos, end)
+        return to_value(_decode(wrapper, data, start, stop, None)), stop
+
+    return enc, dec, to_value(wrapper())
+
+
+def _unwrapped_field(
+    name: str, fmeta: Any, readers: dict[int, _Reader], siblings: list[str]
+) -> _Writer:
+    """A field whose message betterproto2 unwraps (``datetime`` for a Timestamp, ``int`` for
+    an Int32Value, ...): written and read as that message, held as the plain value."""
+    wrapper: type = fmeta.unwrap()
+    to_body, to_value, to_message = _wire_wkt.conversions(wrapper, encode)
+    key = _key(fmeta.number, _LEN)
+    tag = (fmeta.number << 3) | _LEN
+    if fmeta.repeated:
+        enc, dec, _ = _unwrapped_scalar(wrapper)
+        readers[tag] = _append(name, dec)
+
+        def write_all(values: Any, parts: list[bytes]) -> None:
+            for v in values:
+                parts.append(key)
+                enc(v, parts)
+
+        return write_all
+
+    def read(data: bytes, pos: int, end: int, values: dict[str, Any]) -> int:
+        start, stop = _len_prefix(data, pos, end)
+        old = values[name]
+        into = None if old is None else to_message(old)  # a second occurrence merges
+        values[name] = to_value(_decode(wrapper, data, start, stop, into))
+        return stop
+
+    readers[tag] = _oneof_store(read, siblings) if siblings else read
+
+    def write(v: Any, parts: list[bytes]) -> None:
+        body = to_body(v)
+        parts += (key, _varint(len(body)), body)
+
+    return write

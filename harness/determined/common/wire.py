@@ -34,9 +34,11 @@ the same ``.proto`` files). Where betterproto2 departs from the spec, this codec
   message can hold both; writing both would let the receiver silently keep one).
 
 Repeated numbers are always written packed, the proto3 default (a ``[packed = false]`` option
-is not in betterproto2's metadata); both forms are read. A class whose metadata uses something
-this codec does not implement (wrapped well-known types) gets no plan and is handed to
-betterproto2 itself. ``WireCodec`` plugs all of this into grpclib, for servers and channels.
+is not in betterproto2's metadata); both forms are read. The well-known types betterproto2
+unwraps (a Timestamp held as a ``datetime``, a wrapper as its value) are written and read as
+their messages (``_wire_wkt``). A class whose metadata uses something this codec does not
+implement gets no plan and is handed to betterproto2 itself. ``WireCodec`` plugs all of this
+into grpclib, for servers and channels.
 """
 
 from __future__ import annotations
