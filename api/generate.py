@@ -93,7 +93,8 @@ def _message_name(full_name: str, package: str) -> str:
 
 def schema_source(descriptor_set: bytes) -> str:
     """``v1_schema.py``: every message's fields, every service's methods and every enum's
-    members, as literals."""
+    members (a nested enum by betterproto2's name for it: ``JobType`` for ``Job.Type``), as
+    literals."""
     from google.protobuf import descriptor_pb2
 
     files = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set)
@@ -114,8 +115,13 @@ def schema_source(descriptor_set: bytes) -> str:
             ]
         for m in f.message_type:
             entries = {e.name: e for e in m.nested_type if e.options.map_entry}
-            if len(entries) != len(m.nested_type) or m.enum_type:
-                raise SystemExit(f"{f.name}: nested types in {m.name} are not supported")
+            if len(entries) != len(m.nested_type):
+                raise SystemExit(f"{f.name}: nested messages in {m.name} are not supported")
+            # A nested enum (Job.Type) by betterproto2's name for it (JobType).
+            for e in m.enum_type:
+                enums[_message_name(f"{f.package}.{m.name}{e.name}", pkg)] = [
+                    (v.name, v.number) for v in e.value
+                ]
             fields = []
             for fd in m.field:
                 kind, type_name = _type_of(fd, pkg)

@@ -9,7 +9,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, protojson
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import codec
 from pydet.master.service import Service
@@ -27,7 +27,8 @@ _UPDATE_FIELDS: dict[str, type] = {
 def job_update(raw: Any, index: int) -> v1.JobUpdate:
     if not isinstance(raw, dict):
         raise errors.InvalidArgument(f"updates[{index}]: expected an object")
-    unknown = sorted(set(raw) - set(_UPDATE_FIELDS))
+    known = {*_UPDATE_FIELDS, *(protojson.json_name(name) for name in _UPDATE_FIELDS)}
+    unknown = sorted(set(raw) - known)
     if unknown:
         raise errors.InvalidArgument(f"updates[{index}]: unknown fields {', '.join(unknown)}")
     values: dict[str, Any] = {}
@@ -49,7 +50,7 @@ def routes(service: Service) -> list[Route]:
         return codec.message(v1.GetResourcePoolsResponse(pools=service.get_resource_pools()))
 
     async def jobs(request: Request) -> Response:
-        pool = request.query_params.get("resource_pool", "")
+        pool = codec.query(request, "resource_pool")
         return codec.message(v1.GetJobsResponse(jobs=service.get_jobs(pool)))
 
     async def update_jobs(request: Request) -> Response:

@@ -1,24 +1,25 @@
-"""The gateway's edges: API messages to JSON (the proto3 JSON shapes with snake_case keys, as
-betterproto writes them) and query strings and bodies to typed values, with errors that name
-the offending parameter."""
+"""The gateway's edges: API messages to JSON (protobuf's JSON mapping, as Determined's REST
+API writes it: ``determined.common.protojson``) and query strings and bodies to typed values,
+with errors that name the offending parameter."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import betterproto2
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from determined.api.gen import v1
-from determined.common import errors
-from pydet.master.gateway import json as gateway_json
+from determined.common import errors, protojson
+
+M = TypeVar("M", bound=betterproto2.Message)
 
 
 def to_dict(message: betterproto2.Message) -> dict[str, Any]:
-    return gateway_json.to_dict(message)
+    return protojson.to_dict(message)
 
 
 def message(message: betterproto2.Message) -> JSONResponse:
@@ -35,10 +36,19 @@ def json_text(text: str) -> Response:
 
 
 def _raw(request: Request, name: str) -> str | None:
+    """A path or query parameter, by its own name or its JSON name (``after_id`` or
+    ``afterId``), as Determined's gateway takes either."""
     value = request.path_params.get(name)
     if value is not None:
         return str(value)
-    return request.query_params.get(name)
+    value = request.query_params.get(name)
+    return request.query_params.get(protojson.json_name(name)) if value is None else value
+
+
+def query(request: Request, name: str, default: str = "") -> str:
+    """A query parameter as text, by either of its names."""
+    value = _raw(request, name)
+    return default if value is None else value
 
 
 def integer(request: Request, name: str, default: int = 0, *, minimum: int | None = 0) -> int:
@@ -70,16 +80,15 @@ def strings(request: Request, name: str) -> list[str]:
 
 
 def _repeated(request: Request, name: str) -> list[str]:
-    return [
-        part.strip()
-        for raw in request.query_params.getlist(name)
-        for part in raw.split(",")
-        if part.strip()
-    ]
+    camel = protojson.json_name(name)
+    given = request.query_params.getlist(name)
+    if camel != name:
+        given += request.query_params.getlist(camel)
+    return [part.strip() for raw in given for part in raw.split(",") if part.strip()]
 
 
 def boolean(request: Request, name: str) -> bool | None:
-    raw = request.query_params.get(name)
+    raw = _raw(request, name)
     if raw is None or raw == "":
         return None
     lowered = raw.lower()
@@ -112,9 +121,23 @@ async def json_body(request: Request) -> Any:
         raise errors.InvalidArgument("request body: JSON nested too deeply") from None
 
 
+async def body(request: Request, cls: type[M], *, path: str = "") -> M:
+    """The request's JSON body read as the message ``cls``, as Determined's gateway reads it:
+    fields by their JSON names or their own, anything unknown or of the wrong type refused
+    naming the field (``path`` prefixes its name)."""
+    raw = await json_body(request)
+    if raw is None:
+        raw = {}
+    try:
+        return protojson.parse(cls, raw, path=path)  # type: ignore[no-any-return]
+    except protojson.ParseError as e:
+        raise errors.InvalidArgument(str(e)) from None
+
+
 def field(body: dict[str, Any], name: str, kind: type, default: Any = None) -> Any:
-    """A field of a JSON object body, type-checked (``bool`` is not accepted as ``int``)."""
-    value = body.get(name, default)
+    """A field of a JSON object body by its own name or its JSON name (``parent_id`` or
+    ``parentId``), type-checked (``bool`` is not accepted as ``int``)."""
+    value = body.get(name, body.get(protojson.json_name(name), default))
     if value is None:
         return default
     ok = isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))

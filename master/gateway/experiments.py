@@ -20,14 +20,13 @@ EXPERIMENT_ACTIONS = ("activate", "pause", "cancel", "kill", "archive", "unarchi
 
 def routes(service: Service) -> list[Route]:
     async def list_experiments(request: Request) -> Response:
-        q = request.query_params
         req = v1.GetExperimentsRequest(
             limit=codec.integer(request, "limit"),
             offset=codec.integer(request, "offset"),
             states=codec.states(request, "state"),
             archived=codec.boolean(request, "archived"),
-            name=q.get("name", ""),
-            order_by=q.get("order_by", "id") or "id",
+            name=codec.query(request, "name"),
+            order_by=codec.query(request, "order_by") or "id",
             descending=bool(codec.boolean(request, "descending")),
         )
         return codec.message(await service.get_experiments(req))
@@ -97,7 +96,7 @@ def routes(service: Service) -> list[Route]:
     async def trial_metrics(request: Request) -> Response:
         req = v1.GetTrialMetricsRequest(
             trial_id=codec.integer(request, "id"),
-            group=request.query_params.get("group", ""),
+            group=codec.query(request, "group"),
             after_steps=codec.integer(request, "after_steps", minimum=None),
             limit=codec.integer(request, "limit"),
         )
@@ -117,8 +116,8 @@ def routes(service: Service) -> list[Route]:
             tail=codec.integer(request, "tail"),
             rank_ids=codec.integers(request, "rank_ids"),
             levels=[level.upper() for level in codec.strings(request, "levels")],
-            min_level=request.query_params.get("min_level", ""),
-            search=request.query_params.get("search", ""),
+            min_level=codec.query(request, "min_level"),
+            search=codec.query(request, "search"),
             after_id=codec.integer(request, "after_id"),
         )
         lines: list[dict[str, Any]] = []

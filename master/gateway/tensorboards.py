@@ -8,14 +8,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, protojson
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import codec
 from pydet.master.service import Service
 
 
 def _ids(body: dict[str, object], name: str) -> list[int]:
-    value = body.get(name) or []
+    value = body.get(name, body.get(protojson.json_name(name))) or []
     if not isinstance(value, list) or not all(
         isinstance(i, int) and not isinstance(i, bool) for i in value
     ):

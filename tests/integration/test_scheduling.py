@@ -175,7 +175,7 @@ def agent_running(cluster: Cluster, exp_id: int, trial_id: int) -> str | None:
     """The agent whose slot holds the trial's allocation, if it has one."""
     for agent in cluster.get("/api/v1/agents")["agents"]:
         for slot in agent["slots"]:
-            if slot["allocation_id"].startswith(f"{exp_id}.{trial_id}."):
+            if slot["allocationId"].startswith(f"{exp_id}.{trial_id}."):
                 return str(agent["id"])
     return None
 

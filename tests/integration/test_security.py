@@ -470,7 +470,7 @@ def test_a_trial_cannot_report_for_another_trial_or_steer_experiments(
         assert "stolen" not in json.dumps(metrics)
         assert cluster.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"] == []
         trial = cluster.get(f"/api/v1/trials/{trial_id}")["trial"]
-        assert not trial["early_exit"]
+        assert not trial["earlyExit"]
     assert cluster.state(live) in ACTIVE_STATES
     names = [e["name"] for e in cluster.get("/api/v1/experiments")["experiments"]]
     assert sorted(names) == ["attacker", "minimal", "waiter"]
@@ -910,7 +910,7 @@ def test_describe_and_the_webui_show_no_secret_from_a_config(
     assert shown["checkpoint_storage"]["secret_key"] == "********"
     assert shown["checkpoint_storage"]["bucket"] == "my-bucket"
     assert shown["environment"]["registry_auth"]["username"] == "robot"
-    assert "# credentials below" in webui["original_config"]
+    assert "# credentials below" in webui["originalConfig"]
     # The task still gets them: the stored config is complete.
     ((stored,),) = cluster.sql("SELECT config FROM experiments WHERE id = ?", (exp_id,))
     assert all(secret in stored for secret in CREDENTIALS.values())
@@ -921,7 +921,7 @@ def test_describe_and_the_webui_show_no_secret_from_a_config(
             cluster.request(
                 "/api/v1/experiments",
                 method="POST",
-                body={"config": webui["original_config"], "parent_id": exp_id, "activate": False},
+                body={"config": webui["originalConfig"], "parentId": exp_id, "activate": False},
             ),
             timeout=30,
         ).read()

@@ -81,7 +81,7 @@ def test_tensorboard_serves_a_trials_metrics_through_the_master(
     assert listed["experiment_ids"] == [exp_id] and listed["trial_ids"] == [trial_id]
     assert tb_id in cluster.det("tensorboard", "list").stdout
     (shown,) = cluster.get("/api/v1/tensorboards")["tensorboards"]  # the WebUI's list
-    assert shown["id"] == tb_id and shown["service_address"] == f"/proxy/{tb_id}/"
+    assert shown["id"] == tb_id and shown["serviceAddress"] == f"/proxy/{tb_id}/"
     opened = cluster.det("tensorboard", "open", tb_id, "--no-browser").stdout
     assert f"/proxy/{tb_id}/" in opened
 

@@ -116,7 +116,7 @@ def test_webhooks_are_managed_over_the_http_api_by_admins_only(cluster: Cluster)
     }
     with cluster.urlopen(cluster.request("/api/v1/webhooks", method="POST", body=body), 30) as r:
         created = json.load(r)["webhook"]
-    assert created["name"] == "over-http" and created["webhook_type"] == "WEBHOOK_TYPE_SLACK"
+    assert created["name"] == "over-http" and created["webhookType"] == "WEBHOOK_TYPE_SLACK"
     assert json.loads(created["triggers"][0]["condition"]) == {"state": "COMPLETED"}
     listed = cluster.get("/api/v1/webhooks")["webhooks"]
     assert [w["id"] for w in listed] == [created["id"]]

@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, protojson
 from pydet.master import gateway
 from pydet.master.auth import rules as authz
 from pydet.master.auth.authenticator import ADMIN_PASSWORD_FILE, Authenticator
@@ -29,7 +29,6 @@ from pydet.master.auth.callers import TaskCaller
 from pydet.master.events import Event, EventBus
 from pydet.master.gateway import cluster as gateway_cluster
 from pydet.master.gateway import codec as gateway_codec
-from pydet.master.gateway import json as gateway_json
 from pydet.master.gateway import mapped
 from pydet.master.gateway import spa as gateway_spa
 from pydet.master.gateway import stream as gateway_stream
@@ -94,7 +93,7 @@ async def call(app: Any, path: str, method: str = "GET", body: bytes = b"") -> t
 
 
 def slow(message: betterproto2.Message) -> dict[str, Any]:
-    return message.to_dict(casing=betterproto2.Casing.SNAKE, include_default_values=True)
+    return message.to_dict(casing=betterproto2.Casing.CAMEL, include_default_values=True)
 
 
 MESSAGES: list[betterproto2.Message] = [
@@ -123,7 +122,7 @@ MESSAGES: list[betterproto2.Message] = [
 
 @pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
 def test_fast_json_encoding_matches_betterproto(message: betterproto2.Message) -> None:
-    fast, reference = gateway_json.to_dict(message), slow(message)
+    fast, reference = protojson.to_dict(message), slow(message)
     assert json.dumps(fast, sort_keys=True) == json.dumps(reference, sort_keys=True)
 
 
@@ -131,7 +130,7 @@ def test_int64_values_are_strings_and_states_are_names() -> None:
     out = gateway_codec.to_dict(v1.Trial(id=1, seed=5, state=v1.State.ACTIVE))
     assert out["seed"] == "5"
     assert out["state"] == "STATE_ACTIVE"
-    assert out["end_time"] is None
+    assert out["endTime"] is None
 
 
 def test_query_parameters_are_checked_with_the_parameter_named() -> None:
@@ -189,8 +188,9 @@ async def test_stream_sends_matching_events_then_cleans_up() -> None:
     bus.publish("trial", id=1, experiment_id=1, state="ACTIVE")
     bus.publish("logs", trial_id=2)
     bus.publish("metrics", trial_id=2, experiment_id=1, groups=["training"], steps_completed=5)
-    assert await anext(stream) == 'event: logs\ndata: {"trial_id":2}\n\n'
-    assert (await anext(stream)).startswith("event: metrics\ndata: {")
+    # Keyed in lowerCamelCase, as the API's JSON is.
+    assert await anext(stream) == 'event: logs\ndata: {"trialId":2}\n\n'
+    assert (await anext(stream)).startswith('event: metrics\ndata: {"trialId":2,"experimentId":1,')
     await stream.aclose()
     assert not bus._subscribers
 
@@ -345,7 +345,7 @@ async def test_metrics_of_an_unknown_trial_are_not_found(store: Service) -> None
 
 
 def test_nan_is_written_as_proto3_json_does() -> None:
-    out = gateway_json.to_dict(v1.Experiment(progress=math.nan))
+    out = protojson.to_dict(v1.Experiment(progress=math.nan))
     assert out["progress"] == "NaN"
     assert cast(Any, json.dumps(out))
 

@@ -165,9 +165,9 @@ def test_fork_creates_an_experiment_from_an_edited_config(
     new_id = int(page.url.rstrip("/").rsplit("/", 1)[-1])
     assert new_id != exp_id
     detail = api(cluster, f"/api/v1/experiments/{new_id}")
-    assert detail["experiment"]["parent_id"] == exp_id
+    assert detail["experiment"]["parentId"] == exp_id
     assert detail["experiment"]["state"] == "STATE_PAUSED"
-    assert "steps: 20" in detail["original_config"]
+    assert "steps: 20" in detail["originalConfig"]
     cluster.det("experiment", "kill", str(new_id))
 
 
@@ -176,7 +176,7 @@ def test_continue_trial_creates_an_experiment_from_its_checkpoint(
 ) -> None:
     _, trial_id = running
     wait_until(
-        lambda: api(cluster, f"/api/v1/trials/{trial_id}")["trial"]["latest_checkpoint_uuid"],
+        lambda: api(cluster, f"/api/v1/trials/{trial_id}")["trial"]["latestCheckpointUuid"],
         60,
         f"trial {trial_id} to checkpoint",
         0.5,

@@ -3,8 +3,8 @@ import { api, ApiError, requestInit, whenUnauthenticated } from "../src/api/clie
 import { decode, DecodeError } from "../src/api/decode";
 import * as t from "../src/api/types";
 
-// As the master writes it for login and /api/v1/me (gateway_codec.to_dict(v1.User)).
-const USER = { id: 1, username: "admin", admin: true, active: true, modified_at: 1795309909.8 };
+// As the master writes it for login and /api/v1/me (protojson.to_dict(v1.User)).
+const USER = { id: 1, username: "admin", admin: true, active: true, modifiedAt: 1795309909.8 };
 
 describe("the user decoder", () => {
   it("decodes the user that login and /api/v1/me answer", () => {
@@ -28,9 +28,9 @@ describe("requests", () => {
     expect(empty.headers).toEqual({ "Content-Type": "application/json" });
     expect(empty.body).toBe("{}");
     expect(empty.credentials).toBe("same-origin");
-    const updates = requestInit("POST", [{ job_id: "j", priority: 3 }]);
+    const updates = requestInit("POST", [{ jobId: "j", priority: 3 }]);
     expect(updates.headers).toEqual({ "Content-Type": "application/json" });
-    expect(JSON.parse(updates.body as string)).toEqual([{ job_id: "j", priority: 3 }]);
+    expect(JSON.parse(updates.body as string)).toEqual([{ jobId: "j", priority: 3 }]);
   });
 
   it("sends no body with GET and DELETE", () => {

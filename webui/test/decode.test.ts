@@ -3,48 +3,48 @@ import { anyObject, array, decode, DecodeError, int, jsonText, nullable, num, ob
 import * as t from "../src/api/types";
 import { decoders } from "../src/api/stream";
 
-// Shapes exactly as the master writes them (betterproto to_dict, snake_case, defaults included).
+// Shapes exactly as the master writes them (protojson.to_dict: lowerCamelCase, defaults included).
 const EXPERIMENT = {
   id: 3,
   name: "mnist",
   description: "",
   labels: ["a"],
   state: "STATE_ACTIVE",
-  start_time: 1795309909.8,
-  end_time: null,
+  startTime: 1795309909.8,
+  endTime: null,
   username: "determined",
   archived: false,
   progress: 0.25,
-  num_trials: 2,
-  resource_pool: "default",
-  job_id: "294e786a",
-  searcher_name: "single",
-  searcher_metric: "loss",
-  smaller_is_better: true,
-  best_searcher_metric: null,
-  parent_id: 0,
+  numTrials: 2,
+  resourcePool: "default",
+  jobId: "294e786a",
+  searcherName: "single",
+  searcherMetric: "loss",
+  smallerIsBetter: true,
+  bestSearcherMetric: null,
+  parentId: 0,
   project: "",
   workspace: "",
 };
 
 const TRIAL = {
   id: 1,
-  experiment_id: 3,
+  experimentId: 3,
   state: "STATE_COMPLETED",
   hparams: '{"lr": 0.1, "opt": {"name": "sgd"}}',
   seed: "2145849415",
   restarts: 0,
-  run_id: 1,
-  steps_completed: "120",
-  start_time: 1.5,
-  end_time: 2.5,
-  latest_checkpoint_uuid: null,
-  best_validation_metric: 0.5,
-  latest_validation: "{}",
-  task_id: "3.1",
-  searcher_length: "5",
+  runId: 1,
+  stepsCompleted: "120",
+  startTime: 1.5,
+  endTime: 2.5,
+  latestCheckpointUuid: null,
+  bestValidationMetric: 0.5,
+  latestValidation: "{}",
+  taskId: "3.1",
+  searcherLength: "5",
   progress: 0.0,
-  early_exit: "",
+  earlyExit: "",
   phase: "TRIAL_PHASE_COMPLETED",
 };
 
@@ -99,7 +99,7 @@ describe("API decoders", () => {
     const list = t.experimentList({ experiments: [EXPERIMENT], total: 10000 });
     expect(list.total).toBe(10000);
     expect(list.experiments[0]?.state).toBe("ACTIVE");
-    expect(list.experiments[0]?.best_searcher_metric).toBeNull();
+    expect(list.experiments[0]?.bestSearcherMetric).toBeNull();
   });
 
   it("rejects an unknown state", () => {
@@ -111,16 +111,16 @@ describe("API decoders", () => {
   it("decodes a trial with parsed hyperparameters and integer strings", () => {
     const trial = t.trialOne({ trial: TRIAL });
     expect(trial.hparams).toEqual({ lr: 0.1, opt: { name: "sgd" } });
-    expect(trial.steps_completed).toBe(120);
+    expect(trial.stepsCompleted).toBe(120);
     expect(trial.seed).toBe(2145849415);
     expect(trial.state).toBe("COMPLETED");
     expect(trial.phase).toBe("COMPLETED");
   });
 
   it("decodes a PBT child's parent, absent for other trials", () => {
-    expect(t.trialOne({ trial: TRIAL }).parent_trial_id).toBeNull();
-    expect(t.trialOne({ trial: { ...TRIAL, parent_trial_id: 7 } }).parent_trial_id).toBe(7);
-    expect(() => t.trialOne({ trial: { ...TRIAL, parent_trial_id: "x" } })).toThrow(/trial\.parent_trial_id/);
+    expect(t.trialOne({ trial: TRIAL }).parentTrialId).toBeNull();
+    expect(t.trialOne({ trial: { ...TRIAL, parentTrialId: 7 } }).parentTrialId).toBe(7);
+    expect(() => t.trialOne({ trial: { ...TRIAL, parentTrialId: "x" } })).toThrow(/trial\.parentTrialId/);
   });
 
   it("decodes every trial phase and rejects an unknown one", () => {
@@ -132,21 +132,21 @@ describe("API decoders", () => {
 
   it("decodes the experiment detail's config JSON", () => {
     const d = t.experimentDetail(
-      { experiment: EXPERIMENT, config: '{"searcher": {"name": "single"}}', original_config: "name: x\n" },
+      { experiment: EXPERIMENT, config: '{"searcher": {"name": "single"}}', originalConfig: "name: x\n" },
     );
     expect(d.config).toEqual({ searcher: { name: "single" } });
-    expect(d.original_config).toBe("name: x\n");
+    expect(d.originalConfig).toBe("name: x\n");
   });
 
   it("decodes metric reports", () => {
     const reports = t.metricReports(
-      [{ group: "training", steps_completed: "5", metrics: '{"loss": 0.5}', timestamp: 3.0, batch_metrics: "" }],
+      [{ group: "training", stepsCompleted: "5", metrics: '{"loss": 0.5}', timestamp: 3.0, batchMetrics: "" }],
     );
-    expect(reports).toEqual([{ group: "training", steps_completed: 5, metrics: { loss: 0.5 }, timestamp: 3 }]);
+    expect(reports).toEqual([{ group: "training", stepsCompleted: 5, metrics: { loss: 0.5 }, timestamp: 3 }]);
   });
 
   it("decodes logs with and without a rank", () => {
-    const line = { id: "7", task_id: "1.1", allocation_id: "a", trial_id: 1, rank: null, level: "INFO", stdtype: "stdout", timestamp: 1, message: "hi", agent_id: "agent-0", container_id: "c" };
+    const line = { id: "7", taskId: "1.1", allocationId: "a", trialId: 1, rank: null, level: "INFO", stdtype: "stdout", timestamp: 1, message: "hi", agentId: "agent-0", containerId: "c" };
     const logs = t.taskLogs([line, { ...line, id: "8", rank: 2 }]);
     expect(logs.map((l) => [l.id, l.rank])).toEqual([
       [7, null],
@@ -158,7 +158,7 @@ describe("API decoders", () => {
     const c = t.checkpointList(
       {
         checkpoints: [
-          { uuid: "u", trial_id: 1, experiment_id: 3, allocation_id: "", task_id: "", steps_completed: "10", metadata: '{"steps_completed": 10}', resources: { "a.pt": "12" }, size: "12", state: "COMPLETED", report_time: 4, storage: "{}", searcher_metric: null },
+          { uuid: "u", trialId: 1, experimentId: 3, allocationId: "", taskId: "", stepsCompleted: "10", metadata: '{"steps_completed": 10}', resources: { "a.pt": "12" }, size: "12", state: "COMPLETED", reportTime: 4, storage: "{}", searcherMetric: null },
         ],
       },
     );
@@ -167,11 +167,11 @@ describe("API decoders", () => {
   });
 
   it("decodes jobs, pools and agents", () => {
-    const jobs = t.jobList({ jobs: [{ job_id: "j", type: "TYPE_EXPERIMENT", name: "n", priority: 42, weight: 1, submission_time: 1, acquired_slots: 0, needed_slots: 1, state: "STATE_QUEUED", username: "u", resource_pool: "default", entity_id: 3 }] });
-    expect(jobs[0]?.entity_id).toBe(3);
-    const pools = t.resourcePoolList({ pools: [{ name: "default", description: "", scheduler: "priority", fitting_policy: "best", preemption: false, num_agents: 1, slots_total: 2, slots_used: 1, is_default: true }] });
-    expect(pools[0]?.slots_total).toBe(2);
-    const agentJson = { id: "a", address: "127.0.0.1", slots: [{ id: "0", type: "cpu", device: "cpu", uuid: "", enabled: true, allocation_id: "" }], resource_pool: "default", registered_time: 1, enabled: true, draining: false, connected: true, runtime: "process", version: "0.1.0", container_ids: [] };
+    const jobs = t.jobList({ jobs: [{ jobId: "j", type: "TYPE_EXPERIMENT", name: "n", priority: 42, weight: 1, submissionTime: 1, acquiredSlots: 0, neededSlots: 1, state: "STATE_QUEUED", username: "u", resourcePool: "default", entityId: 3 }] });
+    expect(jobs[0]?.entityId).toBe(3);
+    const pools = t.resourcePoolList({ pools: [{ name: "default", description: "", scheduler: "priority", fittingPolicy: "best", preemption: false, numAgents: 1, slotsTotal: 2, slotsUsed: 1, isDefault: true }] });
+    expect(pools[0]?.slotsTotal).toBe(2);
+    const agentJson = { id: "a", address: "127.0.0.1", slots: [{ id: "0", type: "cpu", device: "cpu", uuid: "", enabled: true, allocationId: "" }], resourcePool: "default", registeredTime: 1, enabled: true, draining: false, connected: true, runtime: "process", version: "0.1.0", containerIds: [] };
     const agents = t.agentList({ agents: [agentJson] });
     expect(agents[0]?.slots).toHaveLength(1);
     expect(agents[0]?.problems).toEqual([]);
@@ -181,16 +181,16 @@ describe("API decoders", () => {
     expect(t.cluster({ agents: [agentJson] })).toMatchObject({ instances: [], provisioners: [] });
     const elastic = t.cluster({
       agents: [],
-      instances: [{ id: "i-1", resource_pool: "gpu", state: "idle", launched_at: 5, agent_id: "gpu-1", idle_since: 9 }],
-      provisioners: [{ resource_pool: "gpu", provider: "aws", min_instances: 0, max_instances: 4, error: "cannot launch", last_decision: "" }],
+      instances: [{ id: "i-1", resourcePool: "gpu", state: "idle", launchedAt: 5, agentId: "gpu-1", idleSince: 9 }],
+      provisioners: [{ resourcePool: "gpu", provider: "aws", minInstances: 0, maxInstances: 4, error: "cannot launch", lastDecision: "" }],
     });
-    expect(elastic.instances[0]?.idle_since).toBe(9);
+    expect(elastic.instances[0]?.idleSince).toBe(9);
     expect(elastic.provisioners[0]?.error).toBe("cannot launch");
   });
 
   it("decodes live events, tolerating fields the master leaves out", () => {
     expect(decoders.experiment({ id: 3, state: "PAUSED" })).toEqual({ id: 3, state: "PAUSED" });
-    expect(decoders.metrics({ trial_id: 2 })).toEqual({ trial_id: 2, experiment_id: 0, groups: [], steps_completed: 0 });
+    expect(decoders.metrics({ trialId: 2 })).toEqual({ trialId: 2, experimentId: 0, groups: [], stepsCompleted: 0 });
     expect(() => decoders.logs({})).toThrow(DecodeError);
   });
 });

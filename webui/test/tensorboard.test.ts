@@ -8,10 +8,10 @@ function tb(over: Partial<Tensorboard>): Tensorboard {
     id: "t",
     state: "STATE_RUNNING",
     username: "alice",
-    experiment_ids: [3],
-    trial_ids: [7],
-    service_address: "/proxy/t/",
-    exit_status: "",
+    experimentIds: [3],
+    trialIds: [7],
+    serviceAddress: "/proxy/t/",
+    exitStatus: "",
     ...over,
   };
 }
@@ -21,7 +21,7 @@ describe("the TensorBoard button", () => {
     const mine = tb({ id: "mine" });
     const list = [
       tb({ id: "bobs", username: "bob" }),
-      tb({ id: "two", experiment_ids: [3, 4] }),
+      tb({ id: "two", experimentIds: [3, 4] }),
       tb({ id: "ending", state: "STATE_TERMINATING" }),
       mine,
     ];

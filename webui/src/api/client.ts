@@ -96,7 +96,7 @@ export type ExperimentAction = "activate" | "pause" | "cancel" | "kill" | "archi
 export interface ExperimentQuery {
   limit?: number;
   offset?: number;
-  order_by?: string;
+  orderBy?: string;
   descending?: boolean;
   name?: string;
   state?: readonly string[];
@@ -106,18 +106,18 @@ export interface ExperimentQuery {
 export interface LogQuery {
   head?: number;
   tail?: number;
-  after_id?: number;
-  rank_ids?: readonly number[];
+  afterId?: number;
+  rankIds?: readonly number[];
   levels?: readonly string[];
   search?: string;
 }
 
 export interface MetricQuery {
   group?: string;
-  after_steps?: number;
+  afterSteps?: number;
   limit?: number;
   /** At most about this many reports per group, evenly spaced (first and last kept). */
-  max_points?: number;
+  maxPoints?: number;
 }
 
 export const api = {
@@ -130,7 +130,7 @@ export const api = {
   experimentAction: (id: number, action: ExperimentAction) =>
     call("POST", `/api/v1/experiments/${id}/${action}`, t.experimentAction),
   deleteExperiment: (id: number) => call("DELETE", `/api/v1/experiments/${id}`, ignore),
-  createExperiment: (body: { config: string; parent_id: number; activate: boolean }) =>
+  createExperiment: (body: { config: string; parentId: number; activate: boolean }) =>
     call("POST", "/api/v1/experiments", t.created, body),
   trial: (id: number) => call("GET", `/api/v1/trials/${id}`, t.trialOne),
   trialMetrics: (id: number, q: MetricQuery = {}) =>
@@ -141,14 +141,14 @@ export const api = {
   killTrial: (id: number) => call("POST", `/api/v1/trials/${id}/kill`, ignore),
   agents: () => call("GET", "/api/v1/agents", t.cluster),
   resourcePools: () => call("GET", "/api/v1/resource-pools", t.resourcePoolList),
-  jobs: (pool: string) => call("GET", `/api/v1/jobs${queryString({ resource_pool: pool })}`, t.jobList),
+  jobs: (pool: string) => call("GET", `/api/v1/jobs${queryString({ resourcePool: pool })}`, t.jobList),
   updateJobs: (updates: t.JobUpdate[]) => call("POST", "/api/v1/jobs/update", ignore, updates),
   login: (username: string, password: string) => call("POST", LOGIN_ROUTE, t.user, { username, password }),
   logout: () => call("POST", "/api/v1/auth/logout", ignore),
   me: () => call("GET", "/api/v1/me", t.user),
   tensorboards: () => call("GET", "/api/v1/tensorboards", t.tensorboardList),
   tensorboard: (id: string) => call("GET", `/api/v1/tensorboards/${encodeURIComponent(id)}`, t.tensorboardOne),
-  launchTensorboard: (body: { experiment_ids: number[]; trial_ids: number[] }) =>
+  launchTensorboard: (body: { experimentIds: number[]; trialIds: number[] }) =>
     call("POST", "/api/v1/tensorboards", t.tensorboardOne, body),
 };
 

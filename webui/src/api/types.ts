@@ -1,5 +1,5 @@
-// The master's JSON shapes (the API's messages with snake_case keys) and their decoders.
-// Times are seconds since the epoch; JSON-in-a-string fields are parsed here.
+// The master's JSON shapes (the API's messages in protobuf's JSON mapping: lowerCamelCase keys) and
+// their decoders. Times are seconds since the epoch; JSON-in-a-string fields are parsed here.
 
 import {
   anyObject,
@@ -91,19 +91,19 @@ export interface Experiment {
   description: string;
   labels: string[];
   state: State;
-  start_time: number;
-  end_time: number | null;
+  startTime: number;
+  endTime: number | null;
   username: string;
   archived: boolean;
   progress: number;
-  num_trials: number;
-  resource_pool: string;
-  job_id: string;
-  searcher_name: string;
-  searcher_metric: string;
-  smaller_is_better: boolean;
-  best_searcher_metric: number | null;
-  parent_id: number;
+  numTrials: number;
+  resourcePool: string;
+  jobId: string;
+  searcherName: string;
+  searcherMetric: string;
+  smallerIsBetter: boolean;
+  bestSearcherMetric: number | null;
+  parentId: number;
   // Reported into by a script off the cluster (core_v2 outside a trial).
   unmanaged: boolean;
 }
@@ -114,19 +114,19 @@ export const experiment: Decoder<Experiment> = object<Experiment>({
   description: str,
   labels: array(str),
   state,
-  start_time: num,
-  end_time: nullable(num),
+  startTime: num,
+  endTime: nullable(num),
   username: str,
   archived: bool,
   progress: num,
-  num_trials: int,
-  resource_pool: str,
-  job_id: str,
-  searcher_name: str,
-  searcher_metric: str,
-  smaller_is_better: bool,
-  best_searcher_metric: nullable(num),
-  parent_id: int,
+  numTrials: int,
+  resourcePool: str,
+  jobId: str,
+  searcherName: str,
+  searcherMetric: str,
+  smallerIsBetter: bool,
+  bestSearcherMetric: nullable(num),
+  parentId: int,
   unmanaged: optional(bool, false),
 });
 
@@ -141,22 +141,22 @@ export const experimentList: Decoder<ExperimentList> = object<ExperimentList>({
 
 /** A trial of searcher.source_experiment_id that seeded a warm-started search (never run). */
 export interface ImportedTrial {
-  source_experiment_id: number;
-  source_trial_id: number;
+  sourceExperimentId: number;
+  sourceTrialId: number;
   hparams: JsonObject;
-  latest_validation: JsonObject;
-  best_validation_metric: number | null;
-  steps_completed: number;
+  latestValidation: JsonObject;
+  bestValidationMetric: number | null;
+  stepsCompleted: number;
   /** Why the search did not use it ("" when it did). */
   note: string;
 }
 export const importedTrial: Decoder<ImportedTrial> = object<ImportedTrial>({
-  source_experiment_id: int,
-  source_trial_id: int,
+  sourceExperimentId: int,
+  sourceTrialId: int,
   hparams: jsonText(jsonObject, {}),
-  latest_validation: jsonText(jsonObject, {}),
-  best_validation_metric: nullable(num),
-  steps_completed: int,
+  latestValidation: jsonText(jsonObject, {}),
+  bestValidationMetric: nullable(num),
+  stepsCompleted: int,
   note: optional(str, ""),
 });
 
@@ -165,17 +165,17 @@ export interface ExperimentDetail {
   /** The filled-in config. */
   config: JsonObject;
   /** The config text exactly as submitted (YAML or JSON). */
-  original_config: string;
-  imported_trials: ImportedTrial[];
+  originalConfig: string;
+  importedTrials: ImportedTrial[];
   /** Trial ids on a multi-objective search's Pareto front. */
-  pareto_front: number[];
+  paretoFront: number[];
 }
 export const experimentDetail: Decoder<ExperimentDetail> = object<ExperimentDetail>({
   experiment,
   config: jsonText(jsonObject, {}),
-  original_config: str,
-  imported_trials: optional(array(importedTrial), []),
-  pareto_front: optional(array(int), []),
+  originalConfig: str,
+  importedTrials: optional(array(importedTrial), []),
+  paretoFront: optional(array(int), []),
 });
 
 export const experimentAction: Decoder<{ experiment: Experiment | null }> = object({
@@ -184,63 +184,63 @@ export const experimentAction: Decoder<{ experiment: Experiment | null }> = obje
 
 export interface Trial {
   id: number;
-  experiment_id: number;
+  experimentId: number;
   state: State;
   hparams: JsonObject;
   seed: number;
   restarts: number;
-  run_id: number;
-  steps_completed: number;
-  start_time: number;
-  end_time: number | null;
-  latest_checkpoint_uuid: string | null;
-  best_validation_metric: number | null;
-  latest_validation: JsonObject;
-  task_id: string;
-  searcher_length: number;
+  runId: number;
+  stepsCompleted: number;
+  startTime: number;
+  endTime: number | null;
+  latestCheckpointUuid: string | null;
+  bestValidationMetric: number | null;
+  latestValidation: JsonObject;
+  taskId: string;
+  searcherLength: number;
   progress: number;
-  early_exit: string;
+  earlyExit: string;
   phase: TrialPhase;
   /** The checkpoint it started from (searcher.source_trial_id / source_checkpoint_uuid). */
-  warm_start_checkpoint_uuid: string | null;
+  warmStartCheckpointUuid: string | null;
   /** The trial whose checkpoint it started from (a PBT child's parent). */
-  parent_trial_id: number | null;
+  parentTrialId: number | null;
 }
 
 export const trial: Decoder<Trial> = object<Trial>({
   id: int,
-  experiment_id: int,
+  experimentId: int,
   state,
   hparams: jsonText(jsonObject, {}),
   seed: int,
   restarts: int,
-  run_id: int,
-  steps_completed: int,
-  start_time: num,
-  end_time: nullable(num),
-  latest_checkpoint_uuid: nullable(str),
-  best_validation_metric: nullable(num),
-  latest_validation: jsonText(jsonObject, {}),
-  task_id: str,
-  searcher_length: int,
+  runId: int,
+  stepsCompleted: int,
+  startTime: num,
+  endTime: nullable(num),
+  latestCheckpointUuid: nullable(str),
+  bestValidationMetric: nullable(num),
+  latestValidation: jsonText(jsonObject, {}),
+  taskId: str,
+  searcherLength: int,
   progress: num,
-  early_exit: str,
+  earlyExit: str,
   phase: trialPhase,
-  warm_start_checkpoint_uuid: optional(nullable(str), null),
-  parent_trial_id: optional(nullable(int), null),
+  warmStartCheckpointUuid: optional(nullable(str), null),
+  parentTrialId: optional(nullable(int), null),
 });
 export const trialList: Decoder<Trial[]> = map(object({ trials: array(trial) }), (r) => r.trials);
 export const trialOne: Decoder<Trial> = map(object({ trial }), (r) => r.trial);
 
 export interface MetricReport {
   group: string;
-  steps_completed: number;
+  stepsCompleted: number;
   metrics: JsonObject;
   timestamp: number;
 }
 export const metricReport: Decoder<MetricReport> = object<MetricReport>({
   group: str,
-  steps_completed: int,
+  stepsCompleted: int,
   metrics: jsonText(jsonObject, {}),
   timestamp: num,
 });
@@ -248,27 +248,27 @@ export const metricReports: Decoder<MetricReport[]> = array(metricReport);
 
 export interface Checkpoint {
   uuid: string;
-  trial_id: number;
-  experiment_id: number;
-  steps_completed: number;
+  trialId: number;
+  experimentId: number;
+  stepsCompleted: number;
   metadata: JsonObject;
   resources: Record<string, number>;
   size: number;
   state: string;
-  report_time: number;
-  searcher_metric: number | null;
+  reportTime: number;
+  searcherMetric: number | null;
 }
 export const checkpoint: Decoder<Checkpoint> = object<Checkpoint>({
   uuid: str,
-  trial_id: int,
-  experiment_id: int,
-  steps_completed: int,
+  trialId: int,
+  experimentId: int,
+  stepsCompleted: int,
   metadata: jsonText(jsonObject, {}),
   resources: record(int),
   size: int,
   state: str,
-  report_time: num,
-  searcher_metric: optional(nullable(num), null),
+  reportTime: num,
+  searcherMetric: optional(nullable(num), null),
 });
 export const checkpointList: Decoder<Checkpoint[]> = map(
   object({ checkpoints: array(checkpoint) }),
@@ -282,7 +282,7 @@ export interface TaskLog {
   stdtype: string;
   timestamp: number;
   message: string;
-  agent_id: string;
+  agentId: string;
 }
 export const taskLog: Decoder<TaskLog> = object<TaskLog>({
   id: int,
@@ -291,7 +291,7 @@ export const taskLog: Decoder<TaskLog> = object<TaskLog>({
   stdtype: str,
   timestamp: num,
   message: str,
-  agent_id: str,
+  agentId: str,
 });
 export const taskLogs: Decoder<TaskLog[]> = array(taskLog);
 
@@ -300,14 +300,14 @@ export interface Slot {
   type: string;
   device: string;
   enabled: boolean;
-  allocation_id: string;
+  allocationId: string;
 }
 export interface Agent {
   id: string;
   address: string;
   slots: Slot[];
-  resource_pool: string;
-  registered_time: number;
+  resourcePool: string;
+  registeredTime: number;
   enabled: boolean;
   draining: boolean;
   connected: boolean;
@@ -320,10 +320,10 @@ export const agent: Decoder<Agent> = object<Agent>({
   id: str,
   address: str,
   slots: array(
-    object<Slot>({ id: str, type: str, device: str, enabled: bool, allocation_id: str }),
+    object<Slot>({ id: str, type: str, device: str, enabled: bool, allocationId: str }),
   ),
-  resource_pool: str,
-  registered_time: num,
+  resourcePool: str,
+  registeredTime: num,
   enabled: bool,
   draining: bool,
   connected: bool,
@@ -336,36 +336,36 @@ export const agentList: Decoder<Agent[]> = map(object({ agents: array(agent) }),
 // An instance an elastic pool's provisioner launched (resource_pools[].provider).
 export interface Instance {
   id: string;
-  resource_pool: string;
+  resourcePool: string;
   // launching, starting agent, running, idle, terminating or stopped
   state: string;
-  launched_at: number;
-  agent_id: string;
-  idle_since: number; // 0 while busy or not connected
+  launchedAt: number;
+  agentId: string;
+  idleSince: number; // 0 while busy or not connected
 }
 export const instance: Decoder<Instance> = object<Instance>({
   id: str,
-  resource_pool: optional(str, ""),
+  resourcePool: optional(str, ""),
   state: optional(str, ""),
-  launched_at: optional(num, 0),
-  agent_id: optional(str, ""),
-  idle_since: optional(num, 0),
+  launchedAt: optional(num, 0),
+  agentId: optional(str, ""),
+  idleSince: optional(num, 0),
 });
 export interface Provisioner {
-  resource_pool: string;
+  resourcePool: string;
   provider: string;
-  min_instances: number;
-  max_instances: number;
+  minInstances: number;
+  maxInstances: number;
   error: string; // the provider's last error while it keeps failing
-  last_decision: string;
+  lastDecision: string;
 }
 export const provisioner: Decoder<Provisioner> = object<Provisioner>({
-  resource_pool: str,
+  resourcePool: str,
   provider: optional(str, ""),
-  min_instances: optional(int, 0),
-  max_instances: optional(int, 0),
+  minInstances: optional(int, 0),
+  maxInstances: optional(int, 0),
   error: optional(str, ""),
-  last_decision: optional(str, ""),
+  lastDecision: optional(str, ""),
 });
 // GET /api/v1/agents: the agents, and the elastic pools' instances and provisioning.
 export interface Cluster {
@@ -383,23 +383,23 @@ export interface ResourcePool {
   name: string;
   description: string;
   scheduler: string;
-  fitting_policy: string;
+  fittingPolicy: string;
   preemption: boolean;
-  num_agents: number;
-  slots_total: number;
-  slots_used: number;
-  is_default: boolean;
+  numAgents: number;
+  slotsTotal: number;
+  slotsUsed: number;
+  isDefault: boolean;
 }
 export const resourcePool: Decoder<ResourcePool> = object<ResourcePool>({
   name: str,
   description: str,
   scheduler: str,
-  fitting_policy: str,
+  fittingPolicy: str,
   preemption: bool,
-  num_agents: int,
-  slots_total: int,
-  slots_used: int,
-  is_default: bool,
+  numAgents: int,
+  slotsTotal: int,
+  slotsUsed: int,
+  isDefault: bool,
 });
 export const resourcePoolList: Decoder<ResourcePool[]> = map(
   object({ pools: array(resourcePool) }),
@@ -407,43 +407,43 @@ export const resourcePoolList: Decoder<ResourcePool[]> = map(
 );
 
 export interface Job {
-  job_id: string;
+  jobId: string;
   type: string;
   name: string;
   priority: number;
   weight: number;
-  submission_time: number;
-  acquired_slots: number;
-  needed_slots: number;
+  submissionTime: number;
+  acquiredSlots: number;
+  neededSlots: number;
   state: string;
   username: string;
-  resource_pool: string;
-  entity_id: number;
+  resourcePool: string;
+  entityId: number;
 }
 export const job: Decoder<Job> = object<Job>({
-  job_id: str,
+  jobId: str,
   type: str,
   name: str,
   priority: int,
   weight: num,
-  submission_time: num,
-  acquired_slots: int,
-  needed_slots: int,
+  submissionTime: num,
+  acquiredSlots: int,
+  neededSlots: int,
   state: str,
   username: str,
-  resource_pool: str,
-  entity_id: int,
+  resourcePool: str,
+  entityId: int,
 });
 export const jobList: Decoder<Job[]> = map(object({ jobs: array(job) }), (r) => r.jobs);
 
 /** One change to the queue, as `det job update` takes it. */
 export interface JobUpdate {
-  job_id: string;
+  jobId: string;
   priority?: number;
   weight?: number;
-  resource_pool?: string;
-  ahead_of?: string;
-  behind_of?: string;
+  resourcePool?: string;
+  aheadOf?: string;
+  behindOf?: string;
 }
 
 export const created: Decoder<{ experiment: Experiment }> = object({ experiment });
@@ -459,24 +459,24 @@ export interface User {
 }
 export const user: Decoder<User> = object<User>({ id: int, username: str, admin: bool, active: bool });
 
-/** A TensorBoard task (`det tensorboard`); `service_address` is its path on the master. */
+/** A TensorBoard task (`det tensorboard`); `serviceAddress` is its path on the master. */
 export interface Tensorboard {
   id: string;
   state: string;
   username: string;
-  experiment_ids: number[];
-  trial_ids: number[];
-  service_address: string;
-  exit_status: string;
+  experimentIds: number[];
+  trialIds: number[];
+  serviceAddress: string;
+  exitStatus: string;
 }
 export const tensorboard: Decoder<Tensorboard> = object<Tensorboard>({
   id: str,
   state: str,
   username: str,
-  experiment_ids: optional(array(int), []),
-  trial_ids: optional(array(int), []),
-  service_address: str,
-  exit_status: optional(str, ""),
+  experimentIds: optional(array(int), []),
+  trialIds: optional(array(int), []),
+  serviceAddress: str,
+  exitStatus: optional(str, ""),
 });
 export const tensorboardOne: Decoder<{ tensorboard: Tensorboard }> = object({ tensorboard });
 export const tensorboardList: Decoder<{ tensorboards: Tensorboard[] }> = object({

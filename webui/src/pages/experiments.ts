@@ -73,11 +73,11 @@ export const experimentsPage: Page = (root, _params, ctx) => {
       {
         title: "Best metric",
         class: "num",
-        cell: (e) => h("span", { title: e.searcher_metric }, metric(e.best_searcher_metric)),
+        cell: (e) => h("span", { title: e.searcherMetric }, metric(e.bestSearcherMetric)),
       },
-      { title: "Trials", class: "num", cell: (e) => String(e.num_trials) },
+      { title: "Trials", class: "num", cell: (e) => String(e.numTrials) },
       { title: "User", cell: (e) => e.username },
-      { title: "Started", sort: "start_time", cell: (e) => time(e.start_time) },
+      { title: "Started", sort: "start_time", cell: (e) => time(e.startTime) },
       { title: "Actions", cell: (e) => actionButtons(e, (m) => notice.error(m), refresh) },
     ],
     {
@@ -166,7 +166,7 @@ export const experimentsPage: Page = (root, _params, ctx) => {
       const result = await api.experiments({
         limit: s.size,
         offset: s.page * s.size,
-        order_by: s.sort.key,
+        orderBy: s.sort.key,
         descending: s.sort.descending,
         name: s.name,
         state: states,

@@ -86,7 +86,7 @@ export class LogView {
     }
     const levels = this.levelBoxes.filter((b) => b.checked).map((b) => b.value);
     return {
-      rank_ids: ranks,
+      rankIds: ranks,
       levels: levels.length === LEVELS.length ? [] : levels.length ? levels : ["NONE"],
       search: this.search.value,
     };
@@ -97,7 +97,7 @@ export class LogView {
     if (!q) return;
     const mine = fresh ? ++this.generation : this.generation;
     try {
-      const got = await api.trialLogs(this.trialId, fresh ? { ...q, tail: TAIL } : { ...q, after_id: this.lastId });
+      const got = await api.trialLogs(this.trialId, fresh ? { ...q, tail: TAIL } : { ...q, afterId: this.lastId });
       if (mine !== this.generation) return;
       if (fresh) {
         replace(this.lines);
