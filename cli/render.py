@@ -48,17 +48,28 @@ def to_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=False)
 
 
-def local_time(seconds: float | None) -> str:
-    """Seconds since the epoch as local `YYYY-MM-DD HH:MM:SS`; "" for unset (0 or None)."""
+Time = float | datetime.datetime | None
+
+
+def _seconds(when: Time) -> float:
+    """A time as seconds since the epoch: API messages hold datetimes, task messages floats."""
+    if isinstance(when, datetime.datetime):
+        return when.timestamp()
+    return when or 0.0
+
+
+def local_time(when: Time) -> str:
+    """A time as local `YYYY-MM-DD HH:MM:SS`; "" for unset (0 or None)."""
+    seconds = _seconds(when)
     if not seconds:
         return ""
     return datetime.datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def iso_utc(seconds: float) -> str:
+def iso_utc(when: Time) -> str:
     """Log timestamps: ISO 8601 in UTC, like Determined's `det trial logs`."""
-    when = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
-    return when.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    utc = datetime.datetime.fromtimestamp(_seconds(when), tz=datetime.UTC)
+    return utc.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def state_name(state: Any) -> str:
@@ -97,19 +108,26 @@ def human_bytes(n: int) -> str:
 
 
 def message_dict(message: betterproto2.Message) -> dict[str, Any]:
-    """A proto message as plain JSON-ready data, every field present, snake_case keys."""
-    raw = message.to_dict(
-        output_format=betterproto2.OutputFormat.PYTHON,
-        casing=betterproto2.Casing.SNAKE,
-        include_default_values=True,
-    )
-    cleaned: dict[str, Any] = _plain(raw)
-    return cleaned
+    """A proto message as plain JSON-ready data, every field present, snake_case keys;
+    times as seconds since the epoch, a Struct as its object."""
+    cls: Any = type(message)
+    return {
+        name.rstrip("_"): _plain(getattr(message, name), name)
+        for name in cls._betterproto.meta_by_field_name
+    }
 
 
 def _plain(value: Any, key: str = "") -> Any:
+    if isinstance(value, betterproto2.Message):
+        if type(value).__name__ in ("Struct", "Value", "ListValue"):
+            return value.to_dict()  # the JSON it holds
+        return message_dict(value)
     if isinstance(value, enum.Enum):
         return state_name(value)
+    if isinstance(value, datetime.datetime):
+        return value.timestamp()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
     if isinstance(value, Mapping):
         return {str(k): _plain(v, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):

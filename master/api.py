@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 from determined.api.gen import v1
 from determined.common import errors
-from pydet.master import queries
+from pydet.master import convert, queries
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.auth.callers import UserCaller
 from pydet.master.guard import current_caller, current_peer
@@ -46,7 +46,8 @@ class DeterminedServicer(v1.DeterminedBase):
         return v1.GetMeResponse(user=await self.auth.me(_user()))
 
     async def get_users(self, message: v1.GetUsersRequest) -> v1.GetUsersResponse:
-        return v1.GetUsersResponse(users=await self.auth.users())
+        users = await self.auth.users()
+        return v1.GetUsersResponse(users=users, pagination=convert.pagination(len(users)))
 
     async def post_user(self, message: v1.PostUserRequest) -> v1.PostUserResponse:
         user = await self.auth.create_user(message.username, message.password, admin=message.admin)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
@@ -86,6 +87,7 @@ class Service:
         self.checkpoints = checkpoints
         self.info = info
         self.version = version
+        self.master_id = str(uuid.uuid4())  # this process's, as Determined's master_id
 
     async def locked(self, awaitable: Awaitable[T]) -> T:
         async with self.lock:
@@ -93,7 +95,12 @@ class Service:
 
     def master_info(self) -> v1.GetMasterResponse:
         return v1.GetMasterResponse(
-            version=self.version, cluster_id=self.info.cluster_id, cluster_name="pydet"
+            version=self.version,
+            cluster_id=self.info.cluster_id,
+            cluster_name="pydet",
+            master_id=self.master_id,
+            user_management_enabled=True,
+            product=v1.GetMasterResponseProduct.COMMUNITY,
         )
 
     # -- experiments -------------------------------------------------------------------------

@@ -2,6 +2,9 @@
 
 Every ``/api/v1`` route but login needs a user's session: the ``det_session`` cookie that
 login sets (HttpOnly, SameSite=Strict) or an ``Authorization: Bearer`` header for scripts.
+Login answers Determined's LoginResponse: a script gets its token in the body, as from
+Determined; a browser's login (it sends Origin with every POST) gets an empty token there,
+the session being the cookie alone, which the page's scripts cannot read.
 Task and agent tokens are refused here; tasks and agents speak gRPC. A state-changing
 request must come from the master's own origin (its Origin header, when a browser sends
 one, names this host) and, when it has a body, must be ``application/json``; that is what a
@@ -19,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from determined.api.gen import v1
 from determined.common import errors
 from pydet.master.auth import rules as authz
 from pydet.master.auth.authenticator import Authenticator
@@ -110,16 +114,20 @@ def _session_cookie(response: Response, request: Request, token: str, max_age: i
 
 def routes(auth: Authenticator, session_lifetime: float) -> list[Route]:
     async def login(request: Request) -> Response:
-        body = await codec.json_body(request)
-        if not isinstance(body, dict):
-            raise errors.InvalidArgument("request body: expected a JSON object")
-        username = codec.field(body, "username", str, "")
-        password = codec.field(body, "password", str, "")
+        req = await codec.body(request, v1.LoginRequest)
+        if req.is_hashed:
+            raise errors.InvalidArgument(
+                "isHashed: pydet takes the password itself (over TLS), not a client-side hash"
+            )
         peer = request.client.host if request.client else ""
-        resp = await auth.login(username, password, peer)
-        assert resp.user is not None
-        out = codec.message(resp.user)
-        _session_cookie(out, request, resp.token, int(session_lifetime))
+        resp = await auth.login(req.username, req.password, peer)
+        token = resp.token
+        if request.headers.get("origin") is not None:
+            # A browser (it sends Origin with every POST): the session is the HttpOnly cookie
+            # alone, out of reach of the page's scripts.
+            resp.token = ""
+        out = codec.message(resp)
+        _session_cookie(out, request, token, int(session_lifetime))
         return out
 
     async def logout(request: Request) -> Response:
@@ -129,7 +137,7 @@ def routes(auth: Authenticator, session_lifetime: float) -> list[Route]:
         return out
 
     async def me(request: Request) -> Response:
-        return codec.message(await auth.me(caller(request)))
+        return codec.message(v1.GetMeResponse(user=await auth.me(caller(request))))
 
     return [
         Route("/api/v1/auth/login", login, methods=["POST"]),

@@ -791,11 +791,11 @@ async def test_a_login_flood_is_slowed_down_and_others_still_log_in(cluster: Clu
     # elsewhere never keep the right password waiting. The guessing address is named.
     started = time.monotonic()
     status, user = http_login(cluster, "erin", "erin-password", source="127.0.0.2")
-    assert status == 200 and user["username"] == "erin"
+    assert status == 200 and user["user"]["username"] == "erin"
     assert time.monotonic() - started < 3
     started = time.monotonic()
     status, user = http_login(cluster, "admin", cluster.admin_password, source="127.0.0.2")
-    assert status == 200 and user["username"] == "admin"
+    assert status == 200 and user["user"]["username"] == "admin"
     assert time.monotonic() - started < 3
     assert "slowing logins from 127.0.0.1 (for 'admin')" in master_log
     # An unknown user is refused in the same words as a wrong password.

@@ -393,6 +393,7 @@ async def master(tmp_path: pathlib.Path) -> AsyncIterator[Master]:
     service = Service.__new__(Service)
     service.db = db
     service.version = "test"
+    service.master_id = "m"
     service.events = EventBus()
     service.info = MasterInfo(
         cluster_id="c", master_address="", pools=("default",), default_pool="default", defaults={}
@@ -418,8 +419,9 @@ async def test_every_api_route_needs_a_session_but_health_login_and_the_app(
 
 
 async def test_login_sets_an_httponly_strict_cookie_that_is_the_session(master: Master) -> None:
-    status, headers, user = await master.login()
+    status, headers, body = await master.login()
     assert status == 200
+    user = body["user"]
     assert user["username"] == "admin"
     assert user["admin"] is True
     cookie = headers["set-cookie"][0]
@@ -427,12 +429,14 @@ async def test_login_sets_an_httponly_strict_cookie_that_is_the_session(master: 
     assert cookie.startswith("det_session=")
     assert {"httponly", "samesite", "path", "max-age"} <= attributes
     assert "samesite=strict" in cookie.lower()
-    # The token itself is never in the body, where a script could read it.
-    assert cookie.split(";")[0].split("=", 1)[1] not in json.dumps(user)
+    # A browser's login (it sends Origin) never has the token in the body, where a script
+    # could read it.
+    assert body["token"] == ""
+    assert cookie.split(";")[0].split("=", 1)[1] not in json.dumps(body)
 
     session = cookie.split(";", 1)[0]
     status, _, body = await respond(master.app, "/api/v1/me", headers={"cookie": session})
-    assert (status, json.loads(body)["username"]) == (200, "admin")
+    assert (status, json.loads(body)["user"]["username"]) == (200, "admin")
     status, _, body = await respond(master.app, "/api/v1/experiments", headers={"cookie": session})
     assert (status, int(json.loads(body)["total"])) == (200, 0)
 
@@ -485,6 +489,32 @@ async def test_a_change_must_be_json_from_the_masters_own_origin(
     # Logout is a change too: refused alike, and the session lives on.
     assert (await respond(master.app, "/api/v1/auth/logout", "POST", b"{}", sent))[0] == status
     assert (await respond(master.app, "/api/v1/me", headers={"cookie": session}))[0] == 200
+
+
+async def test_a_scripts_login_gets_determineds_login_response_with_the_token(
+    master: Master,
+) -> None:
+    # requests.post(f"{master}/api/v1/auth/login", json={...}).json()["token"], as with
+    # Determined: no Origin header, so the token is in the body (and it is the session).
+    body = json.dumps({"username": "admin", "password": master.password}).encode()
+    plain = {"content-type": "application/json"}
+    status, _, raw = await respond(master.app, "/api/v1/auth/login", "POST", body, plain)
+    answer = json.loads(raw)
+    assert status == 200 and set(answer) == {"token", "user"}
+    assert answer["user"]["username"] == "admin" and answer["user"]["modifiedAt"].endswith("Z")
+    bearer = {"authorization": f"Bearer {answer['token']}"}
+    status, _, raw = await respond(master.app, "/api/v1/me", headers=bearer)
+    assert (status, json.loads(raw)["user"]["username"]) == (200, "admin")
+    # A body Determined's LoginRequest would not take, or a client-side hash, is a 400.
+    for sent, problem in [
+        ({"username": "admin", "password": master.password, "remember": True}, "remember"),
+        ({"username": "admin", "password": 5}, "password: expected a string"),
+        ({"username": "admin", "password": "x", "isHashed": True}, "isHashed"),
+    ]:
+        status, _, raw = await respond(
+            master.app, "/api/v1/auth/login", "POST", json.dumps(sent).encode(), plain
+        )
+        assert status == 400 and problem in json.loads(raw)["error"]
 
 
 async def test_login_from_another_origin_is_refused(master: Master) -> None:

@@ -3,12 +3,23 @@ import { api, ApiError, requestInit, whenUnauthenticated } from "../src/api/clie
 import { decode, DecodeError } from "../src/api/decode";
 import * as t from "../src/api/types";
 
-// As the master writes it for login and /api/v1/me (protojson.to_dict(v1.User)).
-const USER = { id: 1, username: "admin", admin: true, active: true, modifiedAt: 1795309909.8 };
+// As the master writes it (protojson.to_dict(v1.User)), inside login's and /api/v1/me's answers.
+const USER = {
+  id: 1,
+  username: "admin",
+  admin: true,
+  active: true,
+  modifiedAt: "2026-11-22T10:31:49.800Z",
+  displayName: "",
+  remote: false,
+};
 
 describe("the user decoder", () => {
   it("decodes the user that login and /api/v1/me answer", () => {
-    expect(decode(t.user, USER)).toEqual({ id: 1, username: "admin", admin: true, active: true });
+    const want = { id: 1, username: "admin", admin: true, active: true };
+    expect(decode(t.user, USER)).toEqual(want);
+    expect(decode(t.loginAnswer, { token: "", user: USER })).toEqual(want);
+    expect(decode(t.meAnswer, { user: USER })).toEqual(want);
   });
 
   it("names a wrong field", () => {
@@ -71,7 +82,7 @@ describe("requests", () => {
   });
 
   it("logs in with the username and password as JSON and decodes the user", async () => {
-    const fetch = answer(200, USER);
+    const fetch = answer(200, { token: "", user: USER });
     vi.stubGlobal("fetch", fetch);
     expect((await api.login("admin", "s3cret")).username).toBe("admin");
     const [path, init] = fetch.mock.calls[0] as [string, RequestInit];

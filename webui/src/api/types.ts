@@ -458,6 +458,10 @@ export interface User {
   active: boolean;
 }
 export const user: Decoder<User> = object<User>({ id: int, username: str, admin: bool, active: bool });
+/** Login's answer (Determined's LoginResponse; a browser's token is the cookie, not this). */
+export const loginAnswer: Decoder<User> = map(object({ user }), (r) => r.user);
+/** /api/v1/me's answer (Determined's GetMeResponse). */
+export const meAnswer: Decoder<User> = loginAnswer;
 
 /** A TensorBoard task (`det tensorboard`); `serviceAddress` is its path on the master. */
 export interface Tensorboard {

@@ -68,6 +68,7 @@ __all__ = (
     "GetJobsResponse",
     "GetMasterRequest",
     "GetMasterResponse",
+    "GetMasterResponseProduct",
     "GetMeRequest",
     "GetMeResponse",
     "GetResourcePoolsRequest",
@@ -112,6 +113,8 @@ __all__ = (
     "MarkAllocationResourcesDaemonResponse",
     "MasterMessage",
     "MetricReport",
+    "OrderBy",
+    "Pagination",
     "PatchTrialRequest",
     "PatchTrialResponse",
     "PatchUserRequest",
@@ -177,6 +180,7 @@ __all__ = (
     "Welcome",
 )
 
+import datetime
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -194,6 +198,50 @@ if TYPE_CHECKING:
 
 _COMPILER_VERSION = "0.10.1"
 betterproto2.check_compiler_version(_COMPILER_VERSION)
+
+
+class GetMasterResponseProduct(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    COMMUNITY = 1
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "PRODUCT_UNSPECIFIED",
+            1: "PRODUCT_COMMUNITY",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "PRODUCT_UNSPECIFIED": 0,
+            "PRODUCT_COMMUNITY": 1,
+        }
+
+
+class OrderBy(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    ASC = 1
+
+    DESC = 2
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "ORDER_BY_UNSPECIFIED",
+            1: "ORDER_BY_ASC",
+            2: "ORDER_BY_DESC",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "ORDER_BY_UNSPECIFIED": 0,
+            "ORDER_BY_ASC": 1,
+            "ORDER_BY_DESC": 2,
+        }
 
 
 class State(betterproto2.Enum):
@@ -1465,11 +1513,40 @@ default_message_pool.register_message("v1", "GetMasterRequest", GetMasterRequest
 
 @dataclass(eq=False, repr=False)
 class GetMasterResponse(betterproto2.Message):
+    """
+    Determined's GetMasterResponse, less what pydet has no use for (SSO, branding, telemetry).
+    """
+
     version: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
     cluster_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
     cluster_name: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    master_id: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    This master process's id (random per start).
+    """
+
+    strict_job_queue_control: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+    """
+    Determined's switches, as pydet has them: no strict queue control, no custom logo,
+    no telemetry, no RBAC (yet); users are managed here.
+    """
+
+    has_custom_logo: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
+
+    telemetry_enabled: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
+
+    rbac_enabled: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
+
+    user_management_enabled: "bool" = betterproto2.field(9, betterproto2.TYPE_BOOL)
+
+    product: "GetMasterResponseProduct" = betterproto2.field(
+        10, betterproto2.TYPE_ENUM, default_factory=lambda: GetMasterResponseProduct(0)
+    )
+
+    feature_switches: "list[str]" = betterproto2.field(11, betterproto2.TYPE_STRING, repeated=True)
 
 
 default_message_pool.register_message("v1", "GetMasterResponse", GetMasterResponse)
@@ -1673,6 +1750,10 @@ default_message_pool.register_message("v1", "GetUsersRequest", GetUsersRequest)
 @dataclass(eq=False, repr=False)
 class GetUsersResponse(betterproto2.Message):
     users: "list[User]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetUsersResponse", GetUsersResponse)
@@ -1898,6 +1979,12 @@ class LoginRequest(betterproto2.Message):
 
     password: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
+    is_hashed: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
+    """
+    Determined's clients may send a salted hash of the password instead; pydet keeps only a
+    memory-hard hash of the password itself, so it refuses those.
+    """
+
 
 default_message_pool.register_message("v1", "LoginRequest", LoginRequest)
 
@@ -1906,7 +1993,8 @@ default_message_pool.register_message("v1", "LoginRequest", LoginRequest)
 class LoginResponse(betterproto2.Message):
     token: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    The session token: send it as "x-det-token" metadata on every later call.
+    The session token: send it as "x-det-token" metadata on every later call (over HTTP,
+    as "Authorization: Bearer <token>"). A browser's login gets it as a cookie instead.
     """
 
     user: "User | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
@@ -2030,6 +2118,33 @@ class MetricReport(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "MetricReport", MetricReport)
+
+
+@dataclass(eq=False, repr=False)
+class Pagination(betterproto2.Message):
+    """
+    How a list was cut (Determined's api.v1.Pagination): the offset and limit asked for, the
+    half-open range [start_index, end_index) of what was returned, and how many there are.
+    """
+
+    offset: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+    """
+    As asked for (limit 0: no limit).
+    """
+
+    limit: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+    start_index: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+    """
+    What was returned.
+    """
+
+    end_index: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+
+    total: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message("v1", "Pagination", Pagination)
 
 
 @dataclass(eq=False, repr=False)
@@ -2938,6 +3053,10 @@ default_message_pool.register_message("v1", "UpdateJobQueueResponse", UpdateJobQ
 
 @dataclass(eq=False, repr=False)
 class User(betterproto2.Message):
+    """
+    Determined's userv1.User.
+    """
+
     id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
 
     username: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
@@ -2946,7 +3065,19 @@ class User(betterproto2.Message):
 
     active: "bool" = betterproto2.field(4, betterproto2.TYPE_BOOL)
 
-    modified_at: "float" = betterproto2.field(5, betterproto2.TYPE_DOUBLE)
+    modified_at: "datetime.datetime | None" = betterproto2.field(
+        5, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
+
+    display_name: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    """
+    The name shown for the user ("" for the username).
+    """
+
+    remote: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
+    """
+    Authenticated elsewhere (SSO); never so in pydet.
+    """
 
 
 default_message_pool.register_message("v1", "User", User)
@@ -4284,6 +4415,9 @@ class DeterminedStub(betterproto2_grpclib.ServiceStub):
             deadline=deadline,
             metadata=metadata,
         )
+
+
+from ..google import protobuf as _google__protobuf__
 
 
 class AgentsBase(betterproto2_grpclib.ServiceBase):
