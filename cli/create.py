@@ -89,13 +89,13 @@ def _context(context_dir: str | None, includes: list[str]) -> bytes:
 
 
 def _submit(master: str | None, text: str, context: bytes, *, paused: bool, follow: bool) -> int:
-    request = v1.CreateExperimentRequest(config=text, context=context, paused=paused)
+    request = v1.CreateExperimentRequest(config=text, context=context, activate=not paused)
 
     async def body(s: client.Session) -> int:
         response = await s.call(s.stub.create_experiment(request))
         exp_id: int = rpc.present(response.experiment, "experiment").id
         print(f"Created experiment {exp_id}", flush=True)
-        for warning in response.warnings:
+        for warning in response.warning_messages:
             print(f"Warning: {warning}", file=sys.stderr)
         if not follow:
             return 0

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from determined.api.gen import v1
-from determined.common import client, errors, expconf
+from determined.common import client, errors, expconf, structs
 from pydet.cli import Subparsers, checkpoint, config, create, listing, pareto, render, rpc, trial
 
 # verb -> (stub method, past tense for the confirmation line)
@@ -126,10 +126,10 @@ def list_experiments(args: argparse.Namespace) -> int:
     ones too (and an Archived column)."""
 
     async def body(s: client.Session) -> list[v1.Experiment]:
-        request = v1.GetExperimentsRequest(order_by="id")
+        request = v1.GetExperimentsRequest()
         if not args.all:
             me = rpc.present((await s.call(s.stub.get_me(v1.GetMeRequest()))).user, "user")
-            request = v1.GetExperimentsRequest(order_by="id", archived=False, users=[me.username])
+            request = v1.GetExperimentsRequest(archived=False, users=[me.username])
         return list((await s.call(s.stub.get_experiments(request))).experiments)
 
     experiments = listing.page(rpc.run(args.master, body), args)
@@ -179,7 +179,7 @@ def describe(args: argparse.Namespace) -> int:
             continue
         if i:
             print()
-        print_described(e, trials, best, json.loads(resp.config) if resp.config else {})
+        print_described(e, trials, best, structs.python(resp.config))
         if resp.imported_trials:
             print()
             print(imported_text(resp.imported_trials))
@@ -195,7 +195,7 @@ def print_described(
     front = pareto.front(trials, goals) if goals else []
     headers = (*render.EXPERIMENT_HEADERS, "Searcher", "Best Metric", "Archived", "Description")
     row = render.experiment_row(e)
-    row += [e.searcher_name, render.optional_number(e.best_searcher_metric), e.archived]
+    row += [e.searcher_type, render.optional_number(e.best_trial_searcher_metric), e.archived]
     row.append(e.description)
     print(render.table(headers, [row]))
     print("\nTrials:")
@@ -219,11 +219,11 @@ def describe_json(
     ``{"experiment": {...}, ...}`` (the experiment with its filled config), plus its
     trials and the best of them."""
     experiment: dict[str, Any] = render.message_dict(rpc.present(resp.experiment, "experiment"))
-    config = json.loads(resp.config) if resp.config else None
+    config = structs.python(resp.config) if resp.config is not None else None
     experiment["config"] = config
     out: dict[str, Any] = {
         "experiment": experiment,
-        "job_summary": None,
+        "job_summary": None if resp.job_summary is None else render.message_dict(resp.job_summary),
         "trials": [render.message_dict(t) for t in trials],
         "best_trial": None if best is None else render.message_dict(best),
         # Trials of searcher.source_experiment_id that seeded the search; never run here.
@@ -247,7 +247,7 @@ def imported_text(imported: list[v1.ImportedTrial]) -> str:
             i.source_trial_id,
             i.steps_completed,
             render.optional_number(i.best_validation_metric),
-            ", ".join(f"{k}={v}" for k, v in _flat(json.loads(i.hparams or "{}"))),
+            ", ".join(f"{k}={v}" for k, v in _flat(structs.python(i.hparams))),
             i.note or "used",
         ]
         for i in imported
@@ -297,11 +297,11 @@ def _flat(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def show_config(args: argparse.Namespace) -> int:
-    async def body(s: client.Session) -> str:
+    async def body(s: client.Session) -> dict[str, Any]:
         request = v1.GetExperimentRequest(experiment_id=args.experiment_id)
-        return str((await s.call(s.stub.get_experiment(request))).config)
+        return structs.python((await s.call(s.stub.get_experiment(request))).config)
 
-    filled = json.loads(rpc.run(args.master, body) or "{}")
+    filled = rpc.run(args.master, body)
     sys.stdout.write(yaml.safe_dump(filled, sort_keys=False, default_flow_style=False))
     return 0
 

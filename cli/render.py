@@ -21,6 +21,7 @@ import betterproto2
 from tabulate import tabulate  # type: ignore[import-untyped]
 
 from determined.api.gen import v1
+from determined.common import structs
 
 # Proto fields that carry a JSON document as a string; --json output inlines them.
 _JSON_STRING_FIELDS = frozenset(
@@ -119,8 +120,8 @@ def message_dict(message: betterproto2.Message) -> dict[str, Any]:
 
 def _plain(value: Any, key: str = "") -> Any:
     if isinstance(value, betterproto2.Message):
-        if type(value).__name__ in ("Struct", "Value", "ListValue"):
-            return value.to_dict()  # the JSON it holds
+        if type(value).__name__ == "Struct":
+            return structs.python(value)  # type: ignore[arg-type]
         return message_dict(value)
     if isinstance(value, enum.Enum):
         return state_name(value)
@@ -165,9 +166,9 @@ def experiment_row(e: v1.Experiment) -> list[Any]:
         e.id,
         e.username,
         e.name,
-        e.parent_id or "",
+        e.forked_from or "",
         state_name(e.state),
-        percent(e.progress),
+        percent(e.progress or 0.0),
         local_time(e.start_time),
         local_time(e.end_time),
         # An unmanaged run is in no pool: a script off the cluster reports it.

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 from determined.api.gen import v1
+from determined.common import structs, timestamps
 from pydet.master import queries
-from pydet.master.auth.redaction import redacted_json
+from pydet.master.auth.redaction import redacted, redacted_json, redacted_yaml
 from pydet.master.experiments import shown_state
 from pydet.master.experiments.trial_lifecycle import TrialPhase
 
@@ -17,11 +20,16 @@ def pagination(total: int, offset: int = 0, limit: int = 0) -> v1.Pagination:
     return v1.Pagination(offset=offset, limit=limit, start_index=start, end_index=end, total=total)
 
 
-def experiment(row: queries.ExperimentRow, *, pulling: int = 0) -> v1.Experiment:
-    """``pulling``: how many of its trials wait for an agent to pull their image."""
+def experiment(
+    row: queries.ExperimentRow, *, pulling: int = 0, full: bool = False
+) -> v1.Experiment:
+    """``pulling``: how many of its trials wait for an agent to pull their image. ``full``:
+    with its config and original config (secrets hidden), as GetExperiment shows it."""
     cfg = row.config_dict
     searcher = cfg.get("searcher") or {}
     resources = cfg.get("resources") or {}
+    end = row.end_time
+    project, workspace = cfg.get("project") or "", cfg.get("workspace") or ""
     return v1.Experiment(
         id=row.id,
         name=row.name or f"Experiment {row.id}",
@@ -30,22 +38,36 @@ def experiment(row: queries.ExperimentRow, *, pulling: int = 0) -> v1.Experiment
         state=shown_state.experiment(
             row.state, (TrialPhase(p) for p in row.trial_phases), pulling=pulling
         ),
-        start_time=row.start_time,
-        end_time=row.end_time,
+        start_time=timestamps.to_datetime(row.start_time),
+        end_time=timestamps.to_datetime(end),
+        duration=int((end if end is not None else time.time()) - row.start_time),
         username=row.username,
+        user_id=row.user_id,
+        display_name=row.username,
         archived=row.archived,
         progress=row.progress,
         num_trials=row.num_trials,
+        trial_ids=list(row.trial_ids),
         resource_pool=resources.get("resource_pool") or "",
         job_id=row.job_id,
-        searcher_name=searcher.get("name") or "",
+        searcher_type=searcher.get("name") or "",
         searcher_metric=searcher.get("metric") or "",
         smaller_is_better=bool(searcher.get("smaller_is_better", True)),
-        best_searcher_metric=row.best_validation,
-        parent_id=row.parent_id,
-        project=cfg.get("project") or "",
-        workspace=cfg.get("workspace") or "",
+        best_trial_searcher_metric=row.best_validation,
+        best_trial_id=row.best_trial_id,
+        hyperparameters=structs.struct(cfg.get("hyperparameters") or {}),
+        forked_from=row.parent_id or None,
+        # pydet keeps no project or workspace ids: the default ones are Determined's 1.
+        project_name=project or "Uncategorized",
+        project_id=0 if project and project != "Uncategorized" else 1,
+        workspace_name=workspace or "Uncategorized",
+        workspace_id=0 if workspace and workspace != "Uncategorized" else 1,
+        checkpoint_count=row.checkpoint_count,
+        checkpoint_size=row.checkpoint_size,
         unmanaged=row.unmanaged,
+        external_experiment_id=row.external_id,
+        config=structs.struct(redacted(cfg)) if full else None,
+        original_config=redacted_yaml(row.original_config) if full else "",
     )
 
 

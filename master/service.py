@@ -12,12 +12,18 @@ from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
 from determined.api.gen import v1
-from determined.common import errors, pareto
+from determined.common import errors, pareto, structs
 from pydet.master import convert, queries
 from pydet.master.agents.table import AgentTable
 from pydet.master.auth import redaction
 from pydet.master.events import EventBus
-from pydet.master.experiments import json_input, shown_state, warm_start
+from pydet.master.experiments import (
+    json_input,
+    model_definition,
+    shown_state,
+    templates,
+    warm_start,
+)
 from pydet.master.experiments.checkpoints import Checkpoints
 from pydet.master.experiments.continuation import max_trials_override, parse_override
 from pydet.master.experiments.live import LiveExperiments
@@ -114,47 +120,70 @@ class Service:
             parent = await queries.stored_config(self.db, req.parent_id)
             if parent is not None:
                 text = redaction.restore_secrets(text, parent)
+        context = req.context
+        if req.model_definition:
+            if context:
+                raise errors.InvalidArgument(
+                    "modelDefinition: send the context as files or as one archive, not both"
+                )
+            context = model_definition.archive(req.model_definition)
+        unmanaged = bool(req.unmanaged)
+        if not context and not req.parent_id and not unmanaged:
+            # No code sent (Determined's `echo yo`): the entrypoint is in the image.
+            context = model_definition.archive([])
         try:
+            if req.template is not None:
+                text = templates.named(text, req.template)
             text = await self.templates.apply(text)
-            if req.validate_only and not req.unmanaged:
+            if req.validate_only and not unmanaged:
                 cfg = self.experiments.validate(text)
                 return v1.CreateExperimentResponse(
-                    config=json.dumps(redaction.redacted(cfg.to_dict()))
+                    config=structs.struct(redaction.redacted(cfg.to_dict()))
                 )
             async with self.lock:
                 created = await self.experiments.create(
                     text,
-                    req.context,
-                    paused=req.paused,
+                    context,
+                    paused=not req.activate,
                     username=req.username or "determined",
                     parent_id=req.parent_id,
-                    unmanaged=req.unmanaged,
+                    unmanaged=unmanaged,
                     external_id=req.external_experiment_id,
                 )
         except errors.InvalidArgument as e:
             raise _scrubbed(e, text) from None
         resp = await self.get_experiment(created.id)
         return v1.CreateExperimentResponse(
-            experiment=resp.experiment, config=resp.config, warnings=list(created.warnings)
+            experiment=resp.experiment,
+            config=resp.config,
+            warning_messages=list(created.warnings),
         )
 
     async def get_experiments(self, req: v1.GetExperimentsRequest) -> v1.GetExperimentsResponse:
+        sort = req.sort_by.name.lower() if req.sort_by else "id"
+        if sort not in queries.ORDER_COLUMNS:
+            choices = ", ".join(f"SORT_BY_{k.upper()}" for k in queries.ORDER_COLUMNS)
+            raise errors.InvalidArgument(
+                f"sortBy: pydet does not sort by {req.sort_by.proto_name}; one of {choices}"
+            )
         rows, total = await queries.experiments(
             self.db,
             queries.ExperimentFilter(
                 states=sorted({shown_state.stored(s) for s in req.states}, key=str),
                 archived=req.archived,
                 name=req.name,
-                order_by=req.order_by,
-                descending=req.descending,
+                order_by=sort,
+                descending=req.order_by == v1.OrderBy.DESC,
                 limit=req.limit,
                 offset=req.offset,
                 users=tuple(req.users),
+                labels=tuple(req.labels),
+                description=req.description,
             ),
         )
         return v1.GetExperimentsResponse(
             experiments=[convert.experiment(r, pulling=self._pulling(r.id)) for r in rows],
-            total=total,
+            pagination=convert.pagination(total, req.offset, req.limit),
         )
 
     def _pulling(self, experiment_id: int) -> int:
@@ -176,17 +205,18 @@ class Service:
                 and (found := pareto.values(t.latest_validation, goals)) is not None
             ]
             front = pareto.front(points, goals)
+        experiment = convert.experiment(row, pulling=self._pulling(experiment_id), full=True)
         return v1.GetExperimentResponse(
             pareto_front=front,
-            experiment=convert.experiment(row, pulling=self._pulling(experiment_id)),
-            config=redaction.redacted_json(row.config),
-            original_config=redaction.redacted_yaml(row.original_config),
+            experiment=experiment,
+            job_summary=self.jobs.summary(row.job_id),
+            config=experiment.config,
             imported_trials=[
                 v1.ImportedTrial(
                     source_experiment_id=i.source_experiment_id,
                     source_trial_id=i.source_trial_id,
-                    hparams=i.hparams,
-                    latest_validation=i.latest_validation,
+                    hparams=structs.struct(json.loads(i.hparams or "{}")),
+                    latest_validation=structs.struct(json.loads(i.latest_validation or "{}")),
                     best_validation_metric=i.best_validation,
                     steps_completed=i.steps_completed,
                     note=i.note,

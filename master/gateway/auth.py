@@ -7,8 +7,10 @@ Determined; a browser's login (it sends Origin with every POST) gets an empty to
 the session being the cookie alone, which the page's scripts cannot read.
 Task and agent tokens are refused here; tasks and agents speak gRPC. A state-changing
 request must come from the master's own origin (its Origin header, when a browser sends
-one, names this host) and, when it has a body, must be ``application/json``; that is what a
-page on another site cannot send without a CORS preflight, which this master never answers.
+one, names this host) and, when the cookie is its session, must be ``application/json``;
+that is what a page on another site cannot send without a CORS preflight, which this master
+never answers. (A Bearer header is no ambient credential: a page cannot make a browser send
+one, so such requests need no Content-Type.)
 Changes to an experiment or job are checked against the same rule table as the gRPC API.
 """
 
@@ -34,12 +36,14 @@ OPEN_PATHS = frozenset({"/health", "/api/v1/auth/login"})
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def token_of(request: Request) -> str | None:
+def _bearer(request: Request) -> str | None:
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip()
-    return request.cookies.get(COOKIE) or None
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+def token_of(request: Request) -> str | None:
+    return _bearer(request) or request.cookies.get(COOKIE) or None
 
 
 def check_same_origin(request: Request) -> None:
@@ -53,7 +57,10 @@ def check_same_origin(request: Request) -> None:
         host = request.headers.get("host", "")
         if origin == "null" or urlsplit(origin).netloc.lower() != host.lower():
             raise errors.PermissionDenied(f"requests from origin {origin} are refused")
-    if request.method in ("POST", "PUT", "PATCH"):
+    # A page can make the browser send its cookie, never an Authorization header: a script's
+    # Bearer request may leave the Content-Type out (Determined's clients POST actions
+    # without a body).
+    if request.method in ("POST", "PUT", "PATCH") and _bearer(request) is None:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind != "application/json":
             raise errors.InvalidArgument("request body: Content-Type must be application/json")

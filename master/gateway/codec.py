@@ -134,6 +134,17 @@ async def body(request: Request, cls: type[M], *, path: str = "") -> M:
         raise errors.InvalidArgument(str(e)) from None
 
 
+def query_message(request: Request, cls: type[M]) -> M:
+    """The request's query parameters read as the message ``cls`` (``protojson.parse_query``:
+    as Determined's gateway reads a GET's parameters); those naming no field are left for
+    the route to read."""
+    params = {key: request.query_params.getlist(key) for key in request.query_params}
+    try:
+        return protojson.parse_query(cls, params)  # type: ignore[no-any-return]
+    except protojson.ParseError as e:
+        raise errors.InvalidArgument(str(e)) from None
+
+
 def field(body: dict[str, Any], name: str, kind: type, default: Any = None) -> Any:
     """A field of a JSON object body by its own name or its JSON name (``parent_id`` or
     ``parentId``), type-checked (``bool`` is not accepted as ``int``)."""

@@ -20,33 +20,16 @@ EXPERIMENT_ACTIONS = ("activate", "pause", "cancel", "kill", "archive", "unarchi
 
 def routes(service: Service) -> list[Route]:
     async def list_experiments(request: Request) -> Response:
-        req = v1.GetExperimentsRequest(
-            limit=codec.integer(request, "limit"),
-            offset=codec.integer(request, "offset"),
-            states=codec.states(request, "state"),
-            archived=codec.boolean(request, "archived"),
-            name=codec.query(request, "name"),
-            order_by=codec.query(request, "order_by") or "id",
-            descending=bool(codec.boolean(request, "descending")),
-        )
+        req = codec.query_message(request, v1.GetExperimentsRequest)
         return codec.message(await service.get_experiments(req))
 
     async def create_experiment(request: Request) -> Response:
-        body = await codec.json_body(request)
-        if not isinstance(body, dict):
-            raise errors.InvalidArgument("request body: expected a JSON object")
-        config = codec.field(body, "config", str)
-        if not config:
+        req = await codec.body(request, v1.CreateExperimentRequest)
+        if not req.config:
             raise errors.InvalidArgument("config: required (the experiment config as YAML)")
-        req = v1.CreateExperimentRequest(
-            config=config,
-            parent_id=codec.field(body, "parent_id", int, 0),
-            # No context: the master reuses the parent's.
-            context=b"",
-            paused=not codec.field(body, "activate", bool, True),
-            validate_only=codec.field(body, "validate_only", bool, False),
-            username=gateway_auth.caller(request).username,
-        )
+        # The owner is whoever is logged in; without files or an archive, the parent's
+        # context is reused (or the image holds the code).
+        req.username = gateway_auth.caller(request).username
         await gateway_auth.authorize(request, "CreateExperiment", req)
         return codec.message(await service.create_experiment(req))
 

@@ -133,6 +133,25 @@ class Jobs:
             )
         return out
 
+    def summary(self, job_id: str) -> v1.JobSummary | None:
+        """Where a job stands in its pool's queue; None when it is in none (ended, or no
+        trial runs or waits)."""
+        queued = self._queued()
+        found = queued.get(job_id)
+        if found is None:
+            return None
+        pool = found[1].resource_pool
+        rows = jobqueue.queue_rows(
+            [job for _, job, _, _ in queued.values()],
+            resource_pool=pool,
+            scheduler=self.scheduler_of(pool),
+        )
+        for ahead, row in enumerate(rows):
+            if row.job.job_id == job_id:
+                state = v1.JobSummaryState[row.state.removeprefix("STATE_")]
+                return v1.JobSummary(state=state, jobs_ahead=ahead)
+        return None
+
     def _note(self, exp: Experiment) -> str:
         notes = []
         for trial in exp.trials.values():

@@ -19,6 +19,7 @@ from pydet.master.queries.checkpoints import (
     trial_checkpoints,
 )
 from pydet.master.queries.experiments import (
+    ORDER_COLUMNS,
     ExperimentFilter,
     ExperimentRow,
     TrialRow,
@@ -44,6 +45,7 @@ from pydet.master.queries.owners import (
 from pydet.master.queries.users import UserRow, user, users
 
 __all__ = [
+    "ORDER_COLUMNS",
     "CheckpointRow",
     "ExperimentFilter",
     "ExperimentRow",

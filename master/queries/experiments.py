@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,14 +12,18 @@ from determined.common import errors
 from pydet.master.states import State
 from pydet.master.store.db import Database, Row
 
-# What `order_by` may name, and the column each sorts by.
+# What `order_by` may name (Determined's sort keys, lowercased), and the column each sorts by.
 ORDER_COLUMNS = {
     "id": "id",
     "name": "name",
+    "description": "description",
     "state": "state",
     "start_time": "start_time",
     "end_time": "end_time",
     "progress": "progress",
+    "num_trials": "n",
+    "user": "username",
+    "forked_from": "parent_id",
 }
 
 
@@ -45,6 +50,14 @@ class ExperimentRow:
     # What its trials are doing (their phases, each once), from which its shown state follows.
     trial_phases: tuple[str, ...] = ()
     unmanaged: bool = False
+    external_id: str | None = None
+    # Filled in by _details: the owner's id, its trials' ids, the trial with the best
+    # searcher metric, and its checkpoints (COMPLETED ones) and their bytes.
+    user_id: int = 0
+    trial_ids: tuple[int, ...] = ()
+    best_trial_id: int | None = None
+    checkpoint_count: int = 0
+    checkpoint_size: int = 0
 
     @property
     def config_dict(self) -> dict[str, Any]:
@@ -96,6 +109,9 @@ class ExperimentFilter:
     offset: int = 0
     # Owners' usernames; empty for everybody's.
     users: Sequence[str] = ()
+    # Only those with all of these labels, and whose description contains this.
+    labels: Sequence[str] = ()
+    description: str = ""
 
 
 # Each experiment with its trials' count and the best of their validations (whether the
@@ -131,7 +147,58 @@ def _experiment(row: Row) -> ExperimentRow:
         best_validation=row["lo"] if smaller else row["hi"],
         trial_phases=tuple((row["phases"] or "").split(",")) if row["phases"] else (),
         unmanaged=bool(row["unmanaged"]),
+        external_id=row["external_id"],
     )
+
+
+async def _details(db: Database, rows: list[ExperimentRow]) -> list[ExperimentRow]:
+    """``rows`` with what Determined's API shows of an experiment besides its own columns:
+    three queries for the whole page."""
+    if not rows:
+        return rows
+    ids = [r.id for r in rows]
+    marks = ",".join("?" * len(ids))
+    trials: dict[int, list[tuple[int, float | None]]] = {i: [] for i in ids}
+    for t in await db.fetch_all(
+        f"SELECT experiment_id, id, best_validation FROM trials WHERE experiment_id IN ({marks})"
+        " ORDER BY id",
+        ids,
+    ):
+        trials[t["experiment_id"]].append((t["id"], t["best_validation"]))
+    checkpoints = {
+        c["experiment_id"]: (c["n"], c["size"] or 0)
+        for c in await db.fetch_all(
+            "SELECT t.experiment_id, COUNT(*) AS n, SUM(c.size) AS size FROM checkpoints c"
+            f" JOIN trials t ON c.trial_id = t.id WHERE t.experiment_id IN ({marks})"
+            " AND c.state = 'COMPLETED' GROUP BY t.experiment_id",
+            ids,
+        )
+    }
+    names = sorted({r.username for r in rows})
+    users = {
+        u["username"]: u["id"]
+        for u in await db.fetch_all(
+            f"SELECT id, username FROM users WHERE username IN ({','.join('?' * len(names))})",
+            names,
+        )
+    }
+    out = []
+    for r in rows:
+        scored = [(v, i) for i, v in trials[r.id] if v is not None]
+        smaller = r.config_dict.get("searcher", {}).get("smaller_is_better", True)
+        best = (min(scored) if smaller else max(scored))[1] if scored else None
+        count, size = checkpoints.get(r.id, (0, 0))
+        out.append(
+            dataclasses.replace(
+                r,
+                user_id=users.get(r.username, 0),
+                trial_ids=tuple(i for i, _ in trials[r.id]),
+                best_trial_id=best,
+                checkpoint_count=count,
+                checkpoint_size=int(size),
+            )
+        )
+    return out
 
 
 def _trial(row: Row) -> TrialRow:
@@ -178,7 +245,8 @@ async def experiment(db: Database, experiment_id: int) -> ExperimentRow:
     row = await db.fetch_one(f"{_EXPERIMENTS} WHERE e.id = ?", (experiment_id,))
     if row is None:
         raise errors.NotFound(f"experiment {experiment_id} not found")
-    return _experiment(row)
+    (found,) = await _details(db, [_experiment(row)])
+    return found
 
 
 async def experiments(db: Database, f: ExperimentFilter) -> tuple[list[ExperimentRow], int]:
@@ -197,6 +265,12 @@ async def experiments(db: Database, f: ExperimentFilter) -> tuple[list[Experimen
     if f.users:
         where.append(f"username IN ({','.join('?' * len(f.users))})")
         params.extend(f.users)
+    for label in f.labels:
+        where.append("instr(labels, ?) > 0")
+        params.append(json.dumps(label))
+    if f.description:
+        where.append("instr(lower(description), lower(?)) > 0")
+        params.append(f.description)
     column = ORDER_COLUMNS.get(f.order_by or "id")
     if column is None:
         raise errors.InvalidArgument(
@@ -209,7 +283,8 @@ async def experiments(db: Database, f: ExperimentFilter) -> tuple[list[Experimen
         f" ORDER BY {column} {'DESC' if f.descending else 'ASC'} LIMIT ? OFFSET ?",
         [*params, f.limit or -1, f.offset],
     )
-    return [_experiment(r) for r in rows], total["n"] if total is not None else 0
+    found = await _details(db, [_experiment(r) for r in rows])
+    return found, total["n"] if total is not None else 0
 
 
 async def stored_config(db: Database, experiment_id: int) -> str | None:

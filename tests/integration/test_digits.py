@@ -219,7 +219,7 @@ def test_digits_stage4_grid_search_over_the_learning_rate(api: Api, stages: dict
     # At this budget the larger learning rate wins, and the searcher knows it.
     best = min(trials, key=lambda t: t.best_validation_metric or float("inf"))
     assert json.loads(best.hparams)["lr"] == pytest.approx(0.1)
-    assert api.experiment(exp_id).best_searcher_metric == best.best_validation_metric
+    assert api.experiment(exp_id).best_trial_searcher_metric == best.best_validation_metric
 
 
 def test_digits_custom_launcher_trains_like_torchrun(

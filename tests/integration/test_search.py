@@ -158,8 +158,8 @@ def test_optuna_tpe_search_over_digits_runs_its_budget_in_bounds(cluster: Cluste
     assert_four_distinct_two_epoch_trials(trials)
     best = min(t["best_validation_metric"] for t in trials)
     described = json.loads(cluster.det("experiment", "describe", "--json", str(exp_id)).stdout)
-    assert described[0]["experiment"]["searcher_name"] == "optuna"
-    assert described[0]["experiment"]["best_searcher_metric"] == pytest.approx(best)
+    assert described[0]["experiment"]["searcher_type"] == "optuna"
+    assert described[0]["experiment"]["best_trial_searcher_metric"] == pytest.approx(best)
 
 
 @pytest.mark.slow

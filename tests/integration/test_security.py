@@ -906,11 +906,11 @@ def test_describe_and_the_webui_show_no_secret_from_a_config(
     for text in (described, config, json.dumps(webui)):
         for secret in CREDENTIALS.values():
             assert secret not in text
-    shown = json.loads(webui["config"])
+    shown = webui["config"]
     assert shown["checkpoint_storage"]["secret_key"] == "********"
     assert shown["checkpoint_storage"]["bucket"] == "my-bucket"
     assert shown["environment"]["registry_auth"]["username"] == "robot"
-    assert "# credentials below" in webui["originalConfig"]
+    assert "# credentials below" in webui["experiment"]["originalConfig"]
     # The task still gets them: the stored config is complete.
     ((stored,),) = cluster.sql("SELECT config FROM experiments WHERE id = ?", (exp_id,))
     assert all(secret in stored for secret in CREDENTIALS.values())
@@ -921,7 +921,11 @@ def test_describe_and_the_webui_show_no_secret_from_a_config(
             cluster.request(
                 "/api/v1/experiments",
                 method="POST",
-                body={"config": webui["originalConfig"], "parentId": exp_id, "activate": False},
+                body={
+                    "config": webui["experiment"]["originalConfig"],
+                    "parentId": exp_id,
+                    "activate": False,
+                },
             ),
             timeout=30,
         ).read()

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from determined.api.gen import v1
+from determined.common import timestamps
 from pydet.cli import agent, experiment, render
 
 START = datetime.datetime(2024, 5, 6, 7, 8, 9).timestamp()  # local time, as the CLI shows it
@@ -24,8 +25,8 @@ def test_experiment_table_has_determineds_columns_and_look() -> None:
         name="mnist",
         state=v1.State.COMPLETED,
         progress=0.5,
-        start_time=START,
-        end_time=START + 61,
+        start_time=timestamps.to_datetime(START),
+        end_time=timestamps.to_datetime(START + 61),
         resource_pool="default",
         username="alice",
     )

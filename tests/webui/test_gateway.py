@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from determined.api.gen import v1
-from determined.common import errors, protojson
+from determined.common import errors, protojson, structs, timestamps
 from pydet.master import gateway
 from pydet.master.auth import rules as authz
 from pydet.master.auth.authenticator import ADMIN_PASSWORD_FILE, Authenticator
@@ -97,10 +97,20 @@ def slow(message: betterproto2.Message) -> dict[str, Any]:
 
 
 MESSAGES: list[betterproto2.Message] = [
-    v1.Experiment(id=3, name="x", labels=["a"], state=v1.State.PAUSED, start_time=1.5),
-    v1.Experiment(id=4, end_time=2.0, best_searcher_metric=0.25, progress=float("nan")),
-    v1.GetExperimentsResponse(experiments=[v1.Experiment(id=1)], total=10_000),
-    v1.GetExperimentResponse(experiment=None, config="{}", original_config="name: x"),
+    v1.Experiment(
+        id=3, name="x", labels=["a"], state=v1.State.PAUSED, start_time=timestamps.to_datetime(1.5)
+    ),
+    v1.Experiment(
+        id=4,
+        end_time=timestamps.to_datetime(2.0),
+        best_trial_searcher_metric=0.25,
+        progress=0.5,
+        forked_from=0,
+    ),
+    v1.GetExperimentsResponse(
+        experiments=[v1.Experiment(id=1)], pagination=v1.Pagination(total=10_000)
+    ),
+    v1.GetExperimentResponse(experiment=None, config=structs.struct({"a": ["x", None, True]})),
     v1.Trial(
         id=1, seed=2**40, steps_completed=7, latest_checkpoint_uuid="u", state=v1.State.PAUSED
     ),
@@ -438,7 +448,7 @@ async def test_login_sets_an_httponly_strict_cookie_that_is_the_session(master: 
     status, _, body = await respond(master.app, "/api/v1/me", headers={"cookie": session})
     assert (status, json.loads(body)["user"]["username"]) == (200, "admin")
     status, _, body = await respond(master.app, "/api/v1/experiments", headers={"cookie": session})
-    assert (status, int(json.loads(body)["total"])) == (200, 0)
+    assert (status, json.loads(body)["pagination"]["total"]) == (200, 0)
 
 
 async def test_a_wrong_password_is_refused_with_the_masters_message_and_no_cookie(
@@ -566,3 +576,20 @@ async def test_the_http_api_takes_bearer_sessions_but_not_the_agent_token(master
     status, _, body = await respond(master.app, "/api/v1/me", headers=agent)
     assert status == 403
     assert "for users" in json.loads(body)["error"]
+
+
+async def test_a_scripts_bearer_change_needs_no_content_type_but_a_cookies_does(
+    master: Master,
+) -> None:
+    # Determined's clients POST an action without a body; a page cannot make a browser send
+    # an Authorization header, so only the cookie's requests must be marked JSON.
+    session = await master.session()
+    token = session.split("=", 1)[1]
+    bearer = {"authorization": f"Bearer {token}"}
+    status, _, _ = await respond(master.app, "/api/v1/auth/logout", "POST", b"", bearer)
+    assert status == 200
+    session = await master.session()
+    status, _, body = await respond(
+        master.app, "/api/v1/auth/logout", "POST", b"", {"cookie": session}
+    )
+    assert status == 400 and "Content-Type must be application/json" in json.loads(body)["error"]

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { anyObject, array, decode, DecodeError, int, jsonText, nullable, num, object, str } from "../src/api/decode";
+import { anyObject, array, decode, DecodeError, int, jsonText, nullable, num, object, str, time } from "../src/api/decode";
 import * as t from "../src/api/types";
 import { decoders } from "../src/api/stream";
 
@@ -10,7 +10,7 @@ const EXPERIMENT = {
   description: "",
   labels: ["a"],
   state: "STATE_ACTIVE",
-  startTime: 1795309909.8,
+  startTime: "2026-11-22T10:31:49.800Z",
   endTime: null,
   username: "determined",
   archived: false,
@@ -18,13 +18,22 @@ const EXPERIMENT = {
   numTrials: 2,
   resourcePool: "default",
   jobId: "294e786a",
-  searcherName: "single",
+  searcherType: "single",
   searcherMetric: "loss",
   smallerIsBetter: true,
-  bestSearcherMetric: null,
-  parentId: 0,
-  project: "",
-  workspace: "",
+  bestTrialSearcherMetric: null,
+  forkedFrom: null,
+  projectName: "Uncategorized",
+  projectId: 1,
+  workspaceName: "Uncategorized",
+  workspaceId: 1,
+  userId: 1,
+  trialIds: [1, 2],
+  hyperparameters: { lr: 0.1 },
+  config: null,
+  originalConfig: "",
+  checkpointSize: "0",
+  checkpointCount: 0,
 };
 
 const TRIAL = {
@@ -96,14 +105,18 @@ describe("primitive decoders", () => {
 
 describe("API decoders", () => {
   it("decodes an experiment list and strips the STATE_ prefix", () => {
-    const list = t.experimentList({ experiments: [EXPERIMENT], total: 10000 });
+    const pagination = { offset: 0, limit: 0, startIndex: 0, endIndex: 1, total: 10000 };
+    const list = t.experimentList({ experiments: [EXPERIMENT], pagination });
     expect(list.total).toBe(10000);
     expect(list.experiments[0]?.state).toBe("ACTIVE");
-    expect(list.experiments[0]?.bestSearcherMetric).toBeNull();
+    expect(list.experiments[0]?.bestTrialSearcherMetric).toBeNull();
+    expect(list.experiments[0]?.startTime).toBeCloseTo(1795343509.8, 3);
+    expect(list.experiments[0]?.forkedFrom).toBeNull();
   });
 
   it("rejects an unknown state", () => {
-    expect(() => decode(t.experimentList, { experiments: [{ ...EXPERIMENT, state: "STATE_NAPPING" }], total: 1 })).toThrow(
+    const pagination = { total: 1 };
+    expect(() => decode(t.experimentList, { experiments: [{ ...EXPERIMENT, state: "STATE_NAPPING" }], pagination })).toThrow(
       'experiments[0].state: unknown state "NAPPING"',
     );
   });
@@ -131,9 +144,11 @@ describe("API decoders", () => {
   });
 
   it("decodes the experiment detail's config JSON", () => {
-    const d = t.experimentDetail(
-      { experiment: EXPERIMENT, config: '{"searcher": {"name": "single"}}', originalConfig: "name: x\n" },
-    );
+    const d = t.experimentDetail({
+      experiment: { ...EXPERIMENT, originalConfig: "name: x\n", config: { searcher: { name: "single" } } },
+      jobSummary: null,
+      config: { searcher: { name: "single" } },
+    });
     expect(d.config).toEqual({ searcher: { name: "single" } });
     expect(d.originalConfig).toBe("name: x\n");
   });
@@ -192,5 +207,16 @@ describe("API decoders", () => {
     expect(decoders.experiment({ id: 3, state: "PAUSED" })).toEqual({ id: 3, state: "PAUSED" });
     expect(decoders.metrics({ trialId: 2 })).toEqual({ trialId: 2, experimentId: 0, groups: [], stepsCompleted: 0 });
     expect(() => decoders.logs({})).toThrow(DecodeError);
+  });
+});
+
+describe("times", () => {
+  it("reads a Timestamp's RFC 3339 text as seconds since the epoch, fraction and offset kept", () => {
+    expect(time("1970-01-01T00:00:01Z")).toBe(1);
+    expect(time("1970-01-01T00:00:01.250Z")).toBe(1.25);
+    expect(time("1970-01-01T00:00:01.000001Z")).toBeCloseTo(1.000001, 9);
+    expect(time("1970-01-01T01:00:00+01:00")).toBe(0);
+    expect(() => time(1.5)).toThrow(/expected an RFC 3339 time/);
+    expect(() => time("yesterday")).toThrow(DecodeError);
   });
 });

@@ -353,3 +353,44 @@ _DYNAMIC: dict[str, Callable[[type, Any, str, int], Any]] = {
     "ListValue": _list,
     "Value": _value,
 }
+
+
+_QUERY_TRUE, _QUERY_FALSE = ("true", "1"), ("false", "0")
+_SPLIT_KINDS = frozenset((betterproto2.TYPE_ENUM, *_RANGES))
+
+
+def _query_scalar(proto_type: str, wrapper: str, text: str) -> Any:
+    """A query parameter's text as the JSON value ``parse`` takes for the field."""
+    kind = _WRAPPER_KINDS.get(wrapper, proto_type) if wrapper else proto_type
+    if kind == betterproto2.TYPE_BOOL:
+        lowered = text.lower()
+        return True if lowered in _QUERY_TRUE else False if lowered in _QUERY_FALSE else text
+    if kind == betterproto2.TYPE_ENUM and text.lstrip("-").isdigit():
+        return int(text)
+    return text
+
+
+def parse_query(cls: type, params: dict[str, list[str]]) -> Any:
+    """The ``cls`` message that a GET's query parameters describe, as Determined's gateway
+    reads them: each field by either of its names, a repeated field by repeating it (or, for
+    numbers and enums, by commas), ``true``/``false`` for booleans. Parameters that name no
+    field of ``cls`` are left to the caller; messages other than wrappers are not read."""
+    table = _table(cls)
+    body: dict[str, Any] = {}
+    for key, values in params.items():
+        field = table.get(key)
+        if field is None or not values:
+            continue
+        meta = field.meta
+        wrapper = meta.unwrap().__name__ if meta.unwrap is not None else ""
+        if meta.proto_type == betterproto2.TYPE_MAP or (
+            meta.proto_type == betterproto2.TYPE_MESSAGE and not wrapper
+        ):
+            raise _fail(key, "cannot be given as a query parameter")
+        if meta.repeated:
+            if meta.proto_type in _SPLIT_KINDS:
+                values = [part.strip() for v in values for part in v.split(",") if part.strip()]
+            body[key] = [_query_scalar(meta.proto_type, wrapper, v) for v in values]
+        else:
+            body[key] = _query_scalar(meta.proto_type, wrapper, values[-1])
+    return parse(cls, body)

@@ -75,31 +75,34 @@ def float32_json(value: float) -> float | str:
     return shortest
 
 
-def _number(value: float) -> float | int | str:
+def _number(value: float, plain: bool) -> float | int | str:
     if isinstance(value, int):
         return value
-    if value.is_integer() and abs(value) <= _MAX_EXACT:
+    if math.isfinite(value) and value.is_integer() and abs(value) <= _MAX_EXACT:
         return int(value)
-    return double_json(value)
+    return value if plain else double_json(value)
 
 
-def value_json(message: Any) -> Any:
-    """A ``google.protobuf.Value`` as the JSON value it holds (null when it holds nothing)."""
+def value_json(message: Any, plain: bool = False) -> Any:
+    """A ``google.protobuf.Value`` as the JSON value it holds (null when it holds nothing).
+
+    ``plain``: as Python data rather than JSON, a NaN or an infinity kept as a float.
+    """
     if message.number_value is not None:
-        return _number(message.number_value)
+        return _number(message.number_value, plain)
     if message.string_value is not None:
         return message.string_value
     if message.bool_value is not None:
         return message.bool_value
     if message.struct_value is not None:
-        return struct_json(message.struct_value)
+        return struct_json(message.struct_value, plain)
     if message.list_value is not None:
-        return [value_json(v) for v in message.list_value.values]
+        return [value_json(v, plain) for v in message.list_value.values]
     return None
 
 
-def struct_json(message: Any) -> dict[str, Any]:
-    return {k: value_json(v) for k, v in message.fields.items()}
+def struct_json(message: Any, plain: bool = False) -> dict[str, Any]:
+    return {k: value_json(v, plain) for k, v in message.fields.items()}
 
 
 def list_json(message: Any) -> list[Any]:

@@ -28,9 +28,9 @@ from typing import Any
 import betterproto2
 
 from determined.common import _protojson_wkt as wkt
-from determined.common._protojson_parse import ParseError, json_name, parse
+from determined.common._protojson_parse import ParseError, json_name, parse, parse_query
 
-__all__ = ["ParseError", "json_name", "parse", "to_dict"]
+__all__ = ["ParseError", "json_name", "parse", "parse_query", "to_dict"]
 
 Convert = Callable[[Any], Any]
 _Plan = list[tuple[str, str, Convert]]

@@ -93,13 +93,15 @@ const ignore: Decoder<null> = () => null;
 
 export type ExperimentAction = "activate" | "pause" | "cancel" | "kill" | "archive" | "unarchive";
 
+/** GET /api/v1/experiments's parameters (Determined's GetExperimentsRequest). */
 export interface ExperimentQuery {
   limit?: number;
   offset?: number;
-  orderBy?: string;
-  descending?: boolean;
+  /** SORT_BY_ID, SORT_BY_START_TIME, ... */
+  sortBy?: string;
+  orderBy?: "ORDER_BY_ASC" | "ORDER_BY_DESC";
   name?: string;
-  state?: readonly string[];
+  states?: readonly string[];
   archived?: boolean;
 }
 

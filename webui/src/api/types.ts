@@ -16,6 +16,7 @@ import {
   optional,
   record,
   str,
+  time,
 } from "./decode";
 
 export const STATES = [
@@ -99,13 +100,16 @@ export interface Experiment {
   numTrials: number;
   resourcePool: string;
   jobId: string;
-  searcherName: string;
+  searcherType: string;
   searcherMetric: string;
   smallerIsBetter: boolean;
-  bestSearcherMetric: number | null;
-  parentId: number;
+  bestTrialSearcherMetric: number | null;
+  /** The experiment it was forked from. */
+  forkedFrom: number | null;
   // Reported into by a script off the cluster (core_v2 outside a trial).
   unmanaged: boolean;
+  /** The config text as submitted (only in GetExperiment's answer). */
+  originalConfig: string;
 }
 
 export const experiment: Decoder<Experiment> = object<Experiment>({
@@ -114,30 +118,37 @@ export const experiment: Decoder<Experiment> = object<Experiment>({
   description: str,
   labels: array(str),
   state,
-  startTime: num,
-  endTime: nullable(num),
+  startTime: time,
+  endTime: nullable(time),
   username: str,
   archived: bool,
-  progress: num,
+  progress: map(nullable(num), (p) => p ?? 0),
   numTrials: int,
   resourcePool: str,
   jobId: str,
-  searcherName: str,
+  searcherType: str,
   searcherMetric: str,
-  smallerIsBetter: bool,
-  bestSearcherMetric: nullable(num),
-  parentId: int,
+  smallerIsBetter: optional(bool, true),
+  bestTrialSearcherMetric: nullable(num),
+  forkedFrom: nullable(int),
   unmanaged: optional(bool, false),
+  originalConfig: optional(str, ""),
 });
+
+/** How a list was cut (Determined's Pagination): `total` is how many there are in all. */
+export interface Pagination {
+  total: number;
+}
+const pagination: Decoder<Pagination> = object<Pagination>({ total: int });
 
 export interface ExperimentList {
   experiments: Experiment[];
   total: number;
 }
-export const experimentList: Decoder<ExperimentList> = object<ExperimentList>({
-  experiments: array(experiment),
-  total: int,
-});
+export const experimentList: Decoder<ExperimentList> = map(
+  object({ experiments: array(experiment), pagination }),
+  (r) => ({ experiments: r.experiments, total: r.pagination.total }),
+);
 
 /** A trial of searcher.source_experiment_id that seeded a warm-started search (never run). */
 export interface ImportedTrial {
@@ -153,8 +164,8 @@ export interface ImportedTrial {
 export const importedTrial: Decoder<ImportedTrial> = object<ImportedTrial>({
   sourceExperimentId: int,
   sourceTrialId: int,
-  hparams: jsonText(jsonObject, {}),
-  latestValidation: jsonText(jsonObject, {}),
+  hparams: map(nullable(jsonObject), (o) => o ?? {}),
+  latestValidation: map(nullable(jsonObject), (o) => o ?? {}),
   bestValidationMetric: nullable(num),
   stepsCompleted: int,
   note: optional(str, ""),
@@ -170,13 +181,21 @@ export interface ExperimentDetail {
   /** Trial ids on a multi-objective search's Pareto front. */
   paretoFront: number[];
 }
-export const experimentDetail: Decoder<ExperimentDetail> = object<ExperimentDetail>({
-  experiment,
-  config: jsonText(jsonObject, {}),
-  originalConfig: str,
-  importedTrials: optional(array(importedTrial), []),
-  paretoFront: optional(array(int), []),
-});
+export const experimentDetail: Decoder<ExperimentDetail> = map(
+  object({
+    experiment,
+    config: map(nullable(jsonObject), (o) => o ?? {}),
+    importedTrials: optional(array(importedTrial), []),
+    paretoFront: optional(array(int), []),
+  }),
+  (r) => ({
+    experiment: r.experiment,
+    config: r.config,
+    originalConfig: r.experiment.originalConfig,
+    importedTrials: r.importedTrials,
+    paretoFront: r.paretoFront,
+  }),
+);
 
 export const experimentAction: Decoder<{ experiment: Experiment | null }> = object({
   experiment: nullable(experiment),

@@ -104,8 +104,8 @@ export const experimentPage: Page = (root, params, ctx) => {
     const item = (k: string, v: Node | string) => [h("div", {}, h("dt", {}, k), h("dd", {}, v))];
     replace(
       summary,
-      ...item("Searcher", `${e.searcherName} on ${e.searcherMetric} (${e.smallerIsBetter ? "smaller" : "larger"} is better)`),
-      ...item("Best metric", metric(e.bestSearcherMetric)),
+      ...item("Searcher", `${e.searcherType} on ${e.searcherMetric} (${e.smallerIsBetter ? "smaller" : "larger"} is better)`),
+      ...item("Best metric", metric(e.bestTrialSearcherMetric)),
       ...item("Progress", progress(e.progress)),
       ...item("Trials", String(e.numTrials)),
       ...item("User", e.username),
@@ -113,7 +113,7 @@ export const experimentPage: Page = (root, params, ctx) => {
       ...item("Duration", duration(e.startTime, e.endTime)),
       ...item("Resource pool", e.resourcePool),
       ...item("Job", e.jobId),
-      ...(e.parentId ? item("Forked from", link(`/experiments/${e.parentId}`, `#${e.parentId}`)) : []),
+      ...(e.forkedFrom ? item("Forked from", link(`/experiments/${e.forkedFrom}`, `#${e.forkedFrom}`)) : []),
       ...(e.description ? item("Description", e.description) : []),
     );
     (root.querySelector(".chart-title") as HTMLElement).textContent = `Validation ${e.searcherMetric} by trial`;

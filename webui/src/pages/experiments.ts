@@ -73,7 +73,7 @@ export const experimentsPage: Page = (root, _params, ctx) => {
       {
         title: "Best metric",
         class: "num",
-        cell: (e) => h("span", { title: e.searcherMetric }, metric(e.bestSearcherMetric)),
+        cell: (e) => h("span", { title: e.searcherMetric }, metric(e.bestTrialSearcherMetric)),
       },
       { title: "Trials", class: "num", cell: (e) => String(e.numTrials) },
       { title: "User", cell: (e) => e.username },
@@ -166,10 +166,10 @@ export const experimentsPage: Page = (root, _params, ctx) => {
       const result = await api.experiments({
         limit: s.size,
         offset: s.page * s.size,
-        orderBy: s.sort.key,
-        descending: s.sort.descending,
+        sortBy: `SORT_BY_${s.sort.key.toUpperCase()}`,
+        orderBy: s.sort.descending ? "ORDER_BY_DESC" : "ORDER_BY_ASC",
         name: s.name,
-        state: states,
+        states,
         // Archived experiments are hidden unless asked for, as in Determined.
         archived: s.archived ? undefined : false,
       });

@@ -29,6 +29,7 @@ def _load(
     session: MasterSession, *, experiment_id: int = 0, trial_id: int = 0
 ) -> tuple[list[Checkpoint], dict[str, Any]]:
     from determined.api.gen import v1
+    from determined.common import structs
 
     if trial_id:
         t = session.call(lambda stub: stub.get_trial(v1.GetTrialRequest(trial_id=trial_id)))
@@ -38,7 +39,7 @@ def _load(
     exp = session.call(
         lambda stub: stub.get_experiment(v1.GetExperimentRequest(experiment_id=experiment_id))
     )
-    config: dict[str, Any] = json.loads(exp.config) if exp.config else {}
+    config: dict[str, Any] = structs.python(exp.config)
     request = v1.GetCheckpointsRequest(experiment_id=experiment_id, trial_id=trial_id)
     records = [
         c

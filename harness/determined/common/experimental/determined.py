@@ -81,6 +81,7 @@ class Determined:
             errors.InvalidArgument: the config or the directory cannot be used.
         """
         from determined.api.gen import v1
+        from determined.common import structs
         from determined.common.context import pack_context
 
         text = _config_text(config)
@@ -99,16 +100,16 @@ class Determined:
         else:
             context = pack_context(model_dir, includes=list(includes or []))
         request = v1.CreateExperimentRequest(
-            config=text, context=context, paused=not activate, parent_id=parent_id or 0
+            config=text, context=context, activate=activate, parent_id=parent_id or 0
         )
         resp = self._session.call(lambda stub: stub.create_experiment(request))
         if resp.experiment is None:
             raise errors.DetError("the master's answer carries no experiment")
-        for warning in resp.warnings:  # as Determined's SDK: said, not raised
+        for warning in resp.warning_messages:  # as Determined's SDK: said, not raised
             _log.warning("experiment %d: %s", resp.experiment.id, warning)
         exp = Experiment(resp.experiment.id, self._session)
         exp._hydrate(resp.experiment)
-        exp.config = _json(resp.config)
+        exp.config = structs.python(resp.config)
         return exp
 
     def get_experiment(self, experiment_id: int) -> Experiment:
@@ -135,7 +136,6 @@ class Determined:
         from determined.api.gen import v1
 
         request = v1.GetExperimentsRequest(
-            order_by="id",
             states=[v1.State(s.value) for s in states or []],
             name=name or "",
             archived=archived,
@@ -188,13 +188,6 @@ def _id(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise errors.InvalidArgument(f"a {what} id is a positive integer, not {value!r}")
     return value
-
-
-def _json(text: str) -> dict[str, Any]:
-    import json
-
-    value = json.loads(text) if text else {}
-    return value if isinstance(value, dict) else {}
 
 
 def _config_text(config: str | pathlib.Path | dict[str, Any]) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import json
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -58,26 +57,27 @@ class Experiment:
     def reload(self) -> None:
         """Fetch the experiment's attributes again."""
         from determined.api.gen import v1
+        from determined.common import structs
 
         request = v1.GetExperimentRequest(experiment_id=self.id)
         resp = self._session.call(lambda stub: stub.get_experiment(request))
         if resp.experiment is None:
             raise errors.NotFound(f"experiment {self.id} not found")
         self._hydrate(resp.experiment)
-        self.config = json.loads(resp.config) if resp.config else {}
+        self.config = structs.python(resp.config)
 
     def _hydrate(self, e: v1.Experiment) -> None:
         self.name = e.name
         self.description = e.description
         self.labels = list(e.labels)
         self.state = ExperimentState(int(e.state))
-        self.progress = e.progress
+        self.progress = e.progress or 0.0
         self.archived = e.archived
         self.username = e.username
         self.num_trials = e.num_trials
         self.resource_pool = e.resource_pool
-        self.start_time = ckpt._datetime(e.start_time)
-        self.end_time = ckpt._datetime(e.end_time)
+        self.start_time = e.start_time
+        self.end_time = e.end_time
 
     def get_config(self) -> dict[str, Any]:
         """The experiment's filled config, fetched now."""

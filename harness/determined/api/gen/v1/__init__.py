@@ -46,6 +46,7 @@ __all__ = (
     "Experiment",
     "ExperimentActionRequest",
     "ExperimentActionResponse",
+    "File",
     "GetAgentsRequest",
     "GetAgentsResponse",
     "GetBestValidationRequest",
@@ -63,6 +64,7 @@ __all__ = (
     "GetExperimentTrialsRequest",
     "GetExperimentTrialsResponse",
     "GetExperimentsRequest",
+    "GetExperimentsRequestSortBy",
     "GetExperimentsResponse",
     "GetJobsRequest",
     "GetJobsResponse",
@@ -96,6 +98,8 @@ __all__ = (
     "ImportedTrial",
     "Instance",
     "Job",
+    "JobSummary",
+    "JobSummaryState",
     "JobUpdate",
     "KillContainer",
     "KillTensorboardRequest",
@@ -104,6 +108,7 @@ __all__ = (
     "KillTrialResponse",
     "LaunchTensorboardRequest",
     "LaunchTensorboardResponse",
+    "LaunchWarning",
     "LogLine",
     "LoginRequest",
     "LoginResponse",
@@ -200,6 +205,86 @@ _COMPILER_VERSION = "0.10.1"
 betterproto2.check_compiler_version(_COMPILER_VERSION)
 
 
+class GetExperimentsRequestSortBy(betterproto2.Enum):
+    """
+    Determined's GetExperimentsRequest.SortBy.
+    """
+
+    UNSPECIFIED = 0
+
+    ID = 1
+
+    DESCRIPTION = 2
+
+    START_TIME = 4
+
+    END_TIME = 5
+
+    STATE = 6
+
+    NUM_TRIALS = 8
+
+    PROGRESS = 9
+
+    USER = 10
+
+    NAME = 11
+
+    FORKED_FROM = 12
+
+    RESOURCE_POOL = 13
+
+    PROJECT_ID = 14
+
+    CHECKPOINT_SIZE = 15
+
+    CHECKPOINT_COUNT = 16
+
+    SEARCHER_METRIC_VAL = 17
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "SORT_BY_UNSPECIFIED",
+            1: "SORT_BY_ID",
+            2: "SORT_BY_DESCRIPTION",
+            4: "SORT_BY_START_TIME",
+            5: "SORT_BY_END_TIME",
+            6: "SORT_BY_STATE",
+            8: "SORT_BY_NUM_TRIALS",
+            9: "SORT_BY_PROGRESS",
+            10: "SORT_BY_USER",
+            11: "SORT_BY_NAME",
+            12: "SORT_BY_FORKED_FROM",
+            13: "SORT_BY_RESOURCE_POOL",
+            14: "SORT_BY_PROJECT_ID",
+            15: "SORT_BY_CHECKPOINT_SIZE",
+            16: "SORT_BY_CHECKPOINT_COUNT",
+            17: "SORT_BY_SEARCHER_METRIC_VAL",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "SORT_BY_UNSPECIFIED": 0,
+            "SORT_BY_ID": 1,
+            "SORT_BY_DESCRIPTION": 2,
+            "SORT_BY_START_TIME": 4,
+            "SORT_BY_END_TIME": 5,
+            "SORT_BY_STATE": 6,
+            "SORT_BY_NUM_TRIALS": 8,
+            "SORT_BY_PROGRESS": 9,
+            "SORT_BY_USER": 10,
+            "SORT_BY_NAME": 11,
+            "SORT_BY_FORKED_FROM": 12,
+            "SORT_BY_RESOURCE_POOL": 13,
+            "SORT_BY_PROJECT_ID": 14,
+            "SORT_BY_CHECKPOINT_SIZE": 15,
+            "SORT_BY_CHECKPOINT_COUNT": 16,
+            "SORT_BY_SEARCHER_METRIC_VAL": 17,
+        }
+
+
 class GetMasterResponseProduct(betterproto2.Enum):
     UNSPECIFIED = 0
 
@@ -217,6 +302,64 @@ class GetMasterResponseProduct(betterproto2.Enum):
         return {
             "PRODUCT_UNSPECIFIED": 0,
             "PRODUCT_COMMUNITY": 1,
+        }
+
+
+class JobSummaryState(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    QUEUED = 1
+    """
+    Waiting for resources.
+    """
+
+    SCHEDULED = 2
+    """
+    Running, or about to.
+    """
+
+    SCHEDULED_BACKFILLED = 3
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "STATE_UNSPECIFIED",
+            1: "STATE_QUEUED",
+            2: "STATE_SCHEDULED",
+            3: "STATE_SCHEDULED_BACKFILLED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "STATE_UNSPECIFIED": 0,
+            "STATE_QUEUED": 1,
+            "STATE_SCHEDULED": 2,
+            "STATE_SCHEDULED_BACKFILLED": 3,
+        }
+
+
+class LaunchWarning(betterproto2.Enum):
+    """
+    Determined's LaunchWarning.
+    """
+
+    UNSPECIFIED = 0
+
+    CURRENT_SLOTS_EXCEEDED = 1
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "LAUNCH_WARNING_UNSPECIFIED",
+            1: "LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "LAUNCH_WARNING_UNSPECIFIED": 0,
+            "LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED": 1,
         }
 
 
@@ -993,6 +1136,8 @@ class ContinueExperimentResponse(betterproto2.Message):
         1, betterproto2.TYPE_MESSAGE, optional=True
     )
 
+    warnings: "list[LaunchWarning]" = betterproto2.field(2, betterproto2.TYPE_ENUM, repeated=True)
+
 
 default_message_pool.register_message(
     "v1", "ContinueExperimentResponse", ContinueExperimentResponse
@@ -1001,37 +1146,60 @@ default_message_pool.register_message(
 
 @dataclass(eq=False, repr=False)
 class CreateExperimentRequest(betterproto2.Message):
-    config: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    Determined's CreateExperimentRequest; pydet's CLI and SDK send the context as one packed
+    archive instead of model_definition's files.
+    """
+
+    model_definition: "list[File]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The context directory's files (Determined's clients send these).
+    """
+
+    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
     The experiment config as the user wrote it (YAML or JSON text).
     """
 
-    context: "bytes" = betterproto2.field(2, betterproto2.TYPE_BYTES)
-    """
-    The packed context directory (gzip'd tar).
-    """
-
-    paused: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
-    """
-    Create it paused instead of starting it.
-    """
-
-    validate_only: "bool" = betterproto2.field(4, betterproto2.TYPE_BOOL)
+    validate_only: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
     """
     Validate the config and return without creating anything.
     """
 
-    parent_id: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
+    parent_id: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    """
+    Fork: the context (when none is sent) and hidden secrets come from this experiment.
+    """
 
-    username: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    activate: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+    """
+    Start it at once (false: create it paused).
+    """
 
-    unmanaged: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
+    project_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+
+    template: "str | None" = betterproto2.field(7, betterproto2.TYPE_STRING, optional=True)
+    """
+    A template to merge the config over (as a config's template: key).
+    """
+
+    unmanaged: "bool | None" = betterproto2.field(40, betterproto2.TYPE_BOOL, optional=True)
     """
     An experiment a script off the cluster reports into (Determined's unmanaged
     experiment): no context, no entrypoint needed, and no trial is ever scheduled.
     """
 
-    external_experiment_id: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    context: "bytes" = betterproto2.field(100, betterproto2.TYPE_BYTES)
+    """
+    The packed context directory (gzip'd tar), pydet's alternative to model_definition.
+    """
+
+    username: "str" = betterproto2.field(101, betterproto2.TYPE_STRING)
+    """
+    Set by the master: the caller.
+    """
+
+    external_experiment_id: "str" = betterproto2.field(102, betterproto2.TYPE_STRING)
     """
     An unmanaged run's own name for its experiment (core_v2.Config.external_experiment_id):
     the caller's experiment of that name is reused (brought back if it has ended).
@@ -1047,12 +1215,19 @@ class CreateExperimentResponse(betterproto2.Message):
         1, betterproto2.TYPE_MESSAGE, optional=True
     )
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    The fully-filled config (JSON).
+    The fully-filled config, its secrets hidden.
     """
 
-    warnings: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
+    warnings: "list[LaunchWarning]" = betterproto2.field(3, betterproto2.TYPE_ENUM, repeated=True)
+
+    warning_messages: "list[str]" = betterproto2.field(100, betterproto2.TYPE_STRING, repeated=True)
+    """
+    What the master warns of, for people (pydet's: a missing entrypoint, say).
+    """
 
 
 default_message_pool.register_message("v1", "CreateExperimentResponse", CreateExperimentResponse)
@@ -1188,54 +1363,125 @@ default_message_pool.register_message("v1", "ExitAcknowledged", ExitAcknowledged
 
 @dataclass(eq=False, repr=False)
 class Experiment(betterproto2.Message):
+    """
+    Determined's experimentv1.Experiment, with its field numbers; pydet's own fields from 100.
+    """
+
     id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
 
-    name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    description: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    labels: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
 
-    labels: "list[str]" = betterproto2.field(4, betterproto2.TYPE_STRING, repeated=True)
+    start_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    state: "State" = betterproto2.field(5, betterproto2.TYPE_ENUM, default_factory=lambda: State(0))
+    end_time: "datetime.datetime | None" = betterproto2.field(
+        5, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    start_time: "float" = betterproto2.field(6, betterproto2.TYPE_DOUBLE)
+    state: "State" = betterproto2.field(6, betterproto2.TYPE_ENUM, default_factory=lambda: State(0))
 
-    end_time: "float | None" = betterproto2.field(7, betterproto2.TYPE_DOUBLE, optional=True)
+    archived: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
 
-    username: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    num_trials: "int" = betterproto2.field(8, betterproto2.TYPE_INT32)
 
-    archived: "bool" = betterproto2.field(9, betterproto2.TYPE_BOOL)
+    username: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
 
-    progress: "float" = betterproto2.field(10, betterproto2.TYPE_DOUBLE)
+    resource_pool: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+
+    searcher_type: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+    """
+    searcher.name: single, random, grid, adaptive_asha, optuna, pbt, custom.
+    """
+
+    name: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+
+    notes: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
+
+    job_id: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
+
+    forked_from: "int | None" = betterproto2.field(
+        16, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Int32Value, optional=True
+    )
+    """
+    The experiment it was forked from (created with parent_id).
+    """
+
+    progress: "float | None" = betterproto2.field(
+        17, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.DoubleValue, optional=True
+    )
     """
     Fraction of the search done, 0..1.
     """
 
-    num_trials: "int" = betterproto2.field(11, betterproto2.TYPE_INT32)
+    display_name: "str" = betterproto2.field(18, betterproto2.TYPE_STRING)
 
-    resource_pool: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+    user_id: "int" = betterproto2.field(19, betterproto2.TYPE_INT32)
 
-    job_id: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    trial_ids: "list[int]" = betterproto2.field(20, betterproto2.TYPE_INT32, repeated=True)
 
-    searcher_name: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
+    project_id: "int" = betterproto2.field(21, betterproto2.TYPE_INT32)
 
-    searcher_metric: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
+    project_name: "str" = betterproto2.field(22, betterproto2.TYPE_STRING)
 
-    smaller_is_better: "bool" = betterproto2.field(16, betterproto2.TYPE_BOOL)
+    workspace_id: "int" = betterproto2.field(23, betterproto2.TYPE_INT32)
 
-    best_searcher_metric: "float | None" = betterproto2.field(
-        17, betterproto2.TYPE_DOUBLE, optional=True
+    workspace_name: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
+
+    parent_archived: "bool" = betterproto2.field(25, betterproto2.TYPE_BOOL)
+
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        26, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    The filled-in config, its secrets hidden: in GetExperiment's answer; unset in lists.
+    """
+
+    original_config: "str" = betterproto2.field(27, betterproto2.TYPE_STRING)
+    """
+    The config as submitted (YAML or JSON), its secrets hidden: in GetExperiment's answer.
+    """
+
+    project_owner_id: "int" = betterproto2.field(28, betterproto2.TYPE_INT32)
+
+    checkpoint_size: "int" = betterproto2.field(29, betterproto2.TYPE_INT64)
+
+    checkpoint_count: "int" = betterproto2.field(30, betterproto2.TYPE_INT32)
+
+    best_trial_searcher_metric: "float | None" = betterproto2.field(
+        31, betterproto2.TYPE_DOUBLE, optional=True
     )
 
-    parent_id: "int" = betterproto2.field(18, betterproto2.TYPE_INT32)
+    best_trial_id: "int | None" = betterproto2.field(32, betterproto2.TYPE_INT32, optional=True)
 
-    project: "str" = betterproto2.field(19, betterproto2.TYPE_STRING)
-
-    workspace: "str" = betterproto2.field(20, betterproto2.TYPE_STRING)
-
-    unmanaged: "bool" = betterproto2.field(21, betterproto2.TYPE_BOOL)
+    unmanaged: "bool" = betterproto2.field(40, betterproto2.TYPE_BOOL)
     """
     Reported into by a script off the cluster (core_v2.init() there); never scheduled.
+    """
+
+    duration: "int | None" = betterproto2.field(41, betterproto2.TYPE_INT32, optional=True)
+    """
+    Seconds from start to end (or to now, while it runs).
+    """
+
+    searcher_metric: "str" = betterproto2.field(42, betterproto2.TYPE_STRING)
+
+    external_experiment_id: "str | None" = betterproto2.field(
+        43, betterproto2.TYPE_STRING, optional=True
+    )
+
+    hyperparameters: "_google__protobuf__.Struct | None" = betterproto2.field(
+        46, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    The config's hyperparameters.
+    """
+
+    smaller_is_better: "bool" = betterproto2.field(100, betterproto2.TYPE_BOOL)
+    """
+    searcher.smaller_is_better (pydet's: Determined's clients read it from the config).
     """
 
 
@@ -1258,6 +1504,33 @@ class ExperimentActionResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "ExperimentActionResponse", ExperimentActionResponse)
+
+
+@dataclass(eq=False, repr=False)
+class File(betterproto2.Message):
+    """
+    A file of an experiment's model definition (Determined's utilv1.File).
+    """
+
+    path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    type: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+    """
+    48 ("0") for a file, 53 ("5") for a directory: the tar header's type flag.
+    """
+
+    content: "bytes" = betterproto2.field(3, betterproto2.TYPE_BYTES)
+
+    mtime: "int" = betterproto2.field(4, betterproto2.TYPE_INT64)
+
+    uid: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
+
+    gid: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+
+    mode: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message("v1", "File", File)
 
 
 @dataclass(eq=False, repr=False)
@@ -1398,24 +1671,28 @@ class GetExperimentResponse(betterproto2.Message):
         1, betterproto2.TYPE_MESSAGE, optional=True
     )
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    job_summary: "JobSummary | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    The fully-filled config (JSON).
+    Where its job stands in the queue, while it has one.
     """
 
-    original_config: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    The config exactly as submitted.
+    The fully-filled config, its secrets hidden.
     """
 
     imported_trials: "list[ImportedTrial]" = betterproto2.field(
-        4, betterproto2.TYPE_MESSAGE, repeated=True
+        100, betterproto2.TYPE_MESSAGE, repeated=True
     )
     """
     A warm-started search's trials from its searcher.source_experiment_id: shown, never run.
     """
 
-    pareto_front: "list[int]" = betterproto2.field(5, betterproto2.TYPE_INT32, repeated=True)
+    pareto_front: "list[int]" = betterproto2.field(101, betterproto2.TYPE_INT32, repeated=True)
     """
     A multi-objective search's Pareto front (searcher.metrics): trial ids, in id order.
     """
@@ -1426,27 +1703,53 @@ default_message_pool.register_message("v1", "GetExperimentResponse", GetExperime
 
 @dataclass(eq=False, repr=False)
 class GetExperimentsRequest(betterproto2.Message):
-    limit: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
-
-    offset: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
-
-    states: "list[State]" = betterproto2.field(3, betterproto2.TYPE_ENUM, repeated=True)
-
-    archived: "bool | None" = betterproto2.field(4, betterproto2.TYPE_BOOL, optional=True)
-
-    name: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
-
-    order_by: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    sort_by: "GetExperimentsRequestSortBy" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: GetExperimentsRequestSortBy(0)
+    )
     """
-    Field to sort by: "id" (default), "name", "state", "start_time", "end_time", "progress".
+    By id when unspecified.
     """
 
-    descending: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
+    order_by: "OrderBy" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: OrderBy(0)
+    )
 
-    users: "list[str]" = betterproto2.field(8, betterproto2.TYPE_STRING, repeated=True)
+    offset: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+
+    limit: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    """
+    0: all of them.
+    """
+
+    description: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+    """
+    Only those whose description contains this.
+    """
+
+    labels: "list[str]" = betterproto2.field(6, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Only those with all of these labels.
+    """
+
+    archived: "bool | None" = betterproto2.field(
+        7, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.BoolValue, optional=True
+    )
+
+    states: "list[State]" = betterproto2.field(8, betterproto2.TYPE_ENUM, repeated=True)
+
+    users: "list[str]" = betterproto2.field(9, betterproto2.TYPE_STRING, repeated=True)
     """
     Only experiments of these owners (usernames); empty for everybody's.
     """
+
+    name: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+    """
+    Only those whose name contains this.
+    """
+
+    user_ids: "list[int]" = betterproto2.field(11, betterproto2.TYPE_INT32, repeated=True)
+
+    project_id: "int" = betterproto2.field(12, betterproto2.TYPE_INT32)
 
 
 default_message_pool.register_message("v1", "GetExperimentsRequest", GetExperimentsRequest)
@@ -1458,7 +1761,9 @@ class GetExperimentsResponse(betterproto2.Message):
         1, betterproto2.TYPE_MESSAGE, repeated=True
     )
 
-    total: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetExperimentsResponse", GetExperimentsResponse)
@@ -1785,14 +2090,18 @@ class ImportedTrial(betterproto2.Message):
 
     source_trial_id: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
 
-    hparams: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    hparams: "_google__protobuf__.Struct | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    JSON object of its hyperparameter values.
+    Its hyperparameter values.
     """
 
-    latest_validation: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    latest_validation: "_google__protobuf__.Struct | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    JSON object: its latest validation metrics.
+    Its latest validation metrics.
     """
 
     best_validation_metric: "float | None" = betterproto2.field(
@@ -1886,6 +2195,25 @@ class Job(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "Job", Job)
+
+
+@dataclass(eq=False, repr=False)
+class JobSummary(betterproto2.Message):
+    """
+    Where a job stands in its pool's queue (Determined's jobv1.JobSummary).
+    """
+
+    state: "JobSummaryState" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: JobSummaryState(0)
+    )
+
+    jobs_ahead: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+    """
+    How many jobs are before it in the queue.
+    """
+
+
+default_message_pool.register_message("v1", "JobSummary", JobSummary)
 
 
 @dataclass(eq=False, repr=False)
