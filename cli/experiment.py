@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 from typing import Any
@@ -281,8 +280,7 @@ def best_trial_text(t: v1.Trial, metric: str) -> str:
     """`Best trial 7: val_loss 0.0812` and its hyperparameters, one dotted name a line."""
     name = metric or "validation metric"
     lines = [f"Best trial {t.id}: {name} {render.optional_number(t.best_validation_metric)}"]
-    hparams = json.loads(t.hparams) if t.hparams else {}
-    lines += [f"  {key}: {value}" for key, value in _flat(hparams)]
+    lines += [f"  {key}: {value}" for key, value in _flat(structs.python(t.hparams))]
     return "\n".join(lines)
 
 

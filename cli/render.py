@@ -89,14 +89,17 @@ def optional_number(value: float | None) -> str:
     return "" if value is None else f"{value:.6g}"
 
 
-def compact_json(text: str) -> str:
-    """A JSON string field on one line with spaces (hyperparameters in a table cell)."""
-    if not text:
+def compact_json(value: str | betterproto2.Message | None) -> str:
+    """A JSON document (a string field, or a Struct) on one line with spaces
+    (hyperparameters in a table cell)."""
+    if isinstance(value, betterproto2.Message):
+        return json.dumps(_plain(value), separators=(", ", ": "))
+    if not value:
         return ""
     try:
-        return json.dumps(json.loads(text), separators=(", ", ": "))
+        return json.dumps(json.loads(value), separators=(", ", ": "))
     except ValueError:
-        return text
+        return value
 
 
 def human_bytes(n: int) -> str:
@@ -196,10 +199,10 @@ def trial_row(t: v1.Trial) -> list[Any]:
         state_name(t.state),
         state_name(t.phase),
         compact_json(t.hparams),
-        t.steps_completed,
+        t.total_batches_processed,
         t.restarts,
         optional_number(t.best_validation_metric),
-        t.log_signal or "",
+        t.log_policy_matched or "",
         local_time(t.start_time),
         local_time(t.end_time),
     ]

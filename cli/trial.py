@@ -189,13 +189,13 @@ def describe(args: argparse.Namespace) -> int:
         trial.experiment_id,
         render.state_name(trial.state),
         render.compact_json(trial.hparams),
-        trial.steps_completed,
+        trial.total_batches_processed,
         trial.restarts,
         render.optional_number(trial.best_validation_metric),
         trial.latest_checkpoint_uuid or "",
         trial.warm_start_checkpoint_uuid or "",
         "" if trial.parent_trial_id is None else trial.parent_trial_id,
-        trial.log_signal or "",
+        trial.log_policy_matched or "",
         render.local_time(trial.start_time),
         render.local_time(trial.end_time),
     ]
@@ -203,7 +203,7 @@ def describe(args: argparse.Namespace) -> int:
         sys.stdout.write(render.csv(headers, [row]))
         return 0
     print(render.table(headers, [row]))
-    if trial.metadata and trial.metadata != "{}":
+    if trial.metadata is not None and trial.metadata.fields:
         print(f"\nMetadata: {render.compact_json(trial.metadata)}")
     if reports:
         print("\nMetrics:")

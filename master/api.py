@@ -83,9 +83,7 @@ class DeterminedServicer(v1.DeterminedBase):
     async def get_experiment_trials(
         self, message: v1.GetExperimentTrialsRequest
     ) -> v1.GetExperimentTrialsResponse:
-        return v1.GetExperimentTrialsResponse(
-            trials=await self.s.get_experiment_trials(message.experiment_id)
-        )
+        return await self.s.get_experiment_trials(message)
 
     async def get_experiment_context(
         self, message: v1.GetExperimentContextRequest

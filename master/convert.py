@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from determined.api.gen import v1
@@ -73,29 +74,40 @@ def experiment(
 
 def trial(row: queries.TrialRow, *, pulling: bool = False) -> v1.Trial:
     """``pulling``: an agent pulls the image of its allocation."""
+    latest = json.loads(row.latest_validation or "{}")
     return v1.Trial(
         id=row.id,
         experiment_id=row.experiment_id,
         state=shown_state.trial(TrialPhase(row.phase), pulling=pulling),
-        hparams=row.hparams,
+        hparams=structs.struct(json.loads(row.hparams or "{}")),
         seed=row.seed,
         restarts=row.restarts,
         run_id=row.run_id,
-        steps_completed=row.steps_completed,
-        start_time=row.start_time,
-        end_time=row.end_time,
+        total_batches_processed=row.steps_completed,
+        start_time=timestamps.to_datetime(row.start_time),
+        end_time=timestamps.to_datetime(row.end_time),
         latest_checkpoint_uuid=row.latest_checkpoint,
         best_validation_metric=row.best_validation,
-        latest_validation=row.latest_validation,
+        searcher_metric_value=row.best_validation or 0.0,
+        latest_validation=None
+        if row.latest_validation_steps is None and not latest
+        else v1.MetricsWorkload(
+            end_time=timestamps.to_datetime(row.latest_validation_time),
+            total_batches=row.latest_validation_steps or 0,
+            metrics=v1.Metrics(avg_metrics=structs.struct(latest)),
+        ),
         task_id=row.task_id,
+        task_ids=[row.task_id],
+        checkpoint_count=row.checkpoint_count,
+        total_checkpoint_size=row.checkpoint_size,
         searcher_length=row.searcher_length,
         progress=row.progress,
         early_exit=row.early_exit,
         phase=v1.TrialPhase[row.phase],
-        warm_start_checkpoint_uuid=row.warm_start_checkpoint,
-        log_signal=row.log_signal,
+        warm_start_checkpoint_uuid=row.warm_start_checkpoint or "",
+        log_policy_matched=row.log_signal,
         parent_trial_id=row.parent_trial_id,
-        metadata=row.metadata,
+        metadata=structs.struct(json.loads(row.metadata or "{}")),
     )
 
 

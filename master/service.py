@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from determined.api.gen import v1
 from determined.common import errors, pareto, structs
@@ -43,6 +43,20 @@ from pydet.master.tasks.tensorboards import Tensorboards
 from pydet.master.webhooks.dispatch import Webhooks
 
 T = TypeVar("T")
+
+_TrialSort = v1.GetExperimentTrialsRequestSortBy
+# How GetExperimentTrials sorts (by id among equals; trials without the value last).
+_TRIAL_ORDER: dict[_TrialSort, Callable[[v1.Trial], Any]] = {
+    _TrialSort.UNSPECIFIED: lambda t: t.id,
+    _TrialSort.ID: lambda t: t.id,
+    _TrialSort.START_TIME: lambda t: t.start_time,
+    _TrialSort.END_TIME: lambda t: t.end_time,
+    _TrialSort.STATE: lambda t: int(t.state),
+    _TrialSort.BEST_VALIDATION_METRIC: lambda t: t.best_validation_metric,
+    _TrialSort.BATCHES_PROCESSED: lambda t: t.total_batches_processed,
+    _TrialSort.RESTARTS: lambda t: t.restarts,
+    _TrialSort.CHECKPOINT_SIZE: lambda t: t.total_checkpoint_size,
+}
 
 # Bytes of JSON a trial's metadata may take.
 MAX_TRIAL_METADATA = 1 << 20
@@ -225,12 +239,27 @@ class Service:
             ],
         )
 
-    async def get_experiment_trials(self, experiment_id: int) -> list[v1.Trial]:
+    async def get_experiment_trials(
+        self, req: v1.GetExperimentTrialsRequest
+    ) -> v1.GetExperimentTrialsResponse:
         pulling = self.tasks.pulling_trials()
-        return [
-            convert.trial(r, pulling=r.id in pulling)
-            for r in await queries.trials(self.db, experiment_id)
-        ]
+        rows = await queries.trials(self.db, req.experiment_id, details=True)
+        trials = [convert.trial(r, pulling=r.id in pulling) for r in rows]
+        if req.states:
+            trials = [t for t in trials if t.state in req.states]
+        key = _TRIAL_ORDER.get(req.sort_by)
+        if key is None:
+            choices = ", ".join(str(k.proto_name) for k in _TRIAL_ORDER if k)
+            raise errors.InvalidArgument(
+                f"sortBy: pydet does not sort trials by {req.sort_by.proto_name}; one of {choices}"
+            )
+        trials.sort(key=lambda t: (key(t) is None, key(t) or 0, t.id))
+        if req.order_by == v1.OrderBy.DESC:
+            trials.reverse()
+        page = convert.pagination(len(trials), req.offset, req.limit)
+        return v1.GetExperimentTrialsResponse(
+            trials=trials[page.start_index : page.end_index], pagination=page
+        )
 
     async def get_experiment_context(self, experiment_id: int) -> bytes:
         return await queries.context(self.db, experiment_id)
@@ -327,7 +356,7 @@ class Service:
         return stored
 
     async def trial_metadata(self, trial_id: int) -> str:
-        return (await self.get_trial(trial_id)).metadata or "{}"
+        return (await queries.trial(self.db, trial_id)).metadata or "{}"
 
     async def kill_trial(self, trial_id: int) -> None:
         async with self.lock:

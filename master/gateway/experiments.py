@@ -59,8 +59,9 @@ def routes(service: Service) -> list[Route]:
         return codec.message(await service.experiment_action(action, exp_id))
 
     async def experiment_trials(request: Request) -> Response:
-        trials = await service.get_experiment_trials(codec.integer(request, "id"))
-        return codec.message(v1.GetExperimentTrialsResponse(trials=trials))
+        req = codec.query_message(request, v1.GetExperimentTrialsRequest)
+        req.experiment_id = codec.integer(request, "id")
+        return codec.message(await service.get_experiment_trials(req))
 
     async def experiment_checkpoints(request: Request) -> Response:
         found = await service.get_checkpoints(experiment_id=codec.integer(request, "id"))

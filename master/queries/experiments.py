@@ -90,6 +90,12 @@ class TrialRow:
     # The trial whose checkpoint it started from (a PBT child's parent).
     parent_trial_id: int | None = None
     metadata: str = "{}"
+    # Filled in by _trial_details: its COMPLETED checkpoints and their bytes, and the step
+    # and time of its latest validation (None without one).
+    checkpoint_count: int = 0
+    checkpoint_size: int = 0
+    latest_validation_steps: int | None = None
+    latest_validation_time: float | None = None
 
     @property
     def task_id(self) -> str:
@@ -227,6 +233,47 @@ def _trial(row: Row) -> TrialRow:
     )
 
 
+async def _trial_details(db: Database, rows: list[TrialRow]) -> list[TrialRow]:
+    """``rows`` with their checkpoints' count and size and their latest validation's step
+    and time: two queries for them all."""
+    if not rows:
+        return rows
+    ids = [r.id for r in rows]
+    marks = ",".join("?" * len(ids))
+    checkpoints = {
+        c["trial_id"]: (c["n"], c["size"] or 0)
+        for c in await db.fetch_all(
+            "SELECT trial_id, COUNT(*) AS n, SUM(size) AS size FROM checkpoints"
+            f" WHERE trial_id IN ({marks}) AND state = 'COMPLETED' GROUP BY trial_id",
+            ids,
+        )
+    }
+    validations = {
+        v["trial_id"]: (v["steps_completed"], v["timestamp"])
+        for v in await db.fetch_all(
+            "SELECT m.trial_id, m.steps_completed, m.timestamp FROM metrics m"
+            f" WHERE m.trial_id IN ({marks}) AND m.grp = 'validation' AND m.archived = 0"
+            " AND m.steps_completed = (SELECT MAX(n.steps_completed) FROM metrics n"
+            "  WHERE n.trial_id = m.trial_id AND n.grp = 'validation' AND n.archived = 0)",
+            ids,
+        )
+    }
+    out = []
+    for r in rows:
+        count, size = checkpoints.get(r.id, (0, 0))
+        steps, when = validations.get(r.id, (None, None))
+        out.append(
+            dataclasses.replace(
+                r,
+                checkpoint_count=count,
+                checkpoint_size=int(size),
+                latest_validation_steps=steps,
+                latest_validation_time=when,
+            )
+        )
+    return out
+
+
 async def ensure_experiment(db: Database, experiment_id: int) -> None:
     """Raise ``NotFound`` unless the experiment exists."""
     row = await db.fetch_one("SELECT id FROM experiments WHERE id = ?", (experiment_id,))
@@ -305,13 +352,16 @@ async def trial(db: Database, trial_id: int) -> TrialRow:
     row = await db.fetch_one("SELECT * FROM trials WHERE id = ?", (trial_id,))
     if row is None:
         raise errors.NotFound(f"trial {trial_id} not found")
-    return _trial(row)
+    (found,) = await _trial_details(db, [_trial(row)])
+    return found
 
 
-async def trials(db: Database, experiment_id: int) -> list[TrialRow]:
-    """An experiment's trials, oldest first."""
+async def trials(db: Database, experiment_id: int, *, details: bool = False) -> list[TrialRow]:
+    """An experiment's trials, oldest first; with ``details``, as the API shows them (their
+    checkpoints and latest validation)."""
     await ensure_experiment(db, experiment_id)
     rows = await db.fetch_all(
         "SELECT * FROM trials WHERE experiment_id = ? ORDER BY id", (experiment_id,)
     )
-    return [_trial(r) for r in rows]
+    found = [_trial(r) for r in rows]
+    return await _trial_details(db, found) if details else found

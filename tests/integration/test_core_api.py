@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import pytest
 
 from determined.api.gen import v1
-from determined.common import client
+from determined.common import client, structs
 from tests.cluster import EXAMPLES, Cluster, cluster_fixture
 
 T = TypeVar("T")
@@ -229,7 +229,7 @@ def test_core_api_stage3_search_gives_each_trial_its_hparams_and_lengths(
     assert len(trials) == 4
     assert all(t.state.name.endswith("COMPLETED") for t in trials)
     for trial in trials:
-        increment_by = json.loads(trial.hparams)["increment_by"]
+        increment_by = structs.python(trial.hparams)["increment_by"]
         assert 1 <= increment_by <= 8
         validations = api.metrics(trial.id, "validation")
         assert validations, f"trial {trial.id} reported no validation"
@@ -250,10 +250,10 @@ def test_core_api_stage3_asha_trains_the_best_trial_to_max_length(
     reached = {t.id: api.metrics(t.id, "validation")[-1][0] for t in trials}
     # Four trials, divisor 4: the best of the first rung is promoted to max_length.
     assert max(reached.values()) == 100, reached
-    best = max(json.loads(t.hparams)["increment_by"] for t in trials)
+    best = max(structs.python(t.hparams)["increment_by"] for t in trials)
     for trial in trials:
         if reached[trial.id] == 100:
-            assert json.loads(trial.hparams)["increment_by"] == best
+            assert structs.python(trial.hparams)["increment_by"] == best
 
 
 def test_core_api_stage4_workers_allgather_every_increment(
@@ -527,9 +527,9 @@ def test_core_api_timm_port_fragments_run_and_resume(
     exp_id = cluster.create(cfg, ctx)
     api.wait(exp_id, "COMPLETED", timeout=300)
     trials = api.trials(exp_id)
-    assert sorted(json.loads(t.hparams)["lr"] for t in trials) == pytest.approx([0.01, 0.1])
+    assert sorted(structs.python(t.hparams)["lr"] for t in trials) == pytest.approx([0.01, 0.1])
     for trial in trials:
-        lr = json.loads(trial.hparams)["lr"]
+        lr = structs.python(trial.hparams)["lr"]
         logs = api.log_text(trial.id)
         # Hyperparameters became the parser's namespace; the command line still parsed.
         assert f'"lr": {lr}' in logs and '"dataset": "torch/cifar10"' in logs

@@ -287,7 +287,7 @@ def test_a_warm_started_trial_shows_its_checkpoint(
     first = cluster.create(cfg, ctx)
     assert cluster.wait_state(first, "COMPLETED", "ERROR") == "COMPLETED"
     (source,) = cluster.trials(first)
-    assert source["warm_start_checkpoint_uuid"] is None
+    assert source["warm_start_checkpoint_uuid"] == ""
     uuid = source["latest_checkpoint_uuid"]
     assert uuid
 

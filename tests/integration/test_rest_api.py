@@ -15,7 +15,6 @@ import base64
 import gzip
 import io
 import json
-import pathlib
 import tarfile
 import urllib.error
 import urllib.request
@@ -34,19 +33,36 @@ from tests.unit.test_wire_oracle import (
     _without_nulls,
 )
 
-EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
-
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from cluster_fixture(tmp_path_factory.mktemp("rest"))
 
 
+TRAIN = """\
+import determined as det
+
+with det.core.init() as core:
+    for step in range(1, 6):
+        core.train.report_training_metrics(steps_completed=step, metrics={"loss": 1 / step})
+        print(f"[rank=0] INFO: step {step}", flush=True)
+    core.train.report_validation_metrics(steps_completed=5, metrics={"loss": 0.2, "acc": 0.9})
+    with core.checkpoint.store_path({"steps_completed": 5}) as (path, _):
+        (path / "weights").write_text("w")
+"""
+
+
 @pytest.fixture(scope="module")
-def finished(cluster: Cluster) -> int:
-    """An experiment that ran to completion: trials, metrics, checkpoints and logs."""
-    minimal = EXAMPLES / "minimal"
-    exp_id = cluster.create(minimal / "const.yaml", minimal)
+def finished(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> int:
+    """An experiment that ran to completion: a trial, its metrics, a checkpoint, logs."""
+    ctx = tmp_path_factory.mktemp("ctx")
+    (ctx / "train.py").write_text(TRAIN)
+    config = ctx / "config.yaml"
+    config.write_text(
+        "name: reported\nentrypoint: python3 train.py\nhyperparameters: {steps: 5}\n"
+        "searcher: {name: single, metric: loss, max_length: 5}\nmax_restarts: 0\n"
+    )
+    exp_id = cluster.create(config, ctx)
     assert cluster.wait_state(exp_id, "COMPLETED", "ERROR", timeout=180) == "COMPLETED"
     return exp_id
 
@@ -106,6 +122,15 @@ REQUIRED = {
         "config",
     ],
     "Pagination": ["offset", "limit", "startIndex", "endIndex", "total"],
+    "Trial": [
+        "id",
+        "experimentId",
+        "startTime",
+        "state",
+        "restarts",
+        "hparams",
+        "totalBatchesProcessed",
+    ],
     "User": ["username", "admin", "active"],
     "GetMasterResponse": [
         "version",
@@ -172,6 +197,8 @@ def test_experiments_answer_determineds_messages(
     assert got["config"]["searcher"]["max_length"] == 5
     assert got["experiment"]["config"] == got["config"]
     assert "entrypoint: python3 train.py" in got["experiment"]["originalConfig"]
+    assert got["experiment"]["bestTrialSearcherMetric"] == 0.2
+    assert got["experiment"]["checkpointCount"] == 1
     assert got["jobSummary"] is None  # ended: in no queue
     trials = ok(cluster, f"/api/v1/experiments/{finished}/trials")["trials"]
     assert got["experiment"]["trialIds"] == [t["id"] for t in trials]
@@ -186,7 +213,7 @@ def test_experiments_are_listed_as_determineds_parameters_ask(
         "sortBy=SORT_BY_START_TIME&orderBy=ORDER_BY_DESC",
         "sort_by=SORT_BY_ID&order_by=ORDER_BY_ASC&states=STATE_COMPLETED",
         "states=COMPLETED,ERROR&archived=false&limit=1",
-        "users=admin&name=minim",
+        "users=admin&name=report",
     ):
         listed = ok(cluster, f"/api/v1/experiments?{query}")
         assert ids["id"] in [e["id"] for e in listed["experiments"]], query
@@ -201,6 +228,44 @@ def test_experiments_are_listed_as_determineds_parameters_ask(
     ):
         status, answer = call(cluster, f"/api/v1/experiments?{query}")
         assert status == 400 and answer["error"].startswith(problem), (query, answer)
+
+
+# -- trials ------------------------------------------------------------------------------------
+
+
+def test_trials_answer_determineds_messages(
+    cluster: Cluster, finished: int, official: dict[str, type[message.Message]]
+) -> None:
+    listed = ok(cluster, f"/api/v1/experiments/{finished}/trials")
+    assert_determineds_json(official, "GetExperimentTrialsResponse", listed)
+    (t,) = listed["trials"]
+    assert_required("Trial", t)
+    assert (t["state"], t["totalBatchesProcessed"], t["hparams"]) == (
+        "STATE_COMPLETED",
+        5,
+        {"steps": 5},
+    )
+    validation = t["latestValidation"]
+    assert validation["totalBatches"] == 5 and validation["endTime"].endswith("Z")
+    assert set(validation["metrics"]["avgMetrics"]) >= {"loss"}
+    assert t["checkpointCount"] >= 1 and int(t["totalCheckpointSize"]) > 0
+    assert t["taskIds"] == [t["taskId"]] and t["warmStartCheckpointUuid"] == ""
+    got = ok(cluster, f"/api/v1/trials/{t['id']}")
+    assert_determineds_json(official, "GetTrialResponse", got)
+    assert got["trial"] == t
+
+
+def test_trials_are_listed_as_determineds_parameters_ask(cluster: Cluster, finished: int) -> None:
+    path = f"/api/v1/experiments/{finished}/trials"
+    for query in (
+        "sortBy=SORT_BY_BEST_VALIDATION_METRIC&orderBy=ORDER_BY_DESC",
+        "states=STATE_COMPLETED&limit=1&offset=0",
+    ):
+        assert len(ok(cluster, f"{path}?{query}")["trials"]) == 1, query
+    none = ok(cluster, f"{path}?states=STATE_ERROR")
+    assert none["trials"] == [] and none["pagination"]["total"] == 0
+    status, answer = call(cluster, f"{path}?sortBy=SORT_BY_DURATION")
+    assert status == 400 and answer["error"].startswith("sortBy: pydet does not sort trials by")
 
 
 CONFIG = "name: {name}\nentrypoint: {entrypoint}\nsearcher: {{name: single, metric: x}}\n"

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from determined.api.gen import v1
-from determined.common import timestamps
+from determined.common import structs, timestamps
 from pydet.cli import agent, experiment, render
 
 START = datetime.datetime(2024, 5, 6, 7, 8, 9).timestamp()  # local time, as the CLI shows it
@@ -52,10 +52,10 @@ def test_running_trial_row_leaves_end_and_best_validation_blank() -> None:
         id=3,
         state=v1.State.ACTIVE,
         phase=v1.TrialPhase.AWAITING_VERDICT,
-        hparams='{"lr":0.1,"layers":{"n":2}}',
-        steps_completed=400,
+        hparams=structs.struct({"lr": 0.1, "layers": {"n": 2}}),
+        total_batches_processed=400,
         restarts=1,
-        start_time=START,
+        start_time=timestamps.to_datetime(START),
     )
     row = render.trial_row(t)
     assert row == [
@@ -78,18 +78,18 @@ def test_json_uses_plain_state_names_and_decodes_json_fields() -> None:
         experiment_id=1,
         state=v1.State.COMPLETED,
         phase=v1.TrialPhase.COMPLETED,
-        hparams='{"lr": 0.1}',
+        hparams=structs.struct({"lr": 0.1, "layers": 2}),
         seed=123456789012,
         best_validation_metric=0.25,
     )
     out = json.loads(render.to_json([render.message_dict(t)]))
     assert out[0]["state"] == "COMPLETED"
     assert out[0]["phase"] == "COMPLETED"
-    assert out[0]["hparams"] == {"lr": 0.1}
+    assert out[0]["hparams"] == {"lr": 0.1, "layers": 2}  # a Struct's whole numbers as ints
     assert out[0]["seed"] == 123456789012  # a number, not proto-JSON's string for int64
     assert out[0]["best_validation_metric"] == 0.25
     assert out[0]["end_time"] is None
-    assert out[0]["latest_validation"] is None  # empty JSON document, not ""
+    assert out[0]["latest_validation"] is None
 
 
 def test_json_of_a_state_the_cli_does_not_know_still_renders() -> None:
@@ -156,7 +156,7 @@ def test_bytes_are_human_sized() -> None:
 
 
 def _trial(trial_id: int, best: float | None) -> v1.Trial:
-    hparams = json.dumps({"lr": 0.1, "model": {"hidden": 64}})
+    hparams = structs.struct({"lr": 0.1, "model": {"hidden": 64}})
     return v1.Trial(id=trial_id, best_validation_metric=best, hparams=hparams)
 
 

@@ -112,7 +112,14 @@ MESSAGES: list[betterproto2.Message] = [
     ),
     v1.GetExperimentResponse(experiment=None, config=structs.struct({"a": ["x", None, True]})),
     v1.Trial(
-        id=1, seed=2**40, steps_completed=7, latest_checkpoint_uuid="u", state=v1.State.PAUSED
+        id=1,
+        seed=2**40,
+        total_batches_processed=7,
+        latest_checkpoint_uuid="u",
+        state=v1.State.PAUSED,
+        latest_validation=v1.MetricsWorkload(
+            total_batches=5, metrics=v1.Metrics(avg_metrics=structs.struct({"loss": "x"}))
+        ),
     ),
     v1.Trial(id=2, best_validation_metric=float("-inf")),
     v1.TaskLog(id=9, rank=None, level="INFO", message="hi"),

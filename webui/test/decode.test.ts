@@ -39,22 +39,35 @@ const EXPERIMENT = {
 const TRIAL = {
   id: 1,
   experimentId: 3,
+  startTime: "1970-01-01T00:00:01.500Z",
+  endTime: "1970-01-01T00:00:02.500Z",
   state: "STATE_COMPLETED",
-  hparams: '{"lr": 0.1, "opt": {"name": "sgd"}}',
-  seed: "2145849415",
+  hparams: { lr: 0.1, opt: { name: "sgd" } },
+  totalBatchesProcessed: 120,
+  latestValidation: {
+    endTime: "1970-01-01T00:00:02Z",
+    numInputs: 0,
+    totalBatches: 100,
+    metrics: { avgMetrics: { loss: 0.5 }, batchMetrics: [] },
+  },
+  warmStartCheckpointUuid: "",
+  taskId: "3.1",
+  totalCheckpointSize: "0",
   restarts: 0,
+  checkpointCount: 0,
+  taskIds: ["3.1"],
+  searcherMetricValue: 0.5,
+  metadata: {},
+  logPolicyMatched: null,
+  seed: "2145849415",
   runId: 1,
-  stepsCompleted: "120",
-  startTime: 1.5,
-  endTime: 2.5,
   latestCheckpointUuid: null,
   bestValidationMetric: 0.5,
-  latestValidation: "{}",
-  taskId: "3.1",
   searcherLength: "5",
   progress: 0.0,
   earlyExit: "",
   phase: "TRIAL_PHASE_COMPLETED",
+  parentTrialId: null,
 };
 
 describe("primitive decoders", () => {
@@ -124,7 +137,10 @@ describe("API decoders", () => {
   it("decodes a trial with parsed hyperparameters and integer strings", () => {
     const trial = t.trialOne({ trial: TRIAL });
     expect(trial.hparams).toEqual({ lr: 0.1, opt: { name: "sgd" } });
-    expect(trial.stepsCompleted).toBe(120);
+    expect(trial.totalBatchesProcessed).toBe(120);
+    expect(trial.latestValidation).toEqual({ loss: 0.5 });
+    expect(trial.startTime).toBe(1.5);
+    expect(trial.warmStartCheckpointUuid).toBeNull();
     expect(trial.seed).toBe(2145849415);
     expect(trial.state).toBe("COMPLETED");
     expect(trial.phase).toBe("COMPLETED");

@@ -209,11 +209,12 @@ export interface Trial {
   seed: number;
   restarts: number;
   runId: number;
-  stepsCompleted: number;
+  totalBatchesProcessed: number;
   startTime: number;
   endTime: number | null;
   latestCheckpointUuid: string | null;
   bestValidationMetric: number | null;
+  /** The metrics of its latest validation (the API's latestValidation.metrics.avgMetrics). */
   latestValidation: JsonObject;
   taskId: string;
   searcherLength: number;
@@ -226,29 +227,38 @@ export interface Trial {
   parentTrialId: number | null;
 }
 
+/** An object the API may leave null (an unset Struct): {} then. */
+const objectOrEmpty: Decoder<JsonObject> = map(nullable(jsonObject), (o) => o ?? {});
+
+/** A MetricsWorkload's metrics (Determined's {metrics: {avgMetrics}}); {} when unset. */
+const workloadMetrics: Decoder<JsonObject> = map(
+  nullable(object({ metrics: nullable(object({ avgMetrics: objectOrEmpty })) })),
+  (w) => w?.metrics?.avgMetrics ?? {},
+);
+
 export const trial: Decoder<Trial> = object<Trial>({
   id: int,
   experimentId: int,
   state,
-  hparams: jsonText(jsonObject, {}),
+  hparams: objectOrEmpty,
   seed: int,
   restarts: int,
   runId: int,
-  stepsCompleted: int,
-  startTime: num,
-  endTime: nullable(num),
+  totalBatchesProcessed: int,
+  startTime: time,
+  endTime: nullable(time),
   latestCheckpointUuid: nullable(str),
   bestValidationMetric: nullable(num),
-  latestValidation: jsonText(jsonObject, {}),
+  latestValidation: workloadMetrics,
   taskId: str,
   searcherLength: int,
   progress: num,
   earlyExit: str,
   phase: trialPhase,
-  warmStartCheckpointUuid: optional(nullable(str), null),
+  warmStartCheckpointUuid: map(optional(nullable(str), null), (u) => u || null),
   parentTrialId: optional(nullable(int), null),
 });
-export const trialList: Decoder<Trial[]> = map(object({ trials: array(trial) }), (r) => r.trials);
+export const trialList: Decoder<Trial[]> = map(object({ trials: array(trial), pagination }), (r) => r.trials);
 export const trialOne: Decoder<Trial> = map(object({ trial }), (r) => r.trial);
 
 export interface MetricReport {

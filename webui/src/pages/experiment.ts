@@ -135,7 +135,7 @@ export const experimentPage: Page = (root, params, ctx) => {
             ? [{ title: "Parent", class: "num", cell: (t: Trial) => (t.parentTrialId != null ? link(`/trials/${t.parentTrialId}`, String(t.parentTrialId)) : "–") }]
             : []),
           ...names.map((n) => ({ title: n, class: "hp", cell: (t: Trial) => value(flattenHparams(t.hparams)[n]) })),
-          { title: "Steps completed", class: "num", cell: (t) => String(t.stepsCompleted) },
+          { title: "Steps completed", class: "num", cell: (t) => String(t.totalBatchesProcessed) },
           { title: "Best metric", class: "num", cell: (t) => metric(t.bestValidationMetric) },
           { title: "Restarts", class: "num", cell: (t) => String(t.restarts) },
           { title: "Checkpoint", cell: (t) => (t.latestCheckpointUuid ? h("code", {}, t.latestCheckpointUuid.slice(0, 8)) : "–") },

@@ -90,7 +90,7 @@ export const trialPage: Page = (root, params, ctx) => {
     const hp = flattenHparams(t.hparams);
     replace(
       summary,
-      ...item("Steps completed", String(t.stepsCompleted)),
+      ...item("Steps completed", String(t.totalBatchesProcessed)),
       ...item(`Best ${searcherMetric || "validation"}`, metric(t.bestValidationMetric)),
       ...item("Restarts", String(t.restarts)),
       ...item("Started", time(t.startTime)),

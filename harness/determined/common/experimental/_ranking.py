@@ -68,7 +68,7 @@ def _load(
             experiment_config=config,
             experiment_id=c.experiment_id,
             trial_id=c.trial_id,
-            hparams=json.loads(trial.hparams) if trial is not None and trial.hparams else {},
+            hparams=structs.python(trial.hparams) if trial is not None else {},
             validation_metrics={} if metrics is None else {"avgMetrics": metrics},
             searcher_metric=c.searcher_metric,
         )

@@ -152,16 +152,18 @@ class Trial:
         self._hydrate(resp.trial)
 
     def _hydrate(self, t: v1.Trial) -> None:
+        from determined.common import structs
+
         self.experiment_id = t.experiment_id
         self.state = TrialState(int(t.state))
-        self.hparams = json.loads(t.hparams) if t.hparams else {}
+        self.hparams = structs.python(t.hparams)
         self.restarts = t.restarts
-        self.steps_completed = int(t.steps_completed)
-        self.start_time = ckpt._datetime(t.start_time)
-        self.end_time = ckpt._datetime(t.end_time)
+        self.steps_completed = int(t.total_batches_processed)
+        self.start_time = t.start_time
+        self.end_time = t.end_time
         self.latest_checkpoint_uuid = t.latest_checkpoint_uuid
         self.best_validation_metric = t.best_validation_metric
-        self.metadata = json.loads(t.metadata) if t.metadata else {}
+        self.metadata = structs.python(t.metadata)
         self._summary = None
 
     @classmethod

@@ -105,7 +105,13 @@ def init(
         if trial is None:
             raise errors.DetError(f"the master created no trial in experiment {exp_id}")
         filled = json.dumps(structs.python(made.config))
-        return exp_id, int(trial.id), trial.task_id, filled, trial.hparams
+        return (
+            exp_id,
+            int(trial.id),
+            trial.task_id,
+            filled,
+            json.dumps(structs.python(trial.hparams)),
+        )
 
     made: tuple[int, int, str, str, str] = (0, 0, "", "", "")
     if distributed is None or distributed.rank == 0:

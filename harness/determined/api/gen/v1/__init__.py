@@ -62,6 +62,7 @@ __all__ = (
     "GetExperimentRequest",
     "GetExperimentResponse",
     "GetExperimentTrialsRequest",
+    "GetExperimentTrialsRequestSortBy",
     "GetExperimentTrialsResponse",
     "GetExperimentsRequest",
     "GetExperimentsRequestSortBy",
@@ -118,6 +119,8 @@ __all__ = (
     "MarkAllocationResourcesDaemonResponse",
     "MasterMessage",
     "MetricReport",
+    "Metrics",
+    "MetricsWorkload",
     "OrderBy",
     "Pagination",
     "PatchTrialRequest",
@@ -282,6 +285,66 @@ class GetExperimentsRequestSortBy(betterproto2.Enum):
             "SORT_BY_CHECKPOINT_SIZE": 15,
             "SORT_BY_CHECKPOINT_COUNT": 16,
             "SORT_BY_SEARCHER_METRIC_VAL": 17,
+        }
+
+
+class GetExperimentTrialsRequestSortBy(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    ID = 1
+
+    START_TIME = 4
+
+    END_TIME = 5
+
+    STATE = 6
+
+    BEST_VALIDATION_METRIC = 7
+
+    LATEST_VALIDATION_METRIC = 8
+
+    BATCHES_PROCESSED = 9
+
+    DURATION = 10
+
+    RESTARTS = 11
+
+    CHECKPOINT_SIZE = 12
+
+    LOG_RETENTION_DAYS = 13
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "SORT_BY_UNSPECIFIED",
+            1: "SORT_BY_ID",
+            4: "SORT_BY_START_TIME",
+            5: "SORT_BY_END_TIME",
+            6: "SORT_BY_STATE",
+            7: "SORT_BY_BEST_VALIDATION_METRIC",
+            8: "SORT_BY_LATEST_VALIDATION_METRIC",
+            9: "SORT_BY_BATCHES_PROCESSED",
+            10: "SORT_BY_DURATION",
+            11: "SORT_BY_RESTARTS",
+            12: "SORT_BY_CHECKPOINT_SIZE",
+            13: "SORT_BY_LOG_RETENTION_DAYS",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "SORT_BY_UNSPECIFIED": 0,
+            "SORT_BY_ID": 1,
+            "SORT_BY_START_TIME": 4,
+            "SORT_BY_END_TIME": 5,
+            "SORT_BY_STATE": 6,
+            "SORT_BY_BEST_VALIDATION_METRIC": 7,
+            "SORT_BY_LATEST_VALIDATION_METRIC": 8,
+            "SORT_BY_BATCHES_PROCESSED": 9,
+            "SORT_BY_DURATION": 10,
+            "SORT_BY_RESTARTS": 11,
+            "SORT_BY_CHECKPOINT_SIZE": 12,
+            "SORT_BY_LOG_RETENTION_DAYS": 13,
         }
 
 
@@ -1771,7 +1834,28 @@ default_message_pool.register_message("v1", "GetExperimentsResponse", GetExperim
 
 @dataclass(eq=False, repr=False)
 class GetExperimentTrialsRequest(betterproto2.Message):
-    experiment_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+    """
+    Determined's GetExperimentTrialsRequest.
+    """
+
+    sort_by: "GetExperimentTrialsRequestSortBy" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: GetExperimentTrialsRequestSortBy(0)
+    )
+
+    order_by: "OrderBy" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: OrderBy(0)
+    )
+
+    offset: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+
+    limit: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    """
+    0: all of them.
+    """
+
+    states: "list[State]" = betterproto2.field(5, betterproto2.TYPE_ENUM, repeated=True)
+
+    experiment_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
 
 
 default_message_pool.register_message(
@@ -1782,6 +1866,10 @@ default_message_pool.register_message(
 @dataclass(eq=False, repr=False)
 class GetExperimentTrialsResponse(betterproto2.Message):
     trials: "list[Trial]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message(
@@ -2446,6 +2534,50 @@ class MetricReport(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "MetricReport", MetricReport)
+
+
+@dataclass(eq=False, repr=False)
+class Metrics(betterproto2.Message):
+    """
+    Determined's commonv1.Metrics.
+    """
+
+    avg_metrics: "_google__protobuf__.Struct | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    batch_metrics: "list[_google__protobuf__.Struct]" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
+
+default_message_pool.register_message("v1", "Metrics", Metrics)
+
+
+@dataclass(eq=False, repr=False)
+class MetricsWorkload(betterproto2.Message):
+    """
+    Determined's trialv1.MetricsWorkload: one report's metrics.
+    """
+
+    end_time: "datetime.datetime | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When it was reported.
+    """
+
+    num_inputs: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
+
+    total_batches: "int" = betterproto2.field(8, betterproto2.TYPE_INT32)
+    """
+    Steps completed when it was reported.
+    """
+
+    metrics: "Metrics | None" = betterproto2.field(40, betterproto2.TYPE_MESSAGE, optional=True)
+
+
+default_message_pool.register_message("v1", "MetricsWorkload", MetricsWorkload)
 
 
 @dataclass(eq=False, repr=False)
@@ -3185,83 +3317,118 @@ default_message_pool.register_message("v1", "Tensorboard", Tensorboard)
 
 @dataclass(eq=False, repr=False)
 class Trial(betterproto2.Message):
+    """
+    Determined's trialv1.Trial, with its field numbers (less its profiler and runner-state
+    fields); pydet's own fields from 100.
+    """
+
     id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
 
     experiment_id: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
 
-    state: "State" = betterproto2.field(3, betterproto2.TYPE_ENUM, default_factory=lambda: State(0))
-
-    hparams: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-    """
-    JSON object of the trial's hyperparameter values (nested groups as nested objects).
-    """
-
-    seed: "int" = betterproto2.field(5, betterproto2.TYPE_INT64)
-
-    restarts: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
-
-    run_id: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
-
-    steps_completed: "int" = betterproto2.field(8, betterproto2.TYPE_INT64)
-
-    start_time: "float" = betterproto2.field(9, betterproto2.TYPE_DOUBLE)
-
-    end_time: "float | None" = betterproto2.field(10, betterproto2.TYPE_DOUBLE, optional=True)
-
-    latest_checkpoint_uuid: "str | None" = betterproto2.field(
-        11, betterproto2.TYPE_STRING, optional=True
+    start_time: "datetime.datetime | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
     )
 
-    best_validation_metric: "float | None" = betterproto2.field(
-        12, betterproto2.TYPE_DOUBLE, optional=True
+    end_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
     )
 
-    latest_validation: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    state: "State" = betterproto2.field(5, betterproto2.TYPE_ENUM, default_factory=lambda: State(0))
+
+    hparams: "_google__protobuf__.Struct | None" = betterproto2.field(
+        6, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    JSON object: the most recent validation metrics.
+    The trial's hyperparameter values (nested groups as nested objects).
+    """
+
+    total_batches_processed: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
+    """
+    Steps completed (batches, in Determined's words).
+    """
+
+    latest_validation: "MetricsWorkload | None" = betterproto2.field(
+        9, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    Its most recent validation metrics. (Determined's best_validation, the metrics at the
+    best searcher metric, is not kept: searcher_metric_value has the best value.)
+    """
+
+    warm_start_checkpoint_uuid: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    """
+    The checkpoint it started from (searcher.source_trial_id / source_checkpoint_uuid, or
+    its parent's, for a PBT child); "" when none.
     """
 
     task_id: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
 
-    searcher_length: "int" = betterproto2.field(15, betterproto2.TYPE_INT64)
+    total_checkpoint_size: "int" = betterproto2.field(15, betterproto2.TYPE_UINT64)
+    """
+    Bytes of its COMPLETED checkpoints.
+    """
+
+    restarts: "int" = betterproto2.field(17, betterproto2.TYPE_INT32)
+
+    checkpoint_count: "int" = betterproto2.field(18, betterproto2.TYPE_INT32)
+
+    task_ids: "list[str]" = betterproto2.field(20, betterproto2.TYPE_STRING, repeated=True)
+
+    searcher_metric_value: "float" = betterproto2.field(21, betterproto2.TYPE_DOUBLE)
+    """
+    The best searcher metric it reported (0 while none: see best_validation_metric).
+    """
+
+    metadata: "_google__protobuf__.Struct | None" = betterproto2.field(
+        23, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    What its code set with core_context.train.set_metadata() (Determined's run metadata).
+    """
+
+    log_policy_matched: "str | None" = betterproto2.field(
+        24, betterproto2.TYPE_STRING, optional=True
+    )
+    """
+    The label a matching log policy gave it (Determined's log_policy_matched).
+    """
+
+    seed: "int" = betterproto2.field(100, betterproto2.TYPE_INT64)
+
+    run_id: "int" = betterproto2.field(101, betterproto2.TYPE_INT32)
+
+    latest_checkpoint_uuid: "str | None" = betterproto2.field(
+        102, betterproto2.TYPE_STRING, optional=True
+    )
+
+    best_validation_metric: "float | None" = betterproto2.field(
+        103, betterproto2.TYPE_DOUBLE, optional=True
+    )
+    """
+    The best searcher metric it reported, unset while none.
+    """
+
+    searcher_length: "int" = betterproto2.field(104, betterproto2.TYPE_INT64)
     """
     The searcher's current target length for this trial (0 when none).
     """
 
-    progress: "float" = betterproto2.field(16, betterproto2.TYPE_DOUBLE)
+    progress: "float" = betterproto2.field(105, betterproto2.TYPE_DOUBLE)
 
-    early_exit: "str" = betterproto2.field(17, betterproto2.TYPE_STRING)
+    early_exit: "str" = betterproto2.field(106, betterproto2.TYPE_STRING)
     """
     Why the trial ended early, if it did ("", "invalid_hp", "errored", "user_canceled").
     """
 
     phase: "TrialPhase" = betterproto2.field(
-        18, betterproto2.TYPE_ENUM, default_factory=lambda: TrialPhase(0)
+        107, betterproto2.TYPE_ENUM, default_factory=lambda: TrialPhase(0)
     )
 
-    warm_start_checkpoint_uuid: "str | None" = betterproto2.field(
-        19, betterproto2.TYPE_STRING, optional=True
-    )
-    """
-    The checkpoint it started from (searcher.source_trial_id / source_checkpoint_uuid, or
-    its parent's, for a PBT child).
-    """
-
-    log_signal: "str | None" = betterproto2.field(20, betterproto2.TYPE_STRING, optional=True)
-    """
-    The label a matching log policy gave it (Determined's log_signal).
-    """
-
-    parent_trial_id: "int | None" = betterproto2.field(21, betterproto2.TYPE_INT32, optional=True)
+    parent_trial_id: "int | None" = betterproto2.field(108, betterproto2.TYPE_INT32, optional=True)
     """
     The trial whose checkpoint it started from (searcher pbt: its parent in the population);
     warm_start_checkpoint_uuid is that checkpoint.
-    """
-
-    metadata: "str" = betterproto2.field(22, betterproto2.TYPE_STRING)
-    """
-    JSON object its code set with core_context.train.set_metadata() (Determined's run
-    metadata).
     """
 
 
