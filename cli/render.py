@@ -21,7 +21,7 @@ import betterproto2
 from tabulate import tabulate  # type: ignore[import-untyped]
 
 from determined.api.gen import v1
-from determined.common import structs
+from determined.common import checkpoint_info, structs
 
 # Proto fields that carry a JSON document as a string; --json output inlines them.
 _JSON_STRING_FIELDS = frozenset(
@@ -52,7 +52,7 @@ def to_json(value: Any) -> str:
 Time = float | datetime.datetime | None
 
 
-def _seconds(when: Time) -> float:
+def seconds(when: Time) -> float:
     """A time as seconds since the epoch: API messages hold datetimes, task messages floats."""
     if isinstance(when, datetime.datetime):
         return when.timestamp()
@@ -61,15 +61,15 @@ def _seconds(when: Time) -> float:
 
 def local_time(when: Time) -> str:
     """A time as local `YYYY-MM-DD HH:MM:SS`; "" for unset (0 or None)."""
-    seconds = _seconds(when)
-    if not seconds:
+    since_epoch = seconds(when)
+    if not since_epoch:
         return ""
-    return datetime.datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.datetime.fromtimestamp(since_epoch).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def iso_utc(when: Time) -> str:
     """Log timestamps: ISO 8601 in UTC, like Determined's `det trial logs`."""
-    utc = datetime.datetime.fromtimestamp(_seconds(when), tz=datetime.UTC)
+    utc = datetime.datetime.fromtimestamp(seconds(when), tz=datetime.UTC)
     return utc.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
@@ -223,10 +223,10 @@ CHECKPOINT_HEADERS = (
 
 def checkpoint_row(c: v1.Checkpoint) -> list[Any]:
     return [
-        c.trial_id,
+        checkpoint_info.trial_id(c),
         c.steps_completed,
-        c.state,
-        optional_number(c.searcher_metric),
+        checkpoint_info.state(c),
+        optional_number(checkpoint_info.searcher_metric(c)),
         c.uuid,
         "\n".join(sorted(c.resources)),
         human_bytes(c.size),

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from determined.api.gen import v1
-from determined.common import client, errors
+from determined.common import checkpoint_info, client, errors
 from pydet.cli import Subparsers, checkpoint, listing, render, rpc
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -276,7 +276,9 @@ def ranked_by(
             at_step[r.steps_completed] = float(value)
     scored = [c for c in checkpoints if c.steps_completed in at_step]
     sign = 1.0 if smaller_is_better else -1.0
-    return sorted(scored, key=lambda c: (sign * at_step[c.steps_completed], c.report_time))
+    return sorted(
+        scored, key=lambda c: (sign * at_step[c.steps_completed], render.seconds(c.report_time))
+    )
 
 
 def download(args: argparse.Namespace) -> int:
@@ -303,7 +305,11 @@ def download(args: argparse.Namespace) -> int:
         elif args.best:
             chosen = checkpoint.ranked(found, smaller_is_better=exp.smaller_is_better)
         else:
-            chosen = sorted(found, key=lambda c: (c.steps_completed, c.report_time), reverse=True)
+            chosen = sorted(
+                found,
+                key=lambda c: (c.steps_completed, render.seconds(c.report_time)),
+                reverse=True,
+            )
         if not chosen:
             what = f"with a validation of {args.sort_by or 'the searcher metric'}"
             what = what if args.best else "left"
@@ -311,9 +317,9 @@ def download(args: argparse.Namespace) -> int:
         return chosen[0]
 
     c = rpc.run(args.master, body)
-    if c.trial_id != args.trial_id:
+    if checkpoint_info.trial_id(c) != args.trial_id:
         raise errors.InvalidArgument(
-            f"checkpoint {c.uuid} is of trial {c.trial_id}, not {args.trial_id}"
+            f"checkpoint {c.uuid} is of trial {checkpoint_info.trial_id(c)}, not {args.trial_id}"
         )
     checkpoint.fetch_files(c, args.output_dir, quiet=args.quiet, mode=args.mode)
     return 0

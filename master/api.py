@@ -7,7 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, structs
 from pydet.master import convert, queries
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.auth.callers import UserCaller
@@ -292,10 +292,11 @@ class DeterminedServicer(v1.DeterminedBase):
         return v1.GetCheckpointResponse(checkpoint=await self.s.get_checkpoint(message.uuid))
 
     async def get_checkpoints(self, message: v1.GetCheckpointsRequest) -> v1.GetCheckpointsResponse:
+        found = await self.s.get_checkpoints(
+            experiment_id=message.experiment_id, trial_id=message.trial_id
+        )
         return v1.GetCheckpointsResponse(
-            checkpoints=await self.s.get_checkpoints(
-                experiment_id=message.experiment_id, trial_id=message.trial_id
-            )
+            checkpoints=found, pagination=convert.pagination(len(found))
         )
 
     async def delete_checkpoints(
@@ -310,7 +311,7 @@ class DeterminedServicer(v1.DeterminedBase):
         c = message.checkpoint
         if c is None or not c.uuid:
             raise errors.InvalidArgument("checkpoint.uuid is required")
-        await self.s.checkpoints.set_metadata(c.uuid, c.metadata)
+        await self.s.checkpoints.set_metadata(c.uuid, structs.python(c.metadata))
         return v1.PostCheckpointMetadataResponse(checkpoint=await self.s.get_checkpoint(c.uuid))
 
     # -- webhooks ----------------------------------------------------------------------------

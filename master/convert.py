@@ -130,18 +130,20 @@ def task_log(row: queries.LogRow) -> v1.TaskLog:
 def checkpoint(row: queries.CheckpointRow) -> v1.Checkpoint:
     return v1.Checkpoint(
         uuid=row.uuid,
-        trial_id=row.trial_id,
-        experiment_id=row.experiment_id,
+        training=v1.CheckpointTrainingMetadata(
+            trial_id=row.trial_id,
+            experiment_id=row.experiment_id,
+            searcher_metric=row.searcher_metric,
+        ),
         allocation_id=row.allocation_id,
         task_id=row.task_id,
         steps_completed=row.steps_completed,
-        metadata=row.metadata,
+        metadata=structs.struct(json.loads(row.metadata or "{}")),
         resources=row.resources,
         size=row.size,
-        state=row.state,
-        report_time=row.report_time,
-        storage=redacted_json(row.storage, storage=True),
-        searcher_metric=row.searcher_metric,
+        state=v1.CheckpointState[row.state],
+        report_time=timestamps.to_datetime(row.report_time),
+        storage=structs.struct(json.loads(redacted_json(row.storage, storage=True) or "{}")),
     )
 
 

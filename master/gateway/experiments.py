@@ -11,6 +11,7 @@ from starlette.routing import Route
 
 from determined.api.gen import v1
 from determined.common import errors
+from pydet.master import convert
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import codec
 from pydet.master.service import Service
@@ -65,7 +66,9 @@ def routes(service: Service) -> list[Route]:
 
     async def experiment_checkpoints(request: Request) -> Response:
         found = await service.get_checkpoints(experiment_id=codec.integer(request, "id"))
-        return codec.message(v1.GetCheckpointsResponse(checkpoints=found))
+        return codec.message(
+            v1.GetCheckpointsResponse(checkpoints=found, pagination=convert.pagination(len(found)))
+        )
 
     async def get_trial(request: Request) -> Response:
         trial = await service.get_trial(codec.integer(request, "id"))
@@ -90,7 +93,9 @@ def routes(service: Service) -> list[Route]:
 
     async def trial_checkpoints(request: Request) -> Response:
         found = await service.get_checkpoints(trial_id=codec.integer(request, "id"))
-        return codec.message(v1.GetCheckpointsResponse(checkpoints=found))
+        return codec.message(
+            v1.GetCheckpointsResponse(checkpoints=found, pagination=convert.pagination(len(found)))
+        )
 
     async def trial_logs(request: Request) -> Response:
         req = v1.TrialLogsRequest(

@@ -135,7 +135,7 @@ class Api:
 
 def checkpoint_dir(ckpt: v1.Checkpoint) -> pathlib.Path:
     """Where a checkpoint's files are: ``<host_path>[/<storage_path>]/<uuid>``."""
-    storage = json.loads(ckpt.storage)
+    storage = structs.python(ckpt.storage)
     base = pathlib.Path(storage["host_path"])
     if storage.get("storage_path"):
         base = base / storage["storage_path"]
@@ -209,13 +209,13 @@ def test_core_api_stage2_checkpoints_are_recorded_with_their_files(
     assert trial.latest_checkpoint_uuid == ckpts[-1].uuid
     assert ckpts[-1].steps_completed == 100
     for ckpt in ckpts:
-        if ckpt.state != "COMPLETED":
+        if ckpt.state != v1.CheckpointState.COMPLETED:
             continue  # garbage-collected by the checkpoint policy
         path = checkpoint_dir(ckpt)
         steps = ckpt.steps_completed
         assert (path / "state").read_text() == f"{steps},{steps},{trial.id}"
         assert json.loads((path / "metadata.json").read_text()) == {"steps_completed": steps}
-        assert json.loads(ckpt.metadata) == {"steps_completed": steps}
+        assert structs.python(ckpt.metadata) == {"steps_completed": steps}
         assert set(ckpt.resources) == {"state", "metadata.json"}
     assert api.metrics(trial.id, "validation") == [(100, {"x": 100})]
 
@@ -542,7 +542,7 @@ def test_core_api_timm_port_fragments_run_and_resume(
         assert [steps for steps, _ in validations] == [10, 20, 30, 40, 50]
         assert validations[-1][1]["val_loss"] == pytest.approx((1 - lr) ** 5)
         latest = api.checkpoints(trial.id)[-1]
-        assert json.loads(latest.metadata) == {"steps_completed": 50, "trial_id": trial.id}
+        assert structs.python(latest.metadata) == {"steps_completed": 50, "trial_id": trial.id}
         assert set(latest.resources) == {"data", "metadata.json"}
         saved = json.loads((checkpoint_dir(latest) / "data").read_text())
         assert saved["epoch"] == 4 and saved["model"]["w"] == pytest.approx((1 - lr) ** 5)

@@ -132,6 +132,7 @@ REQUIRED = {
         "totalBatchesProcessed",
     ],
     "User": ["username", "admin", "active"],
+    "Checkpoint": ["uuid", "resources", "metadata", "training", "state"],
     "GetMasterResponse": [
         "version",
         "masterId",
@@ -266,6 +267,31 @@ def test_trials_are_listed_as_determineds_parameters_ask(cluster: Cluster, finis
     assert none["trials"] == [] and none["pagination"]["total"] == 0
     status, answer = call(cluster, f"{path}?sortBy=SORT_BY_DURATION")
     assert status == 400 and answer["error"].startswith("sortBy: pydet does not sort trials by")
+
+
+# -- checkpoints -------------------------------------------------------------------------------
+
+
+def test_checkpoints_answer_determineds_messages(
+    cluster: Cluster, finished: int, official: dict[str, type[message.Message]]
+) -> None:
+    (trial,) = ok(cluster, f"/api/v1/experiments/{finished}/trials")["trials"]
+    for path in (
+        f"/api/v1/experiments/{finished}/checkpoints",
+        f"/api/v1/trials/{trial['id']}/checkpoints",
+    ):
+        listed = ok(cluster, path)
+        assert_determineds_json(official, "GetCheckpointsResponse", listed)
+        (c,) = listed["checkpoints"]
+        assert_required("Checkpoint", c)
+        assert c["state"] == "STATE_COMPLETED" and c["metadata"] == {"steps_completed": 5}
+        assert c["training"] == {
+            "trialId": trial["id"],
+            "experimentId": finished,
+            "searcherMetric": 0.2,
+        }
+        assert c["resources"] == {"weights": "1", "metadata.json": c["resources"]["metadata.json"]}
+        assert c["reportTime"].endswith("Z") and c["storage"]["type"] == "shared_fs"
 
 
 CONFIG = "name: {name}\nentrypoint: {entrypoint}\nsearcher: {{name: single, metric: x}}\n"

@@ -422,15 +422,20 @@ def test_retention_deletes_checkpoint_files_and_marks_them_deleted(
         cluster.det("experiment", "list-checkpoints", str(exp_id), "--json").stdout
     )
     assert len(checkpoints) == 10
-    kept = {(c["trial_id"], c["steps_completed"]) for c in checkpoints if c["state"] != "DELETED"}
+    # Determined's shape: the trial and searcher metric are the checkpoint's training metadata.
+    kept = {
+        (c["training"]["trial_id"], c["steps_completed"])
+        for c in checkpoints
+        if c["state"] != "DELETED"
+    }
     # Each trial's latest, and the experiment's best (loss 0.2 at step 2 of offset 0).
     assert kept == {(t, 5) for t in offsets} | {(best_trial, 2)}
     losses = [0.5, 0.2, None, 0.3, 0.6]
     for c in checkpoints:
         # Each checkpoint carries the searcher metric of the validation at its step.
         loss = losses[c["steps_completed"] - 1]
-        want = None if loss is None else pytest.approx(loss + offsets[c["trial_id"]])
-        assert c.get("searcher_metric") == want, c
+        want = None if loss is None else pytest.approx(loss + offsets[c["training"]["trial_id"]])
+        assert c["training"]["searcher_metric"] == want, c
         files = storage / c["uuid"]
         if c["state"] == "DELETED":
             assert not files.exists(), f"{files} of a deleted checkpoint is still there"

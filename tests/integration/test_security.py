@@ -274,7 +274,7 @@ import asyncio, json, os, pathlib
 
 import determined as det
 from determined.api.gen import v1
-from determined.common import client, errors
+from determined.common import client, errors, structs
 
 hp = json.loads(os.environ["DET_HPARAMS"])
 victims = [int(t) for t in hp["victim_trials"]]
@@ -295,8 +295,11 @@ def report(trial_id):
 def checkpoint(trial_id):
     return v1.ReportCheckpointRequest(
         checkpoint=v1.Checkpoint(
-            uuid=f"stolen-{trial_id}", trial_id=trial_id, experiment_id=victim_experiment,
-            steps_completed=1, metadata='{"steps_completed": 1}', state="COMPLETED",
+            uuid=f"stolen-{trial_id}", steps_completed=1,
+            training=v1.CheckpointTrainingMetadata(
+                trial_id=trial_id, experiment_id=victim_experiment
+            ),
+            metadata=structs.struct({"steps_completed": 1}), state=v1.CheckpointState.COMPLETED,
         )
     )
 
@@ -341,10 +344,12 @@ async def attempts():
         def foreign(uuid, storage):
             return v1.ReportCheckpointRequest(
                 checkpoint=v1.Checkpoint(
-                    uuid=uuid, trial_id=own_trial, experiment_id=own_experiment,
-                    allocation_id=os.environ["DET_ALLOCATION_ID"], steps_completed=1,
-                    metadata='{"steps_completed": 1}', state="COMPLETED",
-                    storage=json.dumps(storage),
+                    uuid=uuid, allocation_id=os.environ["DET_ALLOCATION_ID"], steps_completed=1,
+                    training=v1.CheckpointTrainingMetadata(
+                        trial_id=own_trial, experiment_id=own_experiment
+                    ),
+                    metadata=structs.struct({"steps_completed": 1}),
+                    state=v1.CheckpointState.COMPLETED, storage=structs.struct(storage),
                 )
             )
 

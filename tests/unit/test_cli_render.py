@@ -116,13 +116,12 @@ def test_agent_row_counts_used_slots() -> None:
 def test_checkpoint_row_shows_size_and_metric() -> None:
     c = v1.Checkpoint(
         uuid="abc",
-        trial_id=2,
+        training=v1.CheckpointTrainingMetadata(trial_id=2, searcher_metric=0.125),
         steps_completed=100,
-        state="COMPLETED",
+        state=v1.CheckpointState.COMPLETED,
         size=3 * 1024 * 1024,
         resources={"model.pt": 3 * 1024 * 1024},
-        searcher_metric=0.125,
-        report_time=START,
+        report_time=timestamps.to_datetime(START),
     )
     assert render.checkpoint_row(c) == [
         2,

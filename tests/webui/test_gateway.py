@@ -124,8 +124,10 @@ MESSAGES: list[betterproto2.Message] = [
     v1.Trial(id=2, best_validation_metric=float("-inf")),
     v1.TaskLog(id=9, rank=None, level="INFO", message="hi"),
     v1.TaskLog(id=10, rank=3),
-    v1.Checkpoint(uuid="u", resources={"a.pt": 12, "b": 2**40}, size=5, searcher_metric=None),
-    v1.Checkpoint(uuid="v", searcher_metric=float("inf")),
+    v1.Checkpoint(uuid="u", resources={"a.pt": 12, "b": 2**40}, size=5, training=None),
+    v1.Checkpoint(
+        uuid="v", training=v1.CheckpointTrainingMetadata(trial_id=1, searcher_metric=float("inf"))
+    ),
     v1.GetAgentsResponse(agents=[v1.Agent(id="a", slots=[v1.Slot(id="0", type="cpu")])]),
     v1.Job(job_id="j", priority=42, weight=1.5, submission_time=3.0, entity_id=3),
     v1.ResourcePool(name="default", slots_total=4, is_default=True),

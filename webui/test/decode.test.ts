@@ -189,12 +189,26 @@ describe("API decoders", () => {
     const c = t.checkpointList(
       {
         checkpoints: [
-          { uuid: "u", trialId: 1, experimentId: 3, allocationId: "", taskId: "", stepsCompleted: "10", metadata: '{"steps_completed": 10}', resources: { "a.pt": "12" }, size: "12", state: "COMPLETED", reportTime: 4, storage: "{}", searcherMetric: null },
+          {
+            taskId: "3.1",
+            allocationId: "3.1.0",
+            uuid: "u",
+            reportTime: "1970-01-01T00:00:04Z",
+            resources: { "a.pt": "12" },
+            metadata: { steps_completed: 10 },
+            state: "STATE_COMPLETED",
+            training: { trialId: 1, experimentId: 3, searcherMetric: 0.5 },
+            stepsCompleted: "10",
+            size: "12",
+            storage: { type: "shared_fs" },
+          },
         ],
+        pagination: { offset: 0, limit: 0, startIndex: 0, endIndex: 1, total: 1 },
       },
     );
     expect(c[0]?.resources).toEqual({ "a.pt": 12 });
     expect(c[0]?.metadata).toEqual({ steps_completed: 10 });
+    expect([c[0]?.trialId, c[0]?.state, c[0]?.reportTime, c[0]?.searcherMetric]).toEqual([1, "COMPLETED", 4, 0.5]);
   });
 
   it("decodes jobs, pools and agents", () => {

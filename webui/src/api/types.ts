@@ -275,6 +275,7 @@ export const metricReport: Decoder<MetricReport> = object<MetricReport>({
 });
 export const metricReports: Decoder<MetricReport[]> = array(metricReport);
 
+/** A checkpoint (the API's Determined-shaped one, its training metadata flattened here). */
 export interface Checkpoint {
   uuid: string;
   trialId: number;
@@ -283,24 +284,43 @@ export interface Checkpoint {
   metadata: JsonObject;
   resources: Record<string, number>;
   size: number;
+  /** COMPLETED, DELETED, ... */
   state: string;
   reportTime: number;
   searcherMetric: number | null;
 }
-export const checkpoint: Decoder<Checkpoint> = object<Checkpoint>({
-  uuid: str,
-  trialId: int,
-  experimentId: int,
-  stepsCompleted: int,
-  metadata: jsonText(jsonObject, {}),
-  resources: record(int),
-  size: int,
-  state: str,
-  reportTime: num,
-  searcherMetric: optional(nullable(num), null),
-});
+export const checkpoint: Decoder<Checkpoint> = map(
+  object({
+    uuid: str,
+    training: nullable(
+      object({
+        trialId: optional(nullable(int), null),
+        experimentId: optional(nullable(int), null),
+        searcherMetric: optional(nullable(num), null),
+      }),
+    ),
+    stepsCompleted: int,
+    metadata: objectOrEmpty,
+    resources: record(int),
+    size: int,
+    state: str,
+    reportTime: time,
+  }),
+  (c) => ({
+    uuid: c.uuid,
+    trialId: c.training?.trialId ?? 0,
+    experimentId: c.training?.experimentId ?? 0,
+    stepsCompleted: c.stepsCompleted,
+    metadata: c.metadata,
+    resources: c.resources,
+    size: c.size,
+    state: c.state.replace(/^STATE_/, ""),
+    reportTime: c.reportTime,
+    searcherMetric: c.training?.searcherMetric ?? null,
+  }),
+);
 export const checkpointList: Decoder<Checkpoint[]> = map(
-  object({ checkpoints: array(checkpoint) }),
+  object({ checkpoints: array(checkpoint), pagination }),
   (r) => r.checkpoints,
 );
 

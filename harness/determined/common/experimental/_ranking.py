@@ -29,7 +29,7 @@ def _load(
     session: MasterSession, *, experiment_id: int = 0, trial_id: int = 0
 ) -> tuple[list[Checkpoint], dict[str, Any]]:
     from determined.api.gen import v1
-    from determined.common import structs
+    from determined.common import checkpoint_info, structs
 
     if trial_id:
         t = session.call(lambda stub: stub.get_trial(v1.GetTrialRequest(trial_id=trial_id)))
@@ -44,7 +44,7 @@ def _load(
     records = [
         c
         for c in session.call(lambda stub: stub.get_checkpoints(request)).checkpoints
-        if c.state == "COMPLETED"
+        if c.state == v1.CheckpointState.COMPLETED
     ]
     trials = {
         t.id: t
@@ -55,22 +55,23 @@ def _load(
         ).trials
     }
     validations: dict[int, dict[int, dict[str, Any]]] = {}
-    for tid in sorted({c.trial_id for c in records}):
+    for tid in sorted({checkpoint_info.trial_id(c) for c in records}):
         reports = session.call(functools.partial(_validations, trial_id=tid)).reports
         validations[tid] = {
             int(r.steps_completed): json.loads(r.metrics) if r.metrics else {} for r in reports
         }
     out = []
     for c in records:
-        trial = trials.get(c.trial_id)
-        metrics = validations.get(c.trial_id, {}).get(int(c.steps_completed))
+        trial_id = checkpoint_info.trial_id(c)
+        trial = trials.get(trial_id)
+        metrics = validations.get(trial_id, {}).get(int(c.steps_completed))
         training = CheckpointTrainingMetadata(
             experiment_config=config,
-            experiment_id=c.experiment_id,
-            trial_id=c.trial_id,
+            experiment_id=checkpoint_info.experiment_id(c),
+            trial_id=trial_id,
             hparams=structs.python(trial.hparams) if trial is not None else {},
             validation_metrics={} if metrics is None else {"avgMetrics": metrics},
-            searcher_metric=c.searcher_metric,
+            searcher_metric=checkpoint_info.searcher_metric(c),
         )
         out.append(Checkpoint._from_proto(session, c, training))
     return out, config

@@ -101,28 +101,32 @@ class Checkpoint:
     def _hydrate(
         self, c: v1.Checkpoint, training: CheckpointTrainingMetadata | None = None
     ) -> None:
+        from determined.common import checkpoint_info, structs
+
         self.task_id = c.task_id
-        self.allocation_id = c.allocation_id
-        self.report_time = _datetime(c.report_time)
+        self.allocation_id = c.allocation_id or ""
+        self.report_time = c.report_time
         self.resources = dict(c.resources)
-        self.metadata = _json_object(c.metadata)
+        self.metadata = structs.python(c.metadata)
+        name = checkpoint_info.state(c)
         self.state = (
-            CheckpointState[c.state]
-            if c.state in CheckpointState.__members__
+            CheckpointState[name]
+            if name in CheckpointState.__members__
             else (CheckpointState.UNSPECIFIED)
         )
         self.steps_completed = int(c.steps_completed)
-        self.storage = _json_object(c.storage)
+        self.storage = structs.python(c.storage)
+        trial_id = checkpoint_info.trial_id(c)
         if training is not None:
             self.training = training
-        elif self.training is None or self.training.trial_id != c.trial_id:
+        elif self.training is None or self.training.trial_id != trial_id:
             self.training = CheckpointTrainingMetadata(
                 experiment_config={},
-                experiment_id=c.experiment_id,
-                trial_id=c.trial_id,
+                experiment_id=checkpoint_info.experiment_id(c),
+                trial_id=trial_id,
                 hparams={},
                 validation_metrics={},
-                searcher_metric=c.searcher_metric,
+                searcher_metric=checkpoint_info.searcher_metric(c),
             )
 
     @classmethod
@@ -156,9 +160,10 @@ class Checkpoint:
 
     def _post_metadata(self, metadata: dict[str, Any]) -> None:
         from determined.api.gen import v1
+        from determined.common import structs
 
         request = v1.PostCheckpointMetadataRequest(
-            checkpoint=v1.Checkpoint(uuid=self.uuid, metadata=json.dumps(metadata))
+            checkpoint=v1.Checkpoint(uuid=self.uuid, metadata=structs.struct(metadata))
         )
         resp = self._session.call(lambda stub: stub.post_checkpoint_metadata(request))
         if resp.checkpoint is not None:

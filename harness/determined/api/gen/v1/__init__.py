@@ -18,6 +18,8 @@ __all__ = (
     "AllocationSummary",
     "BindMount",
     "Checkpoint",
+    "CheckpointState",
+    "CheckpointTrainingMetadata",
     "CompleteSearcherOperationRequest",
     "CompleteSearcherOperationResponse",
     "ContainerExited",
@@ -206,6 +208,42 @@ if TYPE_CHECKING:
 
 _COMPILER_VERSION = "0.10.1"
 betterproto2.check_compiler_version(_COMPILER_VERSION)
+
+
+class CheckpointState(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    ACTIVE = 1
+
+    COMPLETED = 2
+
+    ERROR = 3
+
+    DELETED = 4
+
+    PARTIALLY_DELETED = 5
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "STATE_UNSPECIFIED",
+            1: "STATE_ACTIVE",
+            2: "STATE_COMPLETED",
+            3: "STATE_ERROR",
+            4: "STATE_DELETED",
+            5: "STATE_PARTIALLY_DELETED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "STATE_UNSPECIFIED": 0,
+            "STATE_ACTIVE": 1,
+            "STATE_COMPLETED": 2,
+            "STATE_ERROR": 3,
+            "STATE_DELETED": 4,
+            "STATE_PARTIALLY_DELETED": 5,
+        }
 
 
 class GetExperimentsRequestSortBy(betterproto2.Enum):
@@ -994,25 +1032,23 @@ default_message_pool.register_message("v1", "BindMount", BindMount)
 
 @dataclass(eq=False, repr=False)
 class Checkpoint(betterproto2.Message):
-    uuid: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    trial_id: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
-
-    experiment_id: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
-
-    allocation_id: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-
-    task_id: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
-
-    steps_completed: "int" = betterproto2.field(6, betterproto2.TYPE_INT64)
-
-    metadata: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
     """
-    JSON object of the user's metadata.
+    Determined's checkpointv1.Checkpoint, with its field numbers; pydet's own fields from 100.
+    Trials report theirs in this shape too (ReportCheckpoint).
     """
+
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    allocation_id: "str | None" = betterproto2.field(2, betterproto2.TYPE_STRING, optional=True)
+
+    uuid: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    report_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
     resources: "dict[str, int]" = betterproto2.field(
-        8,
+        5,
         betterproto2.TYPE_MAP,
         map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_INT64),
     )
@@ -1020,29 +1056,58 @@ class Checkpoint(betterproto2.Message):
     Relative file path to size in bytes.
     """
 
-    size: "int" = betterproto2.field(9, betterproto2.TYPE_INT64)
-
-    state: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
-    """
-    "COMPLETED" or "DELETED".
-    """
-
-    report_time: "float" = betterproto2.field(11, betterproto2.TYPE_DOUBLE)
-
-    storage: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
-    """
-    JSON of the checkpoint_storage config it was written with.
-    """
-
-    searcher_metric: "float | None" = betterproto2.field(
-        13, betterproto2.TYPE_DOUBLE, optional=True
+    metadata: "_google__protobuf__.Struct | None" = betterproto2.field(
+        6, betterproto2.TYPE_MESSAGE, optional=True
     )
     """
-    The searcher metric of the validation at the same step, when there was one.
+    The user's metadata (with steps_completed).
+    """
+
+    state: "CheckpointState" = betterproto2.field(
+        7, betterproto2.TYPE_ENUM, default_factory=lambda: CheckpointState(0)
+    )
+
+    training: "CheckpointTrainingMetadata | None" = betterproto2.field(
+        8, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    steps_completed: "int" = betterproto2.field(100, betterproto2.TYPE_INT64)
+
+    size: "int" = betterproto2.field(101, betterproto2.TYPE_INT64)
+    """
+    Bytes of its files.
+    """
+
+    storage: "_google__protobuf__.Struct | None" = betterproto2.field(
+        102, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    The checkpoint_storage config it was written with (secrets hidden where shown).
     """
 
 
 default_message_pool.register_message("v1", "Checkpoint", Checkpoint)
+
+
+@dataclass(eq=False, repr=False)
+class CheckpointTrainingMetadata(betterproto2.Message):
+    """
+    Determined's checkpointv1.CheckpointTrainingMetadata: which trial wrote it, and the
+    searcher metric of the validation at its step (pydet fills these three).
+    """
+
+    trial_id: "int | None" = betterproto2.field(1, betterproto2.TYPE_INT32, optional=True)
+
+    experiment_id: "int | None" = betterproto2.field(2, betterproto2.TYPE_INT32, optional=True)
+
+    searcher_metric: "float | None" = betterproto2.field(
+        17, betterproto2.TYPE_DOUBLE, optional=True
+    )
+
+
+default_message_pool.register_message(
+    "v1", "CheckpointTrainingMetadata", CheckpointTrainingMetadata
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -1664,8 +1729,16 @@ default_message_pool.register_message("v1", "GetCheckpointsRequest", GetCheckpoi
 
 @dataclass(eq=False, repr=False)
 class GetCheckpointsResponse(betterproto2.Message):
+    """
+    Determined's GetExperimentCheckpointsResponse and GetTrialCheckpointsResponse.
+    """
+
     checkpoints: "list[Checkpoint]" = betterproto2.field(
         1, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
     )
 
 
