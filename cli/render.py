@@ -242,6 +242,6 @@ def metric_row(r: v1.MetricReport) -> list[Any]:
 
 def log_line(log: v1.TaskLog) -> str:
     """One trial log line as Determined prints it: `[time] [rank=N] message`."""
-    rank = "" if log.rank is None else f"[rank={log.rank}] "
+    rank = "" if log.rank_id is None else f"[rank={log.rank_id}] "
     message = log.message.rstrip("\r\n")
     return f"[{iso_utc(log.timestamp)}] {rank}{message}"

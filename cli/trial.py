@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from determined.api.gen import v1
-from determined.common import checkpoint_info, client, errors
+from determined.common import checkpoint_info, client, errors, timestamps
 from pydet.cli import Subparsers, checkpoint, listing, render, rpc
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -128,14 +128,14 @@ def logs_request(trial_id: int, args: argparse.Namespace) -> v1.TrialLogsRequest
         head=args.head or 0,
         tail=args.tail or 0,
         rank_ids=list(args.rank_ids),
-        min_level=args.level or "",
-        search=args.search or "",
+        min_level=v1.LogLevel[args.level.upper()] if args.level else v1.LogLevel.UNSPECIFIED,
+        search_text=args.search or "",
         allocation_ids=list(args.allocation_ids),
         agent_ids=list(args.agent_ids),
         container_ids=list(args.container_ids),
         stdtypes=list(args.stdtypes),
-        timestamp_before=args.timestamp_before,
-        timestamp_after=args.timestamp_after,
+        timestamp_before=timestamps.to_datetime(args.timestamp_before),
+        timestamp_after=timestamps.to_datetime(args.timestamp_after),
     )
 
 

@@ -111,19 +111,25 @@ def trial(row: queries.TrialRow, *, pulling: bool = False) -> v1.Trial:
     )
 
 
+def log_level(name: str) -> v1.LogLevel:
+    """A stored level ("INFO", or "" for none) as Determined's LogLevel."""
+    return v1.LogLevel.__members__.get(name, v1.LogLevel.UNSPECIFIED)
+
+
 def task_log(row: queries.LogRow) -> v1.TaskLog:
     return v1.TaskLog(
         id=row.id,
         task_id=row.task_id,
         allocation_id=row.allocation_id,
         trial_id=row.trial_id,
-        rank=row.rank,
-        level=row.level,
+        rank_id=row.rank,
+        level=log_level(row.level),
         stdtype=row.stdtype,
-        timestamp=row.timestamp,
+        timestamp=timestamps.to_datetime(row.timestamp),
         message=row.message,
-        agent_id=row.agent_id,
-        container_id=row.container_id,
+        log=row.message,
+        agent_id=row.agent_id or None,
+        container_id=row.container_id or None,
     )
 
 

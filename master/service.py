@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from determined.api.gen import v1
-from determined.common import errors, pareto, structs
+from determined.common import errors, pareto, structs, timestamps
 from pydet.master import convert, queries
 from pydet.master.agents.table import AgentTable
 from pydet.master.auth import redaction
@@ -364,20 +364,27 @@ class Service:
 
     async def trial_logs(self, req: v1.TrialLogsRequest) -> AsyncIterator[list[v1.TaskLog]]:
         await queries.ensure_trial(self.db, req.trial_id)
+        head, tail = max(0, req.head), max(0, req.tail)
+        if req.limit > 0:  # Determined's: the first lines, or the last ones ordered DESC
+            if req.order_by == v1.OrderBy.DESC:
+                tail = min(tail, req.limit) if tail else req.limit
+            else:
+                head = min(head, req.limit) if head else req.limit
         f = queries.LogFilter(
-            head=max(0, req.head),
-            tail=max(0, req.tail),
+            head=head,
+            tail=tail,
             rank_ids=tuple(req.rank_ids),
-            levels=tuple(req.levels),
-            min_level=req.min_level,
-            search=req.search,
+            # LOG_LEVEL_UNSPECIFIED: the lines that named no level (stored as "").
+            levels=tuple(level.name if level else "" for level in req.levels),
+            min_level=req.min_level.name if req.min_level else "",
+            search=req.search_text,
             after_id=req.after_id,
             allocation_ids=tuple(req.allocation_ids),
             agent_ids=tuple(req.agent_ids),
             container_ids=tuple(req.container_ids),
             stdtypes=tuple(req.stdtypes),
-            timestamp_before=req.timestamp_before,
-            timestamp_after=req.timestamp_after,
+            timestamp_before=timestamps.to_seconds(req.timestamp_before),
+            timestamp_after=timestamps.to_seconds(req.timestamp_after),
         )
 
         async def done() -> bool:

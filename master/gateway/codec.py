@@ -30,6 +30,11 @@ def messages(items: Sequence[betterproto2.Message]) -> JSONResponse:
     return JSONResponse([to_dict(m) for m in items])
 
 
+def stream_line(value: Any) -> str:
+    """One JSON document of a newline-delimited stream (Determined's streaming routes)."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=False) + "\n"
+
+
 def json_text(text: str) -> Response:
     """A JSON document the Service already encoded."""
     return Response(text, media_type="application/json")

@@ -3,10 +3,10 @@ operation (the same one the gRPC servicer calls) and encodes the answer."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import AsyncIterator
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from determined.api.gen import v1
@@ -98,21 +98,21 @@ def routes(service: Service) -> list[Route]:
         )
 
     async def trial_logs(request: Request) -> Response:
-        req = v1.TrialLogsRequest(
-            trial_id=codec.integer(request, "id"),
-            follow=False,
-            head=codec.integer(request, "head"),
-            tail=codec.integer(request, "tail"),
-            rank_ids=codec.integers(request, "rank_ids"),
-            levels=[level.upper() for level in codec.strings(request, "levels")],
-            min_level=codec.query(request, "min_level"),
-            search=codec.query(request, "search"),
-            after_id=codec.integer(request, "after_id"),
-        )
-        lines: list[dict[str, Any]] = []
-        async for batch in service.trial_logs(req):
-            lines.extend(codec.to_dict(line) for line in batch)
-        return JSONResponse(lines)
+        """Determined's stream: one ``{"result": <log line>}`` a line, kept open with
+        ``follow=true`` until the trial ends."""
+        req = codec.query_message(request, v1.TrialLogsRequest)
+        req.trial_id = codec.integer(request, "id")
+        await service.get_trial(req.trial_id)  # an unknown trial: a 404 before the stream
+
+        async def lines() -> AsyncIterator[str]:
+            try:
+                async for batch in service.trial_logs(req):
+                    yield "".join(codec.stream_line({"result": codec.to_dict(x)}) for x in batch)
+            except errors.DetError as e:
+                # As grpc-gateway ends a stream that fails: its error, in the stream.
+                yield codec.stream_line({"error": {"code": e.http_status, "message": e.message}})
+
+        return StreamingResponse(lines(), media_type="application/json")
 
     return [
         Route("/api/v1/experiments", list_experiments, methods=["GET"]),

@@ -81,9 +81,9 @@ class Api:
 
         async def go() -> list[str]:
             async with client.session(self.address, token=self.token) as s:
-                request = v1.TrialLogsRequest(trial_id=trial_id, search=search)
+                request = v1.TrialLogsRequest(trial_id=trial_id, search_text=search)
                 return [
-                    ("" if log.rank is None else f"[rank={log.rank}] ") + log.message
+                    ("" if log.rank_id is None else f"[rank={log.rank_id}] ") + log.message
                     async for r in s.stub.trial_logs(request)
                     for log in r.logs
                 ]

@@ -294,6 +294,44 @@ def test_checkpoints_answer_determineds_messages(
         assert c["reportTime"].endswith("Z") and c["storage"]["type"] == "shared_fs"
 
 
+# -- logs ----------------------------------------------------------------------------------------
+
+
+def stream(cluster: Cluster, path: str) -> list[Any]:
+    """A streamed answer, Determined's way: one JSON document a line."""
+    with cluster.urlopen(cluster.request(path), 60) as r:
+        assert r.headers["content-type"].startswith("application/json")
+        return [json.loads(line) for line in r.read().decode().splitlines() if line.strip()]
+
+
+def test_trial_logs_stream_as_determineds_do(
+    cluster: Cluster, finished: int, official: dict[str, type[message.Message]]
+) -> None:
+    (trial,) = ok(cluster, f"/api/v1/experiments/{finished}/trials")["trials"]
+    path = f"/api/v1/trials/{trial['id']}/logs"
+    lines = stream(cluster, path)
+    assert lines and all(set(line) == {"result"} for line in lines)
+    for line in lines:
+        assert_determineds_json(official, "TaskLog", line["result"])
+    steps = [x["result"] for x in lines if x["result"]["message"].startswith("INFO: step ")]
+    assert [x["message"] for x in steps] == [f"INFO: step {i}" for i in range(1, 6)]
+    first = steps[0]
+    assert (first["rankId"], first["level"], first["trialId"]) == (0, "LOG_LEVEL_INFO", trial["id"])
+    assert first["timestamp"].endswith("Z") and first["log"] == first["message"]
+    # Determined's filters: levels, ranks, text; limit with order_by takes the last lines.
+    query = "levels=LOG_LEVEL_INFO&rankIds=0&searchText=step&limit=2&orderBy=ORDER_BY_DESC"
+    assert [x["result"]["message"] for x in stream(cluster, f"{path}?{query}")] == [
+        "INFO: step 4",
+        "INFO: step 5",
+    ]
+    # follow: the trial has ended, so the stream ends once every line is sent.
+    assert len(stream(cluster, f"{path}?follow=true")) == len(lines)
+    status, answer = call(cluster, f"{path}?levels=LOUD")
+    assert status == 400 and answer["error"].startswith("levels[0]: expected one of")
+    status, answer = call(cluster, "/api/v1/trials/999/logs")
+    assert status == 404 and "trial 999 not found" in answer["error"]
+
+
 CONFIG = "name: {name}\nentrypoint: {entrypoint}\nsearcher: {{name: single, metric: x}}\n"
 
 

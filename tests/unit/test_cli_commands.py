@@ -79,7 +79,7 @@ class FakeMaster(v1.DeterminedBase):
         for i, line in enumerate(self.log_lines):
             if self.fail_logs_after == i:
                 raise grpclib.GRPCError(grpclib.const.Status.UNAVAILABLE, "shutting down")
-            log = v1.TaskLog(id=i, trial_id=message.trial_id, message=line, timestamp=0.0)
+            log = v1.TaskLog(id=i, trial_id=message.trial_id, message=line, log=line)
             yield v1.TrialLogsResponse(logs=[log])
 
     async def kill_experiment(

@@ -143,8 +143,8 @@ def test_checkpoint_row_shows_size_and_metric() -> None:
     ],
 )
 def test_log_lines_read_like_determineds(rank: int | None, message: str, expected: str) -> None:
-    ts = datetime.datetime(2024, 1, 2, 3, 4, 5, 500000, tzinfo=datetime.UTC).timestamp()
-    log = v1.TaskLog(rank=rank, message=message, timestamp=ts)
+    ts = datetime.datetime(2024, 1, 2, 3, 4, 5, 500000, tzinfo=datetime.UTC)
+    log = v1.TaskLog(rank_id=rank, message=message, timestamp=ts)
     assert render.log_line(log) == expected
 
 

@@ -122,8 +122,8 @@ MESSAGES: list[betterproto2.Message] = [
         ),
     ),
     v1.Trial(id=2, best_validation_metric=float("-inf")),
-    v1.TaskLog(id=9, rank=None, level="INFO", message="hi"),
-    v1.TaskLog(id=10, rank=3),
+    v1.TaskLog(id=9, rank_id=None, level=v1.LogLevel.INFO, message="hi", log="hi"),
+    v1.TaskLog(id=10, rank_id=3, timestamp=timestamps.to_datetime(1.25)),
     v1.Checkpoint(uuid="u", resources={"a.pt": 12, "b": 2**40}, size=5, training=None),
     v1.Checkpoint(
         uuid="v", training=v1.CheckpointTrainingMetadata(trial_id=1, searcher_metric=float("inf"))

@@ -176,13 +176,28 @@ describe("API decoders", () => {
     expect(reports).toEqual([{ group: "training", stepsCompleted: 5, metrics: { loss: 0.5 }, timestamp: 3 }]);
   });
 
-  it("decodes logs with and without a rank", () => {
-    const line = { id: "7", taskId: "1.1", allocationId: "a", trialId: 1, rank: null, level: "INFO", stdtype: "stdout", timestamp: 1, message: "hi", agentId: "agent-0", containerId: "c" };
-    const logs = t.taskLogs([line, { ...line, id: "8", rank: 2 }]);
-    expect(logs.map((l) => [l.id, l.rank])).toEqual([
-      [7, null],
-      [8, 2],
+  it("decodes streamed log lines with and without a rank", () => {
+    const line = {
+      id: "7",
+      timestamp: "1970-01-01T00:00:01Z",
+      message: "hi",
+      level: "LOG_LEVEL_INFO",
+      trialId: 1,
+      agentId: "agent-0",
+      containerId: "c",
+      rankId: null,
+      log: "hi",
+      stdtype: "stdout",
+      taskId: "1.1",
+      allocationId: "a",
+    };
+    const decoder = t.streamLine(t.taskLog);
+    const logs = [{ result: line }, { result: { ...line, id: "8", rankId: 2, level: "LOG_LEVEL_UNSPECIFIED" } }].map(decoder);
+    expect(logs.map((l) => [l.id, l.rankId, l.level, l.timestamp])).toEqual([
+      [7, null, "INFO", 1],
+      [8, 2, "", 1],
     ]);
+    expect(() => decoder({ error: { code: 404, message: "trial 9 not found" } })).toThrow(/trial 9 not found/);
   });
 
   it("decodes checkpoints with byte sizes as strings", () => {

@@ -89,6 +89,41 @@ async function call<T>(method: string, path: string, decoder: Decoder<T>, body?:
   }
 }
 
+/**
+ * A streamed answer (Determined's streaming routes: one JSON document a line), read whole:
+ * each line decoded with `decoder`. A failure before the stream is an error as `call`'s are.
+ */
+async function callLines<T>(path: string, decoder: Decoder<T>): Promise<T[]> {
+  let response: Response;
+  try {
+    response = await fetch(path, requestInit("GET"));
+  } catch {
+    throw new ApiError("cannot reach the master; is it running?", 0);
+  }
+  if (response.status === 401) onUnauthenticated();
+  const text = await response.text();
+  if (!response.ok) {
+    let message = `${response.status} ${response.statusText}`;
+    try {
+      message = decode(t.errorBody, JSON.parse(text)).error;
+    } catch {
+      // Keep the status line.
+    }
+    throw new ApiError(message, response.status);
+  }
+  try {
+    return text
+      .split("\n")
+      .filter((line) => line.trim() !== "")
+      .map((line, i) => decode(decoder, JSON.parse(line), `line ${i + 1}`));
+  } catch (e) {
+    if (e instanceof DecodeError || e instanceof SyntaxError) {
+      throw new ApiError(`unexpected answer from ${path}: ${e.message}`, response.status);
+    }
+    throw e;
+  }
+}
+
 const ignore: Decoder<null> = () => null;
 
 export type ExperimentAction = "activate" | "pause" | "cancel" | "kill" | "archive" | "unarchive";
@@ -105,13 +140,16 @@ export interface ExperimentQuery {
   archived?: boolean;
 }
 
+/** GET /api/v1/trials/{id}/logs's parameters (Determined's TrialLogsRequest, and pydet's
+ * head, tail and afterId). */
 export interface LogQuery {
   head?: number;
   tail?: number;
   afterId?: number;
   rankIds?: readonly number[];
+  /** DEBUG, INFO, ... */
   levels?: readonly string[];
-  search?: string;
+  searchText?: string;
 }
 
 export interface MetricQuery {
@@ -139,7 +177,7 @@ export const api = {
     call("GET", `/api/v1/trials/${id}/metrics${queryString({ ...q })}`, t.metricReports),
   trialCheckpoints: (id: number) => call("GET", `/api/v1/trials/${id}/checkpoints`, t.checkpointList),
   trialLogs: (id: number, q: LogQuery) =>
-    call("GET", `/api/v1/trials/${id}/logs${queryString({ ...q })}`, t.taskLogs),
+    callLines(`/api/v1/trials/${id}/logs${queryString({ ...q })}`, t.streamLine(t.taskLog)),
   killTrial: (id: number) => call("POST", `/api/v1/trials/${id}/kill`, ignore),
   agents: () => call("GET", "/api/v1/agents", t.cluster),
   resourcePools: () => call("GET", "/api/v1/resource-pools", t.resourcePoolList),

@@ -17,6 +17,7 @@ import {
   record,
   str,
   time,
+  unknownValue,
 } from "./decode";
 
 export const STATES = [
@@ -324,9 +325,11 @@ export const checkpointList: Decoder<Checkpoint[]> = map(
   (r) => r.checkpoints,
 );
 
+/** A log line (Determined's TrialLogsResponse). */
 export interface TaskLog {
   id: number;
-  rank: number | null;
+  rankId: number | null;
+  /** DEBUG, INFO, ... ("" when the line named none). */
   level: string;
   stdtype: string;
   timestamp: number;
@@ -335,14 +338,29 @@ export interface TaskLog {
 }
 export const taskLog: Decoder<TaskLog> = object<TaskLog>({
   id: int,
-  rank: nullable(int),
-  level: str,
-  stdtype: str,
-  timestamp: num,
+  rankId: optional(nullable(int), null),
+  level: map(str, (l) => (l === "LOG_LEVEL_UNSPECIFIED" ? "" : l.replace(/^LOG_LEVEL_/, ""))),
+  stdtype: map(optional(nullable(str), null), (s) => s ?? ""),
+  timestamp: time,
   message: str,
-  agentId: str,
+  agentId: map(optional(nullable(str), null), (a) => a ?? ""),
 });
-export const taskLogs: Decoder<TaskLog[]> = array(taskLog);
+/** One line of a streamed answer: `{"result": ...}`, or `{"error": ...}` when the stream failed. */
+interface StreamLine {
+  result: unknown;
+  error: { message: string } | null;
+}
+const streamLineShape: Decoder<StreamLine> = object<StreamLine>({
+  result: unknownValue,
+  error: optional(nullable(object<{ message: string }>({ message: optional(str, "") })), null),
+});
+export const streamLine =
+  <T>(decoder: Decoder<T>): Decoder<T> =>
+  (value) => {
+    const line = streamLineShape(value);
+    if (line.error) throw new DecodeError(`the stream failed: ${line.error.message}`);
+    return decoder(line.result);
+  };
 
 export interface Slot {
   id: string;

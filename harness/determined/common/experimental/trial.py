@@ -93,9 +93,13 @@ class _LogFilter:
             (self.containers is None or log.container_id in self.containers)
             and (self.stdtypes is None or log.stdtype in self.stdtypes)
             and (self.sources is None or source in self.sources)
-            and (self.before is None or log.timestamp < self.before)
-            and (self.after is None or log.timestamp > self.after)
+            and (self.before is None or _seconds(log) < self.before)
+            and (self.after is None or _seconds(log) > self.after)
         )
+
+
+def _seconds(log: v1.TaskLog) -> float:
+    return 0.0 if log.timestamp is None else log.timestamp.timestamp()
 
 
 def _epoch(value: str | int | None, what: str) -> float | None:
@@ -252,14 +256,17 @@ class Trial:
             if n is not None and n < 0:
                 raise errors.InvalidArgument(f"{name} must be non-negative, not {n}")
         level = min_level.name if isinstance(min_level, LogLevel) else (min_level or "")
+        if level and level.upper() not in v1.LogLevel.__members__:
+            names = ", ".join(m.name for m in v1.LogLevel if m)
+            raise errors.InvalidArgument(f"min_level: one of {names}, not {level!r}")
         request = v1.TrialLogsRequest(
             trial_id=self.id,
             follow=follow,
             head=head or 0,
             tail=tail or 0,
             rank_ids=list(rank_ids or []),
-            min_level=level.upper(),
-            search=search_text or "",
+            min_level=v1.LogLevel[level.upper()] if level else v1.LogLevel.UNSPECIFIED,
+            search_text=search_text or "",
         )
         keep = _LogFilter(
             containers=set(container_ids) if container_ids is not None else None,
@@ -271,7 +278,7 @@ class Trial:
         for response in self._session.stream(lambda stub: stub.trial_logs(request)):
             for log in response.logs:
                 if keep(log):
-                    rank = "" if log.rank is None else f"[rank={log.rank}] "
+                    rank = "" if log.rank_id is None else f"[rank={log.rank_id}] "
                     yield rank + log.message.rstrip("\r\n") + "\n"
 
     # Determined's older name, still what most scripts call.

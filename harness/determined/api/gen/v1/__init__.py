@@ -112,6 +112,7 @@ __all__ = (
     "LaunchTensorboardRequest",
     "LaunchTensorboardResponse",
     "LaunchWarning",
+    "LogLevel",
     "LogLine",
     "LoginRequest",
     "LoginResponse",
@@ -461,6 +462,50 @@ class LaunchWarning(betterproto2.Enum):
         return {
             "LAUNCH_WARNING_UNSPECIFIED": 0,
             "LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED": 1,
+        }
+
+
+class LogLevel(betterproto2.Enum):
+    """
+    Determined's logv1.LogLevel.
+    """
+
+    UNSPECIFIED = 0
+
+    TRACE = 1
+
+    DEBUG = 2
+
+    INFO = 3
+
+    WARNING = 4
+
+    ERROR = 5
+
+    CRITICAL = 6
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "LOG_LEVEL_UNSPECIFIED",
+            1: "LOG_LEVEL_TRACE",
+            2: "LOG_LEVEL_DEBUG",
+            3: "LOG_LEVEL_INFO",
+            4: "LOG_LEVEL_WARNING",
+            5: "LOG_LEVEL_ERROR",
+            6: "LOG_LEVEL_CRITICAL",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "LOG_LEVEL_UNSPECIFIED": 0,
+            "LOG_LEVEL_TRACE": 1,
+            "LOG_LEVEL_DEBUG": 2,
+            "LOG_LEVEL_INFO": 3,
+            "LOG_LEVEL_WARNING": 4,
+            "LOG_LEVEL_ERROR": 5,
+            "LOG_LEVEL_CRITICAL": 6,
         }
 
 
@@ -3263,39 +3308,53 @@ default_message_pool.register_message("v1", "StartTrialResponse", StartTrialResp
 
 @dataclass(eq=False, repr=False)
 class TaskLog(betterproto2.Message):
+    """
+    One line of a task's log, as Determined's TrialLogsResponse has it (with its field
+    numbers; its id is a string there, the same JSON); pydet's own fields from 100.
+    """
+
     id: "int" = betterproto2.field(1, betterproto2.TYPE_INT64)
 
-    task_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    timestamp: "datetime.datetime | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    allocation_id: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    message: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The line without the rank prefix (Determined's flat version of it).
+    """
 
-    trial_id: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    level: "LogLevel" = betterproto2.field(
+        4, betterproto2.TYPE_ENUM, default_factory=lambda: LogLevel(0)
+    )
+    """
+    Unspecified when the line named none.
+    """
 
-    rank: "int | None" = betterproto2.field(5, betterproto2.TYPE_INT32, optional=True)
+    trial_id: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
+
+    agent_id: "str | None" = betterproto2.field(6, betterproto2.TYPE_STRING, optional=True)
+
+    container_id: "str | None" = betterproto2.field(7, betterproto2.TYPE_STRING, optional=True)
+
+    rank_id: "int | None" = betterproto2.field(8, betterproto2.TYPE_INT32, optional=True)
     """
     The rank from a "[rank=N] " prefix, when the line had one.
     """
 
-    level: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    log: "str | None" = betterproto2.field(9, betterproto2.TYPE_STRING, optional=True)
     """
-    "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", or "" when unknown.
+    The line itself, as message.
     """
 
-    stdtype: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    stdtype: "str | None" = betterproto2.field(11, betterproto2.TYPE_STRING, optional=True)
     """
     "stdout", "stderr", or "master" for lines the master writes itself.
     """
 
-    timestamp: "float" = betterproto2.field(8, betterproto2.TYPE_DOUBLE)
+    task_id: "str" = betterproto2.field(100, betterproto2.TYPE_STRING)
 
-    message: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
-    """
-    The line without the rank prefix.
-    """
-
-    agent_id: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
-
-    container_id: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+    allocation_id: "str" = betterproto2.field(101, betterproto2.TYPE_STRING)
 
 
 default_message_pool.register_message("v1", "TaskLog", TaskLog)
@@ -3510,63 +3569,80 @@ default_message_pool.register_message("v1", "Trial", Trial)
 
 @dataclass(eq=False, repr=False)
 class TrialLogsRequest(betterproto2.Message):
+    """
+    Determined's TrialLogsRequest (less sources and regular expressions); pydet's own fields
+    from 100.
+    """
+
     trial_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
 
-    follow: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
+    limit: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    """
+    Only this many lines: the first ones, or with order_by ORDER_BY_DESC the last ones
+    (0: no limit).
+    """
+
+    follow: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
     """
     Keep the stream open and send new lines as they arrive, until the trial ends.
     """
 
-    head: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+    agent_ids: "list[str]" = betterproto2.field(6, betterproto2.TYPE_STRING, repeated=True)
+
+    container_ids: "list[str]" = betterproto2.field(7, betterproto2.TYPE_STRING, repeated=True)
+
+    rank_ids: "list[int]" = betterproto2.field(8, betterproto2.TYPE_INT32, repeated=True)
+
+    levels: "list[LogLevel]" = betterproto2.field(9, betterproto2.TYPE_ENUM, repeated=True)
+
+    stdtypes: "list[str]" = betterproto2.field(10, betterproto2.TYPE_STRING, repeated=True)
     """
-    Only the first N lines (0: no limit).
+    "stdout", "stderr".
     """
 
-    tail: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    timestamp_before: "datetime.datetime | None" = betterproto2.field(
+        12, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
     """
-    Only the last N lines (0: no limit).
-    """
-
-    rank_ids: "list[int]" = betterproto2.field(5, betterproto2.TYPE_INT32, repeated=True)
-
-    min_level: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
-    """
-    Lines at these levels or above.
+    Only lines written before / after these times.
     """
 
-    levels: "list[str]" = betterproto2.field(7, betterproto2.TYPE_STRING, repeated=True)
+    timestamp_after: "datetime.datetime | None" = betterproto2.field(
+        13, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    search: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    order_by: "OrderBy" = betterproto2.field(
+        14, betterproto2.TYPE_ENUM, default_factory=lambda: OrderBy(0)
+    )
+
+    search_text: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
     """
     Substring the line must contain.
     """
 
-    after_id: "int" = betterproto2.field(9, betterproto2.TYPE_INT64)
+    head: "int" = betterproto2.field(100, betterproto2.TYPE_INT32)
+    """
+    Only the first N lines (0: no limit).
+    """
+
+    tail: "int" = betterproto2.field(101, betterproto2.TYPE_INT32)
+    """
+    Only the last N lines (0: no limit).
+    """
+
+    min_level: "LogLevel" = betterproto2.field(
+        102, betterproto2.TYPE_ENUM, default_factory=lambda: LogLevel(0)
+    )
+    """
+    Lines at this level or above.
+    """
+
+    after_id: "int" = betterproto2.field(103, betterproto2.TYPE_INT64)
     """
     Only lines with an id above this (to resume a stream).
     """
 
-    allocation_ids: "list[str]" = betterproto2.field(10, betterproto2.TYPE_STRING, repeated=True)
-    """
-    Only lines of these allocations, agents, containers, streams ("stdout", "stderr").
-    """
-
-    agent_ids: "list[str]" = betterproto2.field(11, betterproto2.TYPE_STRING, repeated=True)
-
-    container_ids: "list[str]" = betterproto2.field(12, betterproto2.TYPE_STRING, repeated=True)
-
-    stdtypes: "list[str]" = betterproto2.field(13, betterproto2.TYPE_STRING, repeated=True)
-
-    timestamp_before: "float | None" = betterproto2.field(
-        14, betterproto2.TYPE_DOUBLE, optional=True
-    )
-    """
-    Only lines written before / after these times (seconds since the epoch).
-    """
-
-    timestamp_after: "float | None" = betterproto2.field(
-        15, betterproto2.TYPE_DOUBLE, optional=True
-    )
+    allocation_ids: "list[str]" = betterproto2.field(104, betterproto2.TYPE_STRING, repeated=True)
 
 
 default_message_pool.register_message("v1", "TrialLogsRequest", TrialLogsRequest)
