@@ -58,7 +58,7 @@ async def run(address: str, token: str, ctx: bytes, jobs: int) -> list[tuple[str
             await s.call(stub.update_job_queue(v1.UpdateJobQueueRequest(updates=[update])))
             updates.append(time.perf_counter() - t)
         queue = (await s.call(stub.get_jobs(v1.GetJobsRequest()))).jobs
-        next_exp = queue[1].entity_id
+        next_exp = int(queue[1].entity_id)
 
         t = time.time()
         await s.call(

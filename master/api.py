@@ -185,10 +185,10 @@ class DeterminedServicer(v1.DeterminedBase):
     async def get_resource_pools(
         self, message: v1.GetResourcePoolsRequest
     ) -> v1.GetResourcePoolsResponse:
-        return v1.GetResourcePoolsResponse(pools=self.s.get_resource_pools())
+        return self.s.get_resource_pools()
 
     async def get_jobs(self, message: v1.GetJobsRequest) -> v1.GetJobsResponse:
-        return v1.GetJobsResponse(jobs=self.s.get_jobs(message.resource_pool))
+        return self.s.get_jobs(message)
 
     async def get_tasks(self, message: v1.GetTasksRequest) -> v1.GetTasksResponse:
         return v1.GetTasksResponse(allocation_id_to_summary=self.s.get_tasks())
@@ -323,9 +323,8 @@ class DeterminedServicer(v1.DeterminedBase):
         return v1.PostWebhookResponse(webhook=created.to_proto())
 
     async def get_webhooks(self, message: v1.GetWebhooksRequest) -> v1.GetWebhooksResponse:
-        return v1.GetWebhooksResponse(
-            webhooks=[w.to_proto() for w in await self.s.webhooks.store.all()]
-        )
+        hooks = [w.to_proto() for w in await self.s.webhooks.store.all()]
+        return v1.GetWebhooksResponse(webhooks=hooks, pagination=convert.pagination(len(hooks)))
 
     async def delete_webhook(self, message: v1.DeleteWebhookRequest) -> v1.DeleteWebhookResponse:
         await self.s.webhooks.store.delete(message.id)
@@ -377,8 +376,9 @@ class DeterminedServicer(v1.DeterminedBase):
     async def get_tensorboards(
         self, message: v1.GetTensorboardsRequest
     ) -> v1.GetTensorboardsResponse:
+        boards = [tb.to_proto() for tb in self.s.tensorboards.live()]
         return v1.GetTensorboardsResponse(
-            tensorboards=[tb.to_proto() for tb in self.s.tensorboards.live()]
+            tensorboards=boards, pagination=convert.pagination(len(boards))
         )
 
     async def get_tensorboard(self, message: v1.GetTensorboardRequest) -> v1.GetTensorboardResponse:

@@ -414,8 +414,10 @@ class Service:
 
     def get_agents(self) -> v1.GetAgentsResponse:
         """Every agent, and the elastic pools' instances and provisioning beside them."""
+        agents = [a.to_proto() for a in sorted(self.agents.agents.values(), key=lambda a: a.id)]
         return v1.GetAgentsResponse(
-            agents=[a.to_proto() for a in sorted(self.agents.agents.values(), key=lambda a: a.id)],
+            agents=agents,
+            pagination=convert.pagination(len(agents)),
             instances=self.elastic.instances(),
             provisioners=self.elastic.summaries(),
         )
@@ -470,8 +472,10 @@ class Service:
 
     # -- the job queue, pools and agent control --------------------------------------------
 
-    def get_jobs(self, pool: str) -> list[v1.Job]:
-        return self.jobs.queue(pool)
+    def get_jobs(self, req: v1.GetJobsRequest) -> v1.GetJobsResponse:
+        jobs = self.jobs.queue(req.resource_pool)
+        page = convert.pagination(len(jobs), req.offset, req.limit)
+        return v1.GetJobsResponse(jobs=jobs[page.start_index : page.end_index], pagination=page)
 
     def get_tasks(self) -> dict[str, v1.AllocationSummary]:
         return task_summaries.summaries(self.tasks, self.jobs.scheduler_of)
@@ -489,8 +493,11 @@ class Service:
                 max_slots=req.max_slots,
             )
 
-    def get_resource_pools(self) -> list[v1.ResourcePool]:
-        return self.jobs.pools()
+    def get_resource_pools(self) -> v1.GetResourcePoolsResponse:
+        pools = self.jobs.pools()
+        return v1.GetResourcePoolsResponse(
+            resource_pools=pools, pagination=convert.pagination(len(pools))
+        )
 
     async def set_agent_enabled(self, agent_id: str, *, enabled: bool, drain: bool) -> v1.Agent:
         async with self.lock:

@@ -141,7 +141,7 @@ def _container_spec(
         shm_size=shm_bytes(cfg.resources.shm_size),
         registry_auth=json.dumps(auth.to_dict()) if auth is not None else "",
         devices=[
-            v1.Device(host_path=d.host_path, container_path=d.container_path, mode=d.mode)
+            v1.DeviceMount(host_path=d.host_path, container_path=d.container_path, mode=d.mode)
             for d in cfg.resources.devices
         ],
         add_capabilities=list(cfg.environment.add_capabilities),

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, timestamps
 from determined.core._tensorboard import storage_config, sync_path
 from pydet.master import queries
 from pydet.master.agents.table import Agent
@@ -98,8 +98,8 @@ class Tensorboard:
         return v1.Tensorboard(
             id=self.id,
             description=f"TensorBoard ({self.id[:8]})",
-            state=f"STATE_{self.phase.value}",
-            start_time=self.start_time,
+            state=v1.TensorboardState[self.phase.value],
+            start_time=timestamps.to_datetime(self.start_time),
             experiment_ids=list(self.experiment_ids),
             trial_ids=list(self.trial_ids),
             username=self.username,

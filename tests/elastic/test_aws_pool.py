@@ -121,7 +121,7 @@ def test_the_pool_grows_under_its_queue_and_shrinks_when_idle(setup: Setup) -> N
             assert t["pydet:agent-id"].startswith(f"{POOL}-") and t["Name"] == "pydet-agent"
             assert inst["PrivateIpAddress"].startswith("198.18.")
         # The user data started det-agent with the id the master tagged: they match.
-        agents = {a["id"] for a in c.agents_json() if a["resourcePool"] == POOL}
+        agents = {a["id"] for a in c.agents_json() if a["resourcePools"] == [POOL]}
         assert agents == {tags(i)["pydet:agent-id"] for i in launched}
         shown = c.det("agent", "list").stdout
         assert "from its aws provider (min 0, max 2)" in shown

@@ -98,7 +98,7 @@ def test_a_queue_grows_the_pool_to_its_maximum_and_idle_instances_go(setup: Setu
         setup.cloud.wait_for(lambda hosts: not any(h.up for h in hosts.values()), 10)
         # Their agents leave the agent table at the provider's next listing.
         wait_until(
-            lambda: not [a for a in c.agents_json() if a["resourcePool"] == POOL],
+            lambda: not [a for a in c.agents_json() if a["resourcePools"] == [POOL]],
             15,
             "the terminated instances' agents to leave the table",
         )

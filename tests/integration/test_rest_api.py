@@ -15,6 +15,7 @@ import base64
 import gzip
 import io
 import json
+import pathlib
 import tarfile
 import urllib.error
 import urllib.request
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 from google.protobuf import json_format, message
 
-from tests.cluster import Cluster, cluster_fixture
+from tests.cluster import Cluster, cluster_fixture, wait_until
 from tests.unit.test_wire_oracle import (
     PROTO_DIR,
     _as_json,
@@ -133,6 +134,21 @@ REQUIRED = {
     ],
     "User": ["username", "admin", "active"],
     "Checkpoint": ["uuid", "resources", "metadata", "training", "state"],
+    "Agent": ["id", "slotStats"],
+    "Job": [
+        "type",
+        "submissionTime",
+        "username",
+        "resourcePool",
+        "isPreemptible",
+        "entityId",
+        "name",
+        "workspaceId",
+        "requestedSlots",
+        "allocatedSlots",
+        "jobId",
+    ],
+    "ResourcePool": ["name", "description", "type", "numAgents", "slotsAvailable", "slotsUsed"],
     "GetMasterResponse": [
         "version",
         "masterId",
@@ -330,6 +346,109 @@ def test_trial_logs_stream_as_determineds_do(
     assert status == 400 and answer["error"].startswith("levels[0]: expected one of")
     status, answer = call(cluster, "/api/v1/trials/999/logs")
     assert status == 404 and "trial 999 not found" in answer["error"]
+
+
+# -- the cluster -------------------------------------------------------------------------------
+
+
+def test_agents_pools_and_jobs_answer_determineds_messages(
+    cluster: Cluster, official: dict[str, type[message.Message]], tmp_path: pathlib.Path
+) -> None:
+    agents = ok(cluster, "/api/v1/agents")
+    assert_determineds_json(official, "GetAgentsResponse", agents)
+    (agent,) = agents["agents"]
+    assert_required("Agent", agent)
+    assert (agent["id"], agent["resourcePools"], agent["connected"]) == (
+        "agent-0",
+        ["default"],
+        True,
+    )
+    (slot,) = agent["slots"].values()
+    assert slot["device"]["type"] == "TYPE_CPU" and slot["enabled"]
+    assert agent["slotStats"]["typeStats"]["TYPE_CPU"]["total"] == 1
+    assert agent["registeredTime"].endswith("Z") and agent["addresses"]
+
+    pools = ok(cluster, "/api/v1/resource-pools")
+    assert_determineds_json(official, "GetResourcePoolsResponse", pools)
+    (pool,) = pools["resourcePools"]
+    assert_required("ResourcePool", pool)
+    assert (pool["name"], pool["schedulerType"], pool["slotsAvailable"]) == (
+        "default",
+        "SCHEDULER_TYPE_PRIORITY",
+        1,
+    )
+    assert (
+        pool["defaultComputePool"] and pool["details"]["priorityScheduler"]["preemption"] is False
+    )
+
+    # A job in the queue: a long trial holds the one slot, a second waits.
+    (tmp_path / "sleep.py").write_text("import time\ntime.sleep(600)\n")
+    config = tmp_path / "sleep.yaml"
+    config.write_text(CONFIG.format(name="sleeper", entrypoint="python3 sleep.py"))
+    running, waiting = cluster.create(config, tmp_path), cluster.create(config, tmp_path)
+    try:
+        for path in ("/api/v1/jobs", "/api/v1/job-queues"):
+            listed = wait_until(
+                lambda path=path: (j := ok(cluster, path))["jobs"][1:] and j, 60, "two jobs"
+            )
+            assert_determineds_json(official, "GetJobsResponse", listed)
+            first, second = listed["jobs"]
+            for job in (first, second):
+                assert_required("Job", job)
+            assert [first["entityId"], second["entityId"]] == [str(running), str(waiting)]
+            assert first["summary"] == {"state": "STATE_SCHEDULED", "jobsAhead": 0}
+            assert second["summary"] == {"state": "STATE_QUEUED", "jobsAhead": 1}
+            assert first["type"] == "TYPE_EXPERIMENT" and first["allocatedSlots"] == 1
+        got = ok(cluster, f"/api/v1/experiments/{waiting}")
+        assert got["jobSummary"] == {"state": "STATE_QUEUED", "jobsAhead": 1}
+        # Determined's UpdateJobQueueRequest, at Determined's path.
+        body = {"updates": [{"jobId": second["jobId"], "aheadOf": first["jobId"]}]}
+        assert ok(cluster, "/api/v1/job-queues", method="POST", body=body) == {}
+        status, answer = call(
+            cluster, "/api/v1/job-queues", method="POST", body={"updates": [{"priority": 1}]}
+        )
+        assert status == 400 and answer["error"] == "updates[0].jobId: required"
+    finally:
+        for exp_id in (running, waiting):
+            ok(cluster, f"/api/v1/experiments/{exp_id}/kill", method="POST")
+
+
+# -- webhooks and tensorboards -----------------------------------------------------------------
+
+
+def test_webhooks_and_tensorboards_answer_determineds_messages(
+    cluster: Cluster, official: dict[str, type[message.Message]]
+) -> None:
+    body = {
+        "url": "http://127.0.0.1:9/hook",
+        "name": "rest",
+        "webhookType": "WEBHOOK_TYPE_DEFAULT",
+        "mode": "WEBHOOK_MODE_WORKSPACE",
+        "triggers": [
+            {"triggerType": "TRIGGER_TYPE_EXPERIMENT_STATE_CHANGE", "condition": {"state": "ERROR"}}
+        ],
+    }
+    created = ok(cluster, "/api/v1/webhooks", method="POST", body=body)
+    assert_determineds_json(official, "PostWebhookResponse", created)
+    assert created["webhook"]["triggers"][0]["condition"] == {"state": "ERROR"}
+    listed = ok(cluster, "/api/v1/webhooks")
+    assert_determineds_json(official, "GetWebhooksResponse", listed)
+    assert [w["name"] for w in listed["webhooks"]] == ["rest"]
+    assert ok(cluster, f"/api/v1/webhooks/{created['webhook']['id']}", method="DELETE") == {}
+    # A condition nested past what the gateway reads is a 400, not a crash.
+    deep: Any = "ERROR"
+    for _ in range(100):
+        deep = {"state": deep}
+    trigger = {"triggerType": "TRIGGER_TYPE_EXPERIMENT_STATE_CHANGE", "condition": deep}
+    status, answer = call(
+        cluster, "/api/v1/webhooks", method="POST", body={**body, "triggers": [trigger]}
+    )
+    assert status == 400 and "nested more than 64 levels deep" in answer["error"]
+    assert "Traceback" not in (cluster.root / "master.log").read_text()
+
+    boards = ok(cluster, "/api/v1/tensorboards")
+    assert_determineds_json(official, "GetTensorboardsResponse", boards)
+    assert boards == {"tensorboards": [], "pagination": {**boards["pagination"], "total": 0}}
 
 
 CONFIG = "name: {name}\nentrypoint: {entrypoint}\nsearcher: {{name: single, metric: x}}\n"

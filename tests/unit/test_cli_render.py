@@ -101,12 +101,16 @@ def test_json_of_a_state_the_cli_does_not_know_still_renders() -> None:
 def test_agent_row_counts_used_slots() -> None:
     a = v1.Agent(
         id="node-0",
-        address="10.0.0.5",
-        resource_pool="default",
+        addresses=["10.0.0.5"],
+        resource_pools=["default"],
         runtime="process",
         connected=True,
         enabled=True,
-        slots=[v1.Slot(id="0", allocation_id="alloc-1"), v1.Slot(id="1"), v1.Slot(id="2")],
+        slots={
+            "0": v1.Slot(id="0", allocation_id="alloc-1"),
+            "1": v1.Slot(id="1"),
+            "2": v1.Slot(id="2"),
+        },
     )
     assert agent.agent_row(a) == ["node-0", "10.0.0.5", "default", "1/3", "process", True, True]
     rows = agent.slot_rows(a)

@@ -808,14 +808,14 @@ def test_unknown_fields_are_skipped_kept_and_written_back(protos: Protos) -> Non
             _field(111, b"abc"),
             _tag(111, 5) + struct.pack("<f", 1.0),
             _tag(112, 3) + _tag(1, 0) + b"\x01" + _tag(2, 3) + _tag(2, 4) + _tag(112, 4),
-            _tag(2, 0) + b"\x05",  # Job.type is a string: a varint there is an unknown field
+            _tag(2, 0) + b"\x05",  # AgentSlot.type is a string: a varint there is unknown
         ]
     )
-    job = wire.encode(v1.Job(job_id="j", name="n"))
-    data = job[:3] + unknown + job[3:]
-    decoded = _check(protos, "v1.Job", data)
-    assert (decoded.job_id, decoded.type, decoded.name) == ("j", "", "n")
-    official = protos.official["v1.Job"]
+    slot = wire.encode(v1.AgentSlot(id="j", device="n"))
+    data = slot[:3] + unknown + slot[3:]
+    decoded = _check(protos, "v1.AgentSlot", data)
+    assert (decoded.id, decoded.type, decoded.device) == ("j", "", "n")
+    official = protos.official["v1.AgentSlot"]
     assert len(UnknownFieldSet(official.FromString(wire.encode(decoded)))) == 6
     # Nested: unknown fields of a sub-message stay with it.
     nested = _field(1, _field(1, b"a") + _tag(99, 0) + b"\x01")
@@ -917,22 +917,22 @@ def test_a_nan_double_is_written_as_the_float32_nan_with_its_top_bits(protos: Pr
 
 
 MALFORMED = [
-    ("v1.Job", b"\x0a\x05ab", "length-delimited field runs past the end"),
-    ("v1.Job", b"\x08", "truncated"),
-    ("v1.Job", b"\x08\xff", "truncated varint"),
-    ("v1.Job", b"\x20", "truncated input"),
-    ("v1.Job", b"\x20" + b"\xff" * 10 + b"\x01", "varint longer than ten bytes"),
-    ("v1.Job", b"\x29\x00\x00", "fixed-width field runs past the end"),
-    ("v1.Job", b"\x69\x00\x00", "field runs past the end of its message"),
-    ("v1.Job", b"\x0b", "group 1 has no end"),
-    ("v1.Job", b"\x0c", "end of group 1, which was not started"),
-    ("v1.Job", b"\xfb\x06\x84\x07", "group 111 ends with the end of group 112"),
-    ("v1.Job", b"\x0e", "invalid wire type 6"),
-    ("v1.Job", b"\x00\x01", "invalid field number 0"),
-    ("v1.Job", b"\x80\x80\x80\x80\x10\x01", "field tag longer than 32 bits"),
-    ("v1.Job", b"\xa0\x80\x80\x80\x80\x00\x01", "field tag longer than 32 bits"),
-    ("v1.Job", b"\x0a\x01\xff", "not valid UTF-8"),
-    ("v1.Job", b"\x0a\xff\xff\xff\xff\x0f", "runs past the end"),
+    ("v1.ContainerExited", b"\x0a\x05ab", "length-delimited field runs past the end"),
+    ("v1.ContainerExited", b"\x08", "truncated"),
+    ("v1.ContainerExited", b"\x08\xff", "truncated varint"),
+    ("v1.ContainerExited", b"\x18", "truncated input"),
+    ("v1.ContainerExited", b"\x18" + b"\xff" * 10 + b"\x01", "varint longer than ten bytes"),
+    ("v1.ContainerExited", b"\x29\x00\x00", "fixed-width field runs past the end"),
+    ("v1.ContainerExited", b"\x69\x00\x00", "field runs past the end of its message"),
+    ("v1.ContainerExited", b"\x0b", "group 1 has no end"),
+    ("v1.ContainerExited", b"\x0c", "end of group 1, which was not started"),
+    ("v1.ContainerExited", b"\xfb\x06\x84\x07", "group 111 ends with the end of group 112"),
+    ("v1.ContainerExited", b"\x0e", "invalid wire type 6"),
+    ("v1.ContainerExited", b"\x00\x01", "invalid field number 0"),
+    ("v1.ContainerExited", b"\x80\x80\x80\x80\x10\x01", "field tag longer than 32 bits"),
+    ("v1.ContainerExited", b"\xa0\x80\x80\x80\x80\x00\x01", "field tag longer than 32 bits"),
+    ("v1.ContainerExited", b"\x0a\x01\xff", "not valid UTF-8"),
+    ("v1.ContainerExited", b"\x0a\xff\xff\xff\xff\x0f", "runs past the end"),
     ("v1.GetJobsResponse", b"\x0a\x02\x0a\x05", "runs past the end"),
     ("v1.GetJobsResponse", b"\x0a\x03\x20\xff\xff\x01", "field runs past the end"),
     ("oracle.Kinds", b"\xea\x01\x03\x00\x00\x00", "packed field is not a whole number"),
@@ -947,7 +947,7 @@ def test_malformed_input_is_rejected_with_a_reason(
     official, ours = protos.pair(name)
     with pytest.raises(message.DecodeError):
         official.FromString(data)
-    short = name.split(".")[1]
+    short = name.split(".")[1]  # (ContainerExited: exit_code 3 is an int32, timestamp 5 a double)
     with pytest.raises(wire.DecodeError, match=f"not a valid {short}: .*{reason}"):
         wire.decode(ours, data)
 

@@ -128,9 +128,23 @@ MESSAGES: list[betterproto2.Message] = [
     v1.Checkpoint(
         uuid="v", training=v1.CheckpointTrainingMetadata(trial_id=1, searcher_metric=float("inf"))
     ),
-    v1.GetAgentsResponse(agents=[v1.Agent(id="a", slots=[v1.Slot(id="0", type="cpu")])]),
-    v1.Job(job_id="j", priority=42, weight=1.5, submission_time=3.0, entity_id=3),
-    v1.ResourcePool(name="default", slots_total=4, is_default=True),
+    v1.GetAgentsResponse(
+        agents=[
+            v1.Agent(
+                id="a",
+                slots={"0": v1.Slot(id="0", device=v1.Device(type=v1.DeviceType.CPU))},
+            )
+        ]
+    ),
+    v1.Job(
+        job_id="j",
+        priority=42,
+        weight=1.5,
+        submission_time=timestamps.to_datetime(3.0),
+        entity_id="3",
+        summary=v1.JobSummary(state=v1.JobSummaryState.QUEUED),
+    ),
+    v1.ResourcePool(name="default", slots_available=4, default_compute_pool=True),
     v1.JobUpdate(job_id="j", priority=None, ahead_of="k"),
     v1.MetricReport(group="training", steps_completed=5, metrics='{"loss": 1}'),
     v1.AllGatherResponse(data=[b"\x00\x01", b""]),
@@ -172,14 +186,21 @@ def test_query_parameters_are_checked_with_the_parameter_named() -> None:
 
 
 def test_job_updates_are_validated_field_by_field() -> None:
-    update = gateway_cluster.job_update({"job_id": "j", "priority": 5, "behind_of": "k"}, 0)
+    # Determined's UpdateJobQueueRequest, camelCase or snake_case; or the list alone.
+    body = {"updates": [{"jobId": "j", "priority": 5, "behind_of": "k"}]}
+    (update,) = gateway_cluster.job_updates(body)
     assert update == v1.JobUpdate(job_id="j", priority=5, behind_of="k")
-    with pytest.raises(errors.InvalidArgument, match=r"updates\[1\].priority: expected int"):
-        gateway_cluster.job_update({"job_id": "j", "priority": "high"}, 1)
-    with pytest.raises(errors.InvalidArgument, match="unknown fields colour"):
-        gateway_cluster.job_update({"job_id": "j", "colour": 1}, 0)
-    with pytest.raises(errors.InvalidArgument, match="job_id: required"):
-        gateway_cluster.job_update({"priority": 1}, 0)
+    assert gateway_cluster.job_updates([{"job_id": "j", "weight": 2}]) == [
+        v1.JobUpdate(job_id="j", weight=2.0)
+    ]
+    with pytest.raises(errors.InvalidArgument, match=r"updates\[1\].priority: expected an integer"):
+        gateway_cluster.job_updates([{"jobId": "j"}, {"jobId": "j", "priority": "high"}])
+    with pytest.raises(errors.InvalidArgument, match=r"updates\[0\].colour: unknown field"):
+        gateway_cluster.job_updates([{"jobId": "j", "colour": 1}])
+    with pytest.raises(errors.InvalidArgument, match=r"updates\[0\].jobId: required"):
+        gateway_cluster.job_updates([{"priority": 1}])
+    with pytest.raises(errors.InvalidArgument, match="updates: expected a non-empty list"):
+        gateway_cluster.job_updates([])
 
 
 async def test_errors_map_to_their_http_status_and_unexpected_ones_to_a_generic_500() -> None:

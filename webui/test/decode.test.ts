@@ -227,21 +227,67 @@ describe("API decoders", () => {
   });
 
   it("decodes jobs, pools and agents", () => {
-    const jobs = t.jobList({ jobs: [{ jobId: "j", type: "TYPE_EXPERIMENT", name: "n", priority: 42, weight: 1, submissionTime: 1, acquiredSlots: 0, neededSlots: 1, state: "STATE_QUEUED", username: "u", resourcePool: "default", entityId: 3 }] });
-    expect(jobs[0]?.entityId).toBe(3);
-    const pools = t.resourcePoolList({ pools: [{ name: "default", description: "", scheduler: "priority", fittingPolicy: "best", preemption: false, numAgents: 1, slotsTotal: 2, slotsUsed: 1, isDefault: true }] });
-    expect(pools[0]?.slotsTotal).toBe(2);
-    const agentJson = { id: "a", address: "127.0.0.1", slots: [{ id: "0", type: "cpu", device: "cpu", uuid: "", enabled: true, allocationId: "" }], resourcePool: "default", registeredTime: 1, enabled: true, draining: false, connected: true, runtime: "process", version: "0.1.0", containerIds: [] };
+    const pagination = { offset: 0, limit: 0, startIndex: 0, endIndex: 1, total: 1 };
+    const jobJson = {
+      summary: { state: "STATE_QUEUED", jobsAhead: 0 },
+      type: "TYPE_EXPERIMENT",
+      submissionTime: "1970-01-01T00:00:01Z",
+      username: "u",
+      resourcePool: "default",
+      isPreemptible: false,
+      priority: 42,
+      weight: 1,
+      entityId: "3",
+      jobId: "j",
+      requestedSlots: 1,
+      allocatedSlots: 0,
+      name: "n",
+      progress: 0,
+      userId: 1,
+      workspaceId: 1,
+      note: "",
+    };
+    const jobs = t.jobList({ jobs: [jobJson], pagination });
+    expect(jobs[0]).toMatchObject({ entityId: 3, state: "STATE_QUEUED", neededSlots: 1, submissionTime: 1 });
+    const poolJson = {
+      name: "default",
+      description: "",
+      type: "RESOURCE_POOL_TYPE_STATIC",
+      numAgents: 1,
+      slotsAvailable: 2,
+      slotsUsed: 1,
+      defaultComputePool: true,
+      schedulerType: "SCHEDULER_TYPE_FAIR_SHARE",
+      schedulerFittingPolicy: "FITTING_POLICY_WORST",
+      details: { priorityScheduler: { preemption: true, defaultPriority: 42 } },
+    };
+    const pools = t.resourcePoolList({ resourcePools: [poolJson], pagination });
+    expect(pools[0]).toMatchObject({ slotsTotal: 2, scheduler: "fair_share", fittingPolicy: "worst", preemption: true, isDefault: true });
+    const agentJson = {
+      id: "a",
+      registeredTime: "1970-01-01T00:00:01Z",
+      slots: { "0": { id: "0", device: { id: 0, brand: "cpu", uuid: "", type: "TYPE_CPU" }, enabled: true, container: null, draining: false, allocationId: "" } },
+      containers: {},
+      resourcePools: ["default"],
+      addresses: ["127.0.0.1"],
+      enabled: true,
+      draining: false,
+      version: "0.1.0",
+      slotStats: { typeStats: {}, brandStats: {} },
+      connected: true,
+      runtime: "process",
+      problems: [],
+    };
     const agents = t.agentList({ agents: [agentJson] });
-    expect(agents[0]?.slots).toHaveLength(1);
-    expect(agents[0]?.problems).toEqual([]);
+    expect(agents[0]?.slots).toEqual([{ id: "0", type: "cpu", device: "cpu", enabled: true, allocationId: "" }]);
+    expect([agents[0]?.address, agents[0]?.resourcePool, agents[0]?.problems]).toEqual(["127.0.0.1", "default", []]);
     const wrong = t.agentList({ agents: [{ ...agentJson, problems: ["its clock is 90 s ahead of the master's"] }] });
     expect(wrong[0]?.problems).toEqual(["its clock is 90 s ahead of the master's"]);
     // Elastic pools: their instances and provisioning beside the agents; none without them.
     expect(t.cluster({ agents: [agentJson] })).toMatchObject({ instances: [], provisioners: [] });
     const elastic = t.cluster({
       agents: [],
-      instances: [{ id: "i-1", resourcePool: "gpu", state: "idle", launchedAt: 5, agentId: "gpu-1", idleSince: 9 }],
+      instances: [{ id: "i-1", resourcePool: "gpu", state: "idle", launchedAt: "1970-01-01T00:00:05Z", agentId: "gpu-1", idleSince: "1970-01-01T00:00:09Z" }],
       provisioners: [{ resourcePool: "gpu", provider: "aws", minInstances: 0, maxInstances: 4, error: "cannot launch", lastDecision: "" }],
     });
     expect(elastic.instances[0]?.idleSince).toBe(9);

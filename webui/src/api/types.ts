@@ -362,13 +362,32 @@ export const streamLine =
     return decoder(line.result);
   };
 
+/** A slot as the cluster page shows it (from Determined's Slot and its Device). */
 export interface Slot {
   id: string;
+  /** cpu, cuda */
   type: string;
+  /** The device's name ("cpu" for an artificial slot). */
   device: string;
   enabled: boolean;
   allocationId: string;
 }
+const slot: Decoder<Slot> = map(
+  object({
+    id: str,
+    device: nullable(object({ brand: optional(str, ""), type: optional(str, "TYPE_UNSPECIFIED") })),
+    enabled: bool,
+    allocationId: optional(str, ""),
+  }),
+  (s) => ({
+    id: s.id,
+    type: (s.device?.type ?? "").replace(/^TYPE_/, "").toLowerCase(),
+    device: s.device?.brand ?? "",
+    enabled: s.enabled,
+    allocationId: s.allocationId,
+  }),
+);
+/** An agent (Determined's Agent: slots by id, its pools and addresses as lists). */
 export interface Agent {
   id: string;
   address: string;
@@ -383,21 +402,34 @@ export interface Agent {
   // What is wrong with the agent's setup (a clock off the master's, an unreachable address).
   problems: string[];
 }
-export const agent: Decoder<Agent> = object<Agent>({
-  id: str,
-  address: str,
-  slots: array(
-    object<Slot>({ id: str, type: str, device: str, enabled: bool, allocationId: str }),
-  ),
-  resourcePool: str,
-  registeredTime: num,
-  enabled: bool,
-  draining: bool,
-  connected: bool,
-  runtime: str,
-  version: str,
-  problems: optional(array(str), []),
-});
+export const agent: Decoder<Agent> = map(
+  object({
+    id: str,
+    addresses: optional(array(str), []),
+    slots: optional(record(slot), {}),
+    resourcePools: optional(array(str), []),
+    registeredTime: nullable(time),
+    enabled: bool,
+    draining: bool,
+    connected: optional(bool, true),
+    runtime: optional(str, ""),
+    version: str,
+    problems: optional(array(str), []),
+  }),
+  (a) => ({
+    id: a.id,
+    address: a.addresses.join(", "),
+    slots: Object.values(a.slots),
+    resourcePool: a.resourcePools.join(", "),
+    registeredTime: a.registeredTime ?? 0,
+    enabled: a.enabled,
+    draining: a.draining,
+    connected: a.connected,
+    runtime: a.runtime,
+    version: a.version,
+    problems: a.problems,
+  }),
+);
 export const agentList: Decoder<Agent[]> = map(object({ agents: array(agent) }), (r) => r.agents);
 
 // An instance an elastic pool's provisioner launched (resource_pools[].provider).
@@ -414,9 +446,9 @@ export const instance: Decoder<Instance> = object<Instance>({
   id: str,
   resourcePool: optional(str, ""),
   state: optional(str, ""),
-  launchedAt: optional(num, 0),
+  launchedAt: map(optional(nullable(time), null), (t) => t ?? 0),
   agentId: optional(str, ""),
-  idleSince: optional(num, 0),
+  idleSince: map(optional(nullable(time), null), (t) => t ?? 0),
 });
 export interface Provisioner {
   resourcePool: string;
@@ -446,10 +478,13 @@ export const cluster: Decoder<Cluster> = object<Cluster>({
   provisioners: optional(array(provisioner), []),
 });
 
+/** A resource pool as the pages show it (from Determined's ResourcePool). */
 export interface ResourcePool {
   name: string;
   description: string;
+  /** priority, fair_share, slurm */
   scheduler: string;
+  /** best, worst */
   fittingPolicy: string;
   preemption: boolean;
   numAgents: number;
@@ -457,24 +492,39 @@ export interface ResourcePool {
   slotsUsed: number;
   isDefault: boolean;
 }
-export const resourcePool: Decoder<ResourcePool> = object<ResourcePool>({
-  name: str,
-  description: str,
-  scheduler: str,
-  fittingPolicy: str,
-  preemption: bool,
-  numAgents: int,
-  slotsTotal: int,
-  slotsUsed: int,
-  isDefault: bool,
-});
+export const resourcePool: Decoder<ResourcePool> = map(
+  object({
+    name: str,
+    description: str,
+    numAgents: int,
+    slotsAvailable: int,
+    slotsUsed: int,
+    defaultComputePool: bool,
+    schedulerType: str,
+    schedulerFittingPolicy: str,
+    details: nullable(object({ priorityScheduler: nullable(object({ preemption: bool })) })),
+  }),
+  (p) => ({
+    name: p.name,
+    description: p.description,
+    scheduler: p.schedulerType.replace(/^SCHEDULER_TYPE_/, "").toLowerCase(),
+    fittingPolicy: p.schedulerFittingPolicy.replace(/^FITTING_POLICY_/, "").toLowerCase(),
+    preemption: p.details?.priorityScheduler?.preemption ?? false,
+    numAgents: p.numAgents,
+    slotsTotal: p.slotsAvailable,
+    slotsUsed: p.slotsUsed,
+    isDefault: p.defaultComputePool,
+  }),
+);
 export const resourcePoolList: Decoder<ResourcePool[]> = map(
-  object({ pools: array(resourcePool) }),
-  (r) => r.pools,
+  object({ resourcePools: array(resourcePool), pagination }),
+  (r) => r.resourcePools,
 );
 
+/** A job in the queue (from Determined's Job). */
 export interface Job {
   jobId: string;
+  /** TYPE_EXPERIMENT */
   type: string;
   name: string;
   priority: number;
@@ -482,26 +532,44 @@ export interface Job {
   submissionTime: number;
   acquiredSlots: number;
   neededSlots: number;
+  /** STATE_QUEUED or STATE_SCHEDULED */
   state: string;
   username: string;
   resourcePool: string;
+  /** The experiment's id. */
   entityId: number;
 }
-export const job: Decoder<Job> = object<Job>({
-  jobId: str,
-  type: str,
-  name: str,
-  priority: int,
-  weight: num,
-  submissionTime: num,
-  acquiredSlots: int,
-  neededSlots: int,
-  state: str,
-  username: str,
-  resourcePool: str,
-  entityId: int,
-});
-export const jobList: Decoder<Job[]> = map(object({ jobs: array(job) }), (r) => r.jobs);
+export const job: Decoder<Job> = map(
+  object({
+    jobId: str,
+    type: str,
+    name: str,
+    priority: int,
+    weight: num,
+    submissionTime: time,
+    allocatedSlots: int,
+    requestedSlots: int,
+    summary: nullable(object({ state: str })),
+    username: str,
+    resourcePool: str,
+    entityId: int,
+  }),
+  (j) => ({
+    jobId: j.jobId,
+    type: j.type,
+    name: j.name,
+    priority: j.priority,
+    weight: j.weight,
+    submissionTime: j.submissionTime,
+    acquiredSlots: j.allocatedSlots,
+    neededSlots: j.requestedSlots,
+    state: j.summary?.state ?? "",
+    username: j.username,
+    resourcePool: j.resourcePool,
+    entityId: j.entityId,
+  }),
+);
+export const jobList: Decoder<Job[]> = map(object({ jobs: array(job), pagination }), (r) => r.jobs);
 
 /** One change to the queue, as `det job update` takes it. */
 export interface JobUpdate {

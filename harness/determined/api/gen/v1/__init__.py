@@ -11,6 +11,7 @@ __all__ = (
     "AgentActionResponse",
     "AgentHello",
     "AgentMessage",
+    "AgentSlot",
     "AgentsBase",
     "AgentsStub",
     "AllGatherRequest",
@@ -22,11 +23,13 @@ __all__ = (
     "CheckpointTrainingMetadata",
     "CompleteSearcherOperationRequest",
     "CompleteSearcherOperationResponse",
+    "Container",
     "ContainerExited",
     "ContainerLogs",
     "ContainerPulling",
     "ContainerSpec",
     "ContainerStarted",
+    "ContainerState",
     "ContinueExperimentRequest",
     "ContinueExperimentResponse",
     "CreateExperimentRequest",
@@ -43,12 +46,16 @@ __all__ = (
     "DeterminedBase",
     "DeterminedStub",
     "Device",
+    "DeviceMount",
+    "DeviceStats",
+    "DeviceType",
     "Empty",
     "ExitAcknowledged",
     "Experiment",
     "ExperimentActionRequest",
     "ExperimentActionResponse",
     "File",
+    "FittingPolicy",
     "GetAgentsRequest",
     "GetAgentsResponse",
     "GetBestValidationRequest",
@@ -103,6 +110,7 @@ __all__ = (
     "Job",
     "JobSummary",
     "JobSummaryState",
+    "JobType",
     "JobUpdate",
     "KillContainer",
     "KillTensorboardRequest",
@@ -149,6 +157,7 @@ __all__ = (
     "ProvisionerStatus",
     "PutTemplateRequest",
     "PutTemplateResponse",
+    "QueueStats",
     "ReportCheckpointRequest",
     "ReportCheckpointResponse",
     "ReportTrialEarlyExitRequest",
@@ -158,8 +167,12 @@ __all__ = (
     "ReportTrialProgressRequest",
     "ReportTrialProgressResponse",
     "ResourcePool",
+    "ResourcePoolDetail",
+    "ResourcePoolPrioritySchedulerDetail",
+    "ResourcePoolType",
     "ResourcesSummary",
     "RunningContainer",
+    "SchedulerType",
     "SearchPreviewEntry",
     "SearcherOperation",
     "SetExperimentResourcesRequest",
@@ -167,6 +180,7 @@ __all__ = (
     "SetUserPasswordRequest",
     "SetUserPasswordResponse",
     "Slot",
+    "SlotStats",
     "StartContainer",
     "StartTrialRequest",
     "StartTrialResponse",
@@ -176,6 +190,7 @@ __all__ = (
     "TaskLogsResponse",
     "Template",
     "Tensorboard",
+    "TensorboardState",
     "Trial",
     "TrialLogsRequest",
     "TrialLogsResponse",
@@ -244,6 +259,106 @@ class CheckpointState(betterproto2.Enum):
             "STATE_ERROR": 3,
             "STATE_DELETED": 4,
             "STATE_PARTIALLY_DELETED": 5,
+        }
+
+
+class ContainerState(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    ASSIGNED = 1
+
+    PULLING = 2
+
+    STARTING = 3
+
+    RUNNING = 4
+
+    TERMINATED = 5
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "STATE_UNSPECIFIED",
+            1: "STATE_ASSIGNED",
+            2: "STATE_PULLING",
+            3: "STATE_STARTING",
+            4: "STATE_RUNNING",
+            5: "STATE_TERMINATED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "STATE_UNSPECIFIED": 0,
+            "STATE_ASSIGNED": 1,
+            "STATE_PULLING": 2,
+            "STATE_STARTING": 3,
+            "STATE_RUNNING": 4,
+            "STATE_TERMINATED": 5,
+        }
+
+
+class DeviceType(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    CPU = 1
+
+    CUDA = 2
+
+    ROCM = 3
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "TYPE_UNSPECIFIED",
+            1: "TYPE_CPU",
+            2: "TYPE_CUDA",
+            3: "TYPE_ROCM",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "TYPE_UNSPECIFIED": 0,
+            "TYPE_CPU": 1,
+            "TYPE_CUDA": 2,
+            "TYPE_ROCM": 3,
+        }
+
+
+class FittingPolicy(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    BEST = 1
+
+    WORST = 2
+
+    KUBERNETES = 3
+
+    SLURM = 4
+
+    PBS = 5
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "FITTING_POLICY_UNSPECIFIED",
+            1: "FITTING_POLICY_BEST",
+            2: "FITTING_POLICY_WORST",
+            3: "FITTING_POLICY_KUBERNETES",
+            4: "FITTING_POLICY_SLURM",
+            5: "FITTING_POLICY_PBS",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "FITTING_POLICY_UNSPECIFIED": 0,
+            "FITTING_POLICY_BEST": 1,
+            "FITTING_POLICY_WORST": 2,
+            "FITTING_POLICY_KUBERNETES": 3,
+            "FITTING_POLICY_SLURM": 4,
+            "FITTING_POLICY_PBS": 5,
         }
 
 
@@ -407,6 +522,54 @@ class GetMasterResponseProduct(betterproto2.Enum):
         }
 
 
+class JobType(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    EXPERIMENT = 1
+
+    NOTEBOOK = 2
+
+    TENSORBOARD = 3
+
+    SHELL = 4
+
+    COMMAND = 5
+
+    CHECKPOINT_GC = 6
+
+    EXTERNAL = 7
+
+    GENERIC = 8
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "TYPE_UNSPECIFIED",
+            1: "TYPE_EXPERIMENT",
+            2: "TYPE_NOTEBOOK",
+            3: "TYPE_TENSORBOARD",
+            4: "TYPE_SHELL",
+            5: "TYPE_COMMAND",
+            6: "TYPE_CHECKPOINT_GC",
+            7: "TYPE_EXTERNAL",
+            8: "TYPE_GENERIC",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "TYPE_UNSPECIFIED": 0,
+            "TYPE_EXPERIMENT": 1,
+            "TYPE_NOTEBOOK": 2,
+            "TYPE_TENSORBOARD": 3,
+            "TYPE_SHELL": 4,
+            "TYPE_COMMAND": 5,
+            "TYPE_CHECKPOINT_GC": 6,
+            "TYPE_EXTERNAL": 7,
+            "TYPE_GENERIC": 8,
+        }
+
+
 class JobSummaryState(betterproto2.Enum):
     UNSPECIFIED = 0
 
@@ -533,6 +696,82 @@ class OrderBy(betterproto2.Enum):
         }
 
 
+class ResourcePoolType(betterproto2.Enum):
+    """
+    Determined's resourcepoolv1 enums.
+    """
+
+    UNSPECIFIED = 0
+
+    AWS = 1
+
+    GCP = 2
+
+    STATIC = 3
+
+    K8S = 4
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "RESOURCE_POOL_TYPE_UNSPECIFIED",
+            1: "RESOURCE_POOL_TYPE_AWS",
+            2: "RESOURCE_POOL_TYPE_GCP",
+            3: "RESOURCE_POOL_TYPE_STATIC",
+            4: "RESOURCE_POOL_TYPE_K8S",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "RESOURCE_POOL_TYPE_UNSPECIFIED": 0,
+            "RESOURCE_POOL_TYPE_AWS": 1,
+            "RESOURCE_POOL_TYPE_GCP": 2,
+            "RESOURCE_POOL_TYPE_STATIC": 3,
+            "RESOURCE_POOL_TYPE_K8S": 4,
+        }
+
+
+class SchedulerType(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    PRIORITY = 1
+
+    FAIR_SHARE = 2
+
+    ROUND_ROBIN = 3
+
+    KUBERNETES = 4
+
+    SLURM = 5
+
+    PBS = 6
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "SCHEDULER_TYPE_UNSPECIFIED",
+            1: "SCHEDULER_TYPE_PRIORITY",
+            2: "SCHEDULER_TYPE_FAIR_SHARE",
+            3: "SCHEDULER_TYPE_ROUND_ROBIN",
+            4: "SCHEDULER_TYPE_KUBERNETES",
+            5: "SCHEDULER_TYPE_SLURM",
+            6: "SCHEDULER_TYPE_PBS",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "SCHEDULER_TYPE_UNSPECIFIED": 0,
+            "SCHEDULER_TYPE_PRIORITY": 1,
+            "SCHEDULER_TYPE_FAIR_SHARE": 2,
+            "SCHEDULER_TYPE_ROUND_ROBIN": 3,
+            "SCHEDULER_TYPE_KUBERNETES": 4,
+            "SCHEDULER_TYPE_SLURM": 5,
+            "SCHEDULER_TYPE_PBS": 6,
+        }
+
+
 class State(betterproto2.Enum):
     """
     The lifecycle state of experiments and trials (Determined's numbering).
@@ -614,6 +853,54 @@ class State(betterproto2.Enum):
             "STATE_PULLING": 14,
             "STATE_STARTING": 15,
             "STATE_RUNNING": 16,
+        }
+
+
+class TensorboardState(betterproto2.Enum):
+    """
+    Determined's taskv1.State.
+    """
+
+    UNSPECIFIED = 0
+
+    PULLING = 3
+
+    STARTING = 4
+
+    RUNNING = 5
+
+    TERMINATED = 6
+
+    TERMINATING = 7
+
+    QUEUED = 8
+
+    WAITING = 9
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "STATE_UNSPECIFIED",
+            3: "STATE_PULLING",
+            4: "STATE_STARTING",
+            5: "STATE_RUNNING",
+            6: "STATE_TERMINATED",
+            7: "STATE_TERMINATING",
+            8: "STATE_QUEUED",
+            9: "STATE_WAITING",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "STATE_UNSPECIFIED": 0,
+            "STATE_PULLING": 3,
+            "STATE_STARTING": 4,
+            "STATE_RUNNING": 5,
+            "STATE_TERMINATED": 6,
+            "STATE_TERMINATING": 7,
+            "STATE_QUEUED": 8,
+            "STATE_WAITING": 9,
         }
 
 
@@ -851,29 +1138,59 @@ default_message_pool.register_message(
 
 @dataclass(eq=False, repr=False)
 class Agent(betterproto2.Message):
+    """
+    Determined's agentv1.Agent, with its field numbers; pydet's own fields from 100.
+    """
+
     id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
-    address: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    registered_time: "datetime.datetime | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    slots: "list[Slot]" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, repeated=True)
+    slots: "dict[str, Slot]" = betterproto2.field(
+        3,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_MESSAGE),
+    )
+    """
+    By slot id.
+    """
 
-    resource_pool: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    containers: "dict[str, Container]" = betterproto2.field(
+        4,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_MESSAGE),
+    )
+    """
+    The containers the master believes are on it, by id.
+    """
 
-    registered_time: "float" = betterproto2.field(5, betterproto2.TYPE_DOUBLE)
+    resource_pools: "list[str]" = betterproto2.field(6, betterproto2.TYPE_STRING, repeated=True)
 
-    enabled: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
+    addresses: "list[str]" = betterproto2.field(7, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Where other hosts reach it.
+    """
 
-    draining: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
+    enabled: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
 
-    connected: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
-
-    runtime: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
+    draining: "bool" = betterproto2.field(9, betterproto2.TYPE_BOOL)
 
     version: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
 
-    container_ids: "list[str]" = betterproto2.field(11, betterproto2.TYPE_STRING, repeated=True)
+    slot_stats: "SlotStats | None" = betterproto2.field(
+        11, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
-    problems: "list[str]" = betterproto2.field(12, betterproto2.TYPE_STRING, repeated=True)
+    connected: "bool" = betterproto2.field(100, betterproto2.TYPE_BOOL)
+
+    runtime: "str" = betterproto2.field(101, betterproto2.TYPE_STRING)
+    """
+    "process" or "docker".
+    """
+
+    problems: "list[str]" = betterproto2.field(102, betterproto2.TYPE_STRING, repeated=True)
     """
     What is wrong with the agent's setup, for people (a clock off the master's, an address
     other hosts cannot reach); empty when nothing is.
@@ -915,7 +1232,7 @@ class AgentHello(betterproto2.Message):
     The address other containers use to reach this node (the rendezvous address).
     """
 
-    slots: "list[Slot]" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, repeated=True)
+    slots: "list[AgentSlot]" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, repeated=True)
 
     resource_pool: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
 
@@ -979,6 +1296,34 @@ class AgentMessage(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "AgentMessage", AgentMessage)
+
+
+@dataclass(eq=False, repr=False)
+class AgentSlot(betterproto2.Message):
+    """
+    A slot as an agent announces it (its hello).
+    """
+
+    id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    type: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    "cpu" for artificial slots, "cuda" for NVIDIA GPUs.
+    """
+
+    device: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    uuid: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+
+    enabled: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+
+    allocation_id: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    """
+    The allocation using the slot, "" when free.
+    """
+
+
+default_message_pool.register_message("v1", "AgentSlot", AgentSlot)
 
 
 @dataclass(eq=False, repr=False)
@@ -1186,6 +1531,31 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
+class Container(betterproto2.Message):
+    """
+    Determined's containerv1.Container: a task's container on an agent.
+    """
+
+    parent: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The allocation it belongs to.
+    """
+
+    id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    state: "ContainerState" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: ContainerState(0)
+    )
+
+    devices: "list[Device]" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, repeated=True)
+
+    permission_denied: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+
+
+default_message_pool.register_message("v1", "Container", Container)
+
+
+@dataclass(eq=False, repr=False)
 class ContainerExited(betterproto2.Message):
     container_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
@@ -1259,7 +1629,7 @@ class ContainerSpec(betterproto2.Message):
 
     drop_capabilities: "list[str]" = betterproto2.field(7, betterproto2.TYPE_STRING, repeated=True)
 
-    devices: "list[Device]" = betterproto2.field(8, betterproto2.TYPE_MESSAGE, repeated=True)
+    devices: "list[DeviceMount]" = betterproto2.field(8, betterproto2.TYPE_MESSAGE, repeated=True)
 
     labels: "dict[str, str]" = betterproto2.field(
         9,
@@ -1508,6 +1878,36 @@ default_message_pool.register_message("v1", "DeleteWebhookResponse", DeleteWebho
 
 @dataclass(eq=False, repr=False)
 class Device(betterproto2.Message):
+    """
+    Determined's devicev1.Device.
+    """
+
+    id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+    """
+    Its index on the agent.
+    """
+
+    brand: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Its name ("NVIDIA A100-SXM4-40GB"; "cpu" for an artificial slot).
+    """
+
+    uuid: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    type: "DeviceType" = betterproto2.field(
+        4, betterproto2.TYPE_ENUM, default_factory=lambda: DeviceType(0)
+    )
+
+
+default_message_pool.register_message("v1", "Device", Device)
+
+
+@dataclass(eq=False, repr=False)
+class DeviceMount(betterproto2.Message):
+    """
+    A host device mounted into a container (resources.devices).
+    """
+
     host_path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
     container_path: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
@@ -1515,7 +1915,30 @@ class Device(betterproto2.Message):
     mode: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
 
 
-default_message_pool.register_message("v1", "Device", Device)
+default_message_pool.register_message("v1", "DeviceMount", DeviceMount)
+
+
+@dataclass(eq=False, repr=False)
+class DeviceStats(betterproto2.Message):
+    """
+    Determined's agentv1.DeviceStats and SlotStats: an agent's slots counted by device type
+    (TYPE_CUDA) and by brand, with their containers' states.
+    """
+
+    states: "dict[str, int]" = betterproto2.field(
+        1,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_INT32),
+    )
+
+    draining: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+    disabled: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+
+    total: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message("v1", "DeviceStats", DeviceStats)
 
 
 @dataclass(eq=False, repr=False)
@@ -1718,10 +2141,17 @@ default_message_pool.register_message("v1", "GetAgentsRequest", GetAgentsRequest
 class GetAgentsResponse(betterproto2.Message):
     agents: "list[Agent]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
 
-    instances: "list[Instance]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    instances: "list[Instance]" = betterproto2.field(100, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    An elastic pool's instances, and how its provisioner stands (pydet's).
+    """
 
     provisioners: "list[ProvisionerStatus]" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, repeated=True
+        101, betterproto2.TYPE_MESSAGE, repeated=True
     )
 
 
@@ -1997,9 +2427,20 @@ default_message_pool.register_message(
 
 @dataclass(eq=False, repr=False)
 class GetJobsRequest(betterproto2.Message):
-    resource_pool: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    Determined's GetJobsRequest (less its order and states).
+    """
+
+    resource_pool: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
     "" for the default pool.
+    """
+
+    offset: "int" = betterproto2.field(10, betterproto2.TYPE_INT32)
+
+    limit: "int" = betterproto2.field(11, betterproto2.TYPE_INT32)
+    """
+    0: all of them.
     """
 
 
@@ -2008,7 +2449,11 @@ default_message_pool.register_message("v1", "GetJobsRequest", GetJobsRequest)
 
 @dataclass(eq=False, repr=False)
 class GetJobsResponse(betterproto2.Message):
-    jobs: "list[Job]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    pagination: "Pagination | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    jobs: "list[Job]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
 
 
 default_message_pool.register_message("v1", "GetJobsResponse", GetJobsResponse)
@@ -2089,7 +2534,13 @@ default_message_pool.register_message("v1", "GetResourcePoolsRequest", GetResour
 
 @dataclass(eq=False, repr=False)
 class GetResourcePoolsResponse(betterproto2.Message):
-    pools: "list[ResourcePool]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    resource_pools: "list[ResourcePool]" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetResourcePoolsResponse", GetResourcePoolsResponse)
@@ -2202,6 +2653,10 @@ class GetTensorboardsResponse(betterproto2.Message):
         1, betterproto2.TYPE_MESSAGE, repeated=True
     )
 
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
 
 default_message_pool.register_message("v1", "GetTensorboardsResponse", GetTensorboardsResponse)
 
@@ -2282,6 +2737,10 @@ default_message_pool.register_message("v1", "GetWebhooksRequest", GetWebhooksReq
 class GetWebhooksResponse(betterproto2.Message):
     webhooks: "list[Webhook]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
 
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
 
 default_message_pool.register_message("v1", "GetWebhooksResponse", GetWebhooksResponse)
 
@@ -2340,16 +2799,20 @@ class Instance(betterproto2.Message):
     launching, starting agent, running, idle, terminating or stopped.
     """
 
-    launched_at: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+    launched_at: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
     agent_id: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
     """
     The agent the instance runs; it registers with this id.
     """
 
-    idle_since: "float" = betterproto2.field(6, betterproto2.TYPE_DOUBLE)
+    idle_since: "datetime.datetime | None" = betterproto2.field(
+        6, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
     """
-    Since when its agent has been idle (0 while it runs work or is not connected).
+    Since when its agent has been idle (unset while it runs work or is not connected).
     """
 
 
@@ -2358,43 +2821,56 @@ default_message_pool.register_message("v1", "Instance", Instance)
 
 @dataclass(eq=False, repr=False)
 class Job(betterproto2.Message):
-    job_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    Short id shown by `det job list` (the experiment's job id).
-    """
-
-    type: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-    """
-    "TYPE_EXPERIMENT" (later also commands, notebooks, ...).
+    Determined's jobv1.Job, with its field numbers; pydet's own fields from 100.
     """
 
-    name: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-
-    priority: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
-
-    weight: "float" = betterproto2.field(5, betterproto2.TYPE_DOUBLE)
-
-    submission_time: "float" = betterproto2.field(6, betterproto2.TYPE_DOUBLE)
-
-    acquired_slots: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
-
-    needed_slots: "int" = betterproto2.field(8, betterproto2.TYPE_INT32)
-
-    state: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
+    summary: "JobSummary | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
-    "STATE_QUEUED" (no resources yet) or "STATE_SCHEDULED" (running or about to).
+    Queued (no resources yet) or scheduled (running or about to), and how many are ahead.
     """
 
-    username: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+    type: "JobType" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: JobType(0)
+    )
 
-    resource_pool: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+    submission_time: "datetime.datetime | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    entity_id: "int" = betterproto2.field(12, betterproto2.TYPE_INT32)
+    username: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+
+    resource_pool: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+
+    is_preemptible: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
+
+    priority: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
+
+    weight: "float" = betterproto2.field(8, betterproto2.TYPE_DOUBLE)
+
+    entity_id: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
     """
     The experiment id for experiment jobs.
     """
 
-    note: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    job_id: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+    """
+    Short id shown by `det job list` (the experiment's job id).
+    """
+
+    requested_slots: "int" = betterproto2.field(11, betterproto2.TYPE_INT32)
+
+    allocated_slots: "int" = betterproto2.field(12, betterproto2.TYPE_INT32)
+
+    name: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+
+    progress: "float" = betterproto2.field(14, betterproto2.TYPE_FLOAT)
+
+    user_id: "int" = betterproto2.field(15, betterproto2.TYPE_INT32)
+
+    workspace_id: "int" = betterproto2.field(16, betterproto2.TYPE_INT32)
+
+    note: "str" = betterproto2.field(100, betterproto2.TYPE_STRING)
     """
     What the resource manager says of it, e.g. a Slurm job's pending reason; "" if nothing.
     """
@@ -2492,6 +2968,11 @@ class LaunchTensorboardRequest(betterproto2.Message):
     experiment_ids: "list[int]" = betterproto2.field(1, betterproto2.TYPE_INT32, repeated=True)
 
     trial_ids: "list[int]" = betterproto2.field(2, betterproto2.TYPE_INT32, repeated=True)
+
+    workspace_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+    """
+    Accepted for Determined's sake; pydet has one workspace.
+    """
 
 
 default_message_pool.register_message("v1", "LaunchTensorboardRequest", LaunchTensorboardRequest)
@@ -3014,6 +3495,20 @@ default_message_pool.register_message("v1", "PutTemplateResponse", PutTemplateRe
 
 
 @dataclass(eq=False, repr=False)
+class QueueStats(betterproto2.Message):
+    """
+    Determined's jobv1.QueueStats.
+    """
+
+    queued_count: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    scheduled_count: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message("v1", "QueueStats", QueueStats)
+
+
+@dataclass(eq=False, repr=False)
 class ReportCheckpointRequest(betterproto2.Message):
     checkpoint: "Checkpoint | None" = betterproto2.field(
         1, betterproto2.TYPE_MESSAGE, optional=True
@@ -3105,32 +3600,127 @@ default_message_pool.register_message(
 
 @dataclass(eq=False, repr=False)
 class ResourcePool(betterproto2.Message):
+    """
+    Determined's resourcepoolv1.ResourcePool, with its field numbers (less its cloud
+    provisioning details); pydet's own fields from 100.
+    """
+
     name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
     description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    scheduler: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    type: "ResourcePoolType" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: ResourcePoolType(0)
+    )
     """
-    "priority" or "fair_share".
-    """
-
-    fitting_policy: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-    """
-    "best" (pack) or "worst" (spread).
+    STATIC for agents' pools, AWS for an elastic EC2 pool (UNSPECIFIED otherwise).
     """
 
-    preemption: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+    num_agents: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
 
-    num_agents: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+    slots_available: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
+    """
+    Slots in all (Determined's name).
+    """
 
-    slots_total: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
+    slots_used: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
 
-    slots_used: "int" = betterproto2.field(8, betterproto2.TYPE_INT32)
+    aux_container_capacity: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
 
-    is_default: "bool" = betterproto2.field(9, betterproto2.TYPE_BOOL)
+    aux_containers_running: "int" = betterproto2.field(8, betterproto2.TYPE_INT32)
+
+    default_compute_pool: "bool" = betterproto2.field(9, betterproto2.TYPE_BOOL)
+
+    default_aux_pool: "bool" = betterproto2.field(10, betterproto2.TYPE_BOOL)
+
+    preemptible: "bool" = betterproto2.field(11, betterproto2.TYPE_BOOL)
+
+    min_agents: "int" = betterproto2.field(12, betterproto2.TYPE_INT32)
+
+    max_agents: "int" = betterproto2.field(13, betterproto2.TYPE_INT32)
+
+    slots_per_agent: "int" = betterproto2.field(14, betterproto2.TYPE_INT32)
+
+    aux_container_capacity_per_agent: "int" = betterproto2.field(15, betterproto2.TYPE_INT32)
+
+    scheduler_type: "SchedulerType" = betterproto2.field(
+        16, betterproto2.TYPE_ENUM, default_factory=lambda: SchedulerType(0)
+    )
+
+    scheduler_fitting_policy: "FittingPolicy" = betterproto2.field(
+        17, betterproto2.TYPE_ENUM, default_factory=lambda: FittingPolicy(0)
+    )
+
+    location: "str" = betterproto2.field(18, betterproto2.TYPE_STRING)
+
+    image_id: "str" = betterproto2.field(19, betterproto2.TYPE_STRING)
+
+    instance_type: "str" = betterproto2.field(20, betterproto2.TYPE_STRING)
+
+    master_url: "str" = betterproto2.field(21, betterproto2.TYPE_STRING)
+
+    master_cert_name: "str" = betterproto2.field(22, betterproto2.TYPE_STRING)
+
+    startup_script: "str" = betterproto2.field(23, betterproto2.TYPE_STRING)
+
+    container_startup_script: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
+
+    agent_docker_network: "str" = betterproto2.field(25, betterproto2.TYPE_STRING)
+
+    agent_docker_runtime: "str" = betterproto2.field(26, betterproto2.TYPE_STRING)
+
+    agent_docker_image: "str" = betterproto2.field(27, betterproto2.TYPE_STRING)
+
+    agent_fluent_image: "str" = betterproto2.field(28, betterproto2.TYPE_STRING)
+
+    max_idle_agent_period: "float" = betterproto2.field(29, betterproto2.TYPE_FLOAT)
+
+    max_agent_starting_period: "float" = betterproto2.field(30, betterproto2.TYPE_FLOAT)
+
+    details: "ResourcePoolDetail | None" = betterproto2.field(
+        31, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    slot_type: "DeviceType" = betterproto2.field(
+        32, betterproto2.TYPE_ENUM, default_factory=lambda: DeviceType(0)
+    )
+
+    accelerator: "str" = betterproto2.field(33, betterproto2.TYPE_STRING)
+
+    stats: "QueueStats | None" = betterproto2.field(34, betterproto2.TYPE_MESSAGE, optional=True)
+
+    resource_manager_metadata: "dict[str, str]" = betterproto2.field(
+        35,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING),
+    )
+
+    cluster_name: "str" = betterproto2.field(36, betterproto2.TYPE_STRING)
 
 
 default_message_pool.register_message("v1", "ResourcePool", ResourcePool)
+
+
+@dataclass(eq=False, repr=False)
+class ResourcePoolDetail(betterproto2.Message):
+    priority_scheduler: "ResourcePoolPrioritySchedulerDetail | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message("v1", "ResourcePoolDetail", ResourcePoolDetail)
+
+
+@dataclass(eq=False, repr=False)
+class ResourcePoolPrioritySchedulerDetail(betterproto2.Message):
+    preemption: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
+
+    default_priority: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message(
+    "v1", "ResourcePoolPrioritySchedulerDetail", ResourcePoolPrioritySchedulerDetail
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -3231,26 +3821,48 @@ default_message_pool.register_message("v1", "SetUserPasswordResponse", SetUserPa
 
 @dataclass(eq=False, repr=False)
 class Slot(betterproto2.Message):
+    """
+    Determined's agentv1.Slot; pydet's own fields from 100.
+    """
+
     id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
-    type: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    device: "Device | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
+
+    enabled: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
+
+    container: "Container | None" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, optional=True)
     """
-    "cpu" for artificial slots, "cuda" for NVIDIA GPUs.
+    What uses it; unset when it is free.
     """
 
-    device: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    draining: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
 
-    uuid: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-
-    enabled: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
-
-    allocation_id: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    allocation_id: "str" = betterproto2.field(100, betterproto2.TYPE_STRING)
     """
     The allocation using the slot, "" when free.
     """
 
 
 default_message_pool.register_message("v1", "Slot", Slot)
+
+
+@dataclass(eq=False, repr=False)
+class SlotStats(betterproto2.Message):
+    type_stats: "dict[str, DeviceStats]" = betterproto2.field(
+        1,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_MESSAGE),
+    )
+
+    brand_stats: "dict[str, DeviceStats]" = betterproto2.field(
+        2,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_MESSAGE),
+    )
+
+
+default_message_pool.register_message("v1", "SlotStats", SlotStats)
 
 
 @dataclass(eq=False, repr=False)
@@ -3409,6 +4021,10 @@ default_message_pool.register_message("v1", "Template", Template)
 
 @dataclass(eq=False, repr=False)
 class Tensorboard(betterproto2.Message):
+    """
+    Determined's tensorboardv1.Tensorboard, with its field numbers; pydet's own from 100.
+    """
+
     id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
     The task id; also the proxy path's second segment.
@@ -3416,32 +4032,38 @@ class Tensorboard(betterproto2.Message):
 
     description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    state: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-    """
-    Determined's task states: STATE_QUEUED, STATE_STARTING, STATE_RUNNING,
-    STATE_TERMINATING, STATE_TERMINATED.
-    """
+    state: "TensorboardState" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: TensorboardState(0)
+    )
 
-    start_time: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+    start_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    experiment_ids: "list[int]" = betterproto2.field(5, betterproto2.TYPE_INT32, repeated=True)
+    experiment_ids: "list[int]" = betterproto2.field(7, betterproto2.TYPE_INT32, repeated=True)
 
-    trial_ids: "list[int]" = betterproto2.field(6, betterproto2.TYPE_INT32, repeated=True)
+    trial_ids: "list[int]" = betterproto2.field(8, betterproto2.TYPE_INT32, repeated=True)
 
-    username: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    username: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
 
-    service_address: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    service_address: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
     """
     The path under the master's address that reaches it ("/proxy/<id>/").
     """
 
-    resource_pool: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
+    resource_pool: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
 
-    exit_status: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+    exit_status: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
 
-    job_id: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+    job_id: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
 
-    allocation_id: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+    display_name: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
+
+    user_id: "int" = betterproto2.field(16, betterproto2.TYPE_INT32)
+
+    workspace_id: "int" = betterproto2.field(17, betterproto2.TYPE_INT32)
+
+    allocation_id: "str" = betterproto2.field(100, betterproto2.TYPE_STRING)
 
 
 default_message_pool.register_message("v1", "Tensorboard", Tensorboard)
@@ -3664,9 +4286,11 @@ class Trigger(betterproto2.Message):
         2, betterproto2.TYPE_ENUM, default_factory=lambda: TriggerType(0)
     )
 
-    condition: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    condition: "_google__protobuf__.Struct | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    JSON object: {"state": "COMPLETED"} for an EXPERIMENT_STATE_CHANGE trigger.
+    {"state": "COMPLETED"} for an EXPERIMENT_STATE_CHANGE trigger.
     """
 
     webhook_id: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
@@ -3741,8 +4365,13 @@ class Webhook(betterproto2.Message):
 
     name: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
 
+    workspace_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+    """
+    Accepted for Determined's sake; pydet has one workspace.
+    """
+
     mode: "WebhookMode" = betterproto2.field(
-        6, betterproto2.TYPE_ENUM, default_factory=lambda: WebhookMode(0)
+        7, betterproto2.TYPE_ENUM, default_factory=lambda: WebhookMode(0)
     )
 
 
