@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import betterproto2
+from grpclib.const import Status
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -28,6 +29,18 @@ def message(message: betterproto2.Message) -> JSONResponse:
 
 def messages(items: Sequence[betterproto2.Message]) -> JSONResponse:
     return JSONResponse([to_dict(m) for m in items])
+
+
+def error_body(message: str, grpc_status: str) -> dict[str, Any]:
+    """An error as Determined's gateway writes it: ``{"error": {"code": 5, "reason":
+    "NotFound", "error": "experiment 9 not found"}}`` (the gRPC code, its name, the message)."""
+    code = Status[grpc_status] if grpc_status in Status.__members__ else Status.UNKNOWN
+    reason = "".join(word.capitalize() for word in code.name.split("_"))
+    return {"error": {"code": code.value, "reason": reason, "error": message}}
+
+
+def error(message: str, http_status: int, grpc_status: str) -> JSONResponse:
+    return JSONResponse(error_body(message, grpc_status), status_code=http_status)
 
 
 def stream_line(value: Any) -> str:

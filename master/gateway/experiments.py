@@ -110,7 +110,7 @@ def routes(service: Service) -> list[Route]:
                     yield "".join(codec.stream_line({"result": codec.to_dict(x)}) for x in batch)
             except errors.DetError as e:
                 # As grpc-gateway ends a stream that fails: its error, in the stream.
-                yield codec.stream_line({"error": {"code": e.http_status, "message": e.message}})
+                yield codec.stream_line(codec.error_body(e.message, e.grpc_status))
 
         return StreamingResponse(lines(), media_type="application/json")
 

@@ -244,7 +244,7 @@ def test_experiments_are_listed_as_determineds_parameters_ask(
         ("archived=maybe", "archived: expected true or false"),
     ):
         status, answer = call(cluster, f"/api/v1/experiments?{query}")
-        assert status == 400 and answer["error"].startswith(problem), (query, answer)
+        assert status == 400 and answer["error"]["error"].startswith(problem), (query, answer)
 
 
 # -- trials ------------------------------------------------------------------------------------
@@ -282,7 +282,9 @@ def test_trials_are_listed_as_determineds_parameters_ask(cluster: Cluster, finis
     none = ok(cluster, f"{path}?states=STATE_ERROR")
     assert none["trials"] == [] and none["pagination"]["total"] == 0
     status, answer = call(cluster, f"{path}?sortBy=SORT_BY_DURATION")
-    assert status == 400 and answer["error"].startswith("sortBy: pydet does not sort trials by")
+    assert status == 400 and answer["error"]["error"].startswith(
+        "sortBy: pydet does not sort trials by"
+    )
 
 
 # -- checkpoints -------------------------------------------------------------------------------
@@ -343,9 +345,9 @@ def test_trial_logs_stream_as_determineds_do(
     # follow: the trial has ended, so the stream ends once every line is sent.
     assert len(stream(cluster, f"{path}?follow=true")) == len(lines)
     status, answer = call(cluster, f"{path}?levels=LOUD")
-    assert status == 400 and answer["error"].startswith("levels[0]: expected one of")
+    assert status == 400 and answer["error"]["error"].startswith("levels[0]: expected one of")
     status, answer = call(cluster, "/api/v1/trials/999/logs")
-    assert status == 404 and "trial 999 not found" in answer["error"]
+    assert status == 404 and "trial 999 not found" in answer["error"]["error"]
 
 
 # -- the cluster -------------------------------------------------------------------------------
@@ -407,7 +409,7 @@ def test_agents_pools_and_jobs_answer_determineds_messages(
         status, answer = call(
             cluster, "/api/v1/job-queues", method="POST", body={"updates": [{"priority": 1}]}
         )
-        assert status == 400 and answer["error"] == "updates[0].jobId: required"
+        assert status == 400 and answer["error"]["error"] == "updates[0].jobId: required"
     finally:
         for exp_id in (running, waiting):
             ok(cluster, f"/api/v1/experiments/{exp_id}/kill", method="POST")
@@ -443,7 +445,7 @@ def test_webhooks_and_tensorboards_answer_determineds_messages(
     status, answer = call(
         cluster, "/api/v1/webhooks", method="POST", body={**body, "triggers": [trigger]}
     )
-    assert status == 400 and "nested more than 64 levels deep" in answer["error"]
+    assert status == 400 and "nested more than 64 levels deep" in answer["error"]["error"]
     assert "Traceback" not in (cluster.root / "master.log").read_text()
 
     boards = ok(cluster, "/api/v1/tensorboards")
@@ -536,5 +538,5 @@ def test_a_body_determined_would_not_take_is_a_400_naming_the_field(
     cluster: Cluster, body: Any, problem: str
 ) -> None:
     status, answer = call(cluster, "/api/v1/experiments", method="POST", body=body)
-    assert status == 400 and answer["error"].startswith(problem), answer
+    assert status == 400 and answer["error"]["error"].startswith(problem), answer
     assert "Traceback" not in (cluster.root / "master.log").read_text()

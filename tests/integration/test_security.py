@@ -805,7 +805,7 @@ async def test_a_login_flood_is_slowed_down_and_others_still_log_in(cluster: Clu
     assert "slowing logins from 127.0.0.1 (for 'admin')" in master_log
     # An unknown user is refused in the same words as a wrong password.
     status, body = http_login(cluster, "nobody-here", "whatever-password", source="127.0.0.3")
-    assert status == 401 and body["error"] == messages[0]
+    assert status == 401 and body["error"]["error"] == messages[0]
 
 
 # -- (g) no session, one line ----------------------------------------------------------------------
@@ -946,7 +946,7 @@ def test_describe_and_the_webui_show_no_secret_from_a_config(
             cluster.request("/api/v1/experiments", method="POST", body={"config": bad}),
             timeout=30,
         )
-    error = json.loads(refused.value.read())["error"]
+    error = json.loads(refused.value.read())["error"]["error"]
     assert "registry_auth.password" in error and "987654321" not in error
     master_log = (cluster.root / "master.log").read_text()
     for secret in (*CREDENTIALS.values(), "987654321"):

@@ -211,10 +211,14 @@ async def test_errors_map_to_their_http_status_and_unexpected_ones_to_a_generic_
         raise RuntimeError("secret detail")
 
     app = Starlette(routes=[Route("/a", mapped(missing)), Route("/b", mapped(broken))])
-    assert await call(app, "/a") == (404, b'{"error":"experiment 9 not found"}')
+    status, body = await call(app, "/a")
+    assert status == 404
+    assert json.loads(body) == {
+        "error": {"code": 5, "reason": "NotFound", "error": "experiment 9 not found"}
+    }
     status, body = await call(app, "/b")
     assert status == 500
-    assert b"secret" not in body
+    assert json.loads(body)["error"]["reason"] == "Internal" and b"secret" not in body
 
 
 # -- server-sent events ------------------------------------------------------------------
@@ -305,7 +309,10 @@ async def test_unknown_api_paths_are_json_404_not_the_app(spa: Starlette) -> Non
     assert await call(spa, "/api/v1/ok") == (200, b'{"ok":true}')
     status, body = await call(spa, "/api/v1/nope")
     assert status == 404
-    assert json.loads(body) == {"error": "no API route /api/v1/nope"}
+    # Determined's error body: the gRPC code, its name, the message.
+    assert json.loads(body) == {
+        "error": {"code": 5, "reason": "NotFound", "error": "no API route /api/v1/nope"}
+    }
 
 
 async def test_an_empty_development_build_says_what_to_run(tmp_path: pathlib.Path) -> None:
@@ -449,7 +456,7 @@ async def test_every_api_route_needs_a_session_but_health_login_and_the_app(
     for path in ("/api/v1/experiments", "/api/v1/master", "/api/v1/me", "/api/v1/jobs"):
         status, _, body = await respond(master.app, path)
         assert status == 401, path
-        assert "log in" in json.loads(body)["error"]
+        assert "log in" in json.loads(body)["error"]["error"]
     status, _, body = await respond(master.app, "/api/v1/experiments/1/kill", "POST", b"{}", JSON)
     assert status == 401
     assert (await respond(master.app, "/health"))[0] == 200
@@ -486,7 +493,7 @@ async def test_a_wrong_password_is_refused_with_the_masters_message_and_no_cooki
 ) -> None:
     status, headers, body = await master.login("not-the-password")
     assert status == 401
-    assert "invalid username or password" in body["error"]
+    assert "invalid username or password" in body["error"]["error"]
     assert "set-cookie" not in headers
 
 
@@ -525,7 +532,7 @@ async def test_a_change_must_be_json_from_the_masters_own_origin(
     body = json.dumps({"config": "name: x", "parent_id": 1}).encode()
     got, _, answer = await respond(master.app, "/api/v1/experiments", "POST", body, sent)
     assert got == status
-    assert message in json.loads(answer)["error"]
+    assert message in json.loads(answer)["error"]["error"]
     # Logout is a change too: refused alike, and the session lives on.
     assert (await respond(master.app, "/api/v1/auth/logout", "POST", b"{}", sent))[0] == status
     assert (await respond(master.app, "/api/v1/me", headers={"cookie": session}))[0] == 200
@@ -554,7 +561,7 @@ async def test_a_scripts_login_gets_determineds_login_response_with_the_token(
         status, _, raw = await respond(
             master.app, "/api/v1/auth/login", "POST", json.dumps(sent).encode(), plain
         )
-        assert status == 400 and problem in json.loads(raw)["error"]
+        assert status == 400 and problem in json.loads(raw)["error"]["error"]
 
 
 async def test_login_from_another_origin_is_refused(master: Master) -> None:
@@ -605,7 +612,7 @@ async def test_the_http_api_takes_bearer_sessions_but_not_the_agent_token(master
     agent = {"authorization": f"Bearer {AGENT_TOKEN}"}
     status, _, body = await respond(master.app, "/api/v1/me", headers=agent)
     assert status == 403
-    assert "for users" in json.loads(body)["error"]
+    assert "for users" in json.loads(body)["error"]["error"]
 
 
 async def test_a_scripts_bearer_change_needs_no_content_type_but_a_cookies_does(
@@ -622,4 +629,7 @@ async def test_a_scripts_bearer_change_needs_no_content_type_but_a_cookies_does(
     status, _, body = await respond(
         master.app, "/api/v1/auth/logout", "POST", b"", {"cookie": session}
     )
-    assert status == 400 and "Content-Type must be application/json" in json.loads(body)["error"]
+    assert (
+        status == 400
+        and "Content-Type must be application/json" in json.loads(body)["error"]["error"]
+    )

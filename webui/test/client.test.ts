@@ -57,7 +57,7 @@ describe("requests", () => {
     vi.fn(async (_path: string, _init: RequestInit) => new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } }));
 
   it("a 401 from any call sends the user to log in, and the call fails with the master's message", async () => {
-    const fetch = answer(401, { error: "no credentials: log in first" });
+    const fetch = answer(401, { error: { code: 16, reason: "Unauthenticated", error: "no credentials: log in first" } });
     vi.stubGlobal("fetch", fetch);
     const lost = vi.fn();
     whenUnauthenticated(lost);
@@ -71,7 +71,7 @@ describe("requests", () => {
   });
 
   it("a wrong password is the login page's to show, not a trip to the login page", async () => {
-    vi.stubGlobal("fetch", answer(401, { error: "invalid username or password" }));
+    vi.stubGlobal("fetch", answer(401, { error: { code: 16, reason: "Unauthenticated", error: "invalid username or password" } }));
     const lost = vi.fn();
     whenUnauthenticated(lost);
     const failed = await api.login("admin", "nope").catch((e: unknown) => e);
@@ -91,7 +91,9 @@ describe("requests", () => {
   });
 
   it("a forbidden action is an error with the master's message, and no trip to the login page", async () => {
-    vi.stubGlobal("fetch", answer(403, { error: "only the owner of experiment 3 (alice) or an admin may kill it" }));
+    vi.stubGlobal("fetch", answer(403, {
+        error: { code: 7, reason: "PermissionDenied", error: "only the owner of experiment 3 (alice) or an admin may kill it" },
+      }));
     const lost = vi.fn();
     whenUnauthenticated(lost);
     await expect(api.experimentAction(3, "kill")).rejects.toThrow(/only the owner of experiment 3 \(alice\)/);

@@ -197,7 +197,7 @@ describe("API decoders", () => {
       [7, null, "INFO", 1],
       [8, 2, "", 1],
     ]);
-    expect(() => decoder({ error: { code: 404, message: "trial 9 not found" } })).toThrow(/trial 9 not found/);
+    expect(() => decoder({ error: { code: 5, reason: "NotFound", error: "trial 9 not found" } })).toThrow(/trial 9 not found/);
   });
 
   it("decodes checkpoints with byte sizes as strings", () => {

@@ -348,17 +348,17 @@ export const taskLog: Decoder<TaskLog> = object<TaskLog>({
 /** One line of a streamed answer: `{"result": ...}`, or `{"error": ...}` when the stream failed. */
 interface StreamLine {
   result: unknown;
-  error: { message: string } | null;
+  error: { error: string } | null;
 }
 const streamLineShape: Decoder<StreamLine> = object<StreamLine>({
   result: unknownValue,
-  error: optional(nullable(object<{ message: string }>({ message: optional(str, "") })), null),
+  error: optional(nullable(object<{ error: string }>({ error: optional(str, "") })), null),
 });
 export const streamLine =
   <T>(decoder: Decoder<T>): Decoder<T> =>
   (value) => {
     const line = streamLineShape(value);
-    if (line.error) throw new DecodeError(`the stream failed: ${line.error.message}`);
+    if (line.error) throw new DecodeError(`the stream failed: ${line.error.error}`);
     return decoder(line.result);
   };
 
@@ -583,7 +583,12 @@ export interface JobUpdate {
 
 export const created: Decoder<{ experiment: Experiment }> = object({ experiment });
 
-export const errorBody: Decoder<{ error: string }> = object({ error: str });
+/** An error as the master answers it (Determined's {"error": {code, reason, error}}): its
+ * message. */
+export const errorBody: Decoder<{ error: string }> = map(
+  object({ error: object({ error: str }) }),
+  (e) => ({ error: e.error.error }),
+);
 
 /** A user of the cluster, as login and /api/v1/me answer. */
 export interface User {
