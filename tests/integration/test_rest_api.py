@@ -483,6 +483,19 @@ def test_an_experiment_is_created_from_a_config_alone_or_with_determineds_files(
     assert cluster.wait_state(exp_id, "COMPLETED", "ERROR", timeout=120) == "COMPLETED"
     assert "yo" in cluster.logs(cluster.trials(exp_id)[0]["id"])
 
+    # Determined's empty answers: an action's experiment aside, deletion is {}.
+    paused = ok(cluster, "/api/v1/experiments", method="POST", body=body)["experiment"]["id"]
+    killed = ok(cluster, f"/api/v1/experiments/{paused}/kill", method="POST")
+    assert_determineds_json(official, "ExperimentActionResponse", killed)
+    cluster.wait_state(paused, "CANCELED", timeout=60)
+    assert ok(cluster, f"/api/v1/experiments/{paused}", method="DELETE") == {}
+    status, answer = call(cluster, f"/api/v1/experiments/{paused}")
+    assert status == 404 and answer["error"] == {
+        "code": 5,
+        "reason": "NotFound",
+        "error": f"experiment {paused} not found",
+    }
+
     # Determined's SDK sends the context as modelDefinition files (base64 content).
     script = b"print('from the files')\n"
     files = [
