@@ -345,8 +345,10 @@ def logs_request(task_id: str, args: argparse.Namespace) -> v1.TaskLogsRequest:
         head=getattr(args, "head", None) or 0,
         tail=getattr(args, "tail", None) or 0,
         rank_ids=list(getattr(args, "rank_ids", [])),
-        min_level=getattr(args, "level", None) or "",
-        search=getattr(args, "search", None) or "",
+        min_level=v1.LogLevel[args.level.upper()]
+        if getattr(args, "level", None)
+        else v1.LogLevel.UNSPECIFIED,
+        search_text=getattr(args, "search", None) or "",
         allocation_ids=list(getattr(args, "allocation_ids", [])),
         agent_ids=list(getattr(args, "agent_ids", [])),
         container_ids=list(getattr(args, "container_ids", [])),

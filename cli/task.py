@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from determined.api.gen import v1
-from determined.common import client, errors
+from determined.common import client, errors, structs
 from pydet.cli import Subparsers, listing, ntsc, render, rpc, trial
 
 HEADERS = (
@@ -153,8 +153,7 @@ def config(args: argparse.Namespace) -> int:
             t = await _trial_of_task(s, args.task_id)
             req = v1.GetExperimentRequest(experiment_id=t.experiment_id)
             resp = await s.call(s.stub.get_experiment(req))
-            found: dict[str, Any] = json.loads(resp.config or "{}")
-            return found
+            return structs.python(resp.config)
         stored: dict[str, Any] = json.loads((await _found(s, args.task_id))[1] or "{}")
         return stored
 

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from determined.api.gen import v1
-from determined.common import errors
-from pydet.master import queries
+from determined.common import errors, structs
+from pydet.master import convert, queries
 from pydet.master.api_admin import AdminRpcs
 from pydet.master.auth.authenticator import Authenticator
 from pydet.master.auth.callers import UserCaller
@@ -68,8 +68,8 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         return v1.GetMeResponse(user=profiles.message(await self.users.get(_user().id)))
 
     async def get_users(self, message: v1.GetUsersRequest) -> v1.GetUsersResponse:
-        found = await self.users.all(active=message.active)
-        return v1.GetUsersResponse(users=[profiles.message(u) for u in found])
+        found = [profiles.message(u) for u in await self.users.all(active=message.active)]
+        return v1.GetUsersResponse(users=found, pagination=convert.pagination(len(found)))
 
     async def get_user(self, message: v1.GetUserRequest) -> v1.GetUserResponse:
         return v1.GetUserResponse(user=profiles.message(await self.users.get(message.user_id)))
@@ -128,9 +128,7 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
     async def get_experiment_trials(
         self, message: v1.GetExperimentTrialsRequest
     ) -> v1.GetExperimentTrialsResponse:
-        return v1.GetExperimentTrialsResponse(
-            trials=await self.s.get_experiment_trials(message.experiment_id)
-        )
+        return await self.s.get_experiment_trials(message)
 
     async def get_experiment_context(
         self, message: v1.GetExperimentContextRequest
@@ -284,10 +282,10 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
     async def get_resource_pools(
         self, message: v1.GetResourcePoolsRequest
     ) -> v1.GetResourcePoolsResponse:
-        return v1.GetResourcePoolsResponse(pools=self.s.get_resource_pools())
+        return self.s.get_resource_pools()
 
     async def get_jobs(self, message: v1.GetJobsRequest) -> v1.GetJobsResponse:
-        return v1.GetJobsResponse(jobs=self.s.get_jobs(message.resource_pool))
+        return self.s.get_jobs(message)
 
     async def get_tasks(self, message: v1.GetTasksRequest) -> v1.GetTasksResponse:
         return v1.GetTasksResponse(allocation_id_to_summary=self.s.get_tasks())
@@ -391,10 +389,11 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         return v1.GetCheckpointResponse(checkpoint=await self.s.get_checkpoint(message.uuid))
 
     async def get_checkpoints(self, message: v1.GetCheckpointsRequest) -> v1.GetCheckpointsResponse:
+        found = await self.s.get_checkpoints(
+            experiment_id=message.experiment_id, trial_id=message.trial_id
+        )
         return v1.GetCheckpointsResponse(
-            checkpoints=await self.s.get_checkpoints(
-                experiment_id=message.experiment_id, trial_id=message.trial_id
-            )
+            checkpoints=found, pagination=convert.pagination(len(found))
         )
 
     async def delete_checkpoints(
@@ -417,7 +416,7 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         c = message.checkpoint
         if c is None or not c.uuid:
             raise errors.InvalidArgument("checkpoint.uuid is required")
-        await self.s.checkpoints.set_metadata(c.uuid, c.metadata)
+        await self.s.checkpoints.set_metadata(c.uuid, structs.python(c.metadata))
         return v1.PostCheckpointMetadataResponse(checkpoint=await self.s.get_checkpoint(c.uuid))
 
     # -- webhooks ----------------------------------------------------------------------------
@@ -429,9 +428,8 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         return v1.PostWebhookResponse(webhook=created.to_proto())
 
     async def get_webhooks(self, message: v1.GetWebhooksRequest) -> v1.GetWebhooksResponse:
-        return v1.GetWebhooksResponse(
-            webhooks=[w.to_proto() for w in await self.s.webhooks.store.all()]
-        )
+        hooks = [w.to_proto() for w in await self.s.webhooks.store.all()]
+        return v1.GetWebhooksResponse(webhooks=hooks, pagination=convert.pagination(len(hooks)))
 
     async def delete_webhook(self, message: v1.DeleteWebhookRequest) -> v1.DeleteWebhookResponse:
         await self.s.webhooks.store.delete(message.id)
@@ -483,8 +481,9 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
     async def get_tensorboards(
         self, message: v1.GetTensorboardsRequest
     ) -> v1.GetTensorboardsResponse:
+        boards = [tensorboards.to_proto(tb) for tb in self.s.tensorboards.live()]
         return v1.GetTensorboardsResponse(
-            tensorboards=[tensorboards.to_proto(tb) for tb in self.s.tensorboards.live()]
+            tensorboards=boards, pagination=convert.pagination(len(boards))
         )
 
     async def get_tensorboard(self, message: v1.GetTensorboardRequest) -> v1.GetTensorboardResponse:

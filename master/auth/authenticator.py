@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, timestamps
 from pydet.master import queries
 from pydet.master.auth import passwords
 from pydet.master.auth.callers import AgentCaller, Caller, TaskCaller, UserCaller
@@ -377,5 +377,5 @@ def user_message(row: queries.UserRow) -> v1.User:
         username=row.username,
         admin=row.admin,
         active=row.active,
-        modified_at=row.modified_at,
+        modified_at=timestamps.to_datetime(row.modified_at),
     )

@@ -51,11 +51,16 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Response]]
 
+# What Starlette's own errors (an unknown method, say) are as gRPC codes.
+_GRPC_OF_HTTP = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "UNIMPLEMENTED"}
+
 
 def error_response(exc: BaseException) -> JSONResponse:
+    """Determined's error body (``{"error": {"code", "reason", "error"}}``) with the error's
+    HTTP status; anything unexpected a generic 500."""
     if isinstance(exc, errors.DetError):
-        return JSONResponse({"error": exc.message}, status_code=exc.http_status)
-    return JSONResponse({"error": "internal error in the master; see its log"}, status_code=500)
+        return gateway_codec.error(exc.message, exc.http_status, exc.grpc_status)
+    return gateway_codec.error("internal error in the master; see its log", 500, "INTERNAL")
 
 
 def mapped(handler: Handler, auth: Authenticator | None = None) -> Handler:
@@ -140,7 +145,8 @@ def build(
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+        grpc_status = _GRPC_OF_HTTP.get(exc.status_code, "UNKNOWN")
+        return gateway_codec.error(str(exc.detail), exc.status_code, grpc_status)
 
     api = [
         Route("/health", health, methods=["GET"]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,14 +12,19 @@ from determined.common import errors
 from pydet.master.states import State
 from pydet.master.store.db import Database, Row
 
-# What `order_by` may name, and the column each sorts by.
+# What `order_by` may name (Determined's sort keys, lowercased), and the column each sorts by.
 ORDER_COLUMNS = {
     "id": "e.id",
     "name": "e.name",
+    "description": "e.description",
     "state": "e.state",
     "start_time": "e.start_time",
     "end_time": "e.end_time",
     "progress": "e.progress",
+    "num_trials": "n",
+    "user": "e.username",
+    "forked_from": "e.parent_id",
+    "project_id": "e.project_id",
 }
 
 
@@ -51,6 +57,14 @@ class ExperimentRow:
     project_name: str = ""
     workspace_id: int = 1
     workspace_name: str = ""
+    external_id: str | None = None
+    # Filled in by _details: the owner's id, its trials' ids, the trial with the best
+    # searcher metric, and its checkpoints (COMPLETED ones) and their bytes.
+    user_id: int = 0
+    trial_ids: tuple[int, ...] = ()
+    best_trial_id: int | None = None
+    checkpoint_count: int = 0
+    checkpoint_size: int = 0
 
     @property
     def config_dict(self) -> dict[str, Any]:
@@ -83,6 +97,12 @@ class TrialRow:
     # The trial whose checkpoint it started from (a PBT child's parent).
     parent_trial_id: int | None = None
     metadata: str = "{}"
+    # Filled in by _trial_details: its COMPLETED checkpoints and their bytes, and the step
+    # and time of its latest validation (None without one).
+    checkpoint_count: int = 0
+    checkpoint_size: int = 0
+    latest_validation_steps: int | None = None
+    latest_validation_time: float | None = None
 
     @property
     def task_id(self) -> str:
@@ -104,8 +124,9 @@ class ExperimentFilter:
     users: Sequence[str] = ()
     # One project's experiments; 0 for every project's.
     project_id: int = 0
-    # Experiments with every one of these labels.
+    # Only those with all of these labels, and whose description contains this.
     labels: Sequence[str] = ()
+    description: str = ""
 
 
 # Each experiment with its trials' count and the best of their validations (whether the
@@ -147,7 +168,58 @@ def _experiment(row: Row) -> ExperimentRow:
         project_name=row["project_name"],
         workspace_id=row["workspace_id"],
         workspace_name=row["workspace_name"],
+        external_id=row["external_id"],
     )
+
+
+async def _details(db: Database, rows: list[ExperimentRow]) -> list[ExperimentRow]:
+    """``rows`` with what Determined's API shows of an experiment besides its own columns:
+    three queries for the whole page."""
+    if not rows:
+        return rows
+    ids = [r.id for r in rows]
+    marks = ",".join("?" * len(ids))
+    trials: dict[int, list[tuple[int, float | None]]] = {i: [] for i in ids}
+    for t in await db.fetch_all(
+        f"SELECT experiment_id, id, best_validation FROM trials WHERE experiment_id IN ({marks})"
+        " ORDER BY id",
+        ids,
+    ):
+        trials[t["experiment_id"]].append((t["id"], t["best_validation"]))
+    checkpoints = {
+        c["experiment_id"]: (c["n"], c["size"] or 0)
+        for c in await db.fetch_all(
+            "SELECT t.experiment_id, COUNT(*) AS n, SUM(c.size) AS size FROM checkpoints c"
+            f" JOIN trials t ON c.trial_id = t.id WHERE t.experiment_id IN ({marks})"
+            " AND c.state = 'COMPLETED' GROUP BY t.experiment_id",
+            ids,
+        )
+    }
+    names = sorted({r.username for r in rows})
+    users = {
+        u["username"]: u["id"]
+        for u in await db.fetch_all(
+            f"SELECT id, username FROM users WHERE username IN ({','.join('?' * len(names))})",
+            names,
+        )
+    }
+    out = []
+    for r in rows:
+        scored = [(v, i) for i, v in trials[r.id] if v is not None]
+        smaller = r.config_dict.get("searcher", {}).get("smaller_is_better", True)
+        best = (min(scored) if smaller else max(scored))[1] if scored else None
+        count, size = checkpoints.get(r.id, (0, 0))
+        out.append(
+            dataclasses.replace(
+                r,
+                user_id=users.get(r.username, 0),
+                trial_ids=tuple(i for i, _ in trials[r.id]),
+                best_trial_id=best,
+                checkpoint_count=count,
+                checkpoint_size=int(size),
+            )
+        )
+    return out
 
 
 def _trial(row: Row) -> TrialRow:
@@ -176,6 +248,47 @@ def _trial(row: Row) -> TrialRow:
     )
 
 
+async def _trial_details(db: Database, rows: list[TrialRow]) -> list[TrialRow]:
+    """``rows`` with their checkpoints' count and size and their latest validation's step
+    and time: two queries for them all."""
+    if not rows:
+        return rows
+    ids = [r.id for r in rows]
+    marks = ",".join("?" * len(ids))
+    checkpoints = {
+        c["trial_id"]: (c["n"], c["size"] or 0)
+        for c in await db.fetch_all(
+            "SELECT trial_id, COUNT(*) AS n, SUM(size) AS size FROM checkpoints"
+            f" WHERE trial_id IN ({marks}) AND state = 'COMPLETED' GROUP BY trial_id",
+            ids,
+        )
+    }
+    validations = {
+        v["trial_id"]: (v["steps_completed"], v["timestamp"])
+        for v in await db.fetch_all(
+            "SELECT m.trial_id, m.steps_completed, m.timestamp FROM metrics m"
+            f" WHERE m.trial_id IN ({marks}) AND m.grp = 'validation' AND m.archived = 0"
+            " AND m.steps_completed = (SELECT MAX(n.steps_completed) FROM metrics n"
+            "  WHERE n.trial_id = m.trial_id AND n.grp = 'validation' AND n.archived = 0)",
+            ids,
+        )
+    }
+    out = []
+    for r in rows:
+        count, size = checkpoints.get(r.id, (0, 0))
+        steps, when = validations.get(r.id, (None, None))
+        out.append(
+            dataclasses.replace(
+                r,
+                checkpoint_count=count,
+                checkpoint_size=int(size),
+                latest_validation_steps=steps,
+                latest_validation_time=when,
+            )
+        )
+    return out
+
+
 async def ensure_experiment(db: Database, experiment_id: int) -> None:
     """Raise ``NotFound`` unless the experiment exists."""
     row = await db.fetch_one("SELECT id FROM experiments WHERE id = ?", (experiment_id,))
@@ -194,7 +307,8 @@ async def experiment(db: Database, experiment_id: int) -> ExperimentRow:
     row = await db.fetch_one(f"{_EXPERIMENTS} WHERE e.id = ?", (experiment_id,))
     if row is None:
         raise errors.NotFound(f"experiment {experiment_id} not found")
-    return _experiment(row)
+    (found,) = await _details(db, [_experiment(row)])
+    return found
 
 
 async def experiments(db: Database, f: ExperimentFilter) -> tuple[list[ExperimentRow], int]:
@@ -219,6 +333,9 @@ async def experiments(db: Database, f: ExperimentFilter) -> tuple[list[Experimen
     for label in f.labels:
         where.append(has_label(db.dialect, "e.labels"))
         params.append(label)
+    if f.description:
+        where.append("instr(lower(e.description), lower(?)) > 0")
+        params.append(f.description)
     column = ORDER_COLUMNS.get(f.order_by or "id")
     if column is None:
         raise errors.InvalidArgument(
@@ -231,7 +348,8 @@ async def experiments(db: Database, f: ExperimentFilter) -> tuple[list[Experimen
         f" ORDER BY {column} {'DESC' if f.descending else 'ASC'} LIMIT ? OFFSET ?",
         [*params, f.limit or -1, f.offset],
     )
-    return [_experiment(r) for r in rows], total["n"] if total is not None else 0
+    found = await _details(db, [_experiment(r) for r in rows])
+    return found, total["n"] if total is not None else 0
 
 
 def has_label(dialect: str, column: str) -> str:
@@ -271,13 +389,16 @@ async def trial(db: Database, trial_id: int) -> TrialRow:
     row = await db.fetch_one("SELECT * FROM trials WHERE id = ?", (trial_id,))
     if row is None:
         raise errors.NotFound(f"trial {trial_id} not found")
-    return _trial(row)
+    (found,) = await _trial_details(db, [_trial(row)])
+    return found
 
 
-async def trials(db: Database, experiment_id: int) -> list[TrialRow]:
-    """An experiment's trials, oldest first."""
+async def trials(db: Database, experiment_id: int, *, details: bool = False) -> list[TrialRow]:
+    """An experiment's trials, oldest first; with ``details``, as the API shows them (their
+    checkpoints and latest validation)."""
     await ensure_experiment(db, experiment_id)
     rows = await db.fetch_all(
         "SELECT * FROM trials WHERE experiment_id = ? ORDER BY id", (experiment_id,)
     )
-    return [_trial(r) for r in rows]
+    found = [_trial(r) for r in rows]
+    return await _trial_details(db, found) if details else found

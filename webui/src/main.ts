@@ -97,8 +97,8 @@ currentUser.subscribe((user) => {
   void sidebar.refresh();
   api.master().then(
     (m) => {
-      banner.textContent = m.cluster_message?.message ?? "";
-      banner.hidden = m.cluster_message === null;
+      banner.textContent = m.clusterMessage?.message ?? "";
+      banner.hidden = m.clusterMessage === null;
     },
     () => {},
   );

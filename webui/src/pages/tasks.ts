@@ -147,13 +147,13 @@ export const tasksPage: Page = (root) => {
             id: t.id,
             description: t.description || `TensorBoard (${t.id.slice(0, 8)})`,
             state: t.state,
-            start_time: t.start_time,
+            start_time: t.startTime,
             username: t.username,
-            resource_pool: t.resource_pool,
-            exit_status: t.exit_status,
+            resource_pool: t.resourcePool,
+            exit_status: t.exitStatus,
             slots: 0,
             priority: 42,
-            service_address: t.service_address,
+            service_address: t.serviceAddress,
           })),
         }),
       );
@@ -177,7 +177,7 @@ export const tasksPage: Page = (root) => {
     const name = h("input", { type: "text", placeholder: "JupyterLab (a name of three words)", class: "name" });
     const slots = h("input", { type: "number", min: "0", step: "1", value: "1", class: "slots" });
     const pool = h("select", { class: "resource-pool" }, ...pools.map((p) => h("option", { value: p.name }, p.name)));
-    pool.value = (pools.find((p) => p.is_default) ?? pools[0])?.name ?? "";
+    pool.value = (pools.find((p) => p.isDefault) ?? pools[0])?.name ?? "";
     const template = h("input", { type: "text", placeholder: "none", class: "template" });
     const launch = h("button", { type: "submit", class: "primary launch" }, "Launch");
     const form = h(
