@@ -3,7 +3,8 @@ events for live updates, and the WebUI's static files.
 
 Routes live in one module per area of this package (``experiments``, ``cluster``,
 ``webhooks``, ``tensorboards``, ``commands``, ``workspaces``, ``models``, ``stream``, ``spa``,
-``auth``, ``proxy``; ``codec`` and ``json`` encode, ``bodies`` reads request messages); this
+``auth``, ``proxy``; ``codec`` writes messages in protobuf's JSON mapping and reads request
+bodies and query strings as messages, as Determined's grpc-gateway does); this
 module assembles them, puts every API route behind ``auth.authenticate``, and maps errors,
 here and nowhere else: the shared hierarchy's HTTP status with its message, anything
 unexpected as a logged 500 with a generic message.

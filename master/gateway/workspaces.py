@@ -7,9 +7,8 @@ JSON mapping), is authorized by the same rule as its RPC, and calls the same faÃ
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,27 +16,10 @@ from starlette.routing import Route
 
 from determined.api.gen import v1
 from pydet.master.gateway import auth as gateway_auth
-from pydet.master.gateway import bodies, codec
+from pydet.master.gateway import codec
 from pydet.master.service import Service
 
-E = TypeVar("E", bound=enum.Enum)
 T = TypeVar("T")
-
-
-def _list_fields(request: Request, sort_kind: type[E]) -> dict[str, Any]:
-    """What GetWorkspaces and GetWorkspaceProjects share, from the query string."""
-    return {
-        "sort_by": bodies.enum_param(request, "sort_by", sort_kind, "SORT_BY_", sort_kind(0)),
-        "order_by": bodies.enum_param(
-            request, "order_by", v1.OrderBy, "ORDER_BY_", v1.OrderBy.UNSPECIFIED
-        ),
-        "offset": codec.integer(request, "offset"),
-        "limit": codec.integer(request, "limit"),
-        "name": bodies.text(request, "name"),
-        "archived": codec.boolean(request, "archived"),
-        "users": codec.strings(request, "users"),
-        "user_ids": codec.integers(request, "user_ids"),
-    }
 
 
 async def archiving(
@@ -58,15 +40,12 @@ async def archiving(
 
 def routes(service: Service) -> list[Route]:
     async def list_workspaces(request: Request) -> Response:
-        req = v1.GetWorkspacesRequest(
-            **_list_fields(request, v1.GetWorkspacesRequestSortBy),
-            name_case_sensitive=bodies.text(request, "name_case_sensitive"),
-        )
+        req = codec.query_message(request, v1.GetWorkspacesRequest)
         await gateway_auth.authorize(request, "GetWorkspaces", req)
         return codec.message(await service.org.get_workspaces(req))
 
     async def create_workspace(request: Request) -> Response:
-        req = await bodies.body(request, v1.PostWorkspaceRequest)
+        req = await codec.body(request, v1.PostWorkspaceRequest)
         await gateway_auth.authorize(request, "PostWorkspace", req)
         user_id = gateway_auth.caller(request).id
         return codec.message(await service.org.post_workspace(req, user_id=user_id))
@@ -77,7 +56,7 @@ def routes(service: Service) -> list[Route]:
         return codec.message(await service.org.get_workspace(req))
 
     async def patch_workspace(request: Request) -> Response:
-        patch = await bodies.body(request, v1.PatchWorkspace)
+        patch = await codec.body(request, v1.PatchWorkspace)
         req = v1.PatchWorkspaceRequest(id=codec.integer(request, "id"), workspace=patch)
         await gateway_auth.authorize(request, "PatchWorkspace", req)
         return codec.message(await service.org.patch_workspace(req))
@@ -92,15 +71,13 @@ def routes(service: Service) -> list[Route]:
         return await archiving(request, "Workspace", target, "id", service.org.archive_workspace)
 
     async def workspace_projects(request: Request) -> Response:
-        req = v1.GetWorkspaceProjectsRequest(
-            id=codec.integer(request, "id"),
-            **_list_fields(request, v1.GetWorkspaceProjectsRequestSortBy),
-        )
+        req = codec.query_message(request, v1.GetWorkspaceProjectsRequest)
+        req.id = codec.integer(request, "id")
         await gateway_auth.authorize(request, "GetWorkspaceProjects", req)
         return codec.message(await service.org.get_workspace_projects(req))
 
     async def create_project(request: Request) -> Response:
-        req = await bodies.body(request, v1.PostProjectRequest)
+        req = await codec.body(request, v1.PostProjectRequest)
         req.workspace_id = codec.integer(request, "id")
         await gateway_auth.authorize(request, "PostProject", req)
         user_id = gateway_auth.caller(request).id
@@ -117,7 +94,7 @@ def routes(service: Service) -> list[Route]:
         return codec.message(await service.org.get_project_by_key(req))
 
     async def patch_project(request: Request) -> Response:
-        patch = await bodies.body(request, v1.PatchProject)
+        patch = await codec.body(request, v1.PatchProject)
         req = v1.PatchProjectRequest(id=codec.integer(request, "id"), project=patch)
         await gateway_auth.authorize(request, "PatchProject", req)
         return codec.message(await service.org.patch_project(req))
@@ -132,37 +109,37 @@ def routes(service: Service) -> list[Route]:
         return await archiving(request, "Project", target, "id", service.org.archive_project)
 
     async def move_project(request: Request) -> Response:
-        req = await bodies.body(request, v1.MoveProjectRequest)
+        req = await codec.body(request, v1.MoveProjectRequest)
         req.project_id = codec.integer(request, "id")
         await gateway_auth.authorize(request, "MoveProject", req)
         return codec.message(await service.org.move_project(req))
 
     async def add_note(request: Request) -> Response:
-        note = await bodies.body(request, v1.Note)
+        note = await codec.body(request, v1.Note)
         req = v1.AddProjectNoteRequest(project_id=codec.integer(request, "id"), note=note)
         await gateway_auth.authorize(request, "AddProjectNote", req)
         return codec.message(await service.org.add_project_note(req))
 
     async def put_notes(request: Request) -> Response:
-        req = await bodies.body(request, v1.PutProjectNotesRequest)
+        req = await codec.body(request, v1.PutProjectNotesRequest)
         req.project_id = codec.integer(request, "id")
         await gateway_auth.authorize(request, "PutProjectNotes", req)
         return codec.message(await service.org.put_project_notes(req))
 
     async def move_experiments(request: Request) -> Response:
-        req = await bodies.body(request, v1.MoveExperimentsRequest)
+        req = await codec.body(request, v1.MoveExperimentsRequest)
         req.project_id = codec.integer(request, "id")
         await gateway_auth.authorize(request, "MoveExperiments", req)
         return codec.message(await service.org.move_experiments(req))
 
     async def move_experiment(request: Request) -> Response:
-        req = await bodies.body(request, v1.MoveExperimentRequest)
+        req = await codec.body(request, v1.MoveExperimentRequest)
         req.experiment_id = codec.integer(request, "id")
         await gateway_auth.authorize(request, "MoveExperiment", req)
         return codec.message(await service.org.move_experiment(req))
 
     async def experiment_labels(request: Request) -> Response:
-        req = v1.GetExperimentLabelsRequest(project_id=codec.integer(request, "project_id"))
+        req = codec.query_message(request, v1.GetExperimentLabelsRequest)
         await gateway_auth.authorize(request, "GetExperimentLabels", req)
         return codec.message(await service.org.get_experiment_labels(req))
 
