@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from determined.api.gen import v1
+from determined.api.gen.google.protobuf import Struct
 from determined.common import errors, structs
 from pydet.master import convert, queries
 from pydet.master.api_admin import AdminRpcs
@@ -659,29 +660,31 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         self,
         task_type: TaskType,
         message: v1.LaunchCommandRequest | v1.LaunchNotebookRequest | v1.LaunchShellRequest,
-    ) -> tuple[GenericTask, str]:
+    ) -> tuple[GenericTask, Struct]:
         """A command, notebook or shell launched as the calling user, and its config."""
         task = await self.s.launch_task(
             task_type,
             _user().username,
-            message.config,
+            json.dumps(structs.python(message.config)) if message.config is not None else "",
             template_name=message.template_name,
             context=message.context,
         )
-        return task, json.dumps(task.config)
+        return task, structs.struct(task.config)
 
     async def launch_command(self, message: v1.LaunchCommandRequest) -> v1.LaunchCommandResponse:
         task, config = await self._launched(TaskType.COMMAND, message)
         return v1.LaunchCommandResponse(command=commands.to_proto(task), config=config)
 
     async def get_commands(self, message: v1.GetCommandsRequest) -> v1.GetCommandsResponse:
-        live = self.s.live_tasks(TaskType.COMMAND, list(message.users))
-        return v1.GetCommandsResponse(commands=[commands.to_proto(t) for t in live])
+        live = [
+            commands.to_proto(t) for t in self.s.live_tasks(TaskType.COMMAND, list(message.users))
+        ]
+        return v1.GetCommandsResponse(commands=live, pagination=convert.pagination(len(live)))
 
     async def get_command(self, message: v1.GetCommandRequest) -> v1.GetCommandResponse:
         task = await self.s.generic.get(message.command_id, TaskType.COMMAND)
         return v1.GetCommandResponse(
-            command=commands.to_proto(task), config=json.dumps(task.config)
+            command=commands.to_proto(task), config=structs.struct(task.config)
         )
 
     async def kill_command(self, message: v1.KillCommandRequest) -> v1.KillCommandResponse:
@@ -703,13 +706,15 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         return v1.LaunchNotebookResponse(notebook=notebooks.to_proto(task), config=config)
 
     async def get_notebooks(self, message: v1.GetNotebooksRequest) -> v1.GetNotebooksResponse:
-        live = self.s.live_tasks(TaskType.NOTEBOOK, list(message.users))
-        return v1.GetNotebooksResponse(notebooks=[notebooks.to_proto(t) for t in live])
+        live = [
+            notebooks.to_proto(t) for t in self.s.live_tasks(TaskType.NOTEBOOK, list(message.users))
+        ]
+        return v1.GetNotebooksResponse(notebooks=live, pagination=convert.pagination(len(live)))
 
     async def get_notebook(self, message: v1.GetNotebookRequest) -> v1.GetNotebookResponse:
         task = await self.s.generic.get(message.notebook_id, TaskType.NOTEBOOK)
         return v1.GetNotebookResponse(
-            notebook=notebooks.to_proto(task), config=json.dumps(task.config)
+            notebook=notebooks.to_proto(task), config=structs.struct(task.config)
         )
 
     async def kill_notebook(self, message: v1.KillNotebookRequest) -> v1.KillNotebookResponse:
@@ -737,14 +742,15 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         return v1.LaunchShellResponse(shell=shells.to_proto(task, with_key=True), config=config)
 
     async def get_shells(self, message: v1.GetShellsRequest) -> v1.GetShellsResponse:
-        live = self.s.live_tasks(TaskType.SHELL, list(message.users))
-        return v1.GetShellsResponse(shells=[shells.to_proto(t) for t in live])
+        tasks = self.s.live_tasks(TaskType.SHELL, list(message.users))
+        live = [shells.to_proto(t) for t in tasks]
+        return v1.GetShellsResponse(shells=live, pagination=convert.pagination(len(live)))
 
     async def get_shell(self, message: v1.GetShellRequest) -> v1.GetShellResponse:
         # Its rule lets only its owner or an admin this far: the key is theirs.
         task = await self.s.generic.get(message.shell_id, TaskType.SHELL)
         return v1.GetShellResponse(
-            shell=shells.to_proto(task, with_key=True), config=json.dumps(task.config)
+            shell=shells.to_proto(task, with_key=True), config=structs.struct(task.config)
         )
 
     async def kill_shell(self, message: v1.KillShellRequest) -> v1.KillShellResponse:

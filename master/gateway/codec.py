@@ -5,13 +5,13 @@ with errors that name the offending parameter."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
 import betterproto2
 from grpclib.const import Status
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from determined.api.gen import v1
 from determined.common import errors, protojson
@@ -46,6 +46,21 @@ def error(message: str, http_status: int, grpc_status: str) -> JSONResponse:
 def stream_line(value: Any) -> str:
     """One JSON document of a newline-delimited stream (Determined's streaming routes)."""
     return json.dumps(value, separators=(",", ":"), allow_nan=False) + "\n"
+
+
+def stream(batches: AsyncIterator[Sequence[betterproto2.Message]]) -> StreamingResponse:
+    """Determined's stream of a server-streaming call: one ``{"result": <message>}`` a line;
+    a failure after the stream began is its last line, ``{"error": {...}}`` (as grpc-gateway
+    ends a stream that fails)."""
+
+    async def lines() -> AsyncIterator[str]:
+        try:
+            async for batch in batches:
+                yield "".join(stream_line({"result": to_dict(x)}) for x in batch)
+        except errors.DetError as e:
+            yield stream_line(error_body(e.message, e.grpc_status))
+
+    return StreamingResponse(lines(), media_type="application/json")
 
 
 def json_text(text: str) -> Response:

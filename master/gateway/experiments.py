@@ -3,10 +3,8 @@ operation (the same one the gRPC servicer calls) and encodes the answer."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from determined.api.gen import v1
@@ -103,16 +101,7 @@ def routes(service: Service) -> list[Route]:
         req = codec.query_message(request, v1.TrialLogsRequest)
         req.trial_id = codec.integer(request, "id")
         await service.get_trial(req.trial_id)  # an unknown trial: a 404 before the stream
-
-        async def lines() -> AsyncIterator[str]:
-            try:
-                async for batch in service.trial_logs(req):
-                    yield "".join(codec.stream_line({"result": codec.to_dict(x)}) for x in batch)
-            except errors.DetError as e:
-                # As grpc-gateway ends a stream that fails: its error, in the stream.
-                yield codec.stream_line(codec.error_body(e.message, e.grpc_status))
-
-        return StreamingResponse(lines(), media_type="application/json")
+        return codec.stream(service.trial_logs(req))
 
     return [
         Route("/api/v1/experiments", list_experiments, methods=["GET"]),

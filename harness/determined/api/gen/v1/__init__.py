@@ -2039,38 +2039,54 @@ default_message_pool.register_message("v1", "ClusterMessage", ClusterMessage)
 
 @dataclass(eq=False, repr=False)
 class Command(betterproto2.Message):
+    """
+    Determined's commandv1.Command.
+    """
+
     id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
     description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    state: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    state: "TensorboardState" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: TensorboardState(0)
+    )
     """
-    Determined's task states: STATE_QUEUED, STATE_STARTING, STATE_RUNNING,
+    Determined's taskv1.State: STATE_QUEUED, STATE_STARTING, STATE_RUNNING,
     STATE_TERMINATING, STATE_TERMINATED.
     """
 
-    start_time: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+    start_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    username: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+    username: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
 
-    resource_pool: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+    display_name: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
 
-    exit_status: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+    user_id: "int" = betterproto2.field(8, betterproto2.TYPE_INT32)
 
-    job_id: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    resource_pool: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
 
-    exit_code: "int | None" = betterproto2.field(20, betterproto2.TYPE_INT32, optional=True)
+    exit_status: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+
+    job_id: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+
+    workspace_id: "int" = betterproto2.field(12, betterproto2.TYPE_INT32)
+
+    exit_code: "int | None" = betterproto2.field(100, betterproto2.TYPE_INT32, optional=True)
     """
     The entrypoint's exit code once it has exited; unset while it runs, or if it never ran.
     """
 
-    end_time: "float" = betterproto2.field(21, betterproto2.TYPE_DOUBLE)
+    end_time: "datetime.datetime | None" = betterproto2.field(
+        101, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    priority: "int" = betterproto2.field(22, betterproto2.TYPE_INT32)
+    priority: "int" = betterproto2.field(102, betterproto2.TYPE_INT32)
 
-    slots: "int" = betterproto2.field(23, betterproto2.TYPE_INT32)
+    slots: "int" = betterproto2.field(103, betterproto2.TYPE_INT32)
 
-    allocation_id: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
+    allocation_id: "str" = betterproto2.field(104, betterproto2.TYPE_STRING)
 
 
 default_message_pool.register_message("v1", "Command", Command)
@@ -3072,7 +3088,9 @@ default_message_pool.register_message("v1", "GetCommandRequest", GetCommandReque
 class GetCommandResponse(betterproto2.Message):
     command: "Command | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetCommandResponse", GetCommandResponse)
@@ -3092,6 +3110,10 @@ default_message_pool.register_message("v1", "GetCommandsRequest", GetCommandsReq
 @dataclass(eq=False, repr=False)
 class GetCommandsResponse(betterproto2.Message):
     commands: "list[Command]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetCommandsResponse", GetCommandsResponse)
@@ -3657,7 +3679,9 @@ default_message_pool.register_message("v1", "GetNotebookRequest", GetNotebookReq
 class GetNotebookResponse(betterproto2.Message):
     notebook: "Notebook | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetNotebookResponse", GetNotebookResponse)
@@ -3674,6 +3698,10 @@ default_message_pool.register_message("v1", "GetNotebooksRequest", GetNotebooksR
 @dataclass(eq=False, repr=False)
 class GetNotebooksResponse(betterproto2.Message):
     notebooks: "list[Notebook]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetNotebooksResponse", GetNotebooksResponse)
@@ -3761,7 +3789,9 @@ default_message_pool.register_message("v1", "GetShellRequest", GetShellRequest)
 class GetShellResponse(betterproto2.Message):
     shell: "Shell | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetShellResponse", GetShellResponse)
@@ -3778,6 +3808,10 @@ default_message_pool.register_message("v1", "GetShellsRequest", GetShellsRequest
 @dataclass(eq=False, repr=False)
 class GetShellsResponse(betterproto2.Message):
     shells: "list[Shell]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetShellsResponse", GetShellsResponse)
@@ -4475,9 +4509,11 @@ default_message_pool.register_message("v1", "KillTrialResponse", KillTrialRespon
 
 @dataclass(eq=False, repr=False)
 class LaunchCommandRequest(betterproto2.Message):
-    config: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    The command config (YAML or JSON); its entrypoint is what runs.
+    The command config; its entrypoint is what runs.
     """
 
     template_name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
@@ -4485,7 +4521,7 @@ class LaunchCommandRequest(betterproto2.Message):
     A template merged under the config (det template).
     """
 
-    context: "bytes" = betterproto2.field(3, betterproto2.TYPE_BYTES)
+    context: "bytes" = betterproto2.field(100, betterproto2.TYPE_BYTES)
     """
     The packed context directory (-c/--context, -i/--include); empty for none.
     """
@@ -4498,9 +4534,11 @@ default_message_pool.register_message("v1", "LaunchCommandRequest", LaunchComman
 class LaunchCommandResponse(betterproto2.Message):
     command: "Command | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    The config as the master filled it, as JSON.
+    The config as the master filled it.
     """
 
 
@@ -4509,11 +4547,13 @@ default_message_pool.register_message("v1", "LaunchCommandResponse", LaunchComma
 
 @dataclass(eq=False, repr=False)
 class LaunchNotebookRequest(betterproto2.Message):
-    config: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
     template_name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    context: "bytes" = betterproto2.field(3, betterproto2.TYPE_BYTES)
+    context: "bytes" = betterproto2.field(100, betterproto2.TYPE_BYTES)
     """
     Its working directory's contents (-c/--context, -i/--include); empty for none.
     """
@@ -4526,7 +4566,9 @@ default_message_pool.register_message("v1", "LaunchNotebookRequest", LaunchNoteb
 class LaunchNotebookResponse(betterproto2.Message):
     notebook: "Notebook | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "LaunchNotebookResponse", LaunchNotebookResponse)
@@ -4534,11 +4576,13 @@ default_message_pool.register_message("v1", "LaunchNotebookResponse", LaunchNote
 
 @dataclass(eq=False, repr=False)
 class LaunchShellRequest(betterproto2.Message):
-    config: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
     template_name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    context: "bytes" = betterproto2.field(3, betterproto2.TYPE_BYTES)
+    context: "bytes" = betterproto2.field(100, betterproto2.TYPE_BYTES)
 
 
 default_message_pool.register_message("v1", "LaunchShellRequest", LaunchShellRequest)
@@ -4548,7 +4592,9 @@ default_message_pool.register_message("v1", "LaunchShellRequest", LaunchShellReq
 class LaunchShellResponse(betterproto2.Message):
     shell: "Shell | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "LaunchShellResponse", LaunchShellResponse)
@@ -5041,30 +5087,42 @@ class Notebook(betterproto2.Message):
 
     description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    state: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    state: "TensorboardState" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: TensorboardState(0)
+    )
 
-    start_time: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+    start_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    username: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
-
-    service_address: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+    service_address: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
     """
     "/proxy/<id>/".
     """
 
-    resource_pool: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+    username: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
 
-    exit_status: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    display_name: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
 
-    job_id: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
+    user_id: "int" = betterproto2.field(9, betterproto2.TYPE_INT32)
 
-    end_time: "float" = betterproto2.field(21, betterproto2.TYPE_DOUBLE)
+    resource_pool: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
 
-    priority: "int" = betterproto2.field(22, betterproto2.TYPE_INT32)
+    exit_status: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
 
-    slots: "int" = betterproto2.field(23, betterproto2.TYPE_INT32)
+    job_id: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
 
-    allocation_id: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
+    workspace_id: "int" = betterproto2.field(13, betterproto2.TYPE_INT32)
+
+    end_time: "datetime.datetime | None" = betterproto2.field(
+        101, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
+
+    priority: "int" = betterproto2.field(102, betterproto2.TYPE_INT32)
+
+    slots: "int" = betterproto2.field(103, betterproto2.TYPE_INT32)
+
+    allocation_id: "str" = betterproto2.field(104, betterproto2.TYPE_STRING)
 
 
 default_message_pool.register_message("v1", "Notebook", Notebook)
@@ -6730,19 +6788,27 @@ class Shell(betterproto2.Message):
 
     description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    state: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    state: "TensorboardState" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: TensorboardState(0)
+    )
 
-    start_time: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+    start_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    private_key: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    private_key: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
     """
     The key pair the master made for this shell, in OpenSSH's formats; only its owner (or
     an admin) gets the private key, in GetShell.
     """
 
-    public_key: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    public_key: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
 
-    username: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+    username: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+
+    display_name: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
+
+    user_id: "int" = betterproto2.field(10, betterproto2.TYPE_INT32)
 
     resource_pool: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
 
@@ -6750,23 +6816,27 @@ class Shell(betterproto2.Message):
 
     job_id: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
 
-    agent_user: "str" = betterproto2.field(16, betterproto2.TYPE_STRING)
+    workspace_id: "int" = betterproto2.field(16, betterproto2.TYPE_INT32)
+
+    agent_user: "str" = betterproto2.field(100, betterproto2.TYPE_STRING)
     """
     The user its sshd logs in as (Determined's agent_user_group.user).
     """
 
-    service_address: "str" = betterproto2.field(17, betterproto2.TYPE_STRING)
+    service_address: "str" = betterproto2.field(101, betterproto2.TYPE_STRING)
     """
     "/proxy/<id>/".
     """
 
-    end_time: "float" = betterproto2.field(21, betterproto2.TYPE_DOUBLE)
+    end_time: "datetime.datetime | None" = betterproto2.field(
+        102, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    priority: "int" = betterproto2.field(22, betterproto2.TYPE_INT32)
+    priority: "int" = betterproto2.field(103, betterproto2.TYPE_INT32)
 
-    slots: "int" = betterproto2.field(23, betterproto2.TYPE_INT32)
+    slots: "int" = betterproto2.field(104, betterproto2.TYPE_INT32)
 
-    allocation_id: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
+    allocation_id: "str" = betterproto2.field(105, betterproto2.TYPE_STRING)
 
 
 default_message_pool.register_message("v1", "Shell", Shell)
