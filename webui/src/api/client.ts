@@ -217,12 +217,13 @@ export const api = {
   commands: () => call("GET", "/api/v1/commands", t.commandList),
   notebooks: () => call("GET", "/api/v1/notebooks", t.notebookList),
   shells: () => call("GET", "/api/v1/shells", t.shellList),
-  launchNotebook: (body: { config: Record<string, unknown>; template_name: string }) =>
+  launchNotebook: (body: { config: Record<string, unknown>; templateName: string }) =>
     call("POST", "/api/v1/notebooks", t.notebookOne, body),
   /** Kill a command, notebook, shell or TensorBoard (`kind`: "commands", "notebooks", ...). */
   killTask: (kind: TaskKind, id: string) => call("POST", `/api/v1/${kind}/${encodeURIComponent(id)}/kill`, ignore),
-  taskLogs: (id: string, q: { tail?: number; after_id?: number }) =>
-    call("GET", `/api/v1/tasks/${encodeURIComponent(id)}/logs${queryString({ ...q })}`, t.taskLogs),
+  /** A task's lines (Determined's TaskLogs stream, read to its end). */
+  taskLogs: (id: string, q: { tail?: number; afterId?: number }) =>
+    callLines(`/api/v1/tasks/${encodeURIComponent(id)}/logs${queryString({ ...q })}`, t.streamLine(t.taskLog)),
 };
 
 export type TaskKind = "commands" | "notebooks" | "shells" | "tensorboards";

@@ -345,7 +345,6 @@ export const taskLog: Decoder<TaskLog> = object<TaskLog>({
   message: str,
   agentId: map(optional(nullable(str), null), (a) => a ?? ""),
 });
-export const taskLogs: Decoder<TaskLog[]> = array(taskLog);
 /** One line of a streamed answer: `{"result": ...}`, or `{"error": ...}` when the stream failed. */
 interface StreamLine {
   result: unknown;
@@ -649,26 +648,26 @@ export interface InteractiveTask {
   id: string;
   description: string;
   state: string;
-  start_time: number;
+  startTime: number;
   username: string;
-  resource_pool: string;
-  exit_status: string;
+  resourcePool: string;
+  exitStatus: string;
   slots: number;
   priority: number;
   /** "/proxy/<id>/" for a notebook (where it is opened); "" for the others. */
-  service_address: string;
+  serviceAddress: string;
 }
 export const interactiveTask: Decoder<InteractiveTask> = object<InteractiveTask>({
   id: str,
   description: optional(str, ""),
   state: str,
-  start_time: optional(num, 0),
+  startTime: optional(time, 0),
   username: str,
-  resource_pool: optional(str, ""),
-  exit_status: optional(str, ""),
+  resourcePool: optional(str, ""),
+  exitStatus: optional(str, ""),
   slots: optional(int, 0),
   priority: optional(int, 42),
-  service_address: optional(str, ""),
+  serviceAddress: optional(str, ""),
 });
 export const commandList: Decoder<InteractiveTask[]> = map(
   object({ commands: optional(array(interactiveTask), []) }),
