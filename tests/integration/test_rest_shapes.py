@@ -449,3 +449,50 @@ def test_changes_answer_their_messages(
         assert_mapping_of(official, name, answer, where)
     untested = set(CHANGES) - set(done)
     assert not untested, f"changes this test does not make: {sorted(untested)}"
+
+
+def _status(cluster: Cluster, method: str, path: str, raw: bytes) -> tuple[int, Any]:
+    req = cluster.request(path, method=method)
+    req.data = raw
+    req.add_header("Content-Type", "application/json")
+    try:
+        with cluster.urlopen(req, 60) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+
+DEEP = b"[" * 200_000 + b"]" * 200_000
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "problem"),
+    [
+        ("POST", "/api/v1/workspaces", {"name": "x", "bogus": 1}, "bogus: unknown field"),
+        ("POST", "/api/v1/workspaces", {"name": 5}, "name: expected a string"),
+        ("POST", "/api/v1/models", {"name": "x", "labels": "a"}, "labels: expected an array"),
+        ("POST", "/api/v1/commands", {"config": "entrypoint: x"}, "config: expected an object"),
+        ("POST", "/api/v1/notebooks", {"templateName": 3}, "templateName: expected a string"),
+        ("POST", "/api/v1/shells", {"config": {}, "extra": True}, "extra: unknown field"),
+        ("POST", "/api/v1/projects/1/notes", {"name": ["x"]}, "name: expected a string"),
+        ("POST", "/api/v1/tensorboards", {"experimentIds": ["x"]}, "experimentIds[0]: expected"),
+        ("PATCH", "/api/v1/workspaces/1", {"name": {}}, "name: expected a string"),
+    ],
+)
+def test_a_body_determined_would_not_take_is_a_400_naming_the_field(
+    cluster: Cluster, method: str, path: str, body: Any, problem: str
+) -> None:
+    status, answer = _status(cluster, method, path, json.dumps(body).encode())
+    assert status == 400 and problem in answer["error"]["error"], answer
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [(m, p) for (m, p) in sorted(CHANGES) if "{" not in p and "auth" not in p],
+)
+def test_a_body_nested_200000_deep_is_a_400_not_a_crash(
+    cluster: Cluster, method: str, path: str
+) -> None:
+    status, answer = _status(cluster, method, path, DEEP)
+    assert status == 400 and "nested too deeply" in answer["error"]["error"], answer
+    assert "Traceback" not in (cluster.root / "master.log").read_text()
