@@ -305,7 +305,8 @@ def list_tasks(args: argparse.Namespace, api: Api) -> int:
         for t in tasks:
             print(t.id)
         return 0
-    listing.show(args, HEADERS, [row(t) for t in tasks], [render.message_dict(t) for t in tasks])
+    shown = [{**render.message_dict(t), "state": state_name(t)} for t in tasks]
+    listing.show(args, HEADERS, [row(t) for t in tasks], shown)
     return 0
 
 

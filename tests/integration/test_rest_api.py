@@ -307,6 +307,7 @@ def test_checkpoints_answer_determineds_messages(
             "trialId": trial["id"],
             "experimentId": finished,
             "searcherMetric": 0.2,
+            "validationMetrics": {"avgMetrics": {"acc": 0.9, "loss": 0.2}, "batchMetrics": []},
         }
         assert c["resources"] == {"weights": "1", "metadata.json": c["resources"]["metadata.json"]}
         assert c["reportTime"].endswith("Z") and c["storage"]["type"] == "shared_fs"

@@ -463,7 +463,7 @@ async def test_only_its_owner_or_an_admin_kills_a_command_or_changes_its_priorit
     with pytest.raises(errors.NotFound):
         await check("KillCommand", ROOT, v1.KillCommandRequest(command_id="tb-1"), lookup)
     for rpc, message in (
-        ("LaunchCommand", v1.LaunchCommandRequest(config="entrypoint: true")),
+        ("LaunchCommand", v1.LaunchCommandRequest(config=structs.struct({"entrypoint": "true"}))),
         ("GetCommands", v1.GetCommandsRequest()),
         ("GetCommand", v1.GetCommandRequest(command_id="cmd-1")),
     ):
