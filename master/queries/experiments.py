@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from determined.common import errors
@@ -66,8 +66,13 @@ class ExperimentRow:
     checkpoint_count: int = 0
     checkpoint_size: int = 0
 
+    # The config as parsed when the row was read (a page of experiments reads it twice).
+    parsed_config: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
     @property
     def config_dict(self) -> dict[str, Any]:
+        if self.parsed_config is not None:
+            return self.parsed_config
         value = json.loads(self.config)
         return value if isinstance(value, dict) else {}
 
@@ -142,8 +147,13 @@ _EXPERIMENTS = (
 )
 
 
-def _experiment(row: Row) -> ExperimentRow:
-    smaller = json.loads(row["config"]).get("searcher", {}).get("smaller_is_better", True)
+def _experiment(row: Row, details: Mapping[int, _Details] | None = None) -> ExperimentRow:
+    found = (details or {}).get(row["id"], _Details())
+    parsed = json.loads(row["config"])
+    config = parsed if isinstance(parsed, dict) else {}
+    # Its best trial and metric by its searcher's direction.
+    smaller = config.get("searcher", {}).get("smaller_is_better", True)
+    best_trial, best_value = (found.lowest, row["lo"]) if smaller else (found.highest, row["hi"])
     return ExperimentRow(
         id=row["id"],
         name=row["name"],
@@ -160,7 +170,7 @@ def _experiment(row: Row) -> ExperimentRow:
         parent_id=row["parent_id"] or 0,
         job_id=row["job_id"],
         num_trials=row["n"],
-        best_validation=row["lo"] if smaller else row["hi"],
+        best_validation=best_value,
         trial_phases=tuple((row["phases"] or "").split(",")) if row["phases"] else (),
         unmanaged=bool(row["unmanaged"]),
         notes=row["notes"],
@@ -169,15 +179,34 @@ def _experiment(row: Row) -> ExperimentRow:
         workspace_id=row["workspace_id"],
         workspace_name=row["workspace_name"],
         external_id=row["external_id"],
+        user_id=found.user_id,
+        trial_ids=found.trial_ids,
+        checkpoint_count=found.checkpoint_count,
+        checkpoint_size=found.checkpoint_size,
+        best_trial_id=best_trial,
+        parsed_config=config,
     )
 
 
-async def _details(db: Database, rows: list[ExperimentRow]) -> list[ExperimentRow]:
-    """``rows`` with what Determined's API shows of an experiment besides its own columns:
-    three queries for the whole page."""
+@dataclass(frozen=True)
+class _Details:
+    """What Determined's API shows of an experiment besides its own columns: its owner's id,
+    its trials' ids, the trials with the lowest and highest searcher metric, and its
+    checkpoints (COMPLETED ones) and their bytes."""
+
+    user_id: int = 0
+    trial_ids: tuple[int, ...] = ()
+    lowest: int | None = None
+    highest: int | None = None
+    checkpoint_count: int = 0
+    checkpoint_size: int = 0
+
+
+async def _details(db: Database, rows: Sequence[Row]) -> dict[int, _Details]:
+    """The ``_Details`` of each experiment of ``rows``: three queries for the whole page."""
     if not rows:
-        return rows
-    ids = [r.id for r in rows]
+        return {}
+    ids = [r["id"] for r in rows]
     marks = ",".join("?" * len(ids))
     trials: dict[int, list[tuple[int, float | None]]] = {i: [] for i in ids}
     for t in await db.fetch_all(
@@ -195,7 +224,7 @@ async def _details(db: Database, rows: list[ExperimentRow]) -> list[ExperimentRo
             ids,
         )
     }
-    names = sorted({r.username for r in rows})
+    names = sorted({r["username"] for r in rows})
     users = {
         u["username"]: u["id"]
         for u in await db.fetch_all(
@@ -203,21 +232,17 @@ async def _details(db: Database, rows: list[ExperimentRow]) -> list[ExperimentRo
             names,
         )
     }
-    out = []
+    out = {}
     for r in rows:
-        scored = [(v, i) for i, v in trials[r.id] if v is not None]
-        smaller = r.config_dict.get("searcher", {}).get("smaller_is_better", True)
-        best = (min(scored) if smaller else max(scored))[1] if scored else None
-        count, size = checkpoints.get(r.id, (0, 0))
-        out.append(
-            dataclasses.replace(
-                r,
-                user_id=users.get(r.username, 0),
-                trial_ids=tuple(i for i, _ in trials[r.id]),
-                best_trial_id=best,
-                checkpoint_count=count,
-                checkpoint_size=int(size),
-            )
+        scored = [(v, i) for i, v in trials[r["id"]] if v is not None]
+        count, size = checkpoints.get(r["id"], (0, 0))
+        out[r["id"]] = _Details(
+            user_id=users.get(r["username"], 0),
+            trial_ids=tuple(i for i, _ in trials[r["id"]]),
+            lowest=min(scored)[1] if scored else None,
+            highest=max(scored)[1] if scored else None,
+            checkpoint_count=count,
+            checkpoint_size=int(size),
         )
     return out
 
@@ -307,7 +332,7 @@ async def experiment(db: Database, experiment_id: int) -> ExperimentRow:
     row = await db.fetch_one(f"{_EXPERIMENTS} WHERE e.id = ?", (experiment_id,))
     if row is None:
         raise errors.NotFound(f"experiment {experiment_id} not found")
-    (found,) = await _details(db, [_experiment(row)])
+    found = _experiment(row, await _details(db, [row]))
     return found
 
 
@@ -348,7 +373,8 @@ async def experiments(db: Database, f: ExperimentFilter) -> tuple[list[Experimen
         f" ORDER BY {column} {'DESC' if f.descending else 'ASC'} LIMIT ? OFFSET ?",
         [*params, f.limit or -1, f.offset],
     )
-    found = await _details(db, [_experiment(r) for r in rows])
+    details = await _details(db, rows)
+    found = [_experiment(r, details) for r in rows]
     return found, total["n"] if total is not None else 0
 
 
