@@ -141,9 +141,11 @@ _EXPERIMENTS = (
     " (SELECT MIN(best_validation) FROM trials t WHERE t.experiment_id = e.id) AS lo,"
     " (SELECT MAX(best_validation) FROM trials t WHERE t.experiment_id = e.id) AS hi,"
     " (SELECT GROUP_CONCAT(DISTINCT phase) FROM trials t WHERE t.experiment_id = e.id)"
-    " AS phases, p.name AS project_name, p.workspace_id, w.name AS workspace_name"
+    " AS phases, p.name AS project_name, p.workspace_id, w.name AS workspace_name,"
+    " u.id AS user_id"
     " FROM experiments e JOIN projects p ON p.id = e.project_id"
     " JOIN workspaces w ON w.id = p.workspace_id"
+    " LEFT JOIN users u ON u.username = e.username"
 )
 
 
@@ -203,41 +205,31 @@ class _Details:
 
 
 async def _details(db: Database, rows: Sequence[Row]) -> dict[int, _Details]:
-    """The ``_Details`` of each experiment of ``rows``: three queries for the whole page."""
+    """The ``_Details`` of each experiment of ``rows`` (read with ``_EXPERIMENTS``, which
+    has the owner's id): one query for the whole page."""
     if not rows:
         return {}
     ids = [r["id"] for r in rows]
-    marks = ",".join("?" * len(ids))
     trials: dict[int, list[tuple[int, float | None]]] = {i: [] for i in ids}
+    checkpoints = dict.fromkeys(ids, (0, 0))
     for t in await db.fetch_all(
-        f"SELECT experiment_id, id, best_validation FROM trials WHERE experiment_id IN ({marks})"
-        " ORDER BY id",
+        "SELECT t.experiment_id, t.id, t.best_validation,"
+        " (SELECT COUNT(*) FROM checkpoints c WHERE c.trial_id = t.id"
+        "  AND c.state = 'COMPLETED') AS n,"
+        " (SELECT SUM(c.size) FROM checkpoints c WHERE c.trial_id = t.id"
+        "  AND c.state = 'COMPLETED') AS size"
+        f" FROM trials t WHERE t.experiment_id IN ({','.join('?' * len(ids))}) ORDER BY t.id",
         ids,
     ):
         trials[t["experiment_id"]].append((t["id"], t["best_validation"]))
-    checkpoints = {
-        c["experiment_id"]: (c["n"], c["size"] or 0)
-        for c in await db.fetch_all(
-            "SELECT t.experiment_id, COUNT(*) AS n, SUM(c.size) AS size FROM checkpoints c"
-            f" JOIN trials t ON c.trial_id = t.id WHERE t.experiment_id IN ({marks})"
-            " AND c.state = 'COMPLETED' GROUP BY t.experiment_id",
-            ids,
-        )
-    }
-    names = sorted({r["username"] for r in rows})
-    users = {
-        u["username"]: u["id"]
-        for u in await db.fetch_all(
-            f"SELECT id, username FROM users WHERE username IN ({','.join('?' * len(names))})",
-            names,
-        )
-    }
+        count, size = checkpoints[t["experiment_id"]]
+        checkpoints[t["experiment_id"]] = (count + t["n"], size + (t["size"] or 0))
     out = {}
     for r in rows:
         scored = [(v, i) for i, v in trials[r["id"]] if v is not None]
-        count, size = checkpoints.get(r["id"], (0, 0))
+        count, size = checkpoints[r["id"]]
         out[r["id"]] = _Details(
-            user_id=users.get(r["username"], 0),
+            user_id=r["user_id"] or 0,
             trial_ids=tuple(i for i, _ in trials[r["id"]]),
             lowest=min(scored)[1] if scored else None,
             highest=max(scored)[1] if scored else None,
