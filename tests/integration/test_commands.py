@@ -100,8 +100,8 @@ def test_a_detached_command_is_listed_prioritised_and_killed(cluster: Cluster) -
     assert f"Set priority of command {cmd_id} to 12" in out
     jobs = json.loads(cluster.det("job", "list", "--json").stdout)
     (job,) = [j for j in jobs if j["job_id"] == cmd_id]
-    assert job["type"] == "TYPE_COMMAND" and job["priority"] == 12
-    assert job["acquired_slots"] == 1 and job["name"] == listed["description"]
+    assert job["type"] == "COMMAND" and job["priority"] == 12
+    assert job["allocated_slots"] == 1 and job["name"] == listed["description"]
     tasks = json.loads(cluster.det("task", "list", "--json").stdout)
     (summary,) = [t for t in tasks.values() if t["task_id"] == cmd_id]
     assert summary["name"] == listed["description"] and summary["slots_needed"] == 1
@@ -109,7 +109,7 @@ def test_a_detached_command_is_listed_prioritised_and_killed(cluster: Cluster) -
     assert f"Killed command {cmd_id}" in cluster.det("cmd", "kill", cmd_id).stdout
     wait_until(lambda: cmd_id not in cluster.det("cmd", "list", "-q").stdout, 30, "the kill")
     ended = cluster.get(f"/api/v1/commands/{cmd_id}")["command"]
-    assert ended["state"] == "STATE_TERMINATED" and ended["exit_status"] == "killed"
+    assert ended["state"] == "STATE_TERMINATED" and ended["exitStatus"] == "killed"
 
 
 def test_commands_name_what_is_wrong(cluster: Cluster, tmp_path: pathlib.Path) -> None:
