@@ -24,7 +24,7 @@ import pytest
 from google.protobuf import json_format, message
 
 from pydet.master import gateway
-from tests.cluster import Cluster, cluster_fixture, wait_until
+from tests.cluster import Cluster, running, wait_until
 from tests.unit.test_wire_oracle import (
     PROTO_DIR,
     _as_json,
@@ -85,7 +85,29 @@ GETS: dict[str, tuple[str, bool]] = {
         "GetModelVersionResponse",
         False,
     ),
+    "/api/v1/resource-pools/{pool:str}/workspace-bindings": (
+        "ListWorkspacesBoundToRPResponse",
+        False,
+    ),
+    "/api/v1/workspaces/{id:int}/available-resource-pools": (
+        "ListRPsBoundToWorkspaceResponse",
+        False,
+    ),
+    "/api/v1/tasks/{id:str}/config": ("GetGenericTaskConfigResponse", False),
+    "/api/v1/tokens": ("GetAccessTokensResponse", False),
+    "/api/v1/groups/{group_id:int}": ("GetGroupResponse", False),
+    "/api/v1/permissions/summary": ("GetPermissionsSummaryResponse", False),
+    "/api/v1/roles/search/by-user/{user_id:int}": ("GetRolesAssignedToUserResponse", False),
+    "/api/v1/roles/search/by-group/{group_id:int}": ("GetRolesAssignedToGroupResponse", False),
+    "/api/v1/roles/workspace/{workspace_id:int}": (
+        "GetGroupsAndUsersAssignedToWorkspaceResponse",
+        False,
+    ),
 }
+
+BINDINGS = "/api/v1/resource-pools/{pool:str}/workspace-bindings"
+# A second pool, which (unlike the default one) can be bound to a workspace.
+POOLS = "resource_pools:\n  - pool_name: default\n  - pool_name: gpu\n"
 
 # Every other route: the message it answers (each is called by test_changes_answer_...).
 CHANGES: dict[tuple[str, str], str] = {
@@ -140,6 +162,25 @@ CHANGES: dict[tuple[str, str], str] = {
         "DELETE",
         "/api/v1/models/{model_name:str}/versions/{model_version_num:int}",
     ): "DeleteModelVersionResponse",
+    ("POST", BINDINGS): "BindRPToWorkspaceResponse",
+    ("PUT", BINDINGS): "OverwriteRPWorkspaceBindingsResponse",
+    ("DELETE", BINDINGS): "UnbindRPFromWorkspaceResponse",
+    ("POST", "/api/v1/generic-tasks"): "CreateGenericTaskResponse",
+    ("POST", "/api/v1/tasks/{id:str}/pause"): "PauseGenericTaskResponse",
+    ("POST", "/api/v1/tasks/{id:str}/unpause"): "UnpauseGenericTaskResponse",
+    ("POST", "/api/v1/tasks/{id:str}/kill"): "KillGenericTaskResponse",
+    ("POST", "/api/v1/tokens"): "PostAccessTokenResponse",
+    ("PATCH", "/api/v1/tokens/{token_id:int}"): "PatchAccessTokenResponse",
+    ("POST", "/api/v1/groups"): "CreateGroupResponse",
+    ("POST", "/api/v1/groups/search"): "GetGroupsResponse",
+    ("PUT", "/api/v1/groups/{group_id:int}"): "UpdateGroupResponse",
+    ("DELETE", "/api/v1/groups/{group_id:int}"): "DeleteGroupResponse",
+    ("PATCH", "/api/v1/users/assignments"): "AssignMultipleGroupsResponse",
+    ("POST", "/api/v1/roles/search"): "ListRolesResponse",
+    ("POST", "/api/v1/roles/search/by-ids"): "GetRolesByIDResponse",
+    ("POST", "/api/v1/roles/search/by-assignability"): "SearchRolesAssignableToScopeResponse",
+    ("POST", "/api/v1/roles/add-assignments"): "AssignRolesResponse",
+    ("POST", "/api/v1/roles/remove-assignments"): "RemoveAssignmentsResponse",
 }
 
 
@@ -167,7 +208,11 @@ def test_every_route_has_a_row() -> None:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    yield from cluster_fixture(tmp_path_factory.mktemp("shapes"))
+    def start(c: Cluster) -> None:
+        c.start_master()
+        c.start_agent("agent-0", 1)
+
+    yield from running(Cluster(tmp_path_factory.mktemp("shapes"), master_config=POOLS), start)
 
 
 @pytest.fixture(scope="module")
@@ -224,6 +269,10 @@ class World:
     project_key: str = ""
     model: str = ""
     tensorboard: str = ""
+    generic_task: str = ""
+    user: int = 0
+    group: int = 0
+    token: int = 0
     tasks: dict[str, str] = field(default_factory=dict)
     answers: list[tuple[str, str, Any]] = field(default_factory=list)
 
@@ -243,6 +292,14 @@ with det.core.init() as core:
         (path / "weights").write_text("w")
     print("[rank=0] INFO: done", flush=True)
 """
+
+
+GENERIC = "entrypoint: sleep 600\nresources: {slots: 0}\npreemption_timeout: 1\n"
+
+
+def _generic_state(cluster: Cluster, task_id: str) -> str:
+    ((found,),) = cluster.sql("SELECT state FROM generic_tasks WHERE id = ?", (task_id,))
+    return str(found)
 
 
 def _state(cluster: Cluster, exp_id: int) -> str:
@@ -298,6 +355,15 @@ def world(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> World:
     ):
         route = ("POST", f"/api/v1/{kind}s")
         w.tasks[kind] = w.keep(route, call(cluster, *route, {"config": config_doc}))[kind]["id"]
+    route = ("POST", "/api/v1/generic-tasks")
+    task = {"config": GENERIC}
+    w.generic_task = w.keep(route, call(cluster, *route, task))["taskId"]
+    w.user = call(cluster, "GET", "/api/v1/me")["user"]["id"]
+    route = ("POST", "/api/v1/groups")
+    made = call(cluster, *route, {"name": "lab", "addUsers": [w.user]})
+    w.group = w.keep(route, made)["group"]["groupId"]
+    route = ("POST", "/api/v1/tokens")
+    w.token = w.keep(route, call(cluster, *route, {"userId": w.user}))["tokenId"]
     return w
 
 
@@ -314,7 +380,10 @@ def _concrete(template: str, w: World) -> str:
         ("/api/v1/workspaces/", lambda w: w.workspace),
         ("/api/v1/projects/", lambda w: w.project),
     ]
-    path = template.replace("{key:str}", w.project_key)
+    path = template.replace("{key:str}", w.project_key).replace("{pool:str}", "gpu")
+    path = path.replace("{group_id:int}", str(w.group)).replace("{user_id:int}", str(w.user))
+    path = path.replace("{workspace_id:int}", str(w.workspace))
+    path = path.replace("/tasks/{id:str}/config", f"/tasks/{w.generic_task}/config")
     path = path.replace("{model_name:str}", w.model).replace("{model_version_num:int}", "1")
     for prefix, value in by_prefix:
         if path.startswith(prefix):
@@ -435,6 +504,7 @@ def test_changes_answer_their_messages(
     change(("DELETE", "/api/v1/models/{model_name:str}"), model)
     (hook,) = call(cluster, "GET", "/api/v1/webhooks")["webhooks"]
     change(("DELETE", "/api/v1/webhooks/{id:int}"), f"/api/v1/webhooks/{hook['id']}")
+    _changes_of_access_and_pools(change, cluster, w)
     change(("DELETE", "/api/v1/experiments/{id:int}"), f"/api/v1/experiments/{exp}")
     change(("DELETE", "/api/v1/projects/{id:int}"), f"/api/v1/projects/{proj}")
     change(("DELETE", "/api/v1/workspaces/{id:int}"), f"/api/v1/workspaces/{ws}")
@@ -449,6 +519,58 @@ def test_changes_answer_their_messages(
         assert_mapping_of(official, name, answer, where)
     untested = set(CHANGES) - set(done)
     assert not untested, f"changes this test does not make: {sorted(untested)}"
+
+
+def _changes_of_access_and_pools(change: Callable[..., Any], cluster: Cluster, w: World) -> None:
+    """main's routes since the REST move: pool bindings, a generic task's steering, access
+    tokens, groups and roles (each target made by ``world``)."""
+    bind = {"workspaceIds": [w.workspace]}
+    for method in ("POST", "PUT", "DELETE"):
+        change((method, BINDINGS), "/api/v1/resource-pools/gpu/workspace-bindings", bind)
+    task = f"/api/v1/tasks/{w.generic_task}"
+    wait_until(lambda: _generic_state(cluster, w.generic_task) == "RUNNING", 60, "the task")
+    change(("POST", "/api/v1/tasks/{id:str}/pause"), f"{task}/pause")
+    wait_until(lambda: _generic_state(cluster, w.generic_task) == "PAUSED", 60, "the pause")
+    change(("POST", "/api/v1/tasks/{id:str}/unpause"), f"{task}/unpause")
+    change(("POST", "/api/v1/tasks/{id:str}/kill"), f"{task}/kill", {"killFromRoot": True})
+    change(
+        ("PATCH", "/api/v1/tokens/{token_id:int}"),
+        f"/api/v1/tokens/{w.token}",
+        {"description": "ci"},
+    )
+    group = f"/api/v1/groups/{w.group}"
+    change(("POST", "/api/v1/groups/search"), "/api/v1/groups/search", {"name": "lab"})
+    change(("PUT", "/api/v1/groups/{group_id:int}"), group, {"name": "lab2"})
+    change(
+        ("PATCH", "/api/v1/users/assignments"),
+        "/api/v1/users/assignments",
+        {"userIds": [w.user], "removeGroups": [w.group]},
+    )
+    roles = change(("POST", "/api/v1/roles/search"), "/api/v1/roles/search", {})["roles"]
+    change(
+        ("POST", "/api/v1/roles/search/by-ids"),
+        "/api/v1/roles/search/by-ids",
+        {"roleIds": [r["roleId"] for r in roles]},
+    )
+    assignable = change(
+        ("POST", "/api/v1/roles/search/by-assignability"),
+        "/api/v1/roles/search/by-assignability",
+        {"workspaceId": w.workspace},
+    )["roles"]
+    assignment = {
+        "groupRoleAssignments": [
+            {
+                "groupId": w.group,
+                "roleAssignment": {
+                    "role": {"roleId": assignable[0]["roleId"]},
+                    "scopeWorkspaceId": w.workspace,
+                },
+            }
+        ]
+    }
+    for verb in ("add-assignments", "remove-assignments"):
+        change(("POST", f"/api/v1/roles/{verb}"), f"/api/v1/roles/{verb}", assignment)
+    change(("DELETE", "/api/v1/groups/{group_id:int}"), group)
 
 
 def _status(cluster: Cluster, method: str, path: str, raw: bytes) -> tuple[int, Any]:
