@@ -8470,12 +8470,16 @@ class TokenInfo(betterproto2.Message):
 
     user_id: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
 
-    expiry: "float" = betterproto2.field(3, betterproto2.TYPE_DOUBLE)
+    expiry: "datetime.datetime | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
     """
     When the token stops working.
     """
 
-    created_at: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+    created_at: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
     token_type: "TokenType" = betterproto2.field(
         5, betterproto2.TYPE_ENUM, default_factory=lambda: TokenType(0)
@@ -8485,12 +8489,14 @@ class TokenInfo(betterproto2.Message):
 
     description: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
 
-    username: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    username: "str" = betterproto2.field(100, betterproto2.TYPE_STRING)
     """
-    pydet's: who the token belongs to, and when it was revoked (0: it was not).
+    pydet's: who the token belongs to, and when it was revoked (unset: it was not).
     """
 
-    revoked_at: "float" = betterproto2.field(9, betterproto2.TYPE_DOUBLE)
+    revoked_at: "datetime.datetime | None" = betterproto2.field(
+        101, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "TokenInfo", TokenInfo)
