@@ -564,11 +564,6 @@ async def test_a_tasks_context_is_for_the_task_itself_or_its_owner(lookup: authz
     await refused("GetTaskContext", AGENT, request, lookup)
 
 
-def _checkpoint(**kwargs: Any) -> v1.ReportCheckpointRequest:
-    fields = {"uuid": "new-uuid", "trial_id": 11, "experiment_id": 1, "allocation_id": "1.11.0"}
-    return v1.ReportCheckpointRequest(checkpoint=v1.Checkpoint(**{**fields, **kwargs}))
-
-
 def _checkpoint(
     *,
     uuid: str = "new-uuid",
