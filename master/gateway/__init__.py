@@ -94,9 +94,9 @@ def _mapped_routes(routes: list[Route], auth: Authenticator) -> list[Route]:
 def _task_kinds(service: Service) -> list[gateway_commands.Kind]:
     """The kinds of task the JSON API launches, lists and steers like Determined's."""
 
-    def launch(task_type: TaskType) -> Callable[[str, str, str], Awaitable[GenericTask]]:
-        return lambda user, text, template: service.launch_task(
-            task_type, user, text, template_name=template
+    def launch(task_type: TaskType) -> Callable[[str, str, str, int], Awaitable[GenericTask]]:
+        return lambda user, text, template, workspace_id: service.launch_task(
+            task_type, user, text, template_name=template, workspace_id=workspace_id
         )
 
     return [

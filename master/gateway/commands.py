@@ -26,15 +26,15 @@ from pydet.master.tasks.generic import GenericTask, TaskType
 @dataclass(frozen=True)
 class Kind:
     """One kind's routes: ``plural`` is its path and list key ("commands"), ``noun`` its
-    key and RPC name ("command", "Command"); ``launch`` makes one from a config's text and
-    a template's name."""
+    key and RPC name ("command", "Command"); ``launch`` makes one from a config's text, a
+    template's name and a workspace's id (0: Uncategorized)."""
 
     task_type: TaskType
     plural: str
     noun: str
     rpc: str
     to_proto: Callable[[GenericTask], betterproto2.Message]
-    launch: Callable[[str, str, str], Awaitable[GenericTask]]
+    launch: Callable[[str, str, str, int], Awaitable[GenericTask]]
     # The request message each rule reads, from the task's id (and a priority).
     request: Callable[..., betterproto2.Message]
 
@@ -64,10 +64,11 @@ def routes(service: Service, kind: Kind) -> list[Route]:
 
     async def launch(request: Request) -> Response:
         req = await codec.body(request, getattr(v1, f"Launch{kind.rpc}Request"))
-        # Launch*'s rule reads no field of its message: kind.request stands in for it.
-        await gateway_auth.authorize(request, f"Launch{kind.rpc}", kind.request())
+        # Launch*'s rule reads the workspace it goes into, as over gRPC.
+        await gateway_auth.authorize(request, f"Launch{kind.rpc}", req)
         text = json.dumps(structs.python(req.config)) if req.config is not None else ""
-        task = await kind.launch(gateway_auth.caller(request).username, text, req.template_name)
+        user = gateway_auth.caller(request).username
+        task = await kind.launch(user, text, req.template_name, req.workspace_id)
         return answer(f"Launch{kind.rpc}", task, config=structs.struct(task.config))
 
     async def list_all(request: Request) -> Response:

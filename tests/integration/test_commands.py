@@ -175,6 +175,14 @@ def test_a_task_belongs_to_the_workspace_it_was_launched_into(cluster: Cluster) 
     assert listed()[in_team]["workspace_id"] == team["id"]
     assert listed()[elsewhere]["workspace_id"] == 1
 
+    # Over REST too, as Determined's clients name it (workspaceId), and listed by it there.
+    body = {"config": {"entrypoint": ["sleep", "60"]}, "workspaceId": team["id"]}
+    with cluster.urlopen(cluster.request("/api/v1/commands", method="POST", body=body), 30) as r:
+        over_rest = json.load(r)["command"]
+    assert over_rest["workspaceId"] == team["id"]
+    shown = cluster.get(f"/api/v1/commands?workspaceId={team['id']}")["commands"]
+    assert {c["id"] for c in shown} == {in_team, over_rest["id"]}
+
     # Its row alone, as Determined's describe shows it.
     described = json.loads(cluster.det("command", "describe", in_team[:8], "--json").stdout)
     assert (described["id"], described["workspace_id"]) == (in_team, team["id"])
@@ -193,7 +201,7 @@ def test_a_task_belongs_to_the_workspace_it_was_launched_into(cluster: Cluster) 
     assert "Traceback" not in refused.stderr
     missing = cluster.det("notebook", "start", "-d", "-w", "no-such", check=False)
     assert missing.returncode != 0 and "no-such" in missing.stderr
-    cluster.det("cmd", "kill", in_team, elsewhere)
+    cluster.det("cmd", "kill", in_team, elsewhere, over_rest["id"])
 
 
 def test_a_notebook_preview_shows_its_config_and_launches_nothing(cluster: Cluster) -> None:
