@@ -45,7 +45,7 @@ def hello(
             hostname=hostname,
             address=address,
             slots=[
-                v1.Slot(id=s.id, type=s.type, device=s.device, uuid=s.uuid, enabled=True)
+                v1.AgentSlot(id=s.id, type=s.type, device=s.device, uuid=s.uuid, enabled=True)
                 for s in slots
             ],
             resource_pool=resource_pool,

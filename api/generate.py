@@ -93,7 +93,8 @@ def _message_name(full_name: str, package: str) -> str:
 
 def schema_source(descriptor_set: bytes) -> str:
     """``v1_schema.py``: every message's fields, every service's methods and every enum's
-    members, as literals."""
+    members (a nested enum by betterproto2's name for it: ``JobType`` for ``Job.Type``), as
+    literals."""
     from google.protobuf import descriptor_pb2
 
     files = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "harness"))
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: E402
 
 from determined.api.gen import v1  # noqa: E402
-from determined.common import wire  # noqa: E402
+from determined.common import timestamps, wire  # noqa: E402
 from determined.core._train import MetricRecord  # noqa: E402
 
 PROTO_DIR = ROOT / "api" / "proto"
@@ -76,17 +76,17 @@ def main() -> int:
     pb = official_classes()
     job = v1.Job(
         job_id="a" * 36,
-        type="EXPERIMENT",
+        type=v1.JobType.EXPERIMENT,
         name="job",
         priority=42,
         weight=1.0,
-        submission_time=1700000000.0,
-        acquired_slots=1,
-        needed_slots=1,
-        state="QUEUED",
+        submission_time=timestamps.to_datetime(1700000000.0),
+        allocated_slots=1,
+        requested_slots=1,
+        summary=v1.JobSummary(state=v1.JobSummaryState.QUEUED),
         username="determined",
         resource_pool="default",
-        entity_id=7,
+        entity_id="7",
     )
     data = wire.encode(job)
     pb_job = pb["Job"].FromString(data)

@@ -110,7 +110,9 @@ class Bench:
 
     async def create(self, s: client.Session, cfg: str) -> tuple[int, int]:
         resp = await s.call(
-            s.stub.create_experiment(v1.CreateExperimentRequest(config=cfg, context=self.ctx))
+            s.stub.create_experiment(
+                v1.CreateExperimentRequest(config=cfg, context=self.ctx, activate=True)
+            )
         )
         assert resp.experiment is not None
         exp_id = resp.experiment.id

@@ -401,7 +401,7 @@ def _idle_since(url: str, token: str) -> float:
     )
     with urllib.request.urlopen(req, timeout=10) as r:
         listed = json.load(r).get("instances", [])
-    return max((float(i.get("idle_since") or 0) for i in listed), default=0.0)
+    return max((float(i.get("idleSince") or 0) for i in listed), default=0.0)
 
 
 @functools.cache

@@ -31,13 +31,17 @@ async def run(address: str, token: str, ctx: bytes, jobs: int) -> list[tuple[str
     async with client.session(address, token=token) as s:
         stub = s.stub
         blocker = await s.call(
-            stub.create_experiment(v1.CreateExperimentRequest(config=BLOCKER, context=ctx))
+            stub.create_experiment(
+                v1.CreateExperimentRequest(config=BLOCKER, context=ctx, activate=True)
+            )
         )
         assert blocker.experiment is not None
         began = time.perf_counter()
         for _ in range(jobs):
             await s.call(
-                stub.create_experiment(v1.CreateExperimentRequest(config=QUEUED, context=ctx))
+                stub.create_experiment(
+                    v1.CreateExperimentRequest(config=QUEUED, context=ctx, activate=True)
+                )
             )
         create_rate = jobs / (time.perf_counter() - began)
 
@@ -54,7 +58,7 @@ async def run(address: str, token: str, ctx: bytes, jobs: int) -> list[tuple[str
             await s.call(stub.update_job_queue(v1.UpdateJobQueueRequest(updates=[update])))
             updates.append(time.perf_counter() - t)
         queue = (await s.call(stub.get_jobs(v1.GetJobsRequest()))).jobs
-        next_exp = queue[1].entity_id
+        next_exp = int(queue[1].entity_id)
 
         t = time.time()
         await s.call(

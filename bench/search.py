@@ -181,7 +181,9 @@ async def run_pydet_search(address: str, token: str, ctx: bytes, cfg: str) -> tu
     async with client.session(address, token=token) as s:
         began = time.monotonic()
         resp = await s.call(
-            s.stub.create_experiment(v1.CreateExperimentRequest(config=cfg, context=ctx))
+            s.stub.create_experiment(
+                v1.CreateExperimentRequest(config=cfg, context=ctx, activate=True)
+            )
         )
         assert resp.experiment is not None
         exp_id = resp.experiment.id

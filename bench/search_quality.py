@@ -116,7 +116,7 @@ async def pydet_result(address: str, token: str, exp_id: int) -> tuple[float | N
             )
         ).trials
     assert exp is not None
-    return exp.best_searcher_metric, len(trials), sum(t.steps_completed for t in trials)
+    return exp.best_trial_searcher_metric, len(trials), sum(t.steps_completed for t in trials)
 
 
 def run_pydet(w: Workload) -> list[Row]:

@@ -49,7 +49,9 @@ async def one_run(address: str, token: str, ctx: bytes) -> tuple[float, float]:
     async with client.session(address, token=token) as s:
         began = time.time()
         resp = await s.call(
-            s.stub.create_experiment(v1.CreateExperimentRequest(config=CONFIG, context=ctx))
+            s.stub.create_experiment(
+                v1.CreateExperimentRequest(config=CONFIG, context=ctx, activate=True)
+            )
         )
         assert resp.experiment is not None
         exp_id = resp.experiment.id

@@ -196,7 +196,8 @@ def main() -> int:
             base = f"http://{cluster.address}"
             token = cluster.token
             api_list = fetch_seconds(
-                f"{base}/api/v1/experiments?limit=50&order_by=id&descending=true&archived=false",
+                f"{base}/api/v1/experiments?limit=50&sortBy=SORT_BY_ID&orderBy=ORDER_BY_DESC"
+                "&archived=false",
                 token,
                 args.runs,
             )

@@ -69,11 +69,11 @@ AGENT_HEADERS = ("Agent ID", "Address", "Pool", "Slots", "Runtime", "Connected",
 
 
 def agent_row(a: v1.Agent) -> list[Any]:
-    used = sum(1 for slot in a.slots if slot.allocation_id)
+    used = sum(1 for slot in a.slots.values() if slot.allocation_id)
     return [
         a.id,
-        a.address,
-        a.resource_pool,
+        ", ".join(a.addresses),
+        ", ".join(a.resource_pools),
         f"{used}/{len(a.slots)}",
         a.runtime,
         a.connected,
@@ -85,7 +85,16 @@ SLOT_HEADERS = ("Agent ID", "Slot ID", "Type", "Device", "Enabled", "Allocation"
 
 
 def slot_rows(a: v1.Agent) -> list[list[Any]]:
-    return [[a.id, s.id, s.type, s.device, s.enabled, s.allocation_id or "FREE"] for s in a.slots]
+    return [
+        [a.id, s.id, *_device(s), s.enabled, s.allocation_id or "FREE"] for s in a.slots.values()
+    ]
+
+
+def _device(s: v1.Slot) -> tuple[str, str]:
+    """(type, device) as `det slot list` shows them: ``cuda`` and the GPU's name."""
+    if s.device is None:
+        return "", ""
+    return str(s.device.type.name).lower(), s.device.brand
 
 
 INSTANCE_HEADERS = ("Instance ID", "Pool", "State", "Agent ID", "Launched", "Idle Since")
@@ -130,7 +139,7 @@ def list_agents(args: argparse.Namespace) -> int:
 
 def list_slots(args: argparse.Namespace) -> int:
     agents = _agents(args.master)
-    slots = [{"agent_id": a.id, **render.message_dict(s)} for a in agents for s in a.slots]
+    slots = [{"agent_id": a.id, **render.message_dict(s)} for a in agents for s in a.slots.values()]
     listing.show(args, SLOT_HEADERS, [row for a in agents for row in slot_rows(a)], slots)
     return 0
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from determined.api.gen import v1
-from determined.common import checkpoint_files, client, errors
+from determined.common import checkpoint_files, checkpoint_info, client, errors, structs
 from pydet.cli import Subparsers, listing, render, rpc
 
 
@@ -82,14 +82,20 @@ async def experiment_checkpoints(
 
 def downloadable(checkpoints: Sequence[v1.Checkpoint]) -> list[v1.Checkpoint]:
     """Those whose files have not been deleted."""
-    return [c for c in checkpoints if c.state != "DELETED"]
+    return [c for c in checkpoints if c.state != v1.CheckpointState.DELETED]
 
 
 def ranked(checkpoints: Sequence[v1.Checkpoint], *, smaller_is_better: bool) -> list[v1.Checkpoint]:
     """Those with a searcher metric, best first (the earliest on a tie)."""
     sign = 1.0 if smaller_is_better else -1.0
-    scored = [c for c in checkpoints if c.searcher_metric is not None]
-    return sorted(scored, key=lambda c: (sign * (c.searcher_metric or 0.0), c.report_time))
+    scored = [c for c in checkpoints if checkpoint_info.searcher_metric(c) is not None]
+    return sorted(
+        scored,
+        key=lambda c: (
+            sign * (checkpoint_info.searcher_metric(c) or 0.0),
+            render.seconds(c.report_time),
+        ),
+    )
 
 
 def list_checkpoints(args: argparse.Namespace) -> int:
@@ -123,19 +129,18 @@ DESCRIBE_HEADERS = (
 
 def describe_row(c: v1.Checkpoint) -> list[Any]:
     return [
-        c.experiment_id,
-        c.trial_id,
+        checkpoint_info.experiment_id(c),
+        checkpoint_info.trial_id(c),
         c.steps_completed,
         render.local_time(c.report_time),
         c.uuid,
-        render.optional_number(c.searcher_metric),
+        render.optional_number(checkpoint_info.searcher_metric(c)),
         json.dumps(_metadata(c), indent=4, sort_keys=True),
     ]
 
 
 def _metadata(c: v1.Checkpoint) -> dict[str, Any]:
-    value = json.loads(c.metadata) if c.metadata else {}
-    return value if isinstance(value, dict) else {}
+    return structs.python(c.metadata)
 
 
 def describe(args: argparse.Namespace) -> int:
@@ -157,9 +162,10 @@ def fetch_files(c: v1.Checkpoint, output_dir: str | None, *, quiet: bool, mode: 
             "--mode master is not offered by pydet: the master does not serve checkpoint "
             "files; use --mode direct or auto"
         )
-    if c.state == "DELETED":
+    if c.state == v1.CheckpointState.DELETED:
         raise errors.FailedPrecondition(f"checkpoint {c.uuid} was deleted")
-    path = checkpoint_files.download(c.uuid, c.storage, output_dir, metadata=_metadata(c))
+    storage = structs.python(c.storage)
+    path = checkpoint_files.download(c.uuid, storage, output_dir, metadata=_metadata(c))
     if quiet:
         print(path)
         return

@@ -7,8 +7,9 @@ the interpreter's start."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from determined.common import errors
 from pydet.cli import Subparsers, ntsc
@@ -40,6 +41,16 @@ def add_parser(nouns: Subparsers) -> None:
     ntsc.add_common_parsers(verbs, API)
 
 
+def _config(text: str) -> dict[str, Any]:
+    """``load_config``'s text as an object: JSON without the YAML parser when it is JSON."""
+    if text.startswith("{"):
+        found: dict[str, Any] = json.loads(text)
+        return found
+    from determined.common import expconf
+
+    return expconf.load_yaml(text)
+
+
 def run(args: argparse.Namespace) -> int:
     from determined.api import lite as v1
     from pydet.cli import quick
@@ -60,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                 raise errors.NotFound(f"workspace {args.workspace_name!r} not found")
             workspace_id = ntsc.check_workspace(args.workspace_name, found[0])
         request = v1.LaunchCommandRequest(
-            config=text,
+            config=v1.struct_of(_config(text)),
             template_name=args.template or "",
             context=context,
             workspace_id=workspace_id,

@@ -119,14 +119,14 @@ def _submit(
     project_id: int = 0,
 ) -> int:
     request = v1.CreateExperimentRequest(
-        config=text, context=context, paused=paused, project_id=project_id
+        config=text, context=context, activate=not paused, project_id=project_id
     )
 
     async def body(s: client.Session) -> int:
         response = await s.call(s.stub.create_experiment(request))
         exp_id: int = rpc.present(response.experiment, "experiment").id
         print(f"Created experiment {exp_id}", flush=True)
-        for warning in response.warnings:
+        for warning in response.warning_messages:
             print(f"Warning: {warning}", file=sys.stderr)
         if not follow:
             return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import yaml
 
 from determined.api.gen import v1
-from determined.common import client, errors, expconf
+from determined.common import checkpoint_info, client, errors, expconf, structs
 from pydet.cli import (
     Subparsers,
     checkpoint,
@@ -181,9 +180,7 @@ def list_experiments(args: argparse.Namespace) -> int:
     ones too (and an Archived column)."""
 
     async def body(s: client.Session) -> list[v1.Experiment]:
-        request = v1.GetExperimentsRequest(
-            order_by="id", project_id=args.project_id, labels=args.labels
-        )
+        request = v1.GetExperimentsRequest(project_id=args.project_id, labels=args.labels)
         if not args.all:
             me = rpc.present((await s.call(s.stub.get_me(v1.GetMeRequest()))).user, "user")
             request.archived = False
@@ -196,7 +193,7 @@ def list_experiments(args: argparse.Namespace) -> int:
     if args.show_project:
         headers += ["Workspace", "Project"]
         rows = [
-            [*row, e.workspace or "Uncategorized", e.project or "Uncategorized"]
+            [*row, e.workspace_name or "Uncategorized", e.project_name or "Uncategorized"]
             for row, e in zip(rows, experiments, strict=True)
         ]
     as_json = [render.message_dict(e) for e in experiments]
@@ -254,7 +251,7 @@ def describe(args: argparse.Namespace) -> int:
             continue
         if i:
             print()
-        print_described(e, trials, best, json.loads(resp.config) if resp.config else {})
+        print_described(e, trials, best, structs.python(resp.config))
         if resp.imported_trials:
             print()
             print(imported_text(resp.imported_trials))
@@ -273,7 +270,7 @@ async def _reported(s: client.Session, exp_id: int, trials: list[v1.Trial]) -> R
     for t in trials:
         req = v1.GetTrialMetricsRequest(trial_id=t.id)
         reports = list((await s.call(s.stub.get_trial_metrics(req))).reports)
-        out[t.id] = (reports, [c for c in ckpts.checkpoints if c.trial_id == t.id])
+        out[t.id] = (reports, [c for c in ckpts.checkpoints if checkpoint_info.trial_id(c) == t.id])
     return out
 
 
@@ -315,7 +312,7 @@ def print_described(
     front = pareto.front(trials, goals) if goals else []
     headers = (*render.EXPERIMENT_HEADERS, "Searcher", "Best Metric", "Archived", "Description")
     row = render.experiment_row(e)
-    row += [e.searcher_name, render.optional_number(e.best_searcher_metric), e.archived]
+    row += [e.searcher_type, render.optional_number(e.best_trial_searcher_metric), e.archived]
     row.append(e.description)
     print(render.table(headers, [row]))
     print("\nTrials:")
@@ -339,11 +336,11 @@ def describe_json(
     ``{"experiment": {...}, ...}`` (the experiment with its filled config), plus its
     trials and the best of them."""
     experiment: dict[str, Any] = render.message_dict(rpc.present(resp.experiment, "experiment"))
-    config = json.loads(resp.config) if resp.config else None
+    config = structs.python(resp.config) if resp.config is not None else None
     experiment["config"] = config
     out: dict[str, Any] = {
         "experiment": experiment,
-        "job_summary": None,
+        "job_summary": None if resp.job_summary is None else render.message_dict(resp.job_summary),
         "trials": [render.message_dict(t) for t in trials],
         "best_trial": None if best is None else render.message_dict(best),
         # Trials of searcher.source_experiment_id that seeded the search; never run here.
@@ -367,7 +364,7 @@ def imported_text(imported: list[v1.ImportedTrial]) -> str:
             i.source_trial_id,
             i.steps_completed,
             render.optional_number(i.best_validation_metric),
-            ", ".join(f"{k}={v}" for k, v in _flat(json.loads(i.hparams or "{}"))),
+            ", ".join(f"{k}={v}" for k, v in _flat(structs.python(i.hparams))),
             i.note or "used",
         ]
         for i in imported
@@ -401,8 +398,7 @@ def best_trial_text(t: v1.Trial, metric: str) -> str:
     """`Best trial 7: val_loss 0.0812` and its hyperparameters, one dotted name a line."""
     name = metric or "validation metric"
     lines = [f"Best trial {t.id}: {name} {render.optional_number(t.best_validation_metric)}"]
-    hparams = json.loads(t.hparams) if t.hparams else {}
-    lines += [f"  {key}: {value}" for key, value in _flat(hparams)]
+    lines += [f"  {key}: {value}" for key, value in _flat(structs.python(t.hparams))]
     return "\n".join(lines)
 
 
@@ -417,11 +413,11 @@ def _flat(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def show_config(args: argparse.Namespace) -> int:
-    async def body(s: client.Session) -> str:
+    async def body(s: client.Session) -> dict[str, Any]:
         request = v1.GetExperimentRequest(experiment_id=args.experiment_id)
-        return str((await s.call(s.stub.get_experiment(request))).config)
+        return structs.python((await s.call(s.stub.get_experiment(request))).config)
 
-    filled = json.loads(rpc.run(args.master, body) or "{}")
+    filled = rpc.run(args.master, body)
     sys.stdout.write(yaml.safe_dump(filled, sort_keys=False, default_flow_style=False))
     return 0
 
@@ -451,13 +447,18 @@ def download(args: argparse.Namespace) -> int:
             return exp, checkpoint.ranked(live, smaller_is_better=exp.smaller_is_better)
         # By another validation metric: each trial's checkpoints by its own validations.
         scored: list[tuple[float, v1.Checkpoint]] = []
-        for trial_id in sorted({c.trial_id for c in live}):
+        for trial_id in sorted({checkpoint_info.trial_id(c) for c in live}):
             req = v1.GetTrialMetricsRequest(trial_id=trial_id, group="validation")
             validations = list((await s.call(s.stub.get_trial_metrics(req))).reports)
-            mine = [c for c in live if c.trial_id == trial_id]
+            mine = [c for c in live if checkpoint_info.trial_id(c) == trial_id]
             scored += trial.scored_by(mine, validations, args.sort_by)
         sign = 1.0 if args.smaller_is_better else -1.0
-        return exp, [c for _, c in sorted(scored, key=lambda p: (sign * p[0], p[1].report_time))]
+        return exp, [
+            c
+            for _, c in sorted(
+                scored, key=lambda p: (sign * p[0], render.seconds(p[1].report_time))
+            )
+        ]
 
     exp, ranked = rpc.run(args.master, body)
     best = ranked[: args.top_n]

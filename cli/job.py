@@ -82,12 +82,12 @@ def job_row(i: int, j: v1.Job) -> list[Any]:
     return [
         i,
         j.job_id,
-        j.type,
+        j.type.proto_name,
         j.name,
         j.priority,
         render.local_time(j.submission_time),
-        f"{j.acquired_slots}/{j.needed_slots}",
-        j.state,
+        f"{j.allocated_slots}/{j.requested_slots}",
+        j.summary.state.proto_name if j.summary is not None else "",
         j.username,
     ]
 

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from determined.api.gen import v1
-from determined.common import client, structs
+from determined.common import checkpoint_info, client, structs
 from pydet.cli import Subparsers, render, rpc, workspace
 
 MODEL_HEADERS = (
@@ -127,11 +127,11 @@ def _show_versions(versions: list[v1.ModelVersion]) -> None:
             [
                 v.version,
                 v.name,
-                c.trial_id or "",
+                checkpoint_info.trial_id(c) or "",
                 c.steps_completed,
                 c.uuid,
-                render.optional_number(c.searcher_metric),
-                render.compact_json(c.metadata or "{}"),
+                render.optional_number(checkpoint_info.searcher_metric(c)),
+                render.compact_json(json.dumps(structs.python(c.metadata))),
             ]
         )
     print(render.table(VERSION_HEADERS, rows))

@@ -89,9 +89,9 @@ async def _wait_ready(s: client.Session, nb: v1.Notebook, url: str) -> None:
     """Until JupyterLab answers through the proxy; the notebook is killed if it never does."""
     deadline = time.monotonic() + START_TIMEOUT
     while True:
-        if nb.state == "STATE_TERMINATED":
+        if ntsc.state_name(nb) == "STATE_TERMINATED":
             raise await _why_it_ended(s, nb)
-        if nb.state == "STATE_RUNNING" and await asyncio.to_thread(
+        if ntsc.state_name(nb) == "STATE_RUNNING" and await asyncio.to_thread(
             _answers, url, s.token or "", s.cert_file
         ):
             return
@@ -116,7 +116,7 @@ def start(args: argparse.Namespace) -> int:
     from pydet.cli import rpc, tensorboard
 
     request = v1.LaunchNotebookRequest(
-        config=ntsc.load_config(args),
+        config=ntsc.config_struct(ntsc.load_config(args)),
         template_name=args.template or "",
         context=b"" if args.preview else ntsc.context_of(args),
         preview=args.preview,
@@ -126,7 +126,11 @@ def start(args: argparse.Namespace) -> int:
         request.workspace_id = await ntsc.workspace_id(s, args)
         launched = await s.call(s.stub.launch_notebook(request))
         if args.preview:
-            return launched.config
+            import json
+
+            from determined.common import structs
+
+            return json.dumps(structs.python(launched.config) if launched.config else {})
         nb = rpc.present(launched.notebook, "notebook")
         if args.detach:
             return nb.id
@@ -156,9 +160,9 @@ def open_notebook(args: argparse.Namespace) -> int:
         return (await API.get(s, await ntsc.expand(s, API, args.notebook_id)))[0]
 
     nb = rpc.run(args.master, body)
-    if nb.state != "STATE_RUNNING":
+    if ntsc.state_name(nb) != "STATE_RUNNING":
         raise errors.FailedPrecondition(
-            f"notebook {nb.id} is {nb.state}; it must be STATE_RUNNING to open"
+            f"notebook {nb.id} is {ntsc.state_name(nb)}; it must be STATE_RUNNING to open"
         )
     _show(args, tensorboard.url_of(args.master, nb.service_address))
     return 0

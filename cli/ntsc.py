@@ -41,10 +41,9 @@ class Task(Protocol):
     id: str
     username: str
     description: str
-    state: str
+    state: Any
     exit_status: str
     resource_pool: str
-    start_time: float
 
 
 @dataclass(frozen=True)
@@ -82,7 +81,11 @@ def api_for(noun: str) -> Api:
         from pydet.cli import rpc
 
         got = await s.call(stub(s, f"Get{kind}")(request(f"Get{kind}", **{key: task_id})))
-        return rpc.present(getattr(got, noun), noun), str(got.config)
+        import json
+
+        from determined.common import structs
+
+        return rpc.present(getattr(got, noun), noun), json.dumps(structs.python(got.config))
 
     async def kill(s: client.Session, task_id: str) -> Any:
         return await s.call(stub(s, f"Kill{kind}")(request(f"Kill{kind}", **{key: task_id})))
@@ -334,12 +337,32 @@ def add_common_parsers(verbs: Any, api: Api) -> None:
     p.set_defaults(func=lambda args: set_priority(args, api))
 
 
+def state_name(t: Task) -> str:
+    """A task's state by its name (``STATE_RUNNING``), from the full client's message (an
+    enum member) or the light one's (its number)."""
+    if isinstance(t.state, int) and not hasattr(t.state, "proto_name"):
+        from determined.api import lite
+
+        return "STATE_" + lite.enum_name("TensorboardState", t.state)
+    return str(t.state.proto_name or t.state.name)
+
+
+def config_struct(text: str) -> Any:
+    """A launch request's config (YAML or JSON text, as ``load_config`` gives it) as the
+    Struct the request carries; None for no config."""
+    if not text:
+        return None
+    from determined.common import expconf, structs
+
+    return structs.struct(expconf.load_yaml(text))
+
+
 def row(t: Task) -> list[Any]:
     return [
         t.id,
         t.username,
         t.description,
-        t.state.removeprefix("STATE_"),
+        state_name(t).removeprefix("STATE_"),
         t.exit_status or "N/A",
         t.resource_pool,
     ]
@@ -361,7 +384,8 @@ def list_tasks(args: argparse.Namespace, api: Api) -> int:
         for t in tasks:
             print(t.id)
         return 0
-    listing.show(args, HEADERS, [row(t) for t in tasks], [render.message_dict(t) for t in tasks])
+    shown = [{**render.message_dict(t), "state": state_name(t)} for t in tasks]
+    listing.show(args, HEADERS, [row(t) for t in tasks], shown)
     return 0
 
 
@@ -436,8 +460,10 @@ def logs_request(task_id: str, args: argparse.Namespace) -> v1.TaskLogsRequest:
         head=getattr(args, "head", None) or 0,
         tail=getattr(args, "tail", None) or 0,
         rank_ids=list(getattr(args, "rank_ids", [])),
-        min_level=getattr(args, "level", None) or "",
-        search=getattr(args, "search", None) or "",
+        min_level=v1.LogLevel[args.level.upper()]
+        if getattr(args, "level", None)
+        else v1.LogLevel.UNSPECIFIED,
+        search_text=getattr(args, "search", None) or "",
         allocation_ids=list(getattr(args, "allocation_ids", [])),
         agent_ids=list(getattr(args, "agent_ids", [])),
         container_ids=list(getattr(args, "container_ids", [])),

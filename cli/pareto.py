@@ -4,7 +4,7 @@ itself is computed by :mod:`determined.common.pareto`, which the master also use
 from __future__ import annotations
 
 from determined.api.gen import v1
-from determined.common import pareto
+from determined.common import pareto, structs
 from determined.common.pareto import Objective, objectives
 
 __all__ = ["Objective", "front", "front_text", "objectives"]
@@ -16,7 +16,10 @@ def front(trials: list[v1.Trial], goals: list[Objective]) -> list[tuple[v1.Trial
     for trial in trials:
         if trial.state != v1.State.COMPLETED:
             continue
-        found = pareto.values(trial.latest_validation, goals)
+        latest = trial.latest_validation
+        found = pareto.values(
+            structs.python(latest.metrics.avg_metrics) if latest and latest.metrics else {}, goals
+        )
         if found is not None:
             points.append(((trial, found), found))
     return pareto.front(points, goals)

@@ -104,8 +104,8 @@ async def _experiments(
 ) -> list[v1.Experiment]:
     req = v1.GetExperimentsRequest(
         project_id=project.id,
-        order_by=getattr(args, "sort_by", "id"),
-        descending=getattr(args, "order_by", "asc") == "desc",
+        sort_by=v1.GetExperimentsRequestSortBy[str(getattr(args, "sort_by", "id")).upper()],
+        order_by=v1.OrderBy.DESC if getattr(args, "order_by", "asc") == "desc" else v1.OrderBy.ASC,
     )
     if not args.all:
         me = rpc.present((await s.call(s.stub.get_me(v1.GetMeRequest()))).user, "user")

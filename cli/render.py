@@ -22,7 +22,7 @@ import betterproto2
 from tabulate import tabulate  # type: ignore[import-untyped]
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import checkpoint_info, errors, structs
 
 # Proto fields that carry a JSON document as a string; --json output inlines them.
 _JSON_STRING_FIELDS = frozenset(
@@ -50,17 +50,28 @@ def to_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=False)
 
 
-def local_time(seconds: float | None) -> str:
-    """Seconds since the epoch as local `YYYY-MM-DD HH:MM:SS`; "" for unset (0 or None)."""
-    if not seconds:
+Time = float | datetime.datetime | None
+
+
+def seconds(when: Time) -> float:
+    """A time as seconds since the epoch: API messages hold datetimes, task messages floats."""
+    if isinstance(when, datetime.datetime):
+        return when.timestamp()
+    return when or 0.0
+
+
+def local_time(when: Time) -> str:
+    """A time as local `YYYY-MM-DD HH:MM:SS`; "" for unset (0 or None)."""
+    since_epoch = seconds(when)
+    if not since_epoch:
         return ""
-    return datetime.datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.datetime.fromtimestamp(since_epoch).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def iso_utc(seconds: float) -> str:
+def iso_utc(when: Time) -> str:
     """Log timestamps: ISO 8601 in UTC, like Determined's `det trial logs`."""
-    when = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
-    return when.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    utc = datetime.datetime.fromtimestamp(seconds(when), tz=datetime.UTC)
+    return utc.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def state_name(state: Any) -> str:
@@ -79,14 +90,17 @@ def optional_number(value: float | None) -> str:
     return "" if value is None else f"{value:.6g}"
 
 
-def compact_json(text: str) -> str:
-    """A JSON string field on one line with spaces (hyperparameters in a table cell)."""
-    if not text:
+def compact_json(value: str | betterproto2.Message | None) -> str:
+    """A JSON document (a string field, or a Struct) on one line with spaces
+    (hyperparameters in a table cell)."""
+    if isinstance(value, betterproto2.Message):
+        return json.dumps(_plain(value), separators=(", ", ": "))
+    if not value:
         return ""
     try:
-        return json.dumps(json.loads(text), separators=(", ", ": "))
+        return json.dumps(json.loads(value), separators=(", ", ": "))
     except ValueError:
-        return text
+        return value
 
 
 def human_bytes(n: int) -> str:
@@ -99,14 +113,13 @@ def human_bytes(n: int) -> str:
 
 
 def message_dict(message: betterproto2.Message) -> dict[str, Any]:
-    """A proto message as plain JSON-ready data, every field present, snake_case keys."""
-    raw = message.to_dict(
-        output_format=betterproto2.OutputFormat.PYTHON,
-        casing=betterproto2.Casing.SNAKE,
-        include_default_values=True,
-    )
-    cleaned: dict[str, Any] = _plain(raw)
-    return cleaned
+    """A proto message as plain JSON-ready data, every field present, snake_case keys;
+    times in RFC 3339, a Struct as its object."""
+    cls: Any = type(message)
+    return {
+        name.rstrip("_"): _plain(getattr(message, name), name)
+        for name in cls._betterproto.meta_by_field_name
+    }
 
 
 def proto_json(message: betterproto2.Message) -> dict[str, Any]:
@@ -124,8 +137,14 @@ def _plain(value: Any, key: str = "") -> Any:
     if isinstance(value, datetime.datetime):
         # A Timestamp field: RFC 3339 in UTC, as Determined's JSON has it.
         return value.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, betterproto2.Message):
+        if type(value).__name__ == "Struct":
+            return structs.python(value)  # type: ignore[arg-type]
+        return message_dict(value)
     if isinstance(value, enum.Enum):
         return state_name(value)
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
     if isinstance(value, Mapping):
         return {str(k): _plain(v, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -163,9 +182,9 @@ def experiment_row(e: v1.Experiment) -> list[Any]:
         e.id,
         e.username,
         e.name,
-        e.parent_id or "",
+        e.forked_from or "",
         state_name(e.state),
-        percent(e.progress),
+        percent(e.progress or 0.0),
         local_time(e.start_time),
         local_time(e.end_time),
         # An unmanaged run is in no pool: a script off the cluster reports it.
@@ -193,10 +212,10 @@ def trial_row(t: v1.Trial) -> list[Any]:
         state_name(t.state),
         state_name(t.phase),
         compact_json(t.hparams),
-        t.steps_completed,
+        t.total_batches_processed,
         t.restarts,
         optional_number(t.best_validation_metric),
-        t.log_signal or "",
+        t.log_policy_matched or "",
         local_time(t.start_time),
         local_time(t.end_time),
     ]
@@ -217,10 +236,10 @@ CHECKPOINT_HEADERS = (
 
 def checkpoint_row(c: v1.Checkpoint) -> list[Any]:
     return [
-        c.trial_id,
+        checkpoint_info.trial_id(c),
         c.steps_completed,
-        c.state,
-        optional_number(c.searcher_metric),
+        checkpoint_info.state(c),
+        optional_number(checkpoint_info.searcher_metric(c)),
         c.uuid,
         "\n".join(sorted(c.resources)),
         human_bytes(c.size),
@@ -236,7 +255,7 @@ def metric_row(r: v1.MetricReport) -> list[Any]:
 
 def log_line(log: v1.TaskLog) -> str:
     """One trial log line as Determined prints it: `[time] [rank=N] message`."""
-    rank = "" if log.rank is None else f"[rank={log.rank}] "
+    rank = "" if log.rank_id is None else f"[rank={log.rank_id}] "
     message = log.message.rstrip("\r\n")
     return f"[{iso_utc(log.timestamp)}] {rank}{message}"
 

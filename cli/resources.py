@@ -138,18 +138,19 @@ POOL_HEADERS = ("Name", "Description", "Scheduler", "Fitting", "Agents", "Slots"
 
 def list_pools(args: argparse.Namespace) -> int:
     async def body(s: client.Session) -> list[v1.ResourcePool]:
-        return list((await s.call(s.stub.get_resource_pools(v1.GetResourcePoolsRequest()))).pools)
+        req = v1.GetResourcePoolsRequest()
+        return list((await s.call(s.stub.get_resource_pools(req))).resource_pools)
 
     pools = rpc.run(args.master, body)
     rows = [
         [
             p.name,
             p.description,
-            p.scheduler,
-            p.fitting_policy,
+            render.state_name(p.scheduler_type).lower(),
+            render.state_name(p.scheduler_fitting_policy).lower(),
             p.num_agents,
-            f"{p.slots_used}/{p.slots_total}",
-            p.is_default,
+            f"{p.slots_used}/{p.slots_available}",
+            p.default_compute_pool,
         ]
         for p in pools
     ]

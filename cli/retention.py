@@ -9,7 +9,7 @@ import math
 import pathlib
 
 from determined.api.gen import v1
-from determined.common import client, errors
+from determined.common import checkpoint_info, client, errors
 from pydet.cli import Subparsers, render, rpc
 
 MAX_DAYS = 32767
@@ -79,13 +79,22 @@ def set_gc_policy(args: argparse.Namespace) -> int:
     if not args.yes:
         found = rpc.run(args.master, preview)
         metric = found.metric_name or "searcher metric"
-        validated = [c for c in found.checkpoints if c.searcher_metric is not None]
+        validated = [c for c in found.checkpoints if checkpoint_info.searcher_metric(c) is not None]
         if validated:
             print("These checkpoints with a validation would be deleted by this policy:")
             headers = ("Trial ID", "Steps", "State", f"Validation Metric ({metric})", "UUID")
             rows = [
-                [c.trial_id, c.steps_completed, c.state, _metric(c.searcher_metric), c.uuid]
-                for c in sorted(validated, key=lambda c: (c.trial_id, c.report_time))
+                [
+                    checkpoint_info.trial_id(c),
+                    c.steps_completed,
+                    checkpoint_info.state(c),
+                    _metric(checkpoint_info.searcher_metric(c)),
+                    c.uuid,
+                ]
+                for c in sorted(
+                    validated,
+                    key=lambda c: (checkpoint_info.trial_id(c), render.seconds(c.report_time)),
+                )
             ]
             print(render.table(headers, rows))
         unvalidated = len(found.checkpoints) - len(validated)

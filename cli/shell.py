@@ -140,13 +140,14 @@ def _running(master: str | None, shell_id: str, *, wait: bool) -> Any:
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             shell = s.call("get_shell", v1.GetShellRequest(shell_id=shell_id)).shell
-            if shell.state == "STATE_RUNNING" and shell.agent_user:
+            if ntsc.state_name(shell) == "STATE_RUNNING" and shell.agent_user:
                 return shell
-            if shell.state == "STATE_TERMINATED":
+            if ntsc.state_name(shell) == "STATE_TERMINATED":
                 raise errors.DetError(f"shell {shell_id} has ended: {shell.exit_status}")
             if not wait:
+                state = ntsc.state_name(shell)
                 raise errors.FailedPrecondition(
-                    f"shell {shell_id} is {shell.state}; it must be STATE_RUNNING to open"
+                    f"shell {shell_id} is {state}; it must be STATE_RUNNING to open"
                 )
             if time.monotonic() > deadline:
                 s.call("kill_shell", v1.KillShellRequest(shell_id=shell_id))
@@ -193,7 +194,7 @@ def start(args: argparse.Namespace) -> int:
     if not args.detach:
         _ssh()  # before anything is launched
     request = v1.LaunchShellRequest(
-        config=ntsc.load_config(args),
+        config=ntsc.config_struct(ntsc.load_config(args)),
         template_name=args.template or "",
         context=ntsc.context_of(args),
     )

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from determined.api.gen import v1
-from determined.common import client, errors
+from determined.common import client, errors, structs
 from pydet.cli import Subparsers, generic_task, listing, ntsc, render, rpc, trial
 
 HEADERS = (
@@ -158,8 +158,7 @@ def config(args: argparse.Namespace) -> int:
             t = await _trial_of_task(s, args.task_id)
             req = v1.GetExperimentRequest(experiment_id=t.experiment_id)
             resp = await s.call(s.stub.get_experiment(req))
-            found: dict[str, Any] = json.loads(resp.config or "{}")
-            return found
+            return structs.python(resp.config)
         generic = await _generic_config(s, args.task_id)
         text = generic if generic is not None else (await _found(s, args.task_id))[1]
         stored: dict[str, Any] = json.loads(text or "{}")

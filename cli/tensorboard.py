@@ -144,7 +144,7 @@ def row(t: v1.Tensorboard) -> list[Any]:
         t.id,
         t.username,
         t.description,
-        t.state,
+        t.state.proto_name,
         ", ".join(map(str, t.experiment_ids)),
         ", ".join(map(str, t.trial_ids)),
         t.exit_status or "N/A",
@@ -194,7 +194,7 @@ def start(args: argparse.Namespace) -> int:
     request = v1.LaunchTensorboardRequest(
         experiment_ids=args.experiment_ids,
         trial_ids=args.trial_ids,
-        config=ntsc.load_config(args),
+        config=ntsc.config_struct(ntsc.load_config(args)),
         context=ntsc.context_of(args),
     )
 
@@ -206,10 +206,10 @@ def start(args: argparse.Namespace) -> int:
             return t
         ntsc.launched("tensorboard", t.id, t.description)
         deadline = time.monotonic() + START_TIMEOUT
-        while t.state not in ("STATE_RUNNING", "STATE_TERMINATED"):
+        while t.state not in (v1.TensorboardState.RUNNING, v1.TensorboardState.TERMINATED):
             if time.monotonic() > deadline:
                 raise errors.DetError(
-                    f"tensorboard {t.id} is still {t.state} after {START_TIMEOUT:.0f}s; "
+                    f"tensorboard {t.id} is still {t.state.proto_name} after {START_TIMEOUT:.0f}s; "
                     f"see `det tensorboard list` (it keeps starting in the background)"
                 )
             await asyncio.sleep(0.5)
@@ -223,7 +223,7 @@ def start(args: argparse.Namespace) -> int:
     if args.detach:
         print(t.id)
         return 0
-    if t.state != "STATE_RUNNING":
+    if t.state != v1.TensorboardState.RUNNING:
         raise errors.DetError(f"tensorboard {t.id} ended before it served: {t.exit_status}")
     _show(args, t)
     return 0
@@ -237,9 +237,9 @@ def open_tensorboard(args: argparse.Namespace) -> int:
         return rpc.present(got.tensorboard, "tensorboard")
 
     t = rpc.run(args.master, body)
-    if t.state != "STATE_RUNNING":
+    if t.state != v1.TensorboardState.RUNNING:
         raise errors.FailedPrecondition(
-            f"tensorboard {t.id} is {t.state}; it must be STATE_RUNNING to open"
+            f"tensorboard {t.id} is {t.state.proto_name}; it must be STATE_RUNNING to open"
         )
     _show(args, t)
     return 0

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from determined.api.gen import v1
-from determined.common import client, errors
+from determined.common import checkpoint_info, client, errors, timestamps
 from pydet.cli import Subparsers, checkpoint, listing, render, retention, rpc, support_bundle
 from pydet.cli.log_flags import LOG_LEVELS as LOG_LEVELS
 from pydet.cli.log_flags import add_log_flags as add_log_flags
@@ -79,15 +79,15 @@ def log_filters(args: argparse.Namespace) -> dict[str, Any]:
         "head": args.head or 0,
         "tail": args.tail or 0,
         "rank_ids": list(args.rank_ids),
-        "min_level": args.level or "",
-        "search": args.search or "",
+        "min_level": v1.LogLevel[args.level.upper()] if args.level else v1.LogLevel.UNSPECIFIED,
+        "search_text": args.search or "",
         "allocation_ids": list(args.allocation_ids),
         "agent_ids": list(args.agent_ids),
         "container_ids": list(args.container_ids),
         "stdtypes": list(args.stdtypes),
         "sources": list(args.sources),
-        "timestamp_before": args.timestamp_before,
-        "timestamp_after": args.timestamp_after,
+        "timestamp_before": timestamps.to_datetime(args.timestamp_before),
+        "timestamp_after": timestamps.to_datetime(args.timestamp_after),
     }
 
 
@@ -145,13 +145,13 @@ def describe(args: argparse.Namespace) -> int:
         trial.experiment_id,
         render.state_name(trial.state),
         render.compact_json(trial.hparams),
-        trial.steps_completed,
+        trial.total_batches_processed,
         trial.restarts,
         render.optional_number(trial.best_validation_metric),
         trial.latest_checkpoint_uuid or "",
         trial.warm_start_checkpoint_uuid or "",
         "" if trial.parent_trial_id is None else trial.parent_trial_id,
-        trial.log_signal or "",
+        trial.log_policy_matched or "",
         render.local_time(trial.start_time),
         render.local_time(trial.end_time),
     ]
@@ -159,7 +159,7 @@ def describe(args: argparse.Namespace) -> int:
         sys.stdout.write(render.csv(headers, [row]))
         return 0
     print(render.table(headers, [row]))
-    if trial.metadata and trial.metadata != "{}":
+    if trial.metadata is not None and trial.metadata.fields:
         print(f"\nMetadata: {render.compact_json(trial.metadata)}")
     if reports:
         print("\nMetrics:")
@@ -240,7 +240,9 @@ def ranked_by(
     """The checkpoints with a validation of ``metric`` at their step, best first."""
     sign = 1.0 if smaller_is_better else -1.0
     scored = scored_by(checkpoints, validations, metric)
-    return [c for _, c in sorted(scored, key=lambda p: (sign * p[0], p[1].report_time))]
+    return [
+        c for _, c in sorted(scored, key=lambda p: (sign * p[0], render.seconds(p[1].report_time)))
+    ]
 
 
 def download(args: argparse.Namespace) -> int:
@@ -267,7 +269,11 @@ def download(args: argparse.Namespace) -> int:
         elif args.best:
             chosen = checkpoint.ranked(found, smaller_is_better=exp.smaller_is_better)
         else:
-            chosen = sorted(found, key=lambda c: (c.steps_completed, c.report_time), reverse=True)
+            chosen = sorted(
+                found,
+                key=lambda c: (c.steps_completed, render.seconds(c.report_time)),
+                reverse=True,
+            )
         if not chosen:
             what = f"with a validation of {args.sort_by or 'the searcher metric'}"
             what = what if args.best else "left"
@@ -275,9 +281,9 @@ def download(args: argparse.Namespace) -> int:
         return chosen[0]
 
     c = rpc.run(args.master, body)
-    if c.trial_id != args.trial_id:
+    if checkpoint_info.trial_id(c) != args.trial_id:
         raise errors.InvalidArgument(
-            f"checkpoint {c.uuid} is of trial {c.trial_id}, not {args.trial_id}"
+            f"checkpoint {c.uuid} is of trial {checkpoint_info.trial_id(c)}, not {args.trial_id}"
         )
     checkpoint.fetch_files(c, args.output_dir, quiet=args.quiet, mode=args.mode)
     return 0

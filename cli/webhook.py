@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from determined.api.gen import v1
-from determined.common import client, errors
+from determined.common import client, errors, structs
 from pydet.cli import Subparsers, render, rpc
 
 TRIGGERS = ("EXPERIMENT_STATE_CHANGE", "CUSTOM")
@@ -77,7 +76,7 @@ def _triggers(args: argparse.Namespace) -> list[v1.Trigger]:
     return [
         v1.Trigger(
             trigger_type=v1.TriggerType.EXPERIMENT_STATE_CHANGE,
-            condition=json.dumps({"state": s}),
+            condition=structs.struct({"state": s}),
         )
         for s in states
     ]
@@ -104,7 +103,7 @@ def create(args: argparse.Namespace) -> int:
 
 def _describe(t: v1.Trigger) -> str:
     if t.trigger_type == v1.TriggerType.EXPERIMENT_STATE_CHANGE:
-        return f"EXPERIMENT_STATE_CHANGE {json.loads(t.condition or '{}').get('state', '')}"
+        return f"EXPERIMENT_STATE_CHANGE {structs.python(t.condition).get('state', '')}"
     return t.trigger_type.name
 
 

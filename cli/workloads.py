@@ -70,7 +70,7 @@ def rows(
             [
                 trial_id,
                 step,
-                render.local_time(max(times)) if times else "",
+                render.local_time(max(render.seconds(x) for x in times)) if times else "",
                 *(_number(t_metrics.get(n)) for n in training),
                 c.uuid if c else "",
                 render.local_time(c.report_time) if c else "",

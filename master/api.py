@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from determined.api.gen import v1
-from determined.common import errors
-from pydet.master import queries
+from determined.api.gen.google.protobuf import Struct
+from determined.common import errors, structs
+from pydet.master import convert, queries
 from pydet.master.api_admin import AdminRpcs
 from pydet.master.auth.access import Access
 from pydet.master.auth.authenticator import Authenticator
@@ -71,8 +72,8 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         return v1.GetMeResponse(user=profiles.message(await self.users.get(_user().id)))
 
     async def get_users(self, message: v1.GetUsersRequest) -> v1.GetUsersResponse:
-        found = await self.users.all(active=message.active)
-        return v1.GetUsersResponse(users=[profiles.message(u) for u in found])
+        found = [profiles.message(u) for u in await self.users.all(active=message.active)]
+        return v1.GetUsersResponse(users=found, pagination=convert.pagination(len(found)))
 
     async def get_user(self, message: v1.GetUserRequest) -> v1.GetUserResponse:
         return v1.GetUserResponse(user=profiles.message(await self.users.get(message.user_id)))
@@ -131,9 +132,7 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
     async def get_experiment_trials(
         self, message: v1.GetExperimentTrialsRequest
     ) -> v1.GetExperimentTrialsResponse:
-        return v1.GetExperimentTrialsResponse(
-            trials=await self.s.get_experiment_trials(message.experiment_id)
-        )
+        return await self.s.get_experiment_trials(message)
 
     async def get_experiment_context(
         self, message: v1.GetExperimentContextRequest
@@ -287,10 +286,10 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
     async def get_resource_pools(
         self, message: v1.GetResourcePoolsRequest
     ) -> v1.GetResourcePoolsResponse:
-        return v1.GetResourcePoolsResponse(pools=self.s.get_resource_pools())
+        return self.s.get_resource_pools()
 
     async def get_jobs(self, message: v1.GetJobsRequest) -> v1.GetJobsResponse:
-        return v1.GetJobsResponse(jobs=self.s.get_jobs(message.resource_pool))
+        return self.s.get_jobs(message)
 
     async def get_tasks(self, message: v1.GetTasksRequest) -> v1.GetTasksResponse:
         return v1.GetTasksResponse(allocation_id_to_summary=self.s.get_tasks())
@@ -394,10 +393,11 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         return v1.GetCheckpointResponse(checkpoint=await self.s.get_checkpoint(message.uuid))
 
     async def get_checkpoints(self, message: v1.GetCheckpointsRequest) -> v1.GetCheckpointsResponse:
+        found = await self.s.get_checkpoints(
+            experiment_id=message.experiment_id, trial_id=message.trial_id
+        )
         return v1.GetCheckpointsResponse(
-            checkpoints=await self.s.get_checkpoints(
-                experiment_id=message.experiment_id, trial_id=message.trial_id
-            )
+            checkpoints=found, pagination=convert.pagination(len(found))
         )
 
     async def delete_checkpoints(
@@ -420,7 +420,7 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         c = message.checkpoint
         if c is None or not c.uuid:
             raise errors.InvalidArgument("checkpoint.uuid is required")
-        await self.s.checkpoints.set_metadata(c.uuid, c.metadata)
+        await self.s.checkpoints.set_metadata(c.uuid, structs.python(c.metadata))
         return v1.PostCheckpointMetadataResponse(checkpoint=await self.s.get_checkpoint(c.uuid))
 
     # -- webhooks ----------------------------------------------------------------------------
@@ -432,9 +432,8 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         return v1.PostWebhookResponse(webhook=created.to_proto())
 
     async def get_webhooks(self, message: v1.GetWebhooksRequest) -> v1.GetWebhooksResponse:
-        return v1.GetWebhooksResponse(
-            webhooks=[w.to_proto() for w in await self.s.webhooks.store.all()]
-        )
+        hooks = [w.to_proto() for w in await self.s.webhooks.store.all()]
+        return v1.GetWebhooksResponse(webhooks=hooks, pagination=convert.pagination(len(hooks)))
 
     async def delete_webhook(self, message: v1.DeleteWebhookRequest) -> v1.DeleteWebhookResponse:
         await self.s.webhooks.store.delete(message.id)
@@ -487,7 +486,10 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         self, message: v1.GetTensorboardsRequest
     ) -> v1.GetTensorboardsResponse:
         live = self.s.live_tasks(TaskType.TENSORBOARD, list(message.users), message.workspace_id)
-        return v1.GetTensorboardsResponse(tensorboards=[tensorboards.to_proto(tb) for tb in live])
+        boards = [tensorboards.to_proto(tb) for tb in live]
+        return v1.GetTensorboardsResponse(
+            tensorboards=boards, pagination=convert.pagination(len(boards))
+        )
 
     async def get_tensorboard(self, message: v1.GetTensorboardRequest) -> v1.GetTensorboardResponse:
         tb = await self.s.tensorboards.get(message.tensorboard_id)
@@ -688,31 +690,34 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         self,
         task_type: TaskType,
         message: v1.LaunchCommandRequest | v1.LaunchNotebookRequest | v1.LaunchShellRequest,
-    ) -> tuple[GenericTask, str]:
+    ) -> tuple[GenericTask, Struct]:
         """A command, notebook or shell launched as the calling user, and its config."""
         task = await self.s.launch_task(
             task_type,
             _user().username,
-            message.config,
+            json.dumps(structs.python(message.config)) if message.config is not None else "",
             template_name=message.template_name,
             context=message.context,
             workspace_id=message.workspace_id,
             preview=getattr(message, "preview", False),
         )
-        return task, json.dumps(task.config)
+        return task, structs.struct(task.config)
 
     async def launch_command(self, message: v1.LaunchCommandRequest) -> v1.LaunchCommandResponse:
         task, config = await self._launched(TaskType.COMMAND, message)
         return v1.LaunchCommandResponse(command=commands.to_proto(task), config=config)
 
     async def get_commands(self, message: v1.GetCommandsRequest) -> v1.GetCommandsResponse:
-        live = self.s.live_tasks(TaskType.COMMAND, list(message.users), message.workspace_id)
-        return v1.GetCommandsResponse(commands=[commands.to_proto(t) for t in live])
+        live = [
+            commands.to_proto(t)
+            for t in self.s.live_tasks(TaskType.COMMAND, list(message.users), message.workspace_id)
+        ]
+        return v1.GetCommandsResponse(commands=live, pagination=convert.pagination(len(live)))
 
     async def get_command(self, message: v1.GetCommandRequest) -> v1.GetCommandResponse:
         task = await self.s.generic.get(message.command_id, TaskType.COMMAND)
         return v1.GetCommandResponse(
-            command=commands.to_proto(task), config=json.dumps(task.config)
+            command=commands.to_proto(task), config=structs.struct(task.config)
         )
 
     async def kill_command(self, message: v1.KillCommandRequest) -> v1.KillCommandResponse:
@@ -736,13 +741,16 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         return v1.LaunchNotebookResponse(notebook=notebooks.to_proto(task), config=config)
 
     async def get_notebooks(self, message: v1.GetNotebooksRequest) -> v1.GetNotebooksResponse:
-        live = self.s.live_tasks(TaskType.NOTEBOOK, list(message.users), message.workspace_id)
-        return v1.GetNotebooksResponse(notebooks=[notebooks.to_proto(t) for t in live])
+        live = [
+            notebooks.to_proto(t)
+            for t in self.s.live_tasks(TaskType.NOTEBOOK, list(message.users), message.workspace_id)
+        ]
+        return v1.GetNotebooksResponse(notebooks=live, pagination=convert.pagination(len(live)))
 
     async def get_notebook(self, message: v1.GetNotebookRequest) -> v1.GetNotebookResponse:
         task = await self.s.generic.get(message.notebook_id, TaskType.NOTEBOOK)
         return v1.GetNotebookResponse(
-            notebook=notebooks.to_proto(task), config=json.dumps(task.config)
+            notebook=notebooks.to_proto(task), config=structs.struct(task.config)
         )
 
     async def kill_notebook(self, message: v1.KillNotebookRequest) -> v1.KillNotebookResponse:
@@ -770,14 +778,17 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         return v1.LaunchShellResponse(shell=shells.to_proto(task, with_key=True), config=config)
 
     async def get_shells(self, message: v1.GetShellsRequest) -> v1.GetShellsResponse:
-        live = self.s.live_tasks(TaskType.SHELL, list(message.users), message.workspace_id)
-        return v1.GetShellsResponse(shells=[shells.to_proto(t) for t in live])
+        live = [
+            shells.to_proto(t)
+            for t in self.s.live_tasks(TaskType.SHELL, list(message.users), message.workspace_id)
+        ]
+        return v1.GetShellsResponse(shells=live, pagination=convert.pagination(len(live)))
 
     async def get_shell(self, message: v1.GetShellRequest) -> v1.GetShellResponse:
         # Its rule lets only its owner or an admin this far: the key is theirs.
         task = await self.s.generic.get(message.shell_id, TaskType.SHELL)
         return v1.GetShellResponse(
-            shell=shells.to_proto(task, with_key=True), config=json.dumps(task.config)
+            shell=shells.to_proto(task, with_key=True), config=structs.struct(task.config)
         )
 
     async def kill_shell(self, message: v1.KillShellRequest) -> v1.KillShellResponse:

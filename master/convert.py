@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime
+import json
+import time
 
 from determined.api.gen import v1
-from determined.common import structs
+from determined.common import structs, timestamps
 from pydet.master import queries
-from pydet.master.auth.redaction import redacted, redacted_json
+from pydet.master.auth.redaction import redacted, redacted_json, redacted_yaml
 from pydet.master.experiments import shown_state
 from pydet.master.experiments.trial_lifecycle import TrialPhase
 from pydet.master.models.models import Model
@@ -16,11 +18,23 @@ from pydet.master.workspaces.projects import Note, Project
 from pydet.master.workspaces.workspaces import Workspace
 
 
-def experiment(row: queries.ExperimentRow, *, pulling: int = 0) -> v1.Experiment:
-    """``pulling``: how many of its trials wait for an agent to pull their image."""
+def pagination(total: int, offset: int = 0, limit: int = 0) -> v1.Pagination:
+    """How a list of ``total`` was cut by ``offset`` and ``limit`` (0: no limit), as
+    Determined's API reports it: what was returned is ``[start_index, end_index)``."""
+    start = min(max(offset, 0), total)
+    end = total if limit <= 0 else min(start + limit, total)
+    return v1.Pagination(offset=offset, limit=limit, start_index=start, end_index=end, total=total)
+
+
+def experiment(
+    row: queries.ExperimentRow, *, pulling: int = 0, full: bool = False
+) -> v1.Experiment:
+    """``pulling``: how many of its trials wait for an agent to pull their image. ``full``:
+    with its config and original config (secrets hidden), as GetExperiment shows it."""
     cfg = row.config_dict
     searcher = cfg.get("searcher") or {}
     resources = cfg.get("resources") or {}
+    end = row.end_time
     return v1.Experiment(
         id=row.id,
         name=row.name or f"Experiment {row.id}",
@@ -29,54 +43,81 @@ def experiment(row: queries.ExperimentRow, *, pulling: int = 0) -> v1.Experiment
         state=shown_state.experiment(
             row.state, (TrialPhase(p) for p in row.trial_phases), pulling=pulling
         ),
-        start_time=row.start_time,
-        end_time=row.end_time,
+        start_time=timestamps.to_datetime(row.start_time),
+        end_time=timestamps.to_datetime(end),
+        duration=int((end if end is not None else time.time()) - row.start_time),
         username=row.username,
+        user_id=row.user_id,
+        display_name=row.username,
         archived=row.archived,
         progress=row.progress,
         num_trials=row.num_trials,
+        trial_ids=list(row.trial_ids),
         resource_pool=resources.get("resource_pool") or "",
         job_id=row.job_id,
-        searcher_name=searcher.get("name") or "",
+        searcher_type=searcher.get("name") or "",
         searcher_metric=searcher.get("metric") or "",
         smaller_is_better=bool(searcher.get("smaller_is_better", True)),
-        best_searcher_metric=row.best_validation,
-        parent_id=row.parent_id,
-        project=row.project_name,
-        workspace=row.workspace_name,
-        unmanaged=row.unmanaged,
-        notes=row.notes,
+        best_trial_searcher_metric=row.best_validation,
+        best_trial_id=row.best_trial_id,
+        hyperparameters=structs.struct(cfg.get("hyperparameters") or {}),
+        forked_from=row.parent_id or None,
+        project_name=row.project_name,
         project_id=row.project_id,
+        workspace_name=row.workspace_name,
         workspace_id=row.workspace_id,
+        notes=row.notes,
+        checkpoint_count=row.checkpoint_count,
+        checkpoint_size=row.checkpoint_size,
+        unmanaged=row.unmanaged,
+        external_experiment_id=row.external_id,
+        config=structs.struct(redacted(cfg)) if full else None,
+        original_config=redacted_yaml(row.original_config) if full else "",
     )
 
 
 def trial(row: queries.TrialRow, *, pulling: bool = False) -> v1.Trial:
     """``pulling``: an agent pulls the image of its allocation."""
+    latest = json.loads(row.latest_validation or "{}")
     return v1.Trial(
         id=row.id,
         experiment_id=row.experiment_id,
         state=shown_state.trial(TrialPhase(row.phase), pulling=pulling),
-        hparams=row.hparams,
+        hparams=structs.struct(json.loads(row.hparams or "{}")),
         seed=row.seed,
         restarts=row.restarts,
         run_id=row.run_id,
-        steps_completed=row.steps_completed,
-        start_time=row.start_time,
-        end_time=row.end_time,
+        total_batches_processed=row.steps_completed,
+        start_time=timestamps.to_datetime(row.start_time),
+        end_time=timestamps.to_datetime(row.end_time),
         latest_checkpoint_uuid=row.latest_checkpoint,
         best_validation_metric=row.best_validation,
-        latest_validation=row.latest_validation,
+        searcher_metric_value=row.best_validation or 0.0,
+        latest_validation=None
+        if row.latest_validation_steps is None and not latest
+        else v1.MetricsWorkload(
+            end_time=timestamps.to_datetime(row.latest_validation_time),
+            total_batches=row.latest_validation_steps or 0,
+            metrics=v1.Metrics(avg_metrics=structs.struct(latest)),
+        ),
         task_id=row.task_id,
+        task_ids=[row.task_id],
+        checkpoint_count=row.checkpoint_count,
+        total_checkpoint_size=row.checkpoint_size,
         searcher_length=row.searcher_length,
         progress=row.progress,
         early_exit=row.early_exit,
         phase=v1.TrialPhase[row.phase],
-        warm_start_checkpoint_uuid=row.warm_start_checkpoint,
-        log_signal=row.log_signal,
+        warm_start_checkpoint_uuid=row.warm_start_checkpoint or "",
+        log_policy_matched=row.log_signal,
         parent_trial_id=row.parent_trial_id,
-        metadata=row.metadata,
+        metadata=structs.struct(json.loads(row.metadata or "{}")),
     )
+
+
+def log_level(name: str) -> v1.LogLevel:
+    """A stored level ("INFO", or "" for none) as Determined's LogLevel."""
+    return v1.LogLevel.__members__.get(name, v1.LogLevel.UNSPECIFIED)
 
 
 def task_log(row: queries.LogRow) -> v1.TaskLog:
@@ -85,32 +126,39 @@ def task_log(row: queries.LogRow) -> v1.TaskLog:
         task_id=row.task_id,
         allocation_id=row.allocation_id,
         trial_id=row.trial_id,
-        rank=row.rank,
-        level=row.level,
+        rank_id=row.rank,
+        level=log_level(row.level),
         stdtype=row.stdtype,
-        timestamp=row.timestamp,
+        timestamp=timestamps.to_datetime(row.timestamp),
         message=row.message,
-        agent_id=row.agent_id,
-        container_id=row.container_id,
+        log=row.message,
+        agent_id=row.agent_id or None,
+        container_id=row.container_id or None,
     )
 
 
 def checkpoint(row: queries.CheckpointRow) -> v1.Checkpoint:
     return v1.Checkpoint(
         uuid=row.uuid,
-        trial_id=row.trial_id,
-        experiment_id=row.experiment_id,
+        training=v1.CheckpointTrainingMetadata(
+            trial_id=row.trial_id,
+            experiment_id=row.experiment_id,
+            searcher_metric=row.searcher_metric,
+            validation_metrics=v1.Metrics(
+                avg_metrics=structs.struct(json.loads(row.validation_metrics))
+            )
+            if row.validation_metrics
+            else None,
+        ),
         allocation_id=row.allocation_id,
         task_id=row.task_id,
         steps_completed=row.steps_completed,
-        metadata=row.metadata,
+        metadata=structs.struct(json.loads(row.metadata or "{}")),
         resources=row.resources,
         size=row.size,
-        state=row.state,
-        report_time=row.report_time,
-        storage=redacted_json(row.storage, storage=True),
-        searcher_metric=row.searcher_metric,
-        validation_metrics=row.validation_metrics,
+        state=v1.CheckpointState[row.state],
+        report_time=timestamps.to_datetime(row.report_time),
+        storage=structs.struct(json.loads(redacted_json(row.storage, storage=True) or "{}")),
     )
 
 
@@ -128,7 +176,7 @@ def metric(row: queries.MetricRow) -> v1.MetricReport:
 
 def timestamp(seconds: float | None) -> datetime.datetime | None:
     """Seconds since the epoch as a Timestamp field's value (None stays unset)."""
-    return None if seconds is None else datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return timestamps.to_datetime(seconds)
 
 
 def workspace(w: Workspace) -> v1.Workspace:
@@ -215,7 +263,7 @@ def model_version(v: ModelVersion) -> v1.ModelVersion:
         checkpoint=(
             checkpoint(v.checkpoint)
             if v.checkpoint is not None
-            else v1.Checkpoint(uuid=v.checkpoint_uuid, state="DELETED")
+            else v1.Checkpoint(uuid=v.checkpoint_uuid, state=v1.CheckpointState.DELETED)
         ),
         version=v.version,
         creation_time=timestamp(v.creation_time),

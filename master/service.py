@@ -8,13 +8,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Awaitable
-from typing import TypeVar
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import yaml
 
 from determined.api.gen import v1
-from determined.common import errors, expconf, pareto
+from determined.common import errors, expconf, pareto, structs, timestamps
 from pydet.master import convert, queries
 from pydet.master.agents.table import AgentTable
 from pydet.master.auth import redaction
@@ -24,7 +25,13 @@ from pydet.master.cluster.policies import ConfigPolicies
 from pydet.master.commands.commands import Commands
 from pydet.master.commands.generic_tasks import NewTask, shown_config
 from pydet.master.events import EventBus
-from pydet.master.experiments import json_input, shown_state, warm_start
+from pydet.master.experiments import (
+    json_input,
+    model_definition,
+    shown_state,
+    templates,
+    warm_start,
+)
 from pydet.master.experiments.checkpoints import Checkpoints
 from pydet.master.experiments.continuation import max_trials_override, parse_override
 from pydet.master.experiments.edits import ExperimentEdits
@@ -53,6 +60,20 @@ from pydet.master.workspaces.workspaces import DEFAULT_ID as DEFAULT_WORKSPACE
 
 T = TypeVar("T")
 
+_TrialSort = v1.GetExperimentTrialsRequestSortBy
+# How GetExperimentTrials sorts (by id among equals; trials without the value last).
+_TRIAL_ORDER: dict[_TrialSort, Callable[[v1.Trial], Any]] = {
+    _TrialSort.UNSPECIFIED: lambda t: t.id,
+    _TrialSort.ID: lambda t: t.id,
+    _TrialSort.START_TIME: lambda t: t.start_time,
+    _TrialSort.END_TIME: lambda t: t.end_time,
+    _TrialSort.STATE: lambda t: int(t.state),
+    _TrialSort.BEST_VALIDATION_METRIC: lambda t: t.best_validation_metric,
+    _TrialSort.BATCHES_PROCESSED: lambda t: t.total_batches_processed,
+    _TrialSort.RESTARTS: lambda t: t.restarts,
+    _TrialSort.CHECKPOINT_SIZE: lambda t: t.total_checkpoint_size,
+}
+
 # Bytes of JSON a trial's metadata may take.
 MAX_TRIAL_METADATA = 1 << 20
 # Reports per message of GetMetrics' stream (Determined's page size).
@@ -67,21 +88,28 @@ def _scrubbed(e: errors.InvalidArgument, config_text: str) -> errors.InvalidArgu
 
 def _log_filter(req: v1.TrialLogsRequest | v1.TaskLogsRequest) -> queries.LogFilter:
     """The filter of a TrialLogs or TaskLogs request (they have the same fields)."""
+    head, tail = max(0, req.head), max(0, req.tail)
+    if req.limit > 0:  # Determined's: the first lines, or the last ones ordered DESC
+        if req.order_by == v1.OrderBy.DESC:
+            tail = min(tail, req.limit) if tail else req.limit
+        else:
+            head = min(head, req.limit) if head else req.limit
     return queries.LogFilter(
-        head=max(0, req.head),
-        tail=max(0, req.tail),
+        head=head,
+        tail=tail,
         rank_ids=tuple(req.rank_ids),
-        levels=tuple(req.levels),
-        min_level=req.min_level,
-        search=req.search,
+        # LOG_LEVEL_UNSPECIFIED: the lines that named no level (stored as "").
+        levels=tuple(level.name if level else "" for level in req.levels),
+        min_level=req.min_level.name if req.min_level else "",
+        search=req.search_text,
         after_id=req.after_id,
         allocation_ids=tuple(req.allocation_ids),
         agent_ids=tuple(req.agent_ids),
         container_ids=tuple(req.container_ids),
         stdtypes=tuple(req.stdtypes),
         sources=tuple(req.sources),
-        timestamp_before=req.timestamp_before,
-        timestamp_after=req.timestamp_after,
+        timestamp_before=timestamps.to_seconds(req.timestamp_before),
+        timestamp_after=timestamps.to_seconds(req.timestamp_after),
     )
 
 
@@ -141,6 +169,7 @@ class Service:
         self.info = info
         self.version = version
         self.edits = ExperimentEdits(db, live)
+        self.master_id = str(uuid.uuid4())  # this process's, as Determined's master_id
 
     async def locked(self, awaitable: Awaitable[T]) -> T:
         async with self.lock:
@@ -152,6 +181,9 @@ class Service:
             cluster_id=self.info.cluster_id,
             cluster_name="pydet",
             cluster_message=self._banner(),
+            master_id=self.master_id,
+            user_management_enabled=True,
+            product=v1.GetMasterResponseProduct.COMMUNITY,
         )
 
     def _banner(self) -> v1.ClusterMessage | None:
@@ -179,7 +211,20 @@ class Service:
             parent = await queries.stored_config(self.db, req.parent_id)
             if parent is not None:
                 text = redaction.restore_secrets(text, parent)
+        context = req.context
+        if req.model_definition:
+            if context:
+                raise errors.InvalidArgument(
+                    "modelDefinition: send the context as files or as one archive, not both"
+                )
+            context = model_definition.archive(req.model_definition)
+        unmanaged = bool(req.unmanaged)
+        if not context and not req.parent_id and not unmanaged:
+            # No code sent (Determined's `echo yo`): the entrypoint is in the image.
+            context = model_definition.archive([])
         try:
+            if req.template is not None:
+                text = templates.named(text, req.template)
             text = await self.templates.apply(text)
             # Where it goes (its project), and what its workspace fills its config with.
             place = await self.organization.placements.place(
@@ -187,7 +232,7 @@ class Service:
             )
             workspace_id = place.project.workspace_id
             text = await self.policies.apply_invariant(text, workspace_id)
-            if not req.unmanaged:
+            if not unmanaged:
                 cfg = self.experiments.validate(text, place.defaults)
                 await self._check_constraints(cfg, workspace_id)
                 await self.organization.bindings.check(
@@ -196,18 +241,18 @@ class Service:
                     place.project.workspace_name,
                     field="resources.resource_pool",
                 )
-            if req.validate_only and not req.unmanaged:
+            if req.validate_only and not unmanaged:
                 return v1.CreateExperimentResponse(
-                    config=json.dumps(redaction.redacted(cfg.to_dict()))
+                    config=structs.struct(redaction.redacted(cfg.to_dict()))
                 )
             async with self.lock:
                 created = await self.experiments.create(
                     text,
-                    req.context,
-                    paused=req.paused,
+                    context,
+                    paused=not req.activate,
                     username=req.username or "determined",
                     parent_id=req.parent_id,
-                    unmanaged=req.unmanaged,
+                    unmanaged=unmanaged,
                     external_id=req.external_experiment_id,
                     project_id=place.project.id,
                     defaults=place.defaults,
@@ -216,7 +261,9 @@ class Service:
             raise _scrubbed(e, text) from None
         resp = await self.get_experiment(created.id)
         return v1.CreateExperimentResponse(
-            experiment=resp.experiment, config=resp.config, warnings=list(created.warnings)
+            experiment=resp.experiment,
+            config=resp.config,
+            warning_messages=list(created.warnings),
         )
 
     async def _check_constraints(self, cfg: expconf.ExperimentConfig, workspace_id: int) -> None:
@@ -254,24 +301,31 @@ class Service:
     async def get_experiments(self, req: v1.GetExperimentsRequest) -> v1.GetExperimentsResponse:
         if req.project_id:
             await self.organization.projects.get(req.project_id)  # NotFound naming it
+        sort = req.sort_by.name.lower() if req.sort_by else "id"
+        if sort not in queries.ORDER_COLUMNS:
+            choices = ", ".join(f"SORT_BY_{k.upper()}" for k in queries.ORDER_COLUMNS)
+            raise errors.InvalidArgument(
+                f"sortBy: pydet does not sort by {req.sort_by.proto_name}; one of {choices}"
+            )
         rows, total = await queries.experiments(
             self.db,
             queries.ExperimentFilter(
                 states=sorted({shown_state.stored(s) for s in req.states}, key=str),
                 archived=req.archived,
                 name=req.name,
-                order_by=req.order_by,
-                descending=req.descending,
+                order_by=sort,
+                descending=req.order_by == v1.OrderBy.DESC,
                 limit=req.limit,
                 offset=req.offset,
                 users=tuple(req.users),
                 project_id=req.project_id,
                 labels=tuple(req.labels),
+                description=req.description,
             ),
         )
         return v1.GetExperimentsResponse(
             experiments=[convert.experiment(r, pulling=self._pulling(r.id)) for r in rows],
-            total=total,
+            pagination=convert.pagination(total, req.offset, req.limit),
         )
 
     def _pulling(self, experiment_id: int) -> int:
@@ -293,17 +347,18 @@ class Service:
                 and (found := pareto.values(t.latest_validation, goals)) is not None
             ]
             front = pareto.front(points, goals)
+        experiment = convert.experiment(row, pulling=self._pulling(experiment_id), full=True)
         return v1.GetExperimentResponse(
             pareto_front=front,
-            experiment=convert.experiment(row, pulling=self._pulling(experiment_id)),
-            config=redaction.redacted_json(row.config),
-            original_config=redaction.redacted_yaml(row.original_config),
+            experiment=experiment,
+            job_summary=self.jobs.summary(row.job_id),
+            config=experiment.config,
             imported_trials=[
                 v1.ImportedTrial(
                     source_experiment_id=i.source_experiment_id,
                     source_trial_id=i.source_trial_id,
-                    hparams=i.hparams,
-                    latest_validation=i.latest_validation,
+                    hparams=structs.struct(json.loads(i.hparams or "{}")),
+                    latest_validation=structs.struct(json.loads(i.latest_validation or "{}")),
                     best_validation_metric=i.best_validation,
                     steps_completed=i.steps_completed,
                     note=i.note,
@@ -312,12 +367,27 @@ class Service:
             ],
         )
 
-    async def get_experiment_trials(self, experiment_id: int) -> list[v1.Trial]:
+    async def get_experiment_trials(
+        self, req: v1.GetExperimentTrialsRequest
+    ) -> v1.GetExperimentTrialsResponse:
         pulling = self.tasks.pulling_trials()
-        return [
-            convert.trial(r, pulling=r.id in pulling)
-            for r in await queries.trials(self.db, experiment_id)
-        ]
+        rows = await queries.trials(self.db, req.experiment_id, details=True)
+        trials = [convert.trial(r, pulling=r.id in pulling) for r in rows]
+        if req.states:
+            trials = [t for t in trials if t.state in req.states]
+        key = _TRIAL_ORDER.get(req.sort_by)
+        if key is None:
+            choices = ", ".join(str(k.proto_name) for k in _TRIAL_ORDER if k)
+            raise errors.InvalidArgument(
+                f"sortBy: pydet does not sort trials by {req.sort_by.proto_name}; one of {choices}"
+            )
+        trials.sort(key=lambda t: (key(t) is None, key(t) or 0, t.id))
+        if req.order_by == v1.OrderBy.DESC:
+            trials.reverse()
+        page = convert.pagination(len(trials), req.offset, req.limit)
+        return v1.GetExperimentTrialsResponse(
+            trials=trials[page.start_index : page.end_index], pagination=page
+        )
 
     async def get_experiment_context(self, experiment_id: int) -> bytes:
         return await queries.context(self.db, experiment_id)
@@ -442,7 +512,7 @@ class Service:
         return stored
 
     async def trial_metadata(self, trial_id: int) -> str:
-        return (await self.get_trial(trial_id)).metadata or "{}"
+        return (await queries.trial(self.db, trial_id)).metadata or "{}"
 
     async def kill_trial(self, trial_id: int) -> None:
         async with self.lock:
@@ -545,8 +615,10 @@ class Service:
 
     def get_agents(self) -> v1.GetAgentsResponse:
         """Every agent, and the elastic pools' instances and provisioning beside them."""
+        agents = [a.to_proto() for a in sorted(self.agents.agents.values(), key=lambda a: a.id)]
         return v1.GetAgentsResponse(
-            agents=[a.to_proto() for a in sorted(self.agents.agents.values(), key=lambda a: a.id)],
+            agents=agents,
+            pagination=convert.pagination(len(agents)),
             instances=self.elastic.instances(),
             provisioners=self.elastic.summaries(),
         )
@@ -587,7 +659,8 @@ class Service:
     async def launch_tensorboard(
         self, username: str, req: v1.LaunchTensorboardRequest
     ) -> v1.Tensorboard:
-        config = await self._templated(req.config, "")
+        text = json.dumps(structs.python(req.config)) if req.config is not None else ""
+        config = await self._templated(text, "")
         await self.check_task_workspace(req.workspace_id)
         try:
             async with self.lock:
@@ -724,8 +797,10 @@ class Service:
 
     # -- the job queue, pools and agent control --------------------------------------------
 
-    def get_jobs(self, pool: str) -> list[v1.Job]:
-        return self.jobs.queue(pool)
+    def get_jobs(self, req: v1.GetJobsRequest) -> v1.GetJobsResponse:
+        jobs = self.jobs.queue(req.resource_pool)
+        page = convert.pagination(len(jobs), req.offset, req.limit)
+        return v1.GetJobsResponse(jobs=jobs[page.start_index : page.end_index], pagination=page)
 
     def get_tasks(self) -> dict[str, v1.AllocationSummary]:
         return task_summaries.summaries(
@@ -771,8 +846,11 @@ class Service:
                 max_slots=req.max_slots,
             )
 
-    def get_resource_pools(self) -> list[v1.ResourcePool]:
-        return self.jobs.pools()
+    def get_resource_pools(self) -> v1.GetResourcePoolsResponse:
+        pools = self.jobs.pools()
+        return v1.GetResourcePoolsResponse(
+            resource_pools=pools, pagination=convert.pagination(len(pools))
+        )
 
     async def set_agent_enabled(self, agent_id: str, *, enabled: bool, drain: bool) -> v1.Agent:
         async with self.lock:

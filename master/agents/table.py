@@ -7,11 +7,12 @@ the hub is built with, so this package never imports the domain.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from determined.api.gen import v1
+from determined.common import timestamps
 
 
 class AgentEvents(Protocol):
@@ -76,31 +77,71 @@ class Agent:
             self.pending.append(msg)
 
     def to_proto(self) -> v1.Agent:
+        """The agent as Determined's API shows it."""
+        # A slot knows its allocation, not which of the allocation's containers holds it.
+        containers = {
+            s.allocation_id: v1.Container(parent=s.allocation_id, state=v1.ContainerState.RUNNING)
+            for s in self.slots.values()
+            if s.allocation_id
+        }
+        slots = {s.id: self._slot(s, containers.get(s.allocation_id)) for s in self.slots.values()}
         return v1.Agent(
             id=self.id,
-            address=self.address,
-            slots=[
-                v1.Slot(
-                    id=s.id,
-                    type=s.type,
-                    device=s.device,
-                    uuid=s.uuid,
-                    # Disabling an agent disables its slots, as `det slot list` shows them.
-                    enabled=s.enabled and self.enabled,
-                    allocation_id=s.allocation_id,
-                )
-                for s in self.slots.values()
-            ],
-            resource_pool=self.resource_pool,
-            registered_time=self.registered_time,
+            addresses=[self.address] if self.address else [],
+            slots=slots,
+            containers={
+                c: v1.Container(id=c, state=v1.ContainerState.RUNNING)
+                for c in sorted(self.containers)
+            },
+            resource_pools=[self.resource_pool],
+            registered_time=timestamps.to_datetime(self.registered_time or None),
             enabled=self.enabled,
             draining=self.draining,
+            slot_stats=_slot_stats(slots.values()),
             connected=self.connected,
             runtime=self.runtime,
             version=self.version,
             problems=list(self.problems),
-            container_ids=sorted(self.containers),
         )
+
+    def _slot(self, s: Slot, used_by: v1.Container | None) -> v1.Slot:
+        device = v1.Device(
+            id=int(s.id) if s.id.isdigit() else 0,
+            brand=s.device,
+            uuid=s.uuid,
+            type=_DEVICE_TYPES.get(s.type, v1.DeviceType.UNSPECIFIED),
+        )
+        return v1.Slot(
+            id=s.id,
+            device=device,
+            # Disabling an agent disables its slots, as `det slot list` shows them.
+            enabled=s.enabled and self.enabled,
+            draining=self.draining,
+            container=used_by,
+            allocation_id=s.allocation_id,
+        )
+
+
+_DEVICE_TYPES = {"cpu": v1.DeviceType.CPU, "cuda": v1.DeviceType.CUDA}
+
+
+def _slot_stats(slots: Iterable[v1.Slot]) -> v1.SlotStats:
+    """Determined's SlotStats: slots counted by device type and by brand."""
+    stats = v1.SlotStats()
+    for s in slots:
+        assert s.device is not None
+        for by, key in (
+            (stats.type_stats, s.device.type.proto_name),
+            (stats.brand_stats, s.device.brand),
+        ):
+            found = by.setdefault(str(key), v1.DeviceStats())
+            found.total += 1
+            found.disabled += 0 if s.enabled else 1
+            found.draining += 1 if s.draining else 0
+            if s.container is not None:
+                state = str(s.container.state.proto_name)
+                found.states[state] = found.states.get(state, 0) + 1
+    return stats
 
 
 class AgentTable:

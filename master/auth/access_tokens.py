@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, timestamps
 from pydet.master.auth import passwords
 from pydet.master.auth.callers import UserCaller
 from pydet.master.store.db import Database, Row
@@ -123,11 +123,11 @@ def token_info(row: Row) -> v1.TokenInfo:
         id=int(row["id"]),
         user_id=int(row["user_id"]),
         username=str(row["username"]),
-        expiry=float(row["expires_at"]),
-        created_at=float(row["created_at"]),
+        expiry=timestamps.to_datetime(float(row["expires_at"])),
+        created_at=timestamps.to_datetime(float(row["created_at"])),
         token_type=v1.TokenType.ACCESS_TOKEN,
         revoked=revoked_at is not None,
-        revoked_at=float(revoked_at or 0.0),
+        revoked_at=None if revoked_at is None else timestamps.to_datetime(float(revoked_at)),
         description=str(row["description"]),
     )
 
@@ -220,12 +220,13 @@ class AccessTokens:
         now = self._clock()
         if info.revoked:
             raise errors.FailedPrecondition(
-                f"access token {token_id} was revoked at {_utc(info.revoked_at)}; it cannot"
-                " be changed"
+                f"access token {token_id} was revoked at"
+                f" {_utc(timestamps.to_seconds(info.revoked_at) or 0.0)}; it cannot be changed"
             )
-        if info.expiry <= now:
+        expiry = timestamps.to_seconds(info.expiry) or 0.0
+        if expiry <= now:
             raise errors.FailedPrecondition(
-                f"access token {token_id} expired at {_utc(info.expiry)}; it cannot be changed"
+                f"access token {token_id} expired at {_utc(expiry)}; it cannot be changed"
             )
         if description is not None:
             if len(description) > MAX_DESCRIPTION:

@@ -74,7 +74,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import checkpoint_info, errors, structs
 from pydet.master import queries
 from pydet.master.auth import permissions as perms
 from pydet.master.auth.callers import AgentCaller, Caller, TaskCaller, UserCaller
@@ -649,25 +649,29 @@ async def report_checkpoint(caller: Caller, message: Any, lookup: Lookup) -> Non
         _user(caller)
     if ckpt is None:
         return  # the servicer refuses it as an invalid argument
+    # Determined's shape: the trial and experiment are the checkpoint's training metadata.
+    said_trial, said_experiment = (
+        checkpoint_info.trial_id(ckpt),
+        checkpoint_info.experiment_id(ckpt),
+    )
     if task is None:
-        experiment_id = await lookup.trial_experiment(int(ckpt.trial_id))
+        experiment_id = await lookup.trial_experiment(said_trial)
         if not await lookup.experiment_unmanaged(experiment_id):
             raise errors.PermissionDenied("only a trial's own task may report its checkpoints")
         await _owns(caller, experiment_id, lookup, "report a checkpoint of")
-        if ckpt.experiment_id and ckpt.experiment_id != experiment_id:
+        if said_experiment and said_experiment != experiment_id:
             raise errors.PermissionDenied(
-                f"trial {ckpt.trial_id} belongs to experiment {experiment_id}, not "
-                f"{ckpt.experiment_id}"
+                f"trial {said_trial} belongs to experiment {experiment_id}, not {said_experiment}"
             )
-        trial_id, refused = int(ckpt.trial_id), "refused"
+        trial_id, refused = said_trial, "refused"
     else:
-        if ckpt.trial_id != task.trial_id or (
+        if said_trial != task.trial_id or (
             ckpt.allocation_id and ckpt.allocation_id != task.allocation_id
         ):
             raise errors.PermissionDenied(
-                f"{_TASK_REFUSED}: this task is trial {task.trial_id}, not trial {ckpt.trial_id}"
+                f"{_TASK_REFUSED}: this task is trial {task.trial_id}, not trial {said_trial}"
             )
-        if ckpt.experiment_id and ckpt.experiment_id != task.experiment_id:
+        if said_experiment and said_experiment != task.experiment_id:
             raise errors.PermissionDenied(
                 f"{_TASK_REFUSED}: this task belongs to experiment {task.experiment_id}"
             )
@@ -676,10 +680,7 @@ async def report_checkpoint(caller: Caller, message: Any, lookup: Lookup) -> Non
     # retention): a record must name a directory in the experiment's own storage.
     if not ckpt.uuid or ckpt.uuid in (".", "..") or any(c in ckpt.uuid for c in "/\\\0"):
         raise errors.PermissionDenied(f"{ckpt.uuid!r} is not a checkpoint id")
-    try:
-        storage = json.loads(ckpt.storage or "{}")
-    except ValueError:
-        raise errors.InvalidArgument("checkpoint.storage: expected a JSON object") from None
+    storage = structs.python(ckpt.storage)
     if storage and storage != await lookup.experiment_storage(experiment_id):
         raise errors.PermissionDenied(
             f"{refused}: its checkpoints go to its experiment's checkpoint_storage"

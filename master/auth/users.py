@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from determined.api.gen import v1
+from determined.common import timestamps
 from pydet.master import queries
 
 
@@ -13,6 +14,6 @@ def user_message(row: queries.UserRow) -> v1.User:
         username=row.username,
         admin=row.admin,
         active=row.active,
-        modified_at=row.modified_at,
+        modified_at=timestamps.to_datetime(row.modified_at),
         display_name=row.display_name,
     )

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from determined.api.gen import v1
-from determined.common import context_archive, errors, expconf
+from determined.common import context_archive, errors, expconf, timestamps
 from pydet.master.agents.table import Agent
 from pydet.master.tasks.allocation import Allocation
 from pydet.master.tasks.generic import GenericTask, Phase, TaskType, base_env
@@ -132,13 +132,14 @@ def shown(task: GenericTask) -> dict[str, Any]:
     return {
         "id": task.id,
         "description": task.description,
-        "state": task.state,
-        "start_time": task.start_time,
+        "state": v1.TensorboardState[task.phase.value],
+        "start_time": timestamps.to_datetime(task.start_time),
         "username": task.username,
+        "display_name": task.username,
         "resource_pool": task.resource_pool,
         "exit_status": task.exit_status,
         "job_id": task.id,
-        "end_time": task.end_time or 0.0,
+        "end_time": timestamps.to_datetime(task.end_time or None),
         "priority": task.priority,
         "slots": task.slots,
         "allocation_id": task.allocation_id,

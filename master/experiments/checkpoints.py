@@ -13,12 +13,13 @@ import re
 import shutil
 import tarfile
 import tempfile
+import time
 import zipfile
 from collections.abc import Sequence
 from typing import IO, Any
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import checkpoint_info, errors, structs, timestamps
 from pydet.master import queries
 from pydet.master.checkpoint_storage import s3, shared_fs
 from pydet.master.experiments import retention
@@ -81,10 +82,11 @@ class Checkpoints:
         transaction."""
         if not c.uuid:
             raise errors.InvalidArgument("checkpoint.uuid is required")
-        metadata = json.loads(c.metadata or "{}")
+        metadata = structs.python(c.metadata)
         if "steps_completed" not in metadata and not c.steps_completed:
             raise errors.InvalidArgument("checkpoint metadata must include steps_completed")
-        await queries.ensure_trial(self._db, c.trial_id)
+        trial_id = checkpoint_info.trial_id(c)
+        await queries.ensure_trial(self._db, trial_id)
         async with self._db.atomic():
             await self._db.write(
                 "INSERT OR REPLACE INTO checkpoints (uuid, trial_id, experiment_id, allocation_id,"
@@ -92,31 +94,25 @@ class Checkpoints:
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     c.uuid,
-                    c.trial_id,
-                    c.experiment_id,
-                    c.allocation_id,
+                    trial_id,
+                    checkpoint_info.experiment_id(c),
+                    c.allocation_id or "",
                     c.task_id,
                     c.steps_completed,
-                    c.metadata or "{}",
+                    json.dumps(metadata),
                     json.dumps(dict(c.resources)),
                     c.size,
-                    c.state or "COMPLETED",
-                    c.report_time,
-                    c.storage or "{}",
+                    checkpoint_info.state(c) if c.state else "COMPLETED",
+                    timestamps.to_seconds(c.report_time) or time.time(),
+                    json.dumps(structs.python(c.storage)),
                 ),
             )
             await self._db.write(
-                "UPDATE trials SET latest_checkpoint = ? WHERE id = ?", (c.uuid, c.trial_id)
+                "UPDATE trials SET latest_checkpoint = ? WHERE id = ?", (c.uuid, trial_id)
             )
 
-    async def set_metadata(self, uuid: str, metadata: str) -> None:
+    async def set_metadata(self, uuid: str, value: dict[str, Any]) -> None:
         """Replace the user metadata of a checkpoint that has not been deleted."""
-        try:
-            value = json.loads(metadata or "{}")
-        except ValueError:
-            raise errors.InvalidArgument("checkpoint.metadata is not JSON") from None
-        if not isinstance(value, dict):
-            raise errors.InvalidArgument("checkpoint.metadata must be a JSON object")
         row = await self._db.fetch_one("SELECT state FROM checkpoints WHERE uuid = ?", (uuid,))
         if row is None:
             raise errors.NotFound(f"checkpoint {uuid} not found")

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from determined.api.gen import v1
+from determined.common import checkpoint_info, entrypoint, errors, expconf
 from determined.common import context as ctx
-from determined.common import entrypoint, errors, expconf
 from pydet.master import queries
 from pydet.master.experiments import log_policies, warm_start
 from pydet.master.experiments import trial_lifecycle as lifecycle
@@ -442,12 +442,12 @@ class Experiments:
 
     async def report_checkpoint(self, checkpoint: v1.Checkpoint) -> None:
         """Record a checkpoint; a live trial resumes from it from now on."""
-        exp = self._live.get(checkpoint.experiment_id)
+        exp = self._live.get(checkpoint_info.experiment_id(checkpoint))
         if exp is not None:
             # Before its row exists: a trial ending meanwhile applies the retention policy.
             exp.may_have_checkpoints = True
         await self._checkpoints.record(checkpoint)
-        found = self._live.trial(checkpoint.trial_id)
+        found = self._live.trial(checkpoint_info.trial_id(checkpoint))
         if found is not None:
             found[1].latest_checkpoint = checkpoint.uuid
 

@@ -160,3 +160,11 @@ class Templates:
                 f"template: no template named {name!r} (det template list shows them)"
             ) from None
         return yaml.safe_dump(expconf.merge_defaults(raw, template.config), sort_keys=False)
+
+
+def named(text: str, name: str) -> str:
+    """The config ``text`` naming the template ``name`` (CreateExperimentRequest.template),
+    for ``Templates.apply`` to merge in; a ``template:`` of its own is overridden."""
+    raw = expconf.load_yaml(text)
+    raw["template"] = name
+    return yaml.safe_dump(raw, sort_keys=False)

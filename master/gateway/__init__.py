@@ -3,8 +3,9 @@ events for live updates, and the WebUI's static files.
 
 Routes live in one module per area of this package (``experiments``, ``cluster``,
 ``webhooks``, ``tensorboards``, ``commands``, ``workspaces``, ``models``, ``access``,
-``stream``, ``spa``, ``auth``, ``proxy``; ``codec`` and ``json`` encode, ``bodies`` reads
-request messages); this module assembles them, puts every API route behind
+``stream``, ``spa``, ``auth``, ``proxy``; ``codec`` writes messages in protobuf's JSON
+mapping and reads request bodies and query strings as messages, as Determined's
+grpc-gateway does); this module assembles them, puts every API route behind
 ``auth.authenticate``, and maps errors, here and nowhere else: the shared hierarchy's HTTP
 status with its message, anything unexpected as a logged 500 with a generic message.
 
@@ -54,11 +55,16 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Response]]
 
+# What Starlette's own errors (an unknown method, say) are as gRPC codes.
+_GRPC_OF_HTTP = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "UNIMPLEMENTED"}
+
 
 def error_response(exc: BaseException) -> JSONResponse:
+    """Determined's error body (``{"error": {"code", "reason", "error"}}``) with the error's
+    HTTP status; anything unexpected a generic 500."""
     if isinstance(exc, errors.DetError):
-        return JSONResponse({"error": exc.message}, status_code=exc.http_status)
-    return JSONResponse({"error": "internal error in the master; see its log"}, status_code=500)
+        return gateway_codec.error(exc.message, exc.http_status, exc.grpc_status)
+    return gateway_codec.error("internal error in the master; see its log", 500, "INTERNAL")
 
 
 def mapped(handler: Handler, auth: Authenticator | None = None) -> Handler:
@@ -88,9 +94,9 @@ def _mapped_routes(routes: list[Route], auth: Authenticator) -> list[Route]:
 def _task_kinds(service: Service) -> list[gateway_commands.Kind]:
     """The kinds of task the JSON API launches, lists and steers like Determined's."""
 
-    def launch(task_type: TaskType) -> Callable[[str, str, str], Awaitable[GenericTask]]:
-        return lambda user, text, template: service.launch_task(
-            task_type, user, text, template_name=template
+    def launch(task_type: TaskType) -> Callable[[str, str, str, int], Awaitable[GenericTask]]:
+        return lambda user, text, template, workspace_id: service.launch_task(
+            task_type, user, text, template_name=template, workspace_id=workspace_id
         )
 
     return [
@@ -143,7 +149,8 @@ def build(
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+        grpc_status = _GRPC_OF_HTTP.get(exc.status_code, "UNKNOWN")
+        return gateway_codec.error(str(exc.detail), exc.status_code, grpc_status)
 
     api = [
         Route("/health", health, methods=["GET"]),

@@ -3,9 +3,9 @@
 
 Each route is one RPC: the request message is read from the path's parameters, the query
 string (GET and DELETE) and the JSON body (the proto3 JSON mapping: Determined's camelCase
-keys, or snake_case), checked against the RPC's rule as over gRPC, and answered by
-``auth.access`` with the same code the servicer uses. A field that is not the message's, or
-a value of the wrong type, is a 400 naming it.
+keys, or snake_case, read as protojson reads them), checked against the RPC's rule as over
+gRPC, and answered by ``auth.access`` with the same code the servicer uses. A field that is
+not the message's, or a value of the wrong type, is a 400 naming it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from determined.api.gen import v1
-from determined.common import errors
 from pydet.master.auth.access import Access
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import codec
@@ -77,41 +76,18 @@ def method_name(rpc: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", rpc.replace("ByID", "ById")).lower()
 
 
-def _query(request: Request) -> dict[str, Any]:
-    """Query parameters as JSON values: a repeated one (or a comma-separated one) is a list,
-    true/false are booleans; the message's types decide the rest."""
-    found: dict[str, Any] = {}
-    for key in request.query_params:
-        values = [
-            part for raw in request.query_params.getlist(key) for part in raw.split(",") if part
-        ]
-        if len(values) == 1 and values[0].lower() in ("true", "false"):
-            found[key] = values[0].lower() == "true"
-        else:
-            found[key] = values if len(values) != 1 or key.endswith(("Ids", "_ids")) else values[0]
-    return found
-
-
 async def request_message(
     request: Request, kind: type[betterproto2.Message]
 ) -> betterproto2.Message:
-    data: dict[str, Any] = {}
+    """The RPC's request as Determined's gateway reads it: a GET's or DELETE's query string,
+    another method's body, in protobuf's JSON mapping; then the path's parameters."""
     if request.method in ("GET", "DELETE"):
-        data.update(_query(request))
+        message = codec.query_message(request, kind)
     else:
-        body = await codec.json_body(request)
-        if body is not None and not isinstance(body, dict):
-            raise errors.InvalidArgument("request body: expected a JSON object")
-        data.update(body or {})
-    data.update(request.path_params)
-    try:
-        return kind.from_dict(data)
-    except KeyError as e:
-        raise errors.InvalidArgument(f"request: {e.args[0] if e.args else e}") from None
-    except (TypeError, ValueError, AttributeError) as e:
-        raise errors.InvalidArgument(
-            f"request: a field has a value of the wrong type ({e})"
-        ) from None
+        message = await codec.body(request, kind)
+    for name, value in request.path_params.items():
+        setattr(message, name, value)
+    return message
 
 
 def routes(access: Access) -> list[Route]:

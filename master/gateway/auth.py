@@ -2,10 +2,15 @@
 
 Every ``/api/v1`` route but login needs a user's session: the ``det_session`` cookie that
 login sets (HttpOnly, SameSite=Strict) or an ``Authorization: Bearer`` header for scripts.
+Login answers Determined's LoginResponse: a script gets its token in the body, as from
+Determined; a browser's login (it sends Origin with every POST) gets an empty token there,
+the session being the cookie alone, which the page's scripts cannot read.
 Task and agent tokens are refused here; tasks and agents speak gRPC. A state-changing
 request must come from the master's own origin (its Origin header, when a browser sends
-one, names this host) and, when it has a body, must be ``application/json``; that is what a
-page on another site cannot send without a CORS preflight, which this master never answers.
+one, names this host) and, when the cookie is its session, must be ``application/json``;
+that is what a page on another site cannot send without a CORS preflight, which this master
+never answers. (A Bearer header is no ambient credential: a page cannot make a browser send
+one, so such requests need no Content-Type.)
 Changes to an experiment or job are checked against the same rule table as the gRPC API.
 """
 
@@ -19,6 +24,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from determined.api.gen import v1
 from determined.common import errors
 from pydet.master.auth import rules as authz
 from pydet.master.auth.authenticator import Authenticator
@@ -30,12 +36,14 @@ OPEN_PATHS = frozenset({"/health", "/api/v1/auth/login"})
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def token_of(request: HTTPConnection) -> str | None:
+def _bearer(request: HTTPConnection) -> str | None:
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip()
-    return request.cookies.get(COOKIE) or None
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+def token_of(request: HTTPConnection) -> str | None:
+    return _bearer(request) or request.cookies.get(COOKIE) or None
 
 
 def check_same_origin(request: Request) -> None:
@@ -49,7 +57,10 @@ def check_same_origin(request: Request) -> None:
         host = request.headers.get("host", "")
         if origin == "null" or urlsplit(origin).netloc.lower() != host.lower():
             raise errors.PermissionDenied(f"requests from origin {origin} are refused")
-    if request.method in ("POST", "PUT", "PATCH"):
+    # A page can make the browser send its cookie, never an Authorization header: a script's
+    # Bearer request may leave the Content-Type out (Determined's clients POST actions
+    # without a body).
+    if request.method in ("POST", "PUT", "PATCH") and _bearer(request) is None:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind != "application/json":
             raise errors.InvalidArgument("request body: Content-Type must be application/json")
@@ -110,16 +121,20 @@ def _session_cookie(response: Response, request: Request, token: str, max_age: i
 
 def routes(auth: Authenticator, session_lifetime: float) -> list[Route]:
     async def login(request: Request) -> Response:
-        body = await codec.json_body(request)
-        if not isinstance(body, dict):
-            raise errors.InvalidArgument("request body: expected a JSON object")
-        username = codec.field(body, "username", str, "")
-        password = codec.field(body, "password", str, "")
+        req = await codec.body(request, v1.LoginRequest)
+        if req.is_hashed:
+            raise errors.InvalidArgument(
+                "isHashed: pydet takes the password itself (over TLS), not a client-side hash"
+            )
         peer = request.client.host if request.client else ""
-        resp = await auth.login(username, password, peer)
-        assert resp.user is not None
-        out = codec.message(resp.user)
-        _session_cookie(out, request, resp.token, int(session_lifetime))
+        resp = await auth.login(req.username, req.password, peer)
+        token = resp.token
+        if request.headers.get("origin") is not None:
+            # A browser (it sends Origin with every POST): the session is the HttpOnly cookie
+            # alone, out of reach of the page's scripts.
+            resp.token = ""
+        out = codec.message(resp)
+        _session_cookie(out, request, token, int(session_lifetime))
         return out
 
     async def logout(request: Request) -> Response:
@@ -129,7 +144,7 @@ def routes(auth: Authenticator, session_lifetime: float) -> list[Route]:
         return out
 
     async def me(request: Request) -> Response:
-        return codec.message(await auth.me(caller(request)))
+        return codec.message(v1.GetMeResponse(user=await auth.me(caller(request))))
 
     return [
         Route("/api/v1/auth/login", login, methods=["POST"]),

@@ -1,4 +1,5 @@
-"""JSON routes for the cluster: agents, resource pools and the job queue."""
+"""JSON routes for the cluster: agents, resource pools and the job queue (at pydet's paths
+and Determined's ``/api/v1/job-queues``)."""
 
 from __future__ import annotations
 
@@ -9,36 +10,27 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, protojson
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import codec
 from pydet.master.service import Service
 
-_UPDATE_FIELDS: dict[str, type] = {
-    "job_id": str,
-    "priority": int,
-    "weight": float,
-    "resource_pool": str,
-    "ahead_of": str,
-    "behind_of": str,
-}
 
-
-def job_update(raw: Any, index: int) -> v1.JobUpdate:
-    if not isinstance(raw, dict):
-        raise errors.InvalidArgument(f"updates[{index}]: expected an object")
-    unknown = sorted(set(raw) - set(_UPDATE_FIELDS))
-    if unknown:
-        raise errors.InvalidArgument(f"updates[{index}]: unknown fields {', '.join(unknown)}")
-    values: dict[str, Any] = {}
-    for name, kind in _UPDATE_FIELDS.items():
-        try:
-            values[name] = codec.field(raw, name, kind)
-        except errors.InvalidArgument as e:
-            raise errors.InvalidArgument(f"updates[{index}].{e.message}") from None
-    if not values["job_id"]:
-        raise errors.InvalidArgument(f"updates[{index}].job_id: required")
-    return v1.JobUpdate(**values)
+def job_updates(body: Any) -> list[v1.JobUpdate]:
+    """The updates of a POST body: Determined's UpdateJobQueueRequest (``{"updates": [...]}``)
+    or, as pydet's WebUI sends it, the list alone; each must name its job."""
+    if isinstance(body, list):
+        body = {"updates": body}
+    try:
+        req = protojson.parse(v1.UpdateJobQueueRequest, body)
+    except protojson.ParseError as e:
+        raise errors.InvalidArgument(str(e)) from None
+    if not req.updates:
+        raise errors.InvalidArgument("updates: expected a non-empty list of job updates")
+    for i, update in enumerate(req.updates):
+        if not update.job_id:
+            raise errors.InvalidArgument(f"updates[{i}].jobId: required")
+    return list(req.updates)
 
 
 def routes(service: Service) -> list[Route]:
@@ -46,19 +38,13 @@ def routes(service: Service) -> list[Route]:
         return codec.message(service.get_agents())
 
     async def resource_pools(request: Request) -> Response:
-        return codec.message(v1.GetResourcePoolsResponse(pools=service.get_resource_pools()))
+        return codec.message(service.get_resource_pools())
 
     async def jobs(request: Request) -> Response:
-        pool = request.query_params.get("resource_pool", "")
-        return codec.message(v1.GetJobsResponse(jobs=service.get_jobs(pool)))
+        return codec.message(service.get_jobs(codec.query_message(request, v1.GetJobsRequest)))
 
     async def update_jobs(request: Request) -> Response:
-        body = await codec.json_body(request)
-        if isinstance(body, dict) and "updates" in body:
-            body = body["updates"]
-        if not isinstance(body, list) or not body:
-            raise errors.InvalidArgument("request body: expected a non-empty list of job updates")
-        updates = [job_update(raw, i) for i, raw in enumerate(body)]
+        updates = job_updates(await codec.json_body(request))
         await gateway_auth.authorize(
             request, "UpdateJobQueue", v1.UpdateJobQueueRequest(updates=updates)
         )
@@ -70,4 +56,7 @@ def routes(service: Service) -> list[Route]:
         Route("/api/v1/resource-pools", resource_pools, methods=["GET"]),
         Route("/api/v1/jobs", jobs, methods=["GET"]),
         Route("/api/v1/jobs/update", update_jobs, methods=["POST"]),
+        # Determined's paths for the same (GetJobs, UpdateJobQueue).
+        Route("/api/v1/job-queues", jobs, methods=["GET"]),
+        Route("/api/v1/job-queues", update_jobs, methods=["POST"]),
     ]

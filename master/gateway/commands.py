@@ -11,11 +11,12 @@ from typing import Any
 
 import betterproto2
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import structs
+from pydet.master import convert
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import codec
 from pydet.master.service import Service
@@ -25,45 +26,30 @@ from pydet.master.tasks.generic import GenericTask, TaskType
 @dataclass(frozen=True)
 class Kind:
     """One kind's routes: ``plural`` is its path and list key ("commands"), ``noun`` its
-    key and RPC name ("command", "Command"); ``launch`` makes one from a config's text and
-    a template's name."""
+    key and RPC name ("command", "Command"); ``launch`` makes one from a config's text, a
+    template's name and a workspace's id (0: Uncategorized)."""
 
     task_type: TaskType
     plural: str
     noun: str
     rpc: str
     to_proto: Callable[[GenericTask], betterproto2.Message]
-    launch: Callable[[str, str, str], Awaitable[GenericTask]]
+    launch: Callable[[str, str, str, int], Awaitable[GenericTask]]
     # The request message each rule reads, from the task's id (and a priority).
     request: Callable[..., betterproto2.Message]
 
 
-def _config_text(body: dict[str, Any]) -> str:
-    config = body.get("config")
-    if config is None:
-        return ""
-    if isinstance(config, str):
-        return config
-    if isinstance(config, dict):
-        return json.dumps(config)
-    raise errors.InvalidArgument("config: expected an object or YAML text")
-
-
 def log_routes(service: Service) -> list[Route]:
-    """A task's lines by its id (the WebUI's Tasks page follows them by ``after_id``), as
-    the TaskLogs RPC has them."""
+    """A task's lines by its id, as Determined's ``/api/v1/tasks/{taskId}/logs`` streams
+    them: one ``{"result": <TaskLogsResponse>}`` a line (TaskLogsRequest's filters as query
+    parameters; the WebUI's Tasks page follows them by pydet's ``afterId``)."""
 
     async def task_logs(request: Request) -> Response:
-        req = v1.TaskLogsRequest(
-            task_id=str(request.path_params["id"]),
-            tail=codec.integer(request, "tail"),
-            after_id=codec.integer(request, "after_id"),
-        )
-        await gateway_auth.authorize(request, "TaskLogs", req)
-        lines: list[dict[str, Any]] = []
-        async for batch in service.task_logs(req):
-            lines.extend(codec.to_dict(line) for line in batch)
-        return JSONResponse(lines)
+        req = codec.query_message(request, v1.TaskLogsRequest)
+        req.task_id = str(request.path_params["id"])
+        if "." not in req.task_id:  # a trial's task ids are "EXPERIMENT.TRIAL"
+            await service.generic.get(req.task_id)  # an unknown task: a 404 before the stream
+        return codec.stream(service.task_logs(req))
 
     return [Route("/api/v1/tasks/{id:str}/logs", task_logs, methods=["GET"])]
 
@@ -71,55 +57,46 @@ def log_routes(service: Service) -> list[Route]:
 def routes(service: Service, kind: Kind) -> list[Route]:
     key = f"{kind.noun}_id"
 
-    def shown(task: GenericTask) -> dict[str, Any]:
-        return codec.to_dict(kind.to_proto(task))
+    def answer(rpc: str, task: GenericTask, **more: Any) -> Response:
+        """Determined's ``<rpc>Response`` with the task under its noun (``command``)."""
+        cls = getattr(v1, f"{rpc}Response")
+        return codec.message(cls(**{kind.noun: kind.to_proto(task)}, **more))
 
     async def launch(request: Request) -> Response:
-        body = await codec.json_body(request)
-        if not isinstance(body, dict):
-            raise errors.InvalidArgument("request body: expected a JSON object")
-        template = body.get("template_name", body.get("templateName")) or ""
-        if not isinstance(template, str):
-            raise errors.InvalidArgument("template_name: expected a string")
-        # Launch*'s rule reads no field of its message: kind.request stands in for it.
-        await gateway_auth.authorize(request, f"Launch{kind.rpc}", kind.request())
-        task = await kind.launch(
-            gateway_auth.caller(request).username, _config_text(body), template
-        )
-        return JSONResponse({kind.noun: shown(task), "config": task.config})
+        req = await codec.body(request, getattr(v1, f"Launch{kind.rpc}Request"))
+        # Launch*'s rule reads the workspace it goes into, as over gRPC.
+        await gateway_auth.authorize(request, f"Launch{kind.rpc}", req)
+        text = json.dumps(structs.python(req.config)) if req.config is not None else ""
+        user = gateway_auth.caller(request).username
+        task = await kind.launch(user, text, req.template_name, req.workspace_id)
+        return answer(f"Launch{kind.rpc}", task, config=structs.struct(task.config))
 
     async def list_all(request: Request) -> Response:
+        req = codec.query_message(request, getattr(v1, f"Get{kind.rpc}sRequest"))
         await gateway_auth.authorize(request, f"Get{kind.rpc}s", kind.request())
-        users = codec.strings(request, "users")
-        return JSONResponse(
-            {kind.plural: [shown(t) for t in service.live_tasks(kind.task_type, users)]}
-        )
+        live = service.live_tasks(kind.task_type, list(req.users), req.workspace_id)
+        shown = [kind.to_proto(t) for t in live]
+        cls = getattr(v1, f"Get{kind.rpc}sResponse")
+        return codec.message(cls(**{kind.plural: shown}, pagination=convert.pagination(len(shown))))
 
     async def get_one(request: Request) -> Response:
         task_id = str(request.path_params["id"])
         await gateway_auth.authorize(request, f"Get{kind.rpc}", kind.request(**{key: task_id}))
         task = await service.generic.get(task_id, kind.task_type)
-        return JSONResponse({kind.noun: shown(task), "config": task.config})
+        return answer(f"Get{kind.rpc}", task, config=structs.struct(task.config))
 
     async def kill(request: Request) -> Response:
         task_id = str(request.path_params["id"])
         await gateway_auth.authorize(request, f"Kill{kind.rpc}", kind.request(**{key: task_id}))
-        task = await service.kill_task(task_id, kind.task_type)
-        return JSONResponse({kind.noun: shown(task)})
+        return answer(f"Kill{kind.rpc}", await service.kill_task(task_id, kind.task_type))
 
     async def set_priority(request: Request) -> Response:
         task_id = str(request.path_params["id"])
-        await gateway_auth.authorize(
-            request, f"Set{kind.rpc}Priority", kind.request(**{key: task_id})
-        )
-        body = await codec.json_body(request)
-        if not isinstance(body, dict):
-            raise errors.InvalidArgument("request body: expected a JSON object")
-        priority = codec.field(body, "priority", int)
-        if priority is None:
-            raise errors.InvalidArgument("priority: required")
-        task = await service.set_task_priority(task_id, priority, kind.task_type)
-        return JSONResponse({kind.noun: shown(task)})
+        req = await codec.body(request, getattr(v1, f"Set{kind.rpc}PriorityRequest"))
+        setattr(req, key, task_id)
+        await gateway_auth.authorize(request, f"Set{kind.rpc}Priority", req)
+        task = await service.set_task_priority(task_id, req.priority, kind.task_type)
+        return answer(f"Set{kind.rpc}Priority", task)
 
     base = f"/api/v1/{kind.plural}"
     return [

@@ -3,14 +3,13 @@ operation (the same one the gRPC servicer calls) and encodes the answer."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from determined.api.gen import v1
 from determined.common import errors
+from pydet.master import convert
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import codec
 from pydet.master.service import Service
@@ -20,39 +19,16 @@ EXPERIMENT_ACTIONS = ("activate", "pause", "cancel", "kill", "archive", "unarchi
 
 def routes(service: Service) -> list[Route]:
     async def list_experiments(request: Request) -> Response:
-        q = request.query_params
-        req = v1.GetExperimentsRequest(
-            limit=codec.integer(request, "limit"),
-            offset=codec.integer(request, "offset"),
-            states=codec.states(request, "state"),
-            archived=codec.boolean(request, "archived"),
-            name=q.get("name", ""),
-            order_by=q.get("order_by", "id") or "id",
-            descending=bool(codec.boolean(request, "descending")),
-            project_id=codec.integer(request, "projectId")
-            if "projectId" in q
-            else codec.integer(request, "project_id"),
-            labels=q.getlist("labels") or q.getlist("label"),
-            users=q.getlist("users"),
-        )
+        req = codec.query_message(request, v1.GetExperimentsRequest)
         return codec.message(await service.get_experiments(req))
 
     async def create_experiment(request: Request) -> Response:
-        body = await codec.json_body(request)
-        if not isinstance(body, dict):
-            raise errors.InvalidArgument("request body: expected a JSON object")
-        config = codec.field(body, "config", str)
-        if not config:
+        req = await codec.body(request, v1.CreateExperimentRequest)
+        if not req.config:
             raise errors.InvalidArgument("config: required (the experiment config as YAML)")
-        req = v1.CreateExperimentRequest(
-            config=config,
-            parent_id=codec.field(body, "parent_id", int, 0),
-            # No context: the master reuses the parent's.
-            context=b"",
-            paused=not codec.field(body, "activate", bool, True),
-            validate_only=codec.field(body, "validate_only", bool, False),
-            username=gateway_auth.caller(request).username,
-        )
+        # The owner is whoever is logged in; without files or an archive, the parent's
+        # context is reused (or the image holds the code).
+        req.username = gateway_auth.caller(request).username
         await gateway_auth.authorize(request, "CreateExperiment", req)
         return codec.message(await service.create_experiment(req))
 
@@ -82,12 +58,15 @@ def routes(service: Service) -> list[Route]:
         return codec.message(await service.experiment_action(action, exp_id))
 
     async def experiment_trials(request: Request) -> Response:
-        trials = await service.get_experiment_trials(codec.integer(request, "id"))
-        return codec.message(v1.GetExperimentTrialsResponse(trials=trials))
+        req = codec.query_message(request, v1.GetExperimentTrialsRequest)
+        req.experiment_id = codec.integer(request, "id")
+        return codec.message(await service.get_experiment_trials(req))
 
     async def experiment_checkpoints(request: Request) -> Response:
         found = await service.get_checkpoints(experiment_id=codec.integer(request, "id"))
-        return codec.message(v1.GetCheckpointsResponse(checkpoints=found))
+        return codec.message(
+            v1.GetCheckpointsResponse(checkpoints=found, pagination=convert.pagination(len(found)))
+        )
 
     async def get_trial(request: Request) -> Response:
         trial = await service.get_trial(codec.integer(request, "id"))
@@ -102,7 +81,7 @@ def routes(service: Service) -> list[Route]:
     async def trial_metrics(request: Request) -> Response:
         req = v1.GetTrialMetricsRequest(
             trial_id=codec.integer(request, "id"),
-            group=request.query_params.get("group", ""),
+            group=codec.query(request, "group"),
             after_steps=codec.integer(request, "after_steps", minimum=None),
             limit=codec.integer(request, "limit"),
         )
@@ -112,24 +91,17 @@ def routes(service: Service) -> list[Route]:
 
     async def trial_checkpoints(request: Request) -> Response:
         found = await service.get_checkpoints(trial_id=codec.integer(request, "id"))
-        return codec.message(v1.GetCheckpointsResponse(checkpoints=found))
+        return codec.message(
+            v1.GetCheckpointsResponse(checkpoints=found, pagination=convert.pagination(len(found)))
+        )
 
     async def trial_logs(request: Request) -> Response:
-        req = v1.TrialLogsRequest(
-            trial_id=codec.integer(request, "id"),
-            follow=False,
-            head=codec.integer(request, "head"),
-            tail=codec.integer(request, "tail"),
-            rank_ids=codec.integers(request, "rank_ids"),
-            levels=[level.upper() for level in codec.strings(request, "levels")],
-            min_level=request.query_params.get("min_level", ""),
-            search=request.query_params.get("search", ""),
-            after_id=codec.integer(request, "after_id"),
-        )
-        lines: list[dict[str, Any]] = []
-        async for batch in service.trial_logs(req):
-            lines.extend(codec.to_dict(line) for line in batch)
-        return JSONResponse(lines)
+        """Determined's stream: one ``{"result": <log line>}`` a line, kept open with
+        ``follow=true`` until the trial ends."""
+        req = codec.query_message(request, v1.TrialLogsRequest)
+        req.trial_id = codec.integer(request, "id")
+        await service.get_trial(req.trial_id)  # an unknown trial: a 404 before the stream
+        return codec.stream(service.trial_logs(req))
 
     return [
         Route("/api/v1/experiments", list_experiments, methods=["GET"]),

@@ -10,13 +10,13 @@ from starlette.routing import Route
 
 from determined.api.gen import v1
 from pydet.master.gateway import auth as gateway_auth
-from pydet.master.gateway import bodies, codec
+from pydet.master.gateway import codec
 from pydet.master.service import Service
 
 
 def routes(service: Service) -> list[Route]:
     async def create(request: Request) -> Response:
-        req = await bodies.body(request, v1.CreateGenericTaskRequest)
+        req = await codec.body(request, v1.CreateGenericTaskRequest)
         await gateway_auth.authorize(request, "CreateGenericTask", req)
         task = await service.create_generic_task(req, gateway_auth.caller(request).username)
         return codec.message(v1.CreateGenericTaskResponse(task_id=task.id))
@@ -31,7 +31,7 @@ def routes(service: Service) -> list[Route]:
         task_id = str(request.path_params["id"])
         action = request.url.path.rsplit("/", 1)[1]
         if action == "kill":
-            kill = await bodies.body(request, v1.KillGenericTaskRequest)
+            kill = await codec.body(request, v1.KillGenericTaskRequest)
             kill.task_id = task_id
             await gateway_auth.authorize(request, "KillGenericTask", kill)
             await service.steer_generic_task(task_id, "kill", root=kill.kill_from_root)

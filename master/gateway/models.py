@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from determined.api.gen import v1
 from pydet.master.gateway import auth as gateway_auth
-from pydet.master.gateway import bodies, codec
+from pydet.master.gateway import codec
 from pydet.master.gateway.workspaces import archiving
 from pydet.master.service import Service
 
@@ -20,35 +20,14 @@ def _name(request: Request) -> str:
     return str(request.path_params["model_name"])
 
 
-def _models_request(request: Request) -> v1.GetModelsRequest:
-    sort = v1.GetModelsRequestSortBy
-    return v1.GetModelsRequest(
-        sort_by=bodies.enum_param(request, "sort_by", sort, "SORT_BY_", sort.UNSPECIFIED),
-        order_by=bodies.enum_param(
-            request, "order_by", v1.OrderBy, "ORDER_BY_", v1.OrderBy.UNSPECIFIED
-        ),
-        offset=codec.integer(request, "offset"),
-        limit=codec.integer(request, "limit"),
-        name=bodies.text(request, "name"),
-        description=bodies.text(request, "description"),
-        labels=codec.strings(request, "labels"),
-        archived=codec.boolean(request, "archived"),
-        users=codec.strings(request, "users"),
-        user_ids=codec.integers(request, "user_ids"),
-        workspace_names=codec.strings(request, "workspace_names"),
-        workspace_ids=codec.integers(request, "workspace_ids"),
-        id=codec.integer(request, "id"),
-    )
-
-
 def routes(service: Service) -> list[Route]:
     async def list_models(request: Request) -> Response:
-        req = _models_request(request)
+        req = codec.query_message(request, v1.GetModelsRequest)
         await gateway_auth.authorize(request, "GetModels", req)
         return codec.message(await service.org.get_models(req))
 
     async def create_model(request: Request) -> Response:
-        req = await bodies.body(request, v1.PostModelRequest)
+        req = await codec.body(request, v1.PostModelRequest)
         await gateway_auth.authorize(request, "PostModel", req)
         user_id = gateway_auth.caller(request).id
         return codec.message(await service.org.post_model(req, user_id=user_id))
@@ -59,7 +38,7 @@ def routes(service: Service) -> list[Route]:
         return codec.message(await service.org.get_model(req))
 
     async def patch_model(request: Request) -> Response:
-        patch = await bodies.body(request, v1.PatchModel)
+        patch = await codec.body(request, v1.PatchModel)
         req = v1.PatchModelRequest(model_name=_name(request), model=patch)
         await gateway_auth.authorize(request, "PatchModel", req)
         return codec.message(await service.org.patch_model(req))
@@ -76,8 +55,7 @@ def routes(service: Service) -> list[Route]:
 
     async def move_model(request: Request) -> Response:
         # Determined's route takes the destination in the query string; a body may carry it.
-        raw = await codec.json_body(request) if await request.body() else None
-        req = bodies.parsed(v1.MoveModelRequest, raw)
+        req = await codec.body(request, v1.MoveModelRequest)
         req.model_name = _name(request)
         req.destination_workspace_id = codec.integer(
             request, "destination_workspace_id", req.destination_workspace_id
@@ -86,29 +64,18 @@ def routes(service: Service) -> list[Route]:
         return codec.message(await service.org.move_model(req))
 
     async def model_labels(request: Request) -> Response:
-        workspace = request.query_params.get("workspace_id")
-        req = v1.GetModelLabelsRequest(
-            workspace_id=None if workspace is None else codec.integer(request, "workspace_id")
-        )
+        req = codec.query_message(request, v1.GetModelLabelsRequest)
         await gateway_auth.authorize(request, "GetModelLabels", req)
         return codec.message(await service.org.get_model_labels(req))
 
     async def list_versions(request: Request) -> Response:
-        sort = v1.GetModelVersionsRequestSortBy
-        req = v1.GetModelVersionsRequest(
-            model_name=_name(request),
-            sort_by=bodies.enum_param(request, "sort_by", sort, "SORT_BY_", sort.UNSPECIFIED),
-            order_by=bodies.enum_param(
-                request, "order_by", v1.OrderBy, "ORDER_BY_", v1.OrderBy.UNSPECIFIED
-            ),
-            offset=codec.integer(request, "offset"),
-            limit=codec.integer(request, "limit"),
-        )
+        req = codec.query_message(request, v1.GetModelVersionsRequest)
+        req.model_name = _name(request)
         await gateway_auth.authorize(request, "GetModelVersions", req)
         return codec.message(await service.org.get_model_versions(req))
 
     async def register_version(request: Request) -> Response:
-        req = await bodies.body(request, v1.PostModelVersionRequest)
+        req = await codec.body(request, v1.PostModelVersionRequest)
         req.model_name = _name(request)
         await gateway_auth.authorize(request, "PostModelVersion", req)
         user_id = gateway_auth.caller(request).id
@@ -123,7 +90,7 @@ def routes(service: Service) -> list[Route]:
         return codec.message(await service.org.get_model_version(req))
 
     async def patch_version(request: Request) -> Response:
-        patch = await bodies.body(request, v1.PatchModelVersion)
+        patch = await codec.body(request, v1.PatchModelVersion)
         req = v1.PatchModelVersionRequest(
             model_name=_name(request),
             model_version_num=codec.integer(request, "model_version_num"),

@@ -13,8 +13,10 @@ import importlib.resources
 import pathlib
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Route
+
+from pydet.master.gateway import codec
 
 _NOT_BUILT = (
     "<!doctype html><title>pydet</title><h1>pydet master</h1>"
@@ -54,7 +56,7 @@ def routes(dev_build: pathlib.Path | None = None) -> list[Route]:
     async def serve(request: Request) -> Response:
         path = str(request.path_params.get("path", ""))
         if path == "api" or path.startswith("api/"):
-            return JSONResponse({"error": f"no API route {request.url.path}"}, status_code=404)
+            return codec.error(f"no API route {request.url.path}", 404, "NOT_FOUND")
         if path:
             candidate = (root / path).resolve()
             if candidate.is_relative_to(root) and candidate.is_file():
@@ -62,7 +64,7 @@ def routes(dev_build: pathlib.Path | None = None) -> list[Route]:
                 return FileResponse(candidate, headers=headers)
             # A missing file (a stale asset name, a typo'd icon) is a 404, not the app.
             if "." in path.rsplit("/", 1)[-1]:
-                return JSONResponse({"error": f"no file {request.url.path}"}, status_code=404)
+                return codec.error(f"no file {request.url.path}", 404, "NOT_FOUND")
         return index()
 
     return [Route("/{path:path}", serve, methods=["GET", "HEAD"])]

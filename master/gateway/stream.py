@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from determined.common import protojson
 from pydet.master.events import Event, EventBus
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import codec
@@ -48,7 +49,9 @@ class StreamFilter:
 
 
 def encode(event: Event) -> str:
-    data = json.dumps(event.data, separators=(",", ":"), default=str)
+    """One event, its fields keyed in lowerCamelCase as the API's JSON is."""
+    fields = {protojson.json_name(k): v for k, v in event.data.items()}
+    data = json.dumps(fields, separators=(",", ":"), default=str)
     return f"event: {event.kind}\ndata: {data}\n\n"
 
 

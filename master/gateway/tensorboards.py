@@ -8,39 +8,27 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from determined.api.gen import v1
-from determined.common import errors
+from pydet.master import convert
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import codec
 from pydet.master.service import Service
 from pydet.master.tasks import tensorboards
 
 
-def _ids(body: dict[str, object], name: str) -> list[int]:
-    value = body.get(name) or []
-    if not isinstance(value, list) or not all(
-        isinstance(i, int) and not isinstance(i, bool) for i in value
-    ):
-        raise errors.InvalidArgument(f"{name}: expected a list of integer ids")
-    return [int(str(i)) for i in value]
-
-
 def routes(service: Service) -> list[Route]:
     async def launch(request: Request) -> Response:
-        body = await codec.json_body(request)
-        if not isinstance(body, dict):
-            raise errors.InvalidArgument("request body: expected a JSON object")
-        req = v1.LaunchTensorboardRequest(
-            experiment_ids=_ids(body, "experiment_ids"), trial_ids=_ids(body, "trial_ids")
-        )
+        req = await codec.body(request, v1.LaunchTensorboardRequest)
         await gateway_auth.authorize(request, "LaunchTensorboard", req)
         tb = await service.launch_tensorboard(gateway_auth.caller(request).username, req)
         return codec.message(v1.LaunchTensorboardResponse(tensorboard=tb))
 
     async def list_all(request: Request) -> Response:
         await gateway_auth.authorize(request, "GetTensorboards", v1.GetTensorboardsRequest())
-        live = service.tensorboards.live()
+        boards = [tensorboards.to_proto(t) for t in service.tensorboards.live()]
         return codec.message(
-            v1.GetTensorboardsResponse(tensorboards=[tensorboards.to_proto(t) for t in live])
+            v1.GetTensorboardsResponse(
+                tensorboards=boards, pagination=convert.pagination(len(boards))
+            )
         )
 
     async def get_one(request: Request) -> Response:

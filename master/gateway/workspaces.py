@@ -8,9 +8,8 @@ JSON mapping), is authorized by the same rule as its RPC, and calls the same faÃ
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -18,27 +17,10 @@ from starlette.routing import Route
 
 from determined.api.gen import v1
 from pydet.master.gateway import auth as gateway_auth
-from pydet.master.gateway import bodies, codec
+from pydet.master.gateway import codec
 from pydet.master.service import Service
 
-E = TypeVar("E", bound=enum.Enum)
 T = TypeVar("T")
-
-
-def _list_fields(request: Request, sort_kind: type[E]) -> dict[str, Any]:
-    """What GetWorkspaces and GetWorkspaceProjects share, from the query string."""
-    return {
-        "sort_by": bodies.enum_param(request, "sort_by", sort_kind, "SORT_BY_", sort_kind(0)),
-        "order_by": bodies.enum_param(
-            request, "order_by", v1.OrderBy, "ORDER_BY_", v1.OrderBy.UNSPECIFIED
-        ),
-        "offset": codec.integer(request, "offset"),
-        "limit": codec.integer(request, "limit"),
-        "name": bodies.text(request, "name"),
-        "archived": codec.boolean(request, "archived"),
-        "users": codec.strings(request, "users"),
-        "user_ids": codec.integers(request, "user_ids"),
-    }
 
 
 async def archiving(
@@ -59,15 +41,12 @@ async def archiving(
 
 def routes(service: Service) -> list[Route]:
     async def list_workspaces(request: Request) -> Response:
-        req = v1.GetWorkspacesRequest(
-            **_list_fields(request, v1.GetWorkspacesRequestSortBy),
-            name_case_sensitive=bodies.text(request, "name_case_sensitive"),
-        )
+        req = codec.query_message(request, v1.GetWorkspacesRequest)
         await gateway_auth.authorize(request, "GetWorkspaces", req)
         return codec.message(await service.org.get_workspaces(req))
 
     async def create_workspace(request: Request) -> Response:
-        req = await bodies.body(request, v1.PostWorkspaceRequest)
+        req = await codec.body(request, v1.PostWorkspaceRequest)
         await gateway_auth.authorize(request, "PostWorkspace", req)
         user_id = gateway_auth.caller(request).id
         return codec.message(await service.org.post_workspace(req, user_id=user_id))
@@ -78,7 +57,7 @@ def routes(service: Service) -> list[Route]:
         return codec.message(await service.org.get_workspace(req))
 
     async def patch_workspace(request: Request) -> Response:
-        patch = await bodies.body(request, v1.PatchWorkspace)
+        patch = await codec.body(request, v1.PatchWorkspace)
         req = v1.PatchWorkspaceRequest(id=codec.integer(request, "id"), workspace=patch)
         await gateway_auth.authorize(request, "PatchWorkspace", req)
         return codec.message(await service.org.patch_workspace(req))
@@ -93,15 +72,13 @@ def routes(service: Service) -> list[Route]:
         return await archiving(request, "Workspace", target, "id", service.org.archive_workspace)
 
     async def workspace_projects(request: Request) -> Response:
-        req = v1.GetWorkspaceProjectsRequest(
-            id=codec.integer(request, "id"),
-            **_list_fields(request, v1.GetWorkspaceProjectsRequestSortBy),
-        )
+        req = codec.query_message(request, v1.GetWorkspaceProjectsRequest)
+        req.id = codec.integer(request, "id")
         await gateway_auth.authorize(request, "GetWorkspaceProjects", req)
         return codec.message(await service.org.get_workspace_projects(req))
 
     async def create_project(request: Request) -> Response:
-        req = await bodies.body(request, v1.PostProjectRequest)
+        req = await codec.body(request, v1.PostProjectRequest)
         req.workspace_id = codec.integer(request, "id")
         await gateway_auth.authorize(request, "PostProject", req)
         user_id = gateway_auth.caller(request).id
@@ -118,7 +95,7 @@ def routes(service: Service) -> list[Route]:
         return codec.message(await service.org.get_project_by_key(req))
 
     async def patch_project(request: Request) -> Response:
-        patch = await bodies.body(request, v1.PatchProject)
+        patch = await codec.body(request, v1.PatchProject)
         req = v1.PatchProjectRequest(id=codec.integer(request, "id"), project=patch)
         await gateway_auth.authorize(request, "PatchProject", req)
         return codec.message(await service.org.patch_project(req))
@@ -133,37 +110,37 @@ def routes(service: Service) -> list[Route]:
         return await archiving(request, "Project", target, "id", service.org.archive_project)
 
     async def move_project(request: Request) -> Response:
-        req = await bodies.body(request, v1.MoveProjectRequest)
+        req = await codec.body(request, v1.MoveProjectRequest)
         req.project_id = codec.integer(request, "id")
         await gateway_auth.authorize(request, "MoveProject", req)
         return codec.message(await service.org.move_project(req))
 
     async def add_note(request: Request) -> Response:
-        note = await bodies.body(request, v1.Note)
+        note = await codec.body(request, v1.Note)
         req = v1.AddProjectNoteRequest(project_id=codec.integer(request, "id"), note=note)
         await gateway_auth.authorize(request, "AddProjectNote", req)
         return codec.message(await service.org.add_project_note(req))
 
     async def put_notes(request: Request) -> Response:
-        req = await bodies.body(request, v1.PutProjectNotesRequest)
+        req = await codec.body(request, v1.PutProjectNotesRequest)
         req.project_id = codec.integer(request, "id")
         await gateway_auth.authorize(request, "PutProjectNotes", req)
         return codec.message(await service.org.put_project_notes(req))
 
     async def move_experiments(request: Request) -> Response:
-        req = await bodies.body(request, v1.MoveExperimentsRequest)
+        req = await codec.body(request, v1.MoveExperimentsRequest)
         req.project_id = codec.integer(request, "id")
         await gateway_auth.authorize(request, "MoveExperiments", req)
         return codec.message(await service.org.move_experiments(req))
 
     async def move_experiment(request: Request) -> Response:
-        req = await bodies.body(request, v1.MoveExperimentRequest)
+        req = await codec.body(request, v1.MoveExperimentRequest)
         req.experiment_id = codec.integer(request, "id")
         await gateway_auth.authorize(request, "MoveExperiment", req)
         return codec.message(await service.org.move_experiment(req))
 
     async def experiment_labels(request: Request) -> Response:
-        req = v1.GetExperimentLabelsRequest(project_id=codec.integer(request, "project_id"))
+        req = codec.query_message(request, v1.GetExperimentLabelsRequest)
         await gateway_auth.authorize(request, "GetExperimentLabels", req)
         return codec.message(await service.org.get_experiment_labels(req))
 
@@ -171,35 +148,29 @@ def routes(service: Service) -> list[Route]:
         """POST adds, DELETE removes, PUT replaces a pool's workspace bindings (admins)."""
         pool = str(request.path_params["pool"])
         if request.method == "POST":
-            add = await bodies.body(request, v1.BindRpToWorkspaceRequest)
+            add = await codec.body(request, v1.BindRpToWorkspaceRequest)
             add.resource_pool_name = pool
             await gateway_auth.authorize(request, "BindRPToWorkspace", add)
             return codec.message(await service.org.bind_rp_to_workspace(add))
         if request.method == "DELETE":
-            remove = await bodies.body(request, v1.UnbindRpFromWorkspaceRequest)
+            remove = await codec.body(request, v1.UnbindRpFromWorkspaceRequest)
             remove.resource_pool_name = pool
             await gateway_auth.authorize(request, "UnbindRPFromWorkspace", remove)
             return codec.message(await service.org.unbind_rp_from_workspace(remove))
-        put = await bodies.body(request, v1.OverwriteRpWorkspaceBindingsRequest)
+        put = await codec.body(request, v1.OverwriteRpWorkspaceBindingsRequest)
         put.resource_pool_name = pool
         await gateway_auth.authorize(request, "OverwriteRPWorkspaceBindings", put)
         return codec.message(await service.org.overwrite_rp_workspace_bindings(put))
 
     async def pool_workspaces(request: Request) -> Response:
-        req = v1.ListWorkspacesBoundToRpRequest(
-            resource_pool_name=str(request.path_params["pool"]),
-            offset=codec.integer(request, "offset"),
-            limit=codec.integer(request, "limit"),
-        )
+        req = codec.query_message(request, v1.ListWorkspacesBoundToRpRequest)
+        req.resource_pool_name = str(request.path_params["pool"])
         await gateway_auth.authorize(request, "ListWorkspacesBoundToRP", req)
         return codec.message(await service.org.list_workspaces_bound_to_rp(req))
 
     async def workspace_pools(request: Request) -> Response:
-        req = v1.ListRPsBoundToWorkspaceRequest(
-            workspace_id=codec.integer(request, "id"),
-            offset=codec.integer(request, "offset"),
-            limit=codec.integer(request, "limit"),
-        )
+        req = codec.query_message(request, v1.ListRPsBoundToWorkspaceRequest)
+        req.workspace_id = codec.integer(request, "id")
         await gateway_auth.authorize(request, "ListRPsBoundToWorkspace", req)
         return codec.message(await service.org.list_rps_bound_to_workspace(req))
 

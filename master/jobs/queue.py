@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, timestamps
 from pydet.master import queries
 from pydet.master.agents.table import AgentTable
 from pydet.master.experiments.experiment_store import ExperimentStore
@@ -21,6 +21,8 @@ from pydet.master.jobs import ordering as jobqueue
 from pydet.master.store.db import Database
 from pydet.master.tasks.generic import GenericTask, GenericTasks
 from pydet.master.tasks.task_list import TaskList
+
+_DEVICE_TYPES = {"cpu": v1.DeviceType.CPU, "cuda": v1.DeviceType.CUDA}
 
 
 class Pool(jobqueue.PoolSettings, Protocol):
@@ -141,22 +143,28 @@ class Jobs:
             scheduler=scheduler,
         )
         out = []
-        for row in rows:
+        for ahead, row in enumerate(rows):
             if row.job.job_id in generic:
                 task, job, held = generic[row.job.job_id]
                 out.append(
                     v1.Job(
                         job_id=job.job_id,
-                        type=job.type,
+                        type=v1.JobType[job.type.removeprefix("TYPE_")],
                         name=task.description,
                         priority=job.priority,
                         weight=job.weight,
-                        submission_time=task.start_time,
-                        acquired_slots=held,
-                        needed_slots=task.slots,
-                        state=row.state,
+                        submission_time=timestamps.to_datetime(task.start_time),
+                        allocated_slots=held,
+                        requested_slots=task.slots,
+                        summary=v1.JobSummary(
+                            state=v1.JobSummaryState[row.state.removeprefix("STATE_")],
+                            jobs_ahead=ahead,
+                        ),
                         username=task.username,
                         resource_pool=job.resource_pool,
+                        is_preemptible=self._preemptible(job.resource_pool),
+                        entity_id=task.id,
+                        workspace_id=1,
                     )
                 )
                 continue
@@ -164,21 +172,49 @@ class Jobs:
             out.append(
                 v1.Job(
                     job_id=job.job_id,
-                    type="TYPE_EXPERIMENT",
+                    type=v1.JobType.EXPERIMENT,
                     name=exp.config.name or f"Experiment {exp.id}",
                     priority=job.priority,
                     weight=job.weight,
-                    submission_time=exp.start_time,
-                    acquired_slots=acquired,
-                    needed_slots=needed,
-                    state=row.state,
+                    submission_time=timestamps.to_datetime(exp.start_time),
+                    allocated_slots=acquired,
+                    requested_slots=needed,
+                    summary=v1.JobSummary(
+                        state=v1.JobSummaryState[row.state.removeprefix("STATE_")],
+                        jobs_ahead=ahead,
+                    ),
                     username=exp.username,
                     resource_pool=job.resource_pool,
-                    entity_id=exp.id,
+                    is_preemptible=self._preemptible(job.resource_pool),
+                    entity_id=str(exp.id),
+                    progress=exp.search.progress(),
+                    workspace_id=1,
                     note=self._note(exp),
                 )
             )
         return out
+
+    def _preemptible(self, pool: str) -> bool:
+        return any(p.preemption for p in self._pools if p.name == pool)
+
+    def summary(self, job_id: str) -> v1.JobSummary | None:
+        """Where a job stands in its pool's queue; None when it is in none (ended, or no
+        trial runs or waits)."""
+        queued = self._queued()
+        found = queued.get(job_id)
+        if found is None:
+            return None
+        pool = found[1].resource_pool
+        rows = jobqueue.queue_rows(
+            [job for _, job, _, _ in queued.values()],
+            resource_pool=pool,
+            scheduler=self.scheduler_of(pool),
+        )
+        for ahead, row in enumerate(rows):
+            if row.job.job_id == job_id:
+                state = v1.JobSummaryState[row.state.removeprefix("STATE_")]
+                return v1.JobSummary(state=state, jobs_ahead=ahead)
+        return None
 
     def _note(self, exp: Experiment) -> str:
         notes = []
@@ -273,26 +309,62 @@ class Jobs:
         self._tasks.wake()
 
     def pools(self) -> list[v1.ResourcePool]:
+        """The pools as Determined's API shows them (an elastic pool's provisioning, when the
+        pool has a ``provider``; its queue's counts)."""
         out = []
+        queued = list(self._queued().values())
         for p in self._pools:
             agents = [
                 a for a in self._agents.agents.values() if a.resource_pool == p.name and a.connected
             ]
             total = sum(len(a.slots) for a in agents)
             used = sum(1 for a in agents for s in a.slots.values() if s.allocation_id)
-            out.append(
-                v1.ResourcePool(
-                    name=p.name,
-                    description=p.description,
-                    scheduler=p.scheduler,
-                    fitting_policy=p.fitting_policy,
-                    preemption=p.preemption,
-                    num_agents=len(agents),
-                    slots_total=total,
-                    slots_used=used,
-                    is_default=p.name == self._default_pool,
-                )
+            types = {s.type for a in agents for s in a.slots.values()}
+            provider = getattr(p, "provider", None)  # a PoolConfig's; test pools have none
+            in_queue = [job for _, job, _, _ in queued if job.resource_pool == p.name]
+            pool = v1.ResourcePool(
+                name=p.name,
+                description=p.description,
+                type=v1.ResourcePoolType.AWS
+                if provider is not None and provider.type == "aws"
+                else v1.ResourcePoolType.STATIC,
+                num_agents=len(agents),
+                slots_available=total,
+                slots_used=used,
+                slot_type=_DEVICE_TYPES.get(types.pop(), v1.DeviceType.UNSPECIFIED)
+                if len(types) == 1
+                else v1.DeviceType.UNSPECIFIED,
+                default_compute_pool=p.name == self._default_pool,
+                default_aux_pool=p.name == self._default_pool,
+                scheduler_type=v1.SchedulerType.SLURM
+                if getattr(p, "slurm", None) is not None
+                else v1.SchedulerType.FAIR_SHARE
+                if p.scheduler == "fair_share"
+                else v1.SchedulerType.PRIORITY,
+                scheduler_fitting_policy=v1.FittingPolicy.WORST
+                if p.fitting_policy == "worst"
+                else v1.FittingPolicy.BEST,
+                details=v1.ResourcePoolDetail(
+                    priority_scheduler=v1.ResourcePoolPrioritySchedulerDetail(
+                        preemption=p.preemption, default_priority=42
+                    )
+                ),
+                stats=v1.QueueStats(
+                    queued_count=sum(1 for job in in_queue if not job.scheduled),
+                    scheduled_count=sum(1 for job in in_queue if job.scheduled),
+                ),
+                slots_per_agent=max((len(a.slots) for a in agents), default=0),
             )
+            if provider is not None:
+                pool.min_agents = provider.min_instances
+                pool.max_agents = provider.max_instances
+                pool.max_idle_agent_period = provider.max_idle_agent_period
+                pool.max_agent_starting_period = provider.max_agent_starting_period
+                pool.master_url = provider.master_url
+                pool.master_cert_name = provider.master_cert_name
+                pool.startup_script = provider.startup_script
+                pool.container_startup_script = provider.container_startup_script
+            out.append(pool)
         return out
 
     def set_slot_enabled(
@@ -315,7 +387,7 @@ class Jobs:
             if alloc is not None:
                 self._tasks.kill(alloc, reason="slot_disabled")
         self._tasks.wake()
-        return next(s for s in agent.to_proto().slots if s.id == slot_id)
+        return agent.to_proto().slots[slot_id]
 
     def set_agent_enabled(self, agent_id: str, *, enabled: bool, drain: bool) -> v1.Agent:
         agent = self._agents.agents.get(agent_id)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from determined.api.gen import v1
+from determined.common import timestamps
 from pydet.master.agents.table import Agent, AgentTable
 from pydet.master.provisioner import decider, demand
 from pydet.master.provisioner.decider import Instance, InstanceState
@@ -379,9 +380,9 @@ class Provisioner:
                     id=inst.id,
                     resource_pool=self.pool,
                     state=_shown(inst.state, connected=connected, idle=idle_since > 0),
-                    launched_at=inst.launched_at,
+                    launched_at=timestamps.to_datetime(inst.launched_at),
                     agent_id=inst.agent_id,
-                    idle_since=idle_since,
+                    idle_since=timestamps.to_datetime(idle_since) if idle_since > 0 else None,
                 )
             )
         return out

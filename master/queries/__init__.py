@@ -20,6 +20,7 @@ from pydet.master.queries.checkpoints import (
     trial_checkpoints,
 )
 from pydet.master.queries.experiments import (
+    ORDER_COLUMNS,
     ExperimentFilter,
     ExperimentRow,
     TrialRow,
@@ -64,6 +65,7 @@ from pydet.master.queries.owners import (
 from pydet.master.queries.users import UserRow, user, user_by_id, users
 
 __all__ = [
+    "ORDER_COLUMNS",
     "CheckpointRow",
     "ExperimentFilter",
     "ExperimentRow",

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from determined.common import errors
 from pydet.master.states import State
 from pydet.master.store.db import Database, Row
 
-# What `order_by` may name, and the column each sorts by.
+# What `order_by` may name (Determined's sort keys, lowercased), and the column each sorts by.
 ORDER_COLUMNS = {
     "id": "e.id",
     "name": "e.name",
+    "description": "e.description",
     "state": "e.state",
     "start_time": "e.start_time",
     "end_time": "e.end_time",
     "progress": "e.progress",
+    "num_trials": "n",
+    "user": "e.username",
+    "forked_from": "e.parent_id",
+    "project_id": "e.project_id",
 }
 
 
@@ -51,9 +57,22 @@ class ExperimentRow:
     project_name: str = ""
     workspace_id: int = 1
     workspace_name: str = ""
+    external_id: str | None = None
+    # Filled in by _details: the owner's id, its trials' ids, the trial with the best
+    # searcher metric, and its checkpoints (COMPLETED ones) and their bytes.
+    user_id: int = 0
+    trial_ids: tuple[int, ...] = ()
+    best_trial_id: int | None = None
+    checkpoint_count: int = 0
+    checkpoint_size: int = 0
+
+    # The config as parsed when the row was read (a page of experiments reads it twice).
+    parsed_config: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def config_dict(self) -> dict[str, Any]:
+        if self.parsed_config is not None:
+            return self.parsed_config
         value = json.loads(self.config)
         return value if isinstance(value, dict) else {}
 
@@ -83,6 +102,12 @@ class TrialRow:
     # The trial whose checkpoint it started from (a PBT child's parent).
     parent_trial_id: int | None = None
     metadata: str = "{}"
+    # Filled in by _trial_details: its COMPLETED checkpoints and their bytes, and the step
+    # and time of its latest validation (None without one).
+    checkpoint_count: int = 0
+    checkpoint_size: int = 0
+    latest_validation_steps: int | None = None
+    latest_validation_time: float | None = None
 
     @property
     def task_id(self) -> str:
@@ -104,8 +129,9 @@ class ExperimentFilter:
     users: Sequence[str] = ()
     # One project's experiments; 0 for every project's.
     project_id: int = 0
-    # Experiments with every one of these labels.
+    # Only those with all of these labels, and whose description contains this.
     labels: Sequence[str] = ()
+    description: str = ""
 
 
 # Each experiment with its trials' count and the best of their validations (whether the
@@ -115,14 +141,21 @@ _EXPERIMENTS = (
     " (SELECT MIN(best_validation) FROM trials t WHERE t.experiment_id = e.id) AS lo,"
     " (SELECT MAX(best_validation) FROM trials t WHERE t.experiment_id = e.id) AS hi,"
     " (SELECT GROUP_CONCAT(DISTINCT phase) FROM trials t WHERE t.experiment_id = e.id)"
-    " AS phases, p.name AS project_name, p.workspace_id, w.name AS workspace_name"
+    " AS phases, p.name AS project_name, p.workspace_id, w.name AS workspace_name,"
+    " u.id AS user_id"
     " FROM experiments e JOIN projects p ON p.id = e.project_id"
     " JOIN workspaces w ON w.id = p.workspace_id"
+    " LEFT JOIN users u ON u.username = e.username"
 )
 
 
-def _experiment(row: Row) -> ExperimentRow:
-    smaller = json.loads(row["config"]).get("searcher", {}).get("smaller_is_better", True)
+def _experiment(row: Row, details: Mapping[int, _Details] | None = None) -> ExperimentRow:
+    found = (details or {}).get(row["id"], _Details())
+    parsed = json.loads(row["config"])
+    config = parsed if isinstance(parsed, dict) else {}
+    # Its best trial and metric by its searcher's direction.
+    smaller = config.get("searcher", {}).get("smaller_is_better", True)
+    best_trial, best_value = (found.lowest, row["lo"]) if smaller else (found.highest, row["hi"])
     return ExperimentRow(
         id=row["id"],
         name=row["name"],
@@ -139,7 +172,7 @@ def _experiment(row: Row) -> ExperimentRow:
         parent_id=row["parent_id"] or 0,
         job_id=row["job_id"],
         num_trials=row["n"],
-        best_validation=row["lo"] if smaller else row["hi"],
+        best_validation=best_value,
         trial_phases=tuple((row["phases"] or "").split(",")) if row["phases"] else (),
         unmanaged=bool(row["unmanaged"]),
         notes=row["notes"],
@@ -147,7 +180,63 @@ def _experiment(row: Row) -> ExperimentRow:
         project_name=row["project_name"],
         workspace_id=row["workspace_id"],
         workspace_name=row["workspace_name"],
+        external_id=row["external_id"],
+        user_id=found.user_id,
+        trial_ids=found.trial_ids,
+        checkpoint_count=found.checkpoint_count,
+        checkpoint_size=found.checkpoint_size,
+        best_trial_id=best_trial,
+        parsed_config=config,
     )
+
+
+@dataclass(frozen=True)
+class _Details:
+    """What Determined's API shows of an experiment besides its own columns: its owner's id,
+    its trials' ids, the trials with the lowest and highest searcher metric, and its
+    checkpoints (COMPLETED ones) and their bytes."""
+
+    user_id: int = 0
+    trial_ids: tuple[int, ...] = ()
+    lowest: int | None = None
+    highest: int | None = None
+    checkpoint_count: int = 0
+    checkpoint_size: int = 0
+
+
+async def _details(db: Database, rows: Sequence[Row]) -> dict[int, _Details]:
+    """The ``_Details`` of each experiment of ``rows`` (read with ``_EXPERIMENTS``, which
+    has the owner's id): one query for the whole page."""
+    if not rows:
+        return {}
+    ids = [r["id"] for r in rows]
+    trials: dict[int, list[tuple[int, float | None]]] = {i: [] for i in ids}
+    checkpoints = dict.fromkeys(ids, (0, 0))
+    for t in await db.fetch_all(
+        "SELECT t.experiment_id, t.id, t.best_validation,"
+        " (SELECT COUNT(*) FROM checkpoints c WHERE c.trial_id = t.id"
+        "  AND c.state = 'COMPLETED') AS n,"
+        " (SELECT SUM(c.size) FROM checkpoints c WHERE c.trial_id = t.id"
+        "  AND c.state = 'COMPLETED') AS size"
+        f" FROM trials t WHERE t.experiment_id IN ({','.join('?' * len(ids))}) ORDER BY t.id",
+        ids,
+    ):
+        trials[t["experiment_id"]].append((t["id"], t["best_validation"]))
+        count, size = checkpoints[t["experiment_id"]]
+        checkpoints[t["experiment_id"]] = (count + t["n"], size + (t["size"] or 0))
+    out = {}
+    for r in rows:
+        scored = [(v, i) for i, v in trials[r["id"]] if v is not None]
+        count, size = checkpoints[r["id"]]
+        out[r["id"]] = _Details(
+            user_id=r["user_id"] or 0,
+            trial_ids=tuple(i for i, _ in trials[r["id"]]),
+            lowest=min(scored)[1] if scored else None,
+            highest=max(scored)[1] if scored else None,
+            checkpoint_count=count,
+            checkpoint_size=int(size),
+        )
+    return out
 
 
 def _trial(row: Row) -> TrialRow:
@@ -176,6 +265,47 @@ def _trial(row: Row) -> TrialRow:
     )
 
 
+async def _trial_details(db: Database, rows: list[TrialRow]) -> list[TrialRow]:
+    """``rows`` with their checkpoints' count and size and their latest validation's step
+    and time: two queries for them all."""
+    if not rows:
+        return rows
+    ids = [r.id for r in rows]
+    marks = ",".join("?" * len(ids))
+    checkpoints = {
+        c["trial_id"]: (c["n"], c["size"] or 0)
+        for c in await db.fetch_all(
+            "SELECT trial_id, COUNT(*) AS n, SUM(size) AS size FROM checkpoints"
+            f" WHERE trial_id IN ({marks}) AND state = 'COMPLETED' GROUP BY trial_id",
+            ids,
+        )
+    }
+    validations = {
+        v["trial_id"]: (v["steps_completed"], v["timestamp"])
+        for v in await db.fetch_all(
+            "SELECT m.trial_id, m.steps_completed, m.timestamp FROM metrics m"
+            f" WHERE m.trial_id IN ({marks}) AND m.grp = 'validation' AND m.archived = 0"
+            " AND m.steps_completed = (SELECT MAX(n.steps_completed) FROM metrics n"
+            "  WHERE n.trial_id = m.trial_id AND n.grp = 'validation' AND n.archived = 0)",
+            ids,
+        )
+    }
+    out = []
+    for r in rows:
+        count, size = checkpoints.get(r.id, (0, 0))
+        steps, when = validations.get(r.id, (None, None))
+        out.append(
+            dataclasses.replace(
+                r,
+                checkpoint_count=count,
+                checkpoint_size=int(size),
+                latest_validation_steps=steps,
+                latest_validation_time=when,
+            )
+        )
+    return out
+
+
 async def ensure_experiment(db: Database, experiment_id: int) -> None:
     """Raise ``NotFound`` unless the experiment exists."""
     row = await db.fetch_one("SELECT id FROM experiments WHERE id = ?", (experiment_id,))
@@ -194,7 +324,8 @@ async def experiment(db: Database, experiment_id: int) -> ExperimentRow:
     row = await db.fetch_one(f"{_EXPERIMENTS} WHERE e.id = ?", (experiment_id,))
     if row is None:
         raise errors.NotFound(f"experiment {experiment_id} not found")
-    return _experiment(row)
+    found = _experiment(row, await _details(db, [row]))
+    return found
 
 
 async def experiments(db: Database, f: ExperimentFilter) -> tuple[list[ExperimentRow], int]:
@@ -219,6 +350,9 @@ async def experiments(db: Database, f: ExperimentFilter) -> tuple[list[Experimen
     for label in f.labels:
         where.append(has_label(db.dialect, "e.labels"))
         params.append(label)
+    if f.description:
+        where.append("instr(lower(e.description), lower(?)) > 0")
+        params.append(f.description)
     column = ORDER_COLUMNS.get(f.order_by or "id")
     if column is None:
         raise errors.InvalidArgument(
@@ -231,7 +365,9 @@ async def experiments(db: Database, f: ExperimentFilter) -> tuple[list[Experimen
         f" ORDER BY {column} {'DESC' if f.descending else 'ASC'} LIMIT ? OFFSET ?",
         [*params, f.limit or -1, f.offset],
     )
-    return [_experiment(r) for r in rows], total["n"] if total is not None else 0
+    details = await _details(db, rows)
+    found = [_experiment(r, details) for r in rows]
+    return found, total["n"] if total is not None else 0
 
 
 def has_label(dialect: str, column: str) -> str:
@@ -271,13 +407,16 @@ async def trial(db: Database, trial_id: int) -> TrialRow:
     row = await db.fetch_one("SELECT * FROM trials WHERE id = ?", (trial_id,))
     if row is None:
         raise errors.NotFound(f"trial {trial_id} not found")
-    return _trial(row)
+    (found,) = await _trial_details(db, [_trial(row)])
+    return found
 
 
-async def trials(db: Database, experiment_id: int) -> list[TrialRow]:
-    """An experiment's trials, oldest first."""
+async def trials(db: Database, experiment_id: int, *, details: bool = False) -> list[TrialRow]:
+    """An experiment's trials, oldest first; with ``details``, as the API shows them (their
+    checkpoints and latest validation)."""
     await ensure_experiment(db, experiment_id)
     rows = await db.fetch_all(
         "SELECT * FROM trials WHERE experiment_id = ? ORDER BY id", (experiment_id,)
     )
-    return [_trial(r) for r in rows]
+    found = [_trial(r) for r in rows]
+    return await _trial_details(db, found) if details else found

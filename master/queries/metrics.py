@@ -112,18 +112,18 @@ async def trial_metrics_json(
     if db.dialect == "postgres":
         sql = (
             "SELECT COALESCE(json_agg(json_build_object('group', grp,"
-            " 'steps_completed', CAST(steps_completed AS TEXT), 'metrics', metrics,"
-            " 'timestamp', timestamp, 'batch_metrics', batch_metrics,"
-            " 'trial_id', trial_id, 'trial_run_id', run_id)"
+            " 'stepsCompleted', CAST(steps_completed AS TEXT), 'metrics', metrics,"
+            " 'timestamp', timestamp, 'batchMetrics', batch_metrics,"
+            " 'trialId', trial_id, 'trialRunId', run_id)"
             " ORDER BY steps_completed, id), '[]') AS reports"
             f" FROM ({thinned}) AS kept"
         )
     else:
         sql = (
             "SELECT json_group_array(json_object('group', grp,"
-            " 'steps_completed', CAST(steps_completed AS TEXT), 'metrics', metrics,"
-            " 'timestamp', timestamp, 'batch_metrics', batch_metrics,"
-            " 'trial_id', trial_id, 'trial_run_id', run_id)) AS reports"
+            " 'stepsCompleted', CAST(steps_completed AS TEXT), 'metrics', metrics,"
+            " 'timestamp', timestamp, 'batchMetrics', batch_metrics,"
+            " 'trialId', trial_id, 'trialRunId', run_id)) AS reports"
             f" FROM ({thinned})"
         )
     row = await db.fetch_one(

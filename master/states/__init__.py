@@ -32,9 +32,12 @@ class State(enum.Enum):
         return self.name.startswith("STOPPING_")
 
     def to_proto(self) -> v1.State:
-        return v1.State[self.value]
+        # By a table: betterproto2's enum lookup by name takes ~20 us, a page of 100
+        # experiments 2 ms.
+        return _PROTO[self]
 
 
+_PROTO = {s: v1.State[s.value] for s in State}
 TERMINAL = frozenset({State.COMPLETED, State.CANCELED, State.ERROR})
 
 # Where each STOPPING_* state ends up once nothing runs any more.

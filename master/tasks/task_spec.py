@@ -191,7 +191,7 @@ def container_spec(
         shm_size=shm_bytes(resources.shm_size),
         registry_auth=json.dumps(auth.to_dict()) if auth is not None else "",
         devices=[
-            v1.Device(host_path=d.host_path, container_path=d.container_path, mode=d.mode)
+            v1.DeviceMount(host_path=d.host_path, container_path=d.container_path, mode=d.mode)
             for d in resources.devices
         ],
         add_capabilities=list(environment.add_capabilities),

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from determined.api.gen import v1
-from determined.common import context_archive, errors, expconf
+from determined.common import context_archive, errors, expconf, timestamps
 from determined.core._tensorboard import storage_config, sync_path
 from pydet.master import queries
 from pydet.master.agents.table import Agent
@@ -51,8 +51,8 @@ def to_proto(tb: GenericTask) -> v1.Tensorboard:
     return v1.Tensorboard(
         id=tb.id,
         description=tb.description,
-        state=tb.state,
-        start_time=tb.start_time,
+        state=v1.TensorboardState[tb.phase.value],
+        start_time=timestamps.to_datetime(tb.start_time),
         experiment_ids=list(tb.extra.get("experiment_ids", [])),
         trial_ids=list(tb.extra.get("trial_ids", [])),
         username=tb.username,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, structs
 from pydet.master.states import State
 from pydet.master.store.db import Database
 
@@ -59,7 +59,7 @@ class Webhook:
                 v1.Trigger(
                     id=t.id,
                     trigger_type=t.trigger_type,
-                    condition=json.dumps(t.condition),
+                    condition=structs.struct(t.condition),
                     webhook_id=self.id,
                 )
                 for t in self.triggers
@@ -86,12 +86,7 @@ def _check_url(url: str) -> str:
 
 def _check_condition(i: int, t: v1.Trigger) -> dict[str, Any]:
     where = f"webhook.triggers[{i}].condition"
-    try:
-        condition = json.loads(t.condition or "{}")
-    except ValueError:
-        raise errors.InvalidArgument(f"{where}: not JSON") from None
-    if not isinstance(condition, dict):
-        raise errors.InvalidArgument(f"{where}: expected a JSON object")
+    condition = structs.python(t.condition)
     if t.trigger_type == v1.TriggerType.EXPERIMENT_STATE_CHANGE:
         state = condition.get("state")
         if state not in State.__members__:

@@ -106,12 +106,12 @@ def agents_response(c: Cluster) -> dict[str, Any]:
 
 
 def instances(c: Cluster, pool: str) -> list[dict[str, Any]]:
-    return [i for i in agents_response(c).get("instances", []) if i["resource_pool"] == pool]
+    return [i for i in agents_response(c).get("instances", []) if i["resourcePool"] == pool]
 
 
 def provisioner(c: Cluster, pool: str) -> dict[str, Any]:
     for p in agents_response(c).get("provisioners", []):
-        if p["resource_pool"] == pool:
+        if p["resourcePool"] == pool:
             return dict(p)
     raise AssertionError(f"no provisioner for pool {pool}")
 

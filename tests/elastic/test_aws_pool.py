@@ -98,7 +98,7 @@ def setup(tmp_path: pathlib.Path, network: Network, ec2: EC2Server) -> Iterator[
 
 
 def steps(c: Cluster, trial_id: int) -> int:
-    return int(c.get(f"/api/v1/trials/{trial_id}")["trial"].get("steps_completed", 0))
+    return int(c.get(f"/api/v1/trials/{trial_id}")["trial"].get("stepsCompleted", 0))
 
 
 def tags(instance: dict[str, Any]) -> dict[str, str]:
@@ -121,7 +121,7 @@ def test_the_pool_grows_under_its_queue_and_shrinks_when_idle(setup: Setup) -> N
             assert t["pydet:agent-id"].startswith(f"{POOL}-") and t["Name"] == "pydet-agent"
             assert inst["PrivateIpAddress"].startswith("198.18.")
         # The user data started det-agent with the id the master tagged: they match.
-        agents = {a["id"] for a in c.agents_json() if a["resource_pool"] == POOL}
+        agents = {a["id"] for a in c.agents_json() if a["resourcePools"] == [POOL]}
         assert agents == {tags(i)["pydet:agent-id"] for i in launched}
         shown = c.det("agent", "list").stdout
         assert "from its aws provider (min 0, max 2)" in shown
@@ -156,7 +156,7 @@ def test_a_spot_instance_taken_away_mid_trial_resumes_elsewhere(setup: Setup) ->
         # Some steps checkpointed on the first instance, then the cloud takes it away.
         wait_until(
             lambda: (
-                int(c.get(f"/api/v1/trials/{trial['id']}")["trial"].get("steps_completed", 0)) >= 5
+                int(c.get(f"/api/v1/trials/{trial['id']}")["trial"].get("stepsCompleted", 0)) >= 5
             ),
             60,
             "five steps reported",

@@ -88,7 +88,7 @@ def test_a_queue_grows_the_pool_to_its_maximum_and_idle_instances_go(setup: Setu
         assert c.wait_state(exp, "COMPLETED", timeout=180) == "COMPLETED"
         # Four trials on two instances: never a third, and every trial ran on one of them.
         assert len(launched(setup)) == 2
-        agents = {i["agent_id"] for i in instances(c, POOL)}
+        agents = {i["agentId"] for i in instances(c, POOL)}
         assert len(agents) == 2
         log = master_log(c)
         assert f"launching 2 instances: 4 slots queued in pool {POOL}" in log
@@ -98,7 +98,7 @@ def test_a_queue_grows_the_pool_to_its_maximum_and_idle_instances_go(setup: Setu
         setup.cloud.wait_for(lambda hosts: not any(h.up for h in hosts.values()), 10)
         # Their agents leave the agent table at the provider's next listing.
         wait_until(
-            lambda: not [a for a in c.agents_json() if a["resource_pool"] == POOL],
+            lambda: not [a for a in c.agents_json() if a["resourcePools"] == [POOL]],
             15,
             "the terminated instances' agents to leave the table",
         )

@@ -114,15 +114,15 @@ def test_an_access_token_is_a_bearer_of_its_user_until_revoked_even_across_a_kil
 
     # REST: Authorization: Bearer, as the token's user and no one else.
     me = requests.get(f"{url}/api/v1/me", headers=bearer(token), timeout=30)
-    assert me.status_code == 200 and me.json()["username"] == "alice"
+    assert me.status_code == 200 and me.json()["user"]["username"] == "alice"
     listed = requests.get(f"{url}/api/v1/experiments", headers=bearer(token), timeout=30)
     assert listed.status_code == 200
     paused = requests.post(
         f"{url}/api/v1/experiments/{exp_id}/activate", json={}, headers=bearer(token), timeout=30
     )
-    assert paused.status_code == 403 and "(admin)" in paused.json()["error"]
+    assert paused.status_code == 403 and "(admin)" in paused.json()["error"]["error"]
     theirs = requests.get(f"{url}/api/v1/tokens", headers=bearer(token), timeout=30)
-    assert [t["id"] for t in theirs.json()["token_info"]] == [token_id]
+    assert [t["id"] for t in theirs.json()["tokenInfo"]] == [token_id]
 
     # gRPC through det: DET_USER + DET_USER_TOKEN, and det token login.
     assert ok(det(cluster, "user", "whoami", env=with_token(cluster, token, "alice"))) == (
@@ -158,7 +158,7 @@ def test_an_access_token_is_a_bearer_of_its_user_until_revoked_even_across_a_kil
     ok(det(cluster, "token", "revoke", str(token_id)))
     refused = requests.get(f"{url}/api/v1/me", headers=bearer(token), timeout=30)
     assert refused.status_code == 401
-    assert f"access token {token_id} was revoked at" in refused.json()["error"]
+    assert f"access token {token_id} was revoked at" in refused.json()["error"]["error"]
     why = f"not logged in to {cluster.address} (access token {token_id} was revoked at"
     one_line_error(det(cluster, "user", "whoami", env=with_token(cluster, token, "alice")), why)
     one_line_error(det(cluster, "experiment", "list", env=fresh), why)
@@ -176,7 +176,7 @@ def test_an_access_token_expires_and_says_when(master: Cluster) -> None:
     time.sleep(3.5)
     refused = requests.get(f"{cluster.url}/api/v1/me", headers=bearer(token), timeout=30)
     assert refused.status_code == 401
-    assert f"access token {token_id} expired at" in refused.json()["error"]
+    assert f"access token {token_id} expired at" in refused.json()["error"]["error"]
     one_line_error(
         det(cluster, "experiment", "list", env=with_token(cluster, token)),
         f"(access token {token_id} expired at",
@@ -365,7 +365,7 @@ def test_bad_input_is_one_line_naming_what_is_wrong(master: Cluster) -> None:
             ok(det(cluster, *args))
     headers = {**bearer(cluster.token), "Content-Type": "application/json"}
     for path, body, status, expected in (
-        ("/api/v1/tokens", {"userId": "abc"}, 400, "wrong type"),
+        ("/api/v1/tokens", {"userId": "abc"}, 400, "userId: expected an integer"),
         ("/api/v1/tokens", {"bogus": 1}, 400, "bogus"),
         ("/api/v1/tokens", {"userId": 1, "lifespan": "1y"}, 400, "lifespan"),
         (
@@ -378,7 +378,7 @@ def test_bad_input_is_one_line_naming_what_is_wrong(master: Cluster) -> None:
     ):
         answer = requests.post(f"{cluster.url}{path}", json=body, headers=headers, timeout=30)
         assert answer.status_code == status, (path, answer.text)
-        assert expected in answer.json()["error"], answer.text
+        assert expected in answer.json()["error"]["error"], answer.text
     assert cluster.healthy()
 
 

@@ -42,7 +42,7 @@ def test_megabytes_go_both_ways_past_the_flow_control_windows(
     ch, stub = stub_for(cluster)
     try:
         created = stub.create_experiment(
-            lite.CreateExperimentRequest(config=CONFIG, context=packed), timeout=60
+            lite.CreateExperimentRequest(config=CONFIG, context=packed, activate=True), timeout=60
         )
         got = stub.get_experiment_context(
             lite.GetExperimentContextRequest(experiment_id=created.experiment.id), timeout=60

@@ -153,7 +153,7 @@ def test_the_cluster_message_is_shown_to_everyone_until_cleared(cluster: Cluster
     assert got["clusterMessage"]["message"] == "maintenance at noon"
     assert got["clusterMessage"]["endTime"] is not None
     # The WebUI's banner reads it from the master's answer; ordinary users see it too.
-    assert cluster.get("/api/v1/master")["cluster_message"]["message"] == "maintenance at noon"
+    assert cluster.get("/api/v1/master")["clusterMessage"]["message"] == "maintenance at noon"
     info = subprocess.run(
         [sys.executable, "-m", "pydet.cli", "master", "info", "--json"],
         env=as_bob(cluster),
@@ -234,7 +234,7 @@ def test_agents_are_enabled_and_disabled_all_at_once(cluster: Cluster) -> None:
 
 def test_resource_pools_are_listed(cluster: Cluster) -> None:
     (pool,) = json.loads(cluster.det("resource-pool", "list", "--json").stdout)
-    assert pool["name"] == "default" and pool["is_default"] is True
+    assert pool["name"] == "default" and pool["default_compute_pool"] is True
     assert "default" in cluster.det("rp", "ls").stdout
 
 

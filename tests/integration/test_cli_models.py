@@ -62,7 +62,7 @@ def test_a_model_from_creation_to_deletion(cluster: Cluster, run: tuple[int, lis
 
     # The REST API names a model by its name or its id, as Determined's does.
     status, by_id = call(cluster, f"/api/v1/models/{made['id']}/versions?order_by=ORDER_BY_DESC")
-    assert status == 200 and [v["version"] for v in by_id["model_versions"]] == [2, 1]
+    assert status == 200 and [v["version"] for v in by_id["modelVersions"]] == [2, 1]
     status, patched = call(
         cluster,
         "/api/v1/models/resnet",
@@ -76,7 +76,7 @@ def test_a_model_from_creation_to_deletion(cluster: Cluster, run: tuple[int, lis
     status, found = call(cluster, "/api/v1/models?labels=prod&name=res")
     assert [m["name"] for m in found["models"]] == ["resnet"]
     status, body = call(cluster, "/api/v1/models/vgg")
-    assert (status, body["error"]) == (404, "model 'vgg' not found")
+    assert (status, body["error"]["error"]) == (404, "model 'vgg' not found")
 
     # What the registry holds is not deleted, and the refusal names the model.
     refused = error(cluster, "checkpoint", "delete", first, "--yes")

@@ -102,7 +102,7 @@ def test_workspaces_and_projects_from_creation_to_deletion(
     assert experiments_in(cluster, vision["id"]) == [exp, by_id]
     assert elsewhere in experiments_in(cluster, 1)
     shown = json.loads(cluster.det("e", "describe", str(exp), "--json").stdout)[0]["experiment"]
-    assert (shown["project"], shown["workspace"]) == ("vision", "team")
+    assert (shown["project_name"], shown["workspace_name"]) == ("vision", "team")
     assert (shown["project_id"], shown["workspace_id"]) == (vision["id"], team["id"])
     assert "project 'nlp' not found in workspace 'team'" in error(
         cluster,
@@ -242,7 +242,7 @@ def test_the_rest_api_serves_determineds_routes(cluster: Cluster, tmp_path: path
     assert [w["name"] for w in listed["workspaces"]] == ["rest-team"]
     assert listed["pagination"]["total"] == 1
     status, got = call(cluster, f"/api/v1/projects/{project_id}")
-    assert got["project"]["workspace_name"] == "rest-team"
+    assert got["project"]["workspaceName"] == "rest-team"
     status, by_key = call(cluster, f"/api/v1/projects/key/{got['project']['key'].lower()}")
     assert by_key["project"]["id"] == project_id
     status, notes = call(
@@ -278,10 +278,10 @@ def test_the_rest_api_serves_determineds_routes(cluster: Cluster, tmp_path: path
 
     # Bad input: one clear message, the right status.
     status, body = call(cluster, "/api/v1/workspaces/4040")
-    assert (status, body["error"]) == (404, "workspace 4040 not found")
+    assert (status, body["error"]["error"]) == (404, "workspace 4040 not found")
     status, body = call(cluster, "/api/v1/workspaces", "POST", {"name": "rest-team"})
-    assert status == 409 and "a workspace named 'rest-team' exists" in body["error"]
+    assert status == 409 and "a workspace named 'rest-team' exists" in body["error"]["error"]
     status, body = call(cluster, "/api/v1/workspaces", "POST", {"name": "x", "bogus": 1})
-    assert status == 400 and "bogus" in body["error"]
+    assert status == 400 and "bogus" in body["error"]["error"]
     status, body = call(cluster, f"/api/v1/workspaces/{ws['id']}", "DELETE")
     assert status == 200

@@ -100,8 +100,8 @@ def test_a_detached_command_is_listed_prioritised_and_killed(cluster: Cluster) -
     assert f"Set priority of command {cmd_id} to 12" in out
     jobs = json.loads(cluster.det("job", "list", "--json").stdout)
     (job,) = [j for j in jobs if j["job_id"] == cmd_id]
-    assert job["type"] == "TYPE_COMMAND" and job["priority"] == 12
-    assert job["acquired_slots"] == 1 and job["name"] == listed["description"]
+    assert job["type"] == "COMMAND" and job["priority"] == 12
+    assert job["allocated_slots"] == 1 and job["name"] == listed["description"]
     tasks = json.loads(cluster.det("task", "list", "--json").stdout)
     (summary,) = [t for t in tasks.values() if t["task_id"] == cmd_id]
     assert summary["name"] == listed["description"] and summary["slots_needed"] == 1
@@ -109,7 +109,7 @@ def test_a_detached_command_is_listed_prioritised_and_killed(cluster: Cluster) -
     assert f"Killed command {cmd_id}" in cluster.det("cmd", "kill", cmd_id).stdout
     wait_until(lambda: cmd_id not in cluster.det("cmd", "list", "-q").stdout, 30, "the kill")
     ended = cluster.get(f"/api/v1/commands/{cmd_id}")["command"]
-    assert ended["state"] == "STATE_TERMINATED" and ended["exit_status"] == "killed"
+    assert ended["state"] == "STATE_TERMINATED" and ended["exitStatus"] == "killed"
 
 
 def test_commands_name_what_is_wrong(cluster: Cluster, tmp_path: pathlib.Path) -> None:
@@ -175,6 +175,14 @@ def test_a_task_belongs_to_the_workspace_it_was_launched_into(cluster: Cluster) 
     assert listed()[in_team]["workspace_id"] == team["id"]
     assert listed()[elsewhere]["workspace_id"] == 1
 
+    # Over REST too, as Determined's clients name it (workspaceId), and listed by it there.
+    body = {"config": {"entrypoint": ["sleep", "60"]}, "workspaceId": team["id"]}
+    with cluster.urlopen(cluster.request("/api/v1/commands", method="POST", body=body), 30) as r:
+        over_rest = json.load(r)["command"]
+    assert over_rest["workspaceId"] == team["id"]
+    shown = cluster.get(f"/api/v1/commands?workspaceId={team['id']}")["commands"]
+    assert {c["id"] for c in shown} == {in_team, over_rest["id"]}
+
     # Its row alone, as Determined's describe shows it.
     described = json.loads(cluster.det("command", "describe", in_team[:8], "--json").stdout)
     assert (described["id"], described["workspace_id"]) == (in_team, team["id"])
@@ -193,7 +201,7 @@ def test_a_task_belongs_to_the_workspace_it_was_launched_into(cluster: Cluster) 
     assert "Traceback" not in refused.stderr
     missing = cluster.det("notebook", "start", "-d", "-w", "no-such", check=False)
     assert missing.returncode != 0 and "no-such" in missing.stderr
-    cluster.det("cmd", "kill", in_team, elsewhere)
+    cluster.det("cmd", "kill", in_team, elsewhere, over_rest["id"])
 
 
 def test_a_notebook_preview_shows_its_config_and_launches_nothing(cluster: Cluster) -> None:

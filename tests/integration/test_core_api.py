@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import pytest
 
 from determined.api.gen import v1
-from determined.common import client
+from determined.common import client, structs
 from tests.cluster import EXAMPLES, Cluster, cluster_fixture
 
 T = TypeVar("T")
@@ -81,9 +81,9 @@ class Api:
 
         async def go() -> list[str]:
             async with client.session(self.address, token=self.token) as s:
-                request = v1.TrialLogsRequest(trial_id=trial_id, search=search)
+                request = v1.TrialLogsRequest(trial_id=trial_id, search_text=search)
                 return [
-                    ("" if log.rank is None else f"[rank={log.rank}] ") + log.message
+                    ("" if log.rank_id is None else f"[rank={log.rank_id}] ") + log.message
                     async for r in s.stub.trial_logs(request)
                     for log in r.logs
                 ]
@@ -135,7 +135,7 @@ class Api:
 
 def checkpoint_dir(ckpt: v1.Checkpoint) -> pathlib.Path:
     """Where a checkpoint's files are: ``<host_path>[/<storage_path>]/<uuid>``."""
-    storage = json.loads(ckpt.storage)
+    storage = structs.python(ckpt.storage)
     base = pathlib.Path(storage["host_path"])
     if storage.get("storage_path"):
         base = base / storage["storage_path"]
@@ -209,13 +209,13 @@ def test_core_api_stage2_checkpoints_are_recorded_with_their_files(
     assert trial.latest_checkpoint_uuid == ckpts[-1].uuid
     assert ckpts[-1].steps_completed == 100
     for ckpt in ckpts:
-        if ckpt.state != "COMPLETED":
+        if ckpt.state != v1.CheckpointState.COMPLETED:
             continue  # garbage-collected by the checkpoint policy
         path = checkpoint_dir(ckpt)
         steps = ckpt.steps_completed
         assert (path / "state").read_text() == f"{steps},{steps},{trial.id}"
         assert json.loads((path / "metadata.json").read_text()) == {"steps_completed": steps}
-        assert json.loads(ckpt.metadata) == {"steps_completed": steps}
+        assert structs.python(ckpt.metadata) == {"steps_completed": steps}
         assert set(ckpt.resources) == {"state", "metadata.json"}
     assert api.metrics(trial.id, "validation") == [(100, {"x": 100})]
 
@@ -229,7 +229,7 @@ def test_core_api_stage3_search_gives_each_trial_its_hparams_and_lengths(
     assert len(trials) == 4
     assert all(t.state.name.endswith("COMPLETED") for t in trials)
     for trial in trials:
-        increment_by = json.loads(trial.hparams)["increment_by"]
+        increment_by = structs.python(trial.hparams)["increment_by"]
         assert 1 <= increment_by <= 8
         validations = api.metrics(trial.id, "validation")
         assert validations, f"trial {trial.id} reported no validation"
@@ -250,10 +250,10 @@ def test_core_api_stage3_asha_trains_the_best_trial_to_max_length(
     reached = {t.id: api.metrics(t.id, "validation")[-1][0] for t in trials}
     # Four trials, divisor 4: the best of the first rung is promoted to max_length.
     assert max(reached.values()) == 100, reached
-    best = max(json.loads(t.hparams)["increment_by"] for t in trials)
+    best = max(structs.python(t.hparams)["increment_by"] for t in trials)
     for trial in trials:
         if reached[trial.id] == 100:
-            assert json.loads(trial.hparams)["increment_by"] == best
+            assert structs.python(trial.hparams)["increment_by"] == best
 
 
 def test_core_api_stage4_workers_allgather_every_increment(
@@ -527,9 +527,9 @@ def test_core_api_timm_port_fragments_run_and_resume(
     exp_id = cluster.create(cfg, ctx)
     api.wait(exp_id, "COMPLETED", timeout=300)
     trials = api.trials(exp_id)
-    assert sorted(json.loads(t.hparams)["lr"] for t in trials) == pytest.approx([0.01, 0.1])
+    assert sorted(structs.python(t.hparams)["lr"] for t in trials) == pytest.approx([0.01, 0.1])
     for trial in trials:
-        lr = json.loads(trial.hparams)["lr"]
+        lr = structs.python(trial.hparams)["lr"]
         logs = api.log_text(trial.id)
         # Hyperparameters became the parser's namespace; the command line still parsed.
         assert f'"lr": {lr}' in logs and '"dataset": "torch/cifar10"' in logs
@@ -542,7 +542,7 @@ def test_core_api_timm_port_fragments_run_and_resume(
         assert [steps for steps, _ in validations] == [10, 20, 30, 40, 50]
         assert validations[-1][1]["val_loss"] == pytest.approx((1 - lr) ** 5)
         latest = api.checkpoints(trial.id)[-1]
-        assert json.loads(latest.metadata) == {"steps_completed": 50, "trial_id": trial.id}
+        assert structs.python(latest.metadata) == {"steps_completed": 50, "trial_id": trial.id}
         assert set(latest.resources) == {"data", "metadata.json"}
         saved = json.loads((checkpoint_dir(latest) / "data").read_text())
         assert saved["epoch"] == 4 and saved["model"]["w"] == pytest.approx((1 - lr) ** 5)

@@ -100,7 +100,7 @@ def test_cluster_up_takes_determineds_flags(
     assert config["checkpoint_storage"] == {"type": "shared_fs", "host_path": str(storage)}
     assert storage.is_dir()
     (agent,) = json.loads(ok(det("slot", "list", "--json", master=port)))
-    assert agent["type"] == "cpu"
+    assert agent["device"]["type"] == "CPU"
     both = det(
         "deploy", "local", "cluster-up", "--data-dir", str(tmp_path / "x"),
         "--master-config-path", "m.yaml", "--storage-host-path", str(storage),

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from determined.common import structs
 from tests.cluster import EXAMPLES, Cluster, cluster_fixture
 from tests.integration.test_core_api import Api, checkpoint_dir
 
@@ -203,7 +204,7 @@ def test_digits_stage4_grid_search_over_the_learning_rate(api: Api, stages: dict
     exp_id = stages["4_hparams"]
     api.wait(exp_id, "COMPLETED", timeout=500)
     trials = api.trials(exp_id)
-    by_lr = {json.loads(t.hparams)["lr"]: t for t in trials}
+    by_lr = {structs.python(t.hparams)["lr"]: t for t in trials}
     assert sorted(by_lr) == pytest.approx([0.01, 0.1])
     for lr, trial in by_lr.items():
         # The hyperparameter reached the script through its argument parser.
@@ -218,8 +219,8 @@ def test_digits_stage4_grid_search_over_the_learning_rate(api: Api, stages: dict
         assert api.checkpoints(trial.id)[-1].steps_completed == 5 * BATCHES
     # At this budget the larger learning rate wins, and the searcher knows it.
     best = min(trials, key=lambda t: t.best_validation_metric or float("inf"))
-    assert json.loads(best.hparams)["lr"] == pytest.approx(0.1)
-    assert api.experiment(exp_id).best_searcher_metric == best.best_validation_metric
+    assert structs.python(best.hparams)["lr"] == pytest.approx(0.1)
+    assert api.experiment(exp_id).best_trial_searcher_metric == best.best_validation_metric
 
 
 def test_digits_custom_launcher_trains_like_torchrun(

@@ -94,12 +94,12 @@ def test_a_full_disk_refuses_writes_clearly_and_loses_nothing_once_there_is_spac
         assert c.master is not None and c.master.poll() is None
         assert master_log.read_text().count(full) == 1
         # Every client's banner (the WebUI's, through the master's info) says so too.
-        banner = c.get("/api/v1/master")["cluster_message"]
+        banner = c.get("/api/v1/master")["clusterMessage"]
         assert banner is not None and f"disk is full at {small_disk}" in banner["message"]
 
         filler.unlink()
         assert c.wait_state(exp_id, "COMPLETED", "ERROR", timeout=180) == "COMPLETED"
-        assert c.get("/api/v1/master")["cluster_message"] is None
+        assert c.get("/api/v1/master").get("clusterMessage") is None
         assert "has space again: writes resume" in master_log.read_text()
         (trial,) = c.trials(exp_id)
         # Every report and every line the trial wrote while the disk was full was kept.

@@ -121,7 +121,7 @@ def test_a_completed_trial_continues_to_a_new_length_from_its_checkpoint(
     assert trial["state"] == "COMPLETED"
     logs = cluster.logs(int(str(trial["id"])))
     assert "resumed at 500 batches" in logs  # not trained again from the start
-    assert trial["steps_completed"] == max(batches, 500)
+    assert trial["total_batches_processed"] == max(batches, 500)
 
 
 def test_a_killed_single_trial_completes_when_continued(cluster: Cluster) -> None:

@@ -104,7 +104,7 @@ def test_warm_start_from_a_trial_and_from_a_checkpoint(
         assert trial["warm_start_checkpoint_uuid"] == uuid
         logs = cluster.logs(int(str(trial["id"])))
         assert "resumed at 500 batches" in logs, logs
-        assert trial["steps_completed"] == 700
+        assert trial["total_batches_processed"] == 700
 
 
 @pytest.mark.slow

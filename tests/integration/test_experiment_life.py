@@ -183,7 +183,7 @@ def test_kill_stops_a_running_experiment_promptly(cluster: Cluster, tmp_path: pa
     cluster.det("experiment", "kill", str(exp_id))
     assert cluster.wait_state(exp_id, "CANCELED", timeout=30) == "CANCELED"
     assert time.monotonic() - began < 15
-    assert all(not a["container_ids"] for a in cluster.agents_json())
+    assert all(not a["containers"] for a in cluster.agents_json())
 
 
 def test_master_restart_keeps_a_running_trial(cluster: Cluster, tmp_path: pathlib.Path) -> None:
@@ -287,7 +287,7 @@ def test_a_warm_started_trial_shows_its_checkpoint(
     first = cluster.create(cfg, ctx)
     assert cluster.wait_state(first, "COMPLETED", "ERROR") == "COMPLETED"
     (source,) = cluster.trials(first)
-    assert source["warm_start_checkpoint_uuid"] is None
+    assert source["warm_start_checkpoint_uuid"] == ""
     uuid = source["latest_checkpoint_uuid"]
     assert uuid
 

@@ -47,7 +47,7 @@ def test_random_search_on_hollow_agents_completes_with_every_metric(
         assert trial["state"] == "COMPLETED", trial
         reports = hollow_cluster.get(f"/api/v1/trials/{trial['id']}/metrics?group=validation")
         expected = hollow_metric(trial["hparams"], trial["id"])
-        assert [(int(r["steps_completed"]), _json(r["metrics"])) for r in reports] == [
+        assert [(int(r["stepsCompleted"]), _json(r["metrics"])) for r in reports] == [
             (3, {"val_loss": expected})
         ]
 

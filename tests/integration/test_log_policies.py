@@ -60,7 +60,7 @@ def test_a_matching_line_labels_the_trial_with_its_signal(
     )
     assert two_agents.wait_state(exp_id, "COMPLETED", "ERROR") == "COMPLETED"
     (trial,) = two_agents.trials(exp_id)
-    assert trial["log_signal"] == "gpu_oom"
+    assert trial["log_policy_matched"] == "gpu_oom"
     assert "gpu_oom" in two_agents.det("experiment", "list-trials", str(exp_id)).stdout
     described = two_agents.det("trial", "describe", str(trial["id"])).stdout
     assert "Log Signal" in described and "gpu_oom" in described
@@ -89,7 +89,7 @@ def test_cancel_retries_makes_a_matching_failure_final(
     logs = two_agents.logs(trial["id"])
     assert "run 1" in logs and "run 2" not in logs
     assert "matched a log policy with cancel_retries" in logs
-    assert trial["log_signal"] is None
+    assert trial["log_policy_matched"] is None
 
 
 def test_exclude_node_restarts_the_trial_on_another_agent(
@@ -108,7 +108,7 @@ def test_exclude_node_restarts_the_trial_on_another_agent(
     ]
     agents = [words[-1] for words in runs if "run" in words]
     assert len(agents) == 2 and agents[0] != agents[1], runs
-    assert trial["log_signal"] == "bad node"
+    assert trial["log_policy_matched"] == "bad node"
 
 
 def test_a_pattern_re2_cannot_run_is_refused_with_its_field(

@@ -100,7 +100,7 @@ def test_an_idle_notebook_ends_and_its_log_says_why(cluster: Cluster) -> None:
     asyncio.run(shut_down_kernels())
     wait_until(lambda: not any(n["id"] == nb_id for n in _notebooks(cluster)), 60, "the idle end")
     ended = cluster.get(f"/api/v1/notebooks/{nb_id}")["notebook"]
-    assert ended["exit_status"] == "idle timeout"
+    assert ended["exitStatus"] == "idle timeout"
     log = cluster.det("notebook", "logs", nb_id).stdout
     assert "was idle for more than 6s (notebook_idle_type: kernels_or_terminals)" in log, log
 

@@ -57,18 +57,20 @@ def test_queue_shows_who_runs_and_ahead_of_changes_who_is_next(
 ) -> None:
     c = one_slot
     first = c.create(config(tmp_path, "first", 100_000), CONTEXT)
-    wait_until(lambda: [j["state"] for j in jobs(c)] == ["STATE_SCHEDULED"], 60, "first to run")
+    wait_until(
+        lambda: [j["summary"]["state"] for j in jobs(c)] == ["SCHEDULED"], 60, "first to run"
+    )
     second = c.create(config(tmp_path, "second", 3), CONTEXT)
     third = c.create(config(tmp_path, "third", 3), CONTEXT)
     table = jobs(c)
-    assert [j["entity_id"] for j in table] == [first, second, third]
-    assert [j["state"] for j in table] == ["STATE_SCHEDULED", "STATE_QUEUED", "STATE_QUEUED"]
-    assert table[0]["acquired_slots"] == 1 and table[1]["acquired_slots"] == 0
+    assert [int(j["entity_id"]) for j in table] == [first, second, third]
+    assert [j["summary"]["state"] for j in table] == ["SCHEDULED", "QUEUED", "QUEUED"]
+    assert table[0]["allocated_slots"] == 1 and table[1]["allocated_slots"] == 0
     listing = c.det("job", "list").stdout
     assert "Slots (acquired/needed)" in listing and "STATE_QUEUED" in listing
 
     c.det("job", "update", str(table[2]["job_id"]), "--ahead-of", str(table[1]["job_id"]))
-    assert [j["entity_id"] for j in jobs(c)] == [first, third, second]
+    assert [int(j["entity_id"]) for j in jobs(c)] == [first, third, second]
     c.det("experiment", "kill", str(first))
     c.wait_state(third, "COMPLETED", timeout=120)
     # The third finished before the second could start: it went first.
@@ -121,7 +123,7 @@ def test_a_priority_change_reaches_the_scheduler_the_config_and_a_restarted_mast
 ) -> None:
     c = one_slot
     running = c.create(config(tmp_path, "running", 100_000, priority=50), CONTEXT)
-    wait_until(lambda: [j["state"] for j in jobs(c)] == ["STATE_SCHEDULED"], 60, "it to run")
+    wait_until(lambda: [j["summary"]["state"] for j in jobs(c)] == ["SCHEDULED"], 60, "it to run")
     waiting = c.create(config(tmp_path, "waiting", 3, priority=50), CONTEXT)
     wait_until(lambda: len(jobs(c)) == 2, 30, "both jobs in the queue")
 
@@ -174,8 +176,8 @@ def test_an_agent_lost_mid_trial_restarts_it_elsewhere_from_its_checkpoint(
 def agent_running(cluster: Cluster, exp_id: int, trial_id: int) -> str | None:
     """The agent whose slot holds the trial's allocation, if it has one."""
     for agent in cluster.get("/api/v1/agents")["agents"]:
-        for slot in agent["slots"]:
-            if slot["allocation_id"].startswith(f"{exp_id}.{trial_id}."):
+        for slot in agent["slots"].values():
+            if slot["allocationId"].startswith(f"{exp_id}.{trial_id}."):
                 return str(agent["id"])
     return None
 

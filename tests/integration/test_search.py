@@ -125,7 +125,7 @@ def test_grid_search_runs_each_point_of_the_product_once(cluster: Cluster) -> No
         assert len(matches) == 1, f"grid point {want} ran {len(matches)} times"
     for t in trials:
         assert t["state"] == "COMPLETED" and t["searcher_length"] == 2
-        assert t["steps_completed"] == batches(2, t["hparams"])
+        assert t["total_batches_processed"] == batches(2, t["hparams"])
         assert t["best_validation_metric"] is not None
     # list-trials shows hyperparameters, state, steps and the best validation metric.
     table = cluster.det("experiment", "list-trials", str(exp_id)).stdout
@@ -147,7 +147,7 @@ def assert_four_distinct_two_epoch_trials(trials: list[dict[str, Any]]) -> None:
     for t in trials:
         assert t["state"] == "COMPLETED"
         assert_in_bounds(t["hparams"])
-        assert t["steps_completed"] == batches(2, t["hparams"])
+        assert t["total_batches_processed"] == batches(2, t["hparams"])
         assert t["best_validation_metric"] is not None
     assert len({json.dumps(t["hparams"], sort_keys=True) for t in trials}) == 4
 
@@ -158,8 +158,8 @@ def test_optuna_tpe_search_over_digits_runs_its_budget_in_bounds(cluster: Cluste
     assert_four_distinct_two_epoch_trials(trials)
     best = min(t["best_validation_metric"] for t in trials)
     described = json.loads(cluster.det("experiment", "describe", "--json", str(exp_id)).stdout)
-    assert described[0]["experiment"]["searcher_name"] == "optuna"
-    assert described[0]["experiment"]["best_searcher_metric"] == pytest.approx(best)
+    assert described[0]["experiment"]["searcher_type"] == "optuna"
+    assert described[0]["experiment"]["best_trial_searcher_metric"] == pytest.approx(best)
 
 
 @pytest.mark.slow
@@ -203,8 +203,8 @@ def test_adaptive_asha_promotes_the_best_which_continue_from_their_checkpoint(
     # promote a trial that a later result pushes out of that third, but never more than
     # one per result.
     assert 2 <= len(top) <= 4, [t["searcher_length"] for t in trials]
-    assert all(t["steps_completed"] == batches(6, t["hparams"]) for t in top)
-    assert all(t["steps_completed"] == batches(2, t["hparams"]) for t in bottom)
+    assert all(t["total_batches_processed"] == batches(6, t["hparams"]) for t in top)
+    assert all(t["total_batches_processed"] == batches(2, t["hparams"]) for t in bottom)
     # The rung's result is what the script reports: its best val_loss of epochs 1 and 2.
     at_first_rung = {
         t["id"]: min(
@@ -244,12 +244,12 @@ def test_stop_driven_asha_stops_losers_which_end_completed(cluster: Cluster) -> 
     assert len(trials) == 6
     assert all(t["state"] == "COMPLETED" for t in trials), [t["state"] for t in trials]
     assert all(t["restarts"] == 0 for t in trials)
-    stopped = [t for t in trials if t["steps_completed"] < 600]
-    finished = [t for t in trials if t["steps_completed"] == 600]
+    stopped = [t for t in trials if t["total_batches_processed"] < 600]
+    finished = [t for t in trials if t["total_batches_processed"] == 600]
     assert stopped and finished and len(stopped) + len(finished) == 6
     for t in stopped:
         # Stopped only after its validation passed the first rung (200 batches).
-        assert t["steps_completed"] >= 200
+        assert t["total_batches_processed"] >= 200
         reported = [m["batches"] for _, m in validations(cluster, t["id"])]
         assert max(reported) >= 200
         assert "stopping at batch" in cluster.logs(t["id"])
@@ -422,15 +422,20 @@ def test_retention_deletes_checkpoint_files_and_marks_them_deleted(
         cluster.det("experiment", "list-checkpoints", str(exp_id), "--json").stdout
     )
     assert len(checkpoints) == 10
-    kept = {(c["trial_id"], c["steps_completed"]) for c in checkpoints if c["state"] != "DELETED"}
+    # Determined's shape: the trial and searcher metric are the checkpoint's training metadata.
+    kept = {
+        (c["training"]["trial_id"], c["steps_completed"])
+        for c in checkpoints
+        if c["state"] != "DELETED"
+    }
     # Each trial's latest, and the experiment's best (loss 0.2 at step 2 of offset 0).
     assert kept == {(t, 5) for t in offsets} | {(best_trial, 2)}
     losses = [0.5, 0.2, None, 0.3, 0.6]
     for c in checkpoints:
         # Each checkpoint carries the searcher metric of the validation at its step.
         loss = losses[c["steps_completed"] - 1]
-        want = None if loss is None else pytest.approx(loss + offsets[c["trial_id"]])
-        assert c.get("searcher_metric") == want, c
+        want = None if loss is None else pytest.approx(loss + offsets[c["training"]["trial_id"]])
+        assert c["training"]["searcher_metric"] == want, c
         files = storage / c["uuid"]
         if c["state"] == "DELETED":
             assert not files.exists(), f"{files} of a deleted checkpoint is still there"
@@ -491,7 +496,7 @@ def test_trial_promoted_while_its_process_exits_still_trains_to_the_next_rung(
     _, trials = run_search(cluster, cfg, cfg.parent / "race")
     promoted = [t for t in trials if t["searcher_length"] == 2]
     assert len(promoted) == 1
-    assert promoted[0]["steps_completed"] == 2, promoted[0]
+    assert promoted[0]["total_batches_processed"] == 2, promoted[0]
 
 
 # -- pausing and canceling a search whose trials wait for the searcher's verdict -------------
@@ -559,7 +564,7 @@ def test_pause_parks_trials_waiting_for_the_verdict_and_activate_finishes_the_se
     assert cluster.wait_state(exp_id, *TERMINAL, timeout=120) == "COMPLETED"
     trials = cluster.trials(exp_id)
     assert len(trials) == 6 and all(t["state"] == "COMPLETED" for t in trials), trials
-    assert {t["steps_completed"] for t in trials} == {3, 9}
+    assert {t["total_batches_processed"] for t in trials} == {3, 9}
 
 
 def test_cancel_ends_a_search_whose_trials_wait_for_the_verdict(

@@ -81,9 +81,9 @@ def test_optuna_search_prunes_trials_and_survives_a_master_restart(
     assert [rid for rid, _ in before] == ids[: len(before)]
     assert all(t["state"] == "COMPLETED" for t in trials), [t["state"] for t in trials]
     assert len({t["hparams"]["x"] for t in trials}) == 10
-    pruned = [t for t in trials if t["steps_completed"] < 12]
-    finished = [t for t in trials if t["steps_completed"] == 12]
-    assert pruned and finished, [(t["hparams"]["x"], t["steps_completed"]) for t in trials]
+    pruned = [t for t in trials if t["total_batches_processed"] < 12]
+    finished = [t for t in trials if t["total_batches_processed"] == 12]
+    assert pruned and finished, [(t["hparams"]["x"], t["total_batches_processed"]) for t in trials]
     # The x values come from TPE's random start-up (its first ten trials), fixed by the seed:
     # with two trials at a time, the high ones meet two finished trials with lower losses.
     for t in pruned:

@@ -118,7 +118,7 @@ def test_pbt_children_start_from_their_parents_checkpoints(
     for child in children:
         assert f"trial {child['id']} <- trial {child['parent_trial_id']}" in lineage
     # Every trial that lived to the end trained all three rounds' length.
-    assert sorted(t["steps_completed"] for t in trials.values()).count(6) == 3
+    assert sorted(t["total_batches_processed"] for t in trials.values()).count(6) == 3
 
 
 @pytest.mark.slow
@@ -129,7 +129,7 @@ def test_pbt_over_code_without_checkpoints_fails_naming_the_trial(
     assert state == "ERROR"
     assert len(trials) == 3 and not any(t["parent_trial_id"] for t in trials.values())
     # Nothing trained past the first round once the search could not go on.
-    assert all(t["steps_completed"] <= 2 for t in trials.values()), trials
+    assert all(t["total_batches_processed"] <= 2 for t in trials.values()), trials
     named = [
         t["id"]
         for t in trials.values()

@@ -281,7 +281,7 @@ import asyncio, json, os, pathlib
 
 import determined as det
 from determined.api.gen import v1
-from determined.common import client, errors
+from determined.common import client, errors, structs
 
 hp = json.loads(os.environ["DET_HPARAMS"])
 victims = [int(t) for t in hp["victim_trials"]]
@@ -302,8 +302,11 @@ def report(trial_id):
 def checkpoint(trial_id):
     return v1.ReportCheckpointRequest(
         checkpoint=v1.Checkpoint(
-            uuid=f"stolen-{trial_id}", trial_id=trial_id, experiment_id=victim_experiment,
-            steps_completed=1, metadata='{"steps_completed": 1}', state="COMPLETED",
+            uuid=f"stolen-{trial_id}", steps_completed=1,
+            training=v1.CheckpointTrainingMetadata(
+                trial_id=trial_id, experiment_id=victim_experiment
+            ),
+            metadata=structs.struct({"steps_completed": 1}), state=v1.CheckpointState.COMPLETED,
         )
     )
 
@@ -348,10 +351,12 @@ async def attempts():
         def foreign(uuid, storage):
             return v1.ReportCheckpointRequest(
                 checkpoint=v1.Checkpoint(
-                    uuid=uuid, trial_id=own_trial, experiment_id=own_experiment,
-                    allocation_id=os.environ["DET_ALLOCATION_ID"], steps_completed=1,
-                    metadata='{"steps_completed": 1}', state="COMPLETED",
-                    storage=json.dumps(storage),
+                    uuid=uuid, allocation_id=os.environ["DET_ALLOCATION_ID"], steps_completed=1,
+                    training=v1.CheckpointTrainingMetadata(
+                        trial_id=own_trial, experiment_id=own_experiment
+                    ),
+                    metadata=structs.struct({"steps_completed": 1}),
+                    state=v1.CheckpointState.COMPLETED, storage=structs.struct(storage),
                 )
             )
 
@@ -477,7 +482,7 @@ def test_a_trial_cannot_report_for_another_trial_or_steer_experiments(
         assert "stolen" not in json.dumps(metrics)
         assert cluster.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"] == []
         trial = cluster.get(f"/api/v1/trials/{trial_id}")["trial"]
-        assert not trial["early_exit"]
+        assert not trial["earlyExit"]
     assert cluster.state(live) in ACTIVE_STATES
     names = [e["name"] for e in cluster.get("/api/v1/experiments")["experiments"]]
     assert sorted(names) == ["attacker", "minimal", "waiter"]
@@ -871,16 +876,16 @@ async def test_a_login_flood_is_slowed_down_and_others_still_log_in(cluster: Clu
     # elsewhere never keep the right password waiting. The guessing address is named.
     started = time.monotonic()
     status, user = http_login(cluster, "erin", "erin-password", source="127.0.0.2")
-    assert status == 200 and user["username"] == "erin"
+    assert status == 200 and user["user"]["username"] == "erin"
     assert time.monotonic() - started < 3
     started = time.monotonic()
     status, user = http_login(cluster, "admin", cluster.admin_password, source="127.0.0.2")
-    assert status == 200 and user["username"] == "admin"
+    assert status == 200 and user["user"]["username"] == "admin"
     assert time.monotonic() - started < 3
     assert "slowing logins from 127.0.0.1 (for 'admin')" in master_log
     # An unknown user is refused in the same words as a wrong password.
     status, body = http_login(cluster, "nobody-here", "whatever-password", source="127.0.0.3")
-    assert status == 401 and body["error"] == messages[0]
+    assert status == 401 and body["error"]["error"] == messages[0]
 
 
 # -- (g) no session, one line ----------------------------------------------------------------------
@@ -986,11 +991,11 @@ def test_describe_and_the_webui_show_no_secret_from_a_config(
     for text in (described, config, json.dumps(webui)):
         for secret in CREDENTIALS.values():
             assert secret not in text
-    shown = json.loads(webui["config"])
+    shown = webui["config"]
     assert shown["checkpoint_storage"]["secret_key"] == "********"
     assert shown["checkpoint_storage"]["bucket"] == "my-bucket"
     assert shown["environment"]["registry_auth"]["username"] == "robot"
-    assert "# credentials below" in webui["original_config"]
+    assert "# credentials below" in webui["experiment"]["originalConfig"]
     # The task still gets them: the stored config is complete.
     ((stored,),) = cluster.sql("SELECT config FROM experiments WHERE id = ?", (exp_id,))
     assert all(secret in stored for secret in CREDENTIALS.values())
@@ -1001,7 +1006,11 @@ def test_describe_and_the_webui_show_no_secret_from_a_config(
             cluster.request(
                 "/api/v1/experiments",
                 method="POST",
-                body={"config": webui["original_config"], "parent_id": exp_id, "activate": False},
+                body={
+                    "config": webui["experiment"]["originalConfig"],
+                    "parentId": exp_id,
+                    "activate": False,
+                },
             ),
             timeout=30,
         ).read()
@@ -1017,7 +1026,7 @@ def test_describe_and_the_webui_show_no_secret_from_a_config(
             cluster.request("/api/v1/experiments", method="POST", body={"config": bad}),
             timeout=30,
         )
-    error = json.loads(refused.value.read())["error"]
+    error = json.loads(refused.value.read())["error"]["error"]
     assert "registry_auth.password" in error and "987654321" not in error
     master_log = (cluster.root / "master.log").read_text()
     for secret in (*CREDENTIALS.values(), "987654321"):

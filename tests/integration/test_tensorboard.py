@@ -79,11 +79,11 @@ def test_tensorboard_serves_a_trials_metrics_through_the_master(
     assert match.group(1) == cluster.url
     tb_id = match.group(2)
     (listed,) = _tensorboards(cluster)
-    assert listed["id"] == tb_id and listed["state"] == "STATE_RUNNING"
+    assert listed["id"] == tb_id and listed["state"] == "RUNNING"
     assert listed["experiment_ids"] == [exp_id] and listed["trial_ids"] == [trial_id]
     assert tb_id in cluster.det("tensorboard", "list").stdout
     (shown,) = cluster.get("/api/v1/tensorboards")["tensorboards"]  # the WebUI's list
-    assert shown["id"] == tb_id and shown["service_address"] == f"/proxy/{tb_id}/"
+    assert shown["id"] == tb_id and shown["serviceAddress"] == f"/proxy/{tb_id}/"
     opened = cluster.det("tensorboard", "open", tb_id, "--no-browser").stdout
     assert f"/proxy/{tb_id}/" in opened
 
@@ -186,7 +186,9 @@ def _post_status(cluster: Cluster, path: str, body: Any) -> tuple[int, str]:
 
 def test_the_json_api_starts_tensorboards_and_names_bad_input(cluster: Cluster) -> None:
     status, text = _post_status(cluster, "/api/v1/tensorboards", {"experiment_ids": ["x"]})
-    assert status == 400 and "experiment_ids: expected a list of integer ids" in text
+    assert status == 400 and "experiment_ids[0]: expected an integer" in text
+    status, text = _post_status(cluster, "/api/v1/tensorboards", {"experimentIds": 3})
+    assert status == 400 and "experimentIds: expected an array" in text
     status, text = _post_status(cluster, "/api/v1/tensorboards", {"experiment_ids": [999]})
     assert status == 404 and "experiment 999 not found" in text
     status, text = _post_status(cluster, "/api/v1/tensorboards", {})

@@ -116,8 +116,8 @@ def test_webhooks_are_managed_over_the_http_api_by_admins_only(cluster: Cluster)
     }
     with cluster.urlopen(cluster.request("/api/v1/webhooks", method="POST", body=body), 30) as r:
         created = json.load(r)["webhook"]
-    assert created["name"] == "over-http" and created["webhook_type"] == "WEBHOOK_TYPE_SLACK"
-    assert json.loads(created["triggers"][0]["condition"]) == {"state": "COMPLETED"}
+    assert created["name"] == "over-http" and created["webhookType"] == "WEBHOOK_TYPE_SLACK"
+    assert created["triggers"][0]["condition"] == {"state": "COMPLETED"}
     listed = cluster.get("/api/v1/webhooks")["webhooks"]
     assert [w["id"] for w in listed] == [created["id"]]
     assert "over-http" in cluster.det("webhook", "list").stdout
@@ -132,13 +132,16 @@ def test_webhooks_are_managed_over_the_http_api_by_admins_only(cluster: Cluster)
         with pytest.raises(urllib.error.HTTPError) as refused:
             cluster.urlopen(cluster.request(path, method=method, body=sent, token=alice), 30)
         assert refused.value.code == 403
-        assert "only a user with PERMISSION_TYPE_" in json.load(refused.value)["error"]
+        assert "only a user with PERMISSION_TYPE_" in json.load(refused.value)["error"]["error"]
 
     bad = {**body, "webhookType": "CARRIER_PIGEON"}
     with pytest.raises(urllib.error.HTTPError) as refused:
         cluster.urlopen(cluster.request("/api/v1/webhooks", method="POST", body=bad), 30)
     assert refused.value.code == 400
-    assert "webhook.webhook_type: unknown 'CARRIER_PIGEON'" in json.load(refused.value)["error"]
+    assert (
+        "webhookType: expected one of WEBHOOK_TYPE_DEFAULT"
+        in json.load(refused.value)["error"]["error"]
+    )
 
     path = f"/api/v1/webhooks/{created['id']}"
     with cluster.urlopen(cluster.request(path, method="DELETE"), 30):

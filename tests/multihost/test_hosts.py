@@ -117,7 +117,7 @@ def test_agents_register_with_their_own_addresses(
     cluster: Cluster, hosts: tuple[Host, Host, Host]
 ) -> None:
     _, a, b = hosts
-    addresses = {agent["id"]: agent["address"] for agent in cluster.agents_json()}
+    addresses = {agent["id"]: agent["addresses"][0] for agent in cluster.agents_json()}
     assert addresses == {"agent-a": a.address, "agent-b": b.address}
     listed = cluster.det("agent", "list").stdout
     assert a.address in listed and b.address in listed

@@ -100,7 +100,7 @@ def test_a_single_slot_trial_completes_with_metrics_and_logs(
     master: Cluster, slurm: SlurmCluster, tmp_path: pathlib.Path
 ) -> None:
     # One virtual agent per CPU slot of the partition's one node (sinfo).
-    agents = [a for a in master.agents_json() if a["resource_pool"] == "slurm"]
+    agents = [a for a in master.agents_json() if a["resourcePools"] == ["slurm"]]
     assert len(agents) == CPUS
     baseline = newest_job_id(slurm)
     exp = master.create(CORE_API / "1_metrics.yaml", CORE_API)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from determined.common import errors
+from determined.common import errors, timestamps
 from pydet.master.auth import access_tokens, passwords
 from pydet.master.auth.access_tokens import Lifespans, go_duration, lifespan_seconds
 from tests.unit.test_auth import World, admin_caller, world
@@ -79,7 +79,7 @@ async def test_a_revoked_token_is_refused_at_once_saying_so(world: World) -> Non
     made = await world.authn.tokens.create(bob, lifespan=None, description="", by="admin")
     await world.caller(made.token)  # checked once: cached
     info = await world.authn.tokens.patch(made.token_id, description=None, revoke=True, by="x")
-    assert info.revoked and info.revoked_at == world.now[0]
+    assert info.revoked and timestamps.to_seconds(info.revoked_at) == world.now[0]
     with pytest.raises(errors.Unauthenticated, match=f"access token {made.token_id} was revoked"):
         await world.authn.authenticate(made.token)
     with pytest.raises(errors.FailedPrecondition, match=r"was revoked at .* cannot be changed"):

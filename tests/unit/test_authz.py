@@ -17,7 +17,7 @@ import pytest
 from grpclib.exceptions import GRPCError
 
 from determined.api.gen import v1
-from determined.common import errors, wire
+from determined.common import errors, structs, wire
 from pydet.master import guard
 from pydet.master.auth import authenticator as auth
 from pydet.master.auth import passwords
@@ -253,7 +253,9 @@ async def test_only_the_owner_or_an_admin_may_change_checkpoint_metadata(
     lookup: authz.Lookup,
 ) -> None:
     def post(uuid: str) -> v1.PostCheckpointMetadataRequest:
-        return v1.PostCheckpointMetadataRequest(checkpoint=v1.Checkpoint(uuid=uuid, metadata="{}"))
+        return v1.PostCheckpointMetadataRequest(
+            checkpoint=v1.Checkpoint(uuid=uuid, metadata=structs.struct({}))
+        )
 
     await check("PostCheckpointMetadata", ALICE, post("ck-11"), lookup)
     await check("PostCheckpointMetadata", ROOT, post("ck-21"), lookup)
@@ -474,7 +476,7 @@ async def test_only_its_owner_or_an_admin_kills_a_command_or_changes_its_priorit
     with pytest.raises(errors.NotFound):
         await check("KillCommand", ROOT, v1.KillCommandRequest(command_id="tb-1"), lookup)
     for rpc, message in (
-        ("LaunchCommand", v1.LaunchCommandRequest(config="entrypoint: true")),
+        ("LaunchCommand", v1.LaunchCommandRequest(config=structs.struct({"entrypoint": "true"}))),
         ("GetCommands", v1.GetCommandsRequest()),
         ("GetCommand", v1.GetCommandRequest(command_id="cmd-1")),
     ):
@@ -562,9 +564,23 @@ async def test_a_tasks_context_is_for_the_task_itself_or_its_owner(lookup: authz
     await refused("GetTaskContext", AGENT, request, lookup)
 
 
-def _checkpoint(**kwargs: Any) -> v1.ReportCheckpointRequest:
-    fields = {"uuid": "new-uuid", "trial_id": 11, "experiment_id": 1, "allocation_id": "1.11.0"}
-    return v1.ReportCheckpointRequest(checkpoint=v1.Checkpoint(**{**fields, **kwargs}))
+def _checkpoint(
+    *,
+    uuid: str = "new-uuid",
+    trial_id: int = 11,
+    experiment_id: int = 1,
+    allocation_id: str = "1.11.0",
+    storage: dict[str, Any] | None = None,
+) -> v1.ReportCheckpointRequest:
+    """A report in Determined's shape: its trial and experiment are its training metadata."""
+    training = v1.CheckpointTrainingMetadata(trial_id=trial_id, experiment_id=experiment_id)
+    checkpoint = v1.Checkpoint(
+        uuid=uuid,
+        training=training,
+        allocation_id=allocation_id,
+        storage=None if storage is None else structs.struct(storage),
+    )
+    return v1.ReportCheckpointRequest(checkpoint=checkpoint)
 
 
 async def test_a_task_reports_checkpoints_of_its_own_trial_only(lookup: authz.Lookup) -> None:
@@ -591,14 +607,10 @@ async def test_a_task_records_checkpoints_only_in_its_experiments_storage(
     lookup: authz.Lookup,
 ) -> None:
     # The master deletes a checkpoint's files where the record says they are.
-    await check("ReportCheckpoint", TASK, _checkpoint(storage=json.dumps(storage(1))), lookup)
+    await check("ReportCheckpoint", TASK, _checkpoint(storage=storage(1)), lookup)
     for elsewhere in (storage(2), {"type": "shared_fs", "host_path": "/"}):
-        text = await refused(
-            "ReportCheckpoint", TASK, _checkpoint(storage=json.dumps(elsewhere)), lookup
-        )
+        text = await refused("ReportCheckpoint", TASK, _checkpoint(storage=elsewhere), lookup)
         assert "checkpoint_storage" in text
-    with pytest.raises(errors.InvalidArgument):
-        await check("ReportCheckpoint", TASK, _checkpoint(storage="{not json"), lookup)
 
 
 async def test_the_owner_of_an_unmanaged_run_reports_its_checkpoints_and_ends_its_trials(
@@ -624,7 +636,7 @@ async def test_the_owner_of_an_unmanaged_run_reports_its_checkpoints_and_ends_it
     assert "(alice)" in await refused("ReportCheckpoint", BOB, mine, lookup)
     # Her managed trial's checkpoints are its task's to report, and storage stays checked.
     await refused("ReportCheckpoint", ALICE, _checkpoint(), lookup)
-    elsewhere = _checkpoint(trial_id=31, experiment_id=3, storage=json.dumps(storage(1)))
+    elsewhere = _checkpoint(trial_id=31, experiment_id=3, storage=storage(1))
     assert "checkpoint_storage" in await refused("ReportCheckpoint", ALICE, elsewhere, lookup)
     await refused("ReportCheckpoint", ALICE, _checkpoint(trial_id=31, experiment_id=1), lookup)
     for rpc, request in (
@@ -736,9 +748,7 @@ def _aimed_at_own_work(request_type: type[Any]) -> Any:
         "username": "alice",
         "agent_id": "agent-0",
         "updates": [v1.JobUpdate(job_id="job-1", priority=1)],
-        "checkpoint": v1.Checkpoint(
-            uuid="ck-11", trial_id=11, experiment_id=1, allocation_id="1.11.0"
-        ),
+        "checkpoint": _checkpoint(uuid="ck-11").checkpoint,
     }
     for name, value in values.items():
         if hasattr(message, name):

@@ -16,7 +16,7 @@ import pytest
 from grpclib.testing import ChannelFor
 
 from determined.api.gen import v1
-from determined.common import client
+from determined.common import client, structs
 from pydet.cli import auth
 from pydet.cli.__main__ import main
 
@@ -48,7 +48,7 @@ class FakeMaster(v1.DeterminedBase):
         self.created.append(message)
         e = v1.Experiment(id=len(self.experiments) + 1, name="exp", state=v1.State.ACTIVE)
         self.experiments[e.id] = e
-        return v1.CreateExperimentResponse(experiment=e, warnings=["resource pool is busy"])
+        return v1.CreateExperimentResponse(experiment=e, warning_messages=["resource pool is busy"])
 
     async def get_me(self, message: v1.GetMeRequest) -> v1.GetMeResponse:
         return v1.GetMeResponse(user=v1.User(id=1, username="ann"))
@@ -61,7 +61,7 @@ class FakeMaster(v1.DeterminedBase):
         e = self.experiment(message.experiment_id)
         if self.script:
             e.state = self.script.pop(0)
-        config = json.dumps({"name": "exp", "searcher": {"name": "single", "metric": "loss"}})
+        config = structs.struct({"name": "exp", "searcher": {"name": "single", "metric": "loss"}})
         return v1.GetExperimentResponse(experiment=e, config=config)
 
     async def get_experiment_trials(
@@ -79,7 +79,7 @@ class FakeMaster(v1.DeterminedBase):
         for i, line in enumerate(self.log_lines):
             if self.fail_logs_after == i:
                 raise grpclib.GRPCError(grpclib.const.Status.UNAVAILABLE, "shutting down")
-            log = v1.TaskLog(id=i, trial_id=message.trial_id, message=line, timestamp=0.0)
+            log = v1.TaskLog(id=i, trial_id=message.trial_id, message=line, log=line)
             yield v1.TrialLogsResponse(logs=[log])
 
     async def kill_experiment(
@@ -146,7 +146,7 @@ def test_create_submits_config_and_context(
     assert out == "Created experiment 1\n"
     assert err == "Warning: resource pool is busy\n"
     (request,) = master.created
-    assert request.paused
+    assert not request.activate
     assert request.config == (project / "const.yaml").read_text()
     with tarfile.open(fileobj=io.BytesIO(request.context), mode="r:gz") as tar:
         assert tar.getnames() == ["train.py"]

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
-
 from determined.api.gen import v1
+from determined.common import structs
 from pydet.cli import pareto
 
 GOALS = [("loss", True), ("accuracy", False)]
 
 
 def trial(tid: int, state: v1.State = v1.State.COMPLETED, **latest: float) -> v1.Trial:
-    return v1.Trial(id=tid, state=state, latest_validation=json.dumps(latest))
+    metrics = v1.Metrics(avg_metrics=structs.struct(latest))
+    return v1.Trial(id=tid, state=state, latest_validation=v1.MetricsWorkload(metrics=metrics))
 
 
 def test_only_completed_trials_with_every_metric_and_not_dominated_make_the_front() -> None:

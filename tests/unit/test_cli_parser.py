@@ -5,6 +5,7 @@ import pathlib
 
 import pytest
 
+from determined.api.gen import v1
 from pydet.cli import checkpoint, create, deploy, experiment, master, task, trial
 from pydet.cli.__main__ import build_parser, main
 
@@ -96,7 +97,7 @@ def test_trial_log_filters_become_the_request() -> None:
     req = trial.logs_request(args.trial_id, args)
     assert (req.trial_id, req.follow, req.tail, req.head) == (9, True, 20, 0)
     assert list(req.rank_ids) == [0, 2]
-    assert (req.min_level, req.search) == ("WARNING", "loss")
+    assert (req.min_level, req.search_text) == (v1.LogLevel.WARNING, "loss")
 
 
 def test_determineds_other_log_filters_become_the_request() -> None:
@@ -108,8 +109,9 @@ def test_determineds_other_log_filters_become_the_request() -> None:
     req = trial.logs_request(9, args)
     assert (list(req.agent_ids), list(req.container_ids)) == (["a0"], ["c1"])
     assert (list(req.stdtypes), list(req.allocation_ids)) == (["stderr"], ["3.9.1"])
-    assert req.timestamp_before == 1635290232.0
-    assert req.timestamp_after == 1635290232.0 - 3600
+    assert req.timestamp_before is not None and req.timestamp_after is not None
+    assert req.timestamp_before.timestamp() == 1635290232.0
+    assert req.timestamp_after.timestamp() == 1635290232.0 - 3600
 
 
 def test_a_time_that_is_not_rfc3339_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

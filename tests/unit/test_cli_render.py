@@ -6,6 +6,7 @@ import json
 import pytest
 
 from determined.api.gen import v1
+from determined.common import structs, timestamps
 from pydet.cli import agent, experiment, render
 
 START = datetime.datetime(2024, 5, 6, 7, 8, 9).timestamp()  # local time, as the CLI shows it
@@ -24,8 +25,8 @@ def test_experiment_table_has_determineds_columns_and_look() -> None:
         name="mnist",
         state=v1.State.COMPLETED,
         progress=0.5,
-        start_time=START,
-        end_time=START + 61,
+        start_time=timestamps.to_datetime(START),
+        end_time=timestamps.to_datetime(START + 61),
         resource_pool="default",
         username="alice",
     )
@@ -51,10 +52,10 @@ def test_running_trial_row_leaves_end_and_best_validation_blank() -> None:
         id=3,
         state=v1.State.ACTIVE,
         phase=v1.TrialPhase.AWAITING_VERDICT,
-        hparams='{"lr":0.1,"layers":{"n":2}}',
-        steps_completed=400,
+        hparams=structs.struct({"lr": 0.1, "layers": {"n": 2}}),
+        total_batches_processed=400,
         restarts=1,
-        start_time=START,
+        start_time=timestamps.to_datetime(START),
     )
     row = render.trial_row(t)
     assert row == [
@@ -77,18 +78,18 @@ def test_json_uses_plain_state_names_and_decodes_json_fields() -> None:
         experiment_id=1,
         state=v1.State.COMPLETED,
         phase=v1.TrialPhase.COMPLETED,
-        hparams='{"lr": 0.1}',
+        hparams=structs.struct({"lr": 0.1, "layers": 2}),
         seed=123456789012,
         best_validation_metric=0.25,
     )
     out = json.loads(render.to_json([render.message_dict(t)]))
     assert out[0]["state"] == "COMPLETED"
     assert out[0]["phase"] == "COMPLETED"
-    assert out[0]["hparams"] == {"lr": 0.1}
+    assert out[0]["hparams"] == {"lr": 0.1, "layers": 2}  # a Struct's whole numbers as ints
     assert out[0]["seed"] == 123456789012  # a number, not proto-JSON's string for int64
     assert out[0]["best_validation_metric"] == 0.25
     assert out[0]["end_time"] is None
-    assert out[0]["latest_validation"] is None  # empty JSON document, not ""
+    assert out[0]["latest_validation"] is None
 
 
 def test_json_of_a_state_the_cli_does_not_know_still_renders() -> None:
@@ -100,12 +101,16 @@ def test_json_of_a_state_the_cli_does_not_know_still_renders() -> None:
 def test_agent_row_counts_used_slots() -> None:
     a = v1.Agent(
         id="node-0",
-        address="10.0.0.5",
-        resource_pool="default",
+        addresses=["10.0.0.5"],
+        resource_pools=["default"],
         runtime="process",
         connected=True,
         enabled=True,
-        slots=[v1.Slot(id="0", allocation_id="alloc-1"), v1.Slot(id="1"), v1.Slot(id="2")],
+        slots={
+            "0": v1.Slot(id="0", allocation_id="alloc-1"),
+            "1": v1.Slot(id="1"),
+            "2": v1.Slot(id="2"),
+        },
     )
     assert agent.agent_row(a) == ["node-0", "10.0.0.5", "default", "1/3", "process", True, True]
     rows = agent.slot_rows(a)
@@ -115,13 +120,12 @@ def test_agent_row_counts_used_slots() -> None:
 def test_checkpoint_row_shows_size_and_metric() -> None:
     c = v1.Checkpoint(
         uuid="abc",
-        trial_id=2,
+        training=v1.CheckpointTrainingMetadata(trial_id=2, searcher_metric=0.125),
         steps_completed=100,
-        state="COMPLETED",
+        state=v1.CheckpointState.COMPLETED,
         size=3 * 1024 * 1024,
         resources={"model.pt": 3 * 1024 * 1024},
-        searcher_metric=0.125,
-        report_time=START,
+        report_time=timestamps.to_datetime(START),
     )
     assert render.checkpoint_row(c) == [
         2,
@@ -143,8 +147,8 @@ def test_checkpoint_row_shows_size_and_metric() -> None:
     ],
 )
 def test_log_lines_read_like_determineds(rank: int | None, message: str, expected: str) -> None:
-    ts = datetime.datetime(2024, 1, 2, 3, 4, 5, 500000, tzinfo=datetime.UTC).timestamp()
-    log = v1.TaskLog(rank=rank, message=message, timestamp=ts)
+    ts = datetime.datetime(2024, 1, 2, 3, 4, 5, 500000, tzinfo=datetime.UTC)
+    log = v1.TaskLog(rank_id=rank, message=message, timestamp=ts)
     assert render.log_line(log) == expected
 
 
@@ -155,7 +159,7 @@ def test_bytes_are_human_sized() -> None:
 
 
 def _trial(trial_id: int, best: float | None) -> v1.Trial:
-    hparams = json.dumps({"lr": 0.1, "model": {"hidden": 64}})
+    hparams = structs.struct({"lr": 0.1, "model": {"hidden": 64}})
     return v1.Trial(id=trial_id, best_validation_metric=best, hparams=hparams)
 
 

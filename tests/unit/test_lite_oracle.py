@@ -106,14 +106,14 @@ def test_a_map_entry_with_other_fields_is_skipped_as_the_official_runtime_does(
 ) -> None:
     entry = _field(1, "æ".encode()) + _tag(2048, 0) + b"\x42"  # key, then a field 2048
     kept = _field(1, b"k") + _tag(2, 0) + b"\x07"
-    data = _field(8, entry) + _field(8, kept)  # v1.Checkpoint.resources
+    data = _field(5, entry) + _field(5, kept)  # v1.Checkpoint.resources
     _round_trip(protos, "v1.Checkpoint", data)
     assert _lite_class("v1.Checkpoint").FromString(data).resources == {"k": 7}
 
 
 def test_a_map_value_that_runs_past_its_entry_is_rejected(protos: Protos) -> None:
     cut = _field(1, b"") + _tag(2, 0) + b"\x80"  # the value's varint goes on past the entry
-    data = _field(8, cut) + _field(8, _field(1, b"1") + _tag(2, 0) + b"\x00")
+    data = _field(5, cut) + _field(5, _field(1, b"1") + _tag(2, 0) + b"\x00")
     with pytest.raises(message.DecodeError):
         protos.official["v1.Checkpoint"].FromString(data)
     with pytest.raises(lite.DecodeError):
@@ -154,3 +154,24 @@ def test_unknown_names_fail_clearly() -> None:
         _ = lite.stub(object()).no_such_call
     with pytest.raises(AttributeError, match="trial_logs is a server stream"):
         _ = lite.stub(object()).trial_logs
+
+
+def test_structs_and_timestamps_are_what_the_official_runtime_makes_of_them(
+    protos: Protos,
+) -> None:
+    from google.protobuf import json_format
+
+    doc = {"steps_completed": 5, "lr": 0.5, "tags": ["a", None, True], "nested": {"x": -1}}
+    official = protos.official["google.protobuf.Struct"]
+    parsed = official.FromString(lite.struct_of(doc).SerializeToString())
+    assert json_format.MessageToDict(parsed) == doc
+    back = lite.message_class("google.protobuf.Struct").FromString(parsed.SerializeToString())
+    assert lite.plain(back) == doc and type(lite.plain(back)["steps_completed"]) is int
+    stamp = protos.official["google.protobuf.Timestamp"].FromString(
+        lite.timestamp(1714557600.25).SerializeToString()
+    )
+    assert json_format.MessageToDict(stamp) == "2024-05-01T10:00:00.250Z"
+    assert lite.seconds(stamp) == 1714557600.25
+    assert lite.enum_name("CheckpointState", lite.enum_value("CheckpointState", "DELETED")) == (
+        "DELETED"
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from determined.common import timestamps
 from pydet.master.agents.table import Agent, AgentTable, Slot
 from pydet.master.provisioner.decider import Instance, InstanceState
 from pydet.master.provisioner.provider import AgentSetup
@@ -112,7 +113,7 @@ def test_an_instance_shows_idle_since_the_decider_saw_it_idle() -> None:
     p, _ = provisioner(agents(), INSTANCES)
     p.decide(NOW)
     p.decide(NOW + 5)
-    shown = {i.id: (i.state, i.idle_since) for i in p.instances()}
+    shown = {i.id: (i.state, timestamps.to_seconds(i.idle_since)) for i in p.instances()}
     assert shown["i-idle"] == ("idle", NOW)
-    assert shown["i-busy"] == ("running", 0.0)
-    assert shown["i-lost"] == ("starting agent", 0.0)
+    assert shown["i-busy"] == ("running", None)
+    assert shown["i-lost"] == ("starting agent", None)

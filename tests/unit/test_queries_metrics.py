@@ -61,7 +61,7 @@ async def test_thinning_keeps_about_max_points_of_each_group_when_groups_and_tri
     for trial in (1, 2):
         reports = await thinned(db, trial, max_points=200)
         for group in ("training", "validation"):
-            steps = [int(str(r["steps_completed"])) for r in reports if r["group"] == group]
+            steps = [int(str(r["stepsCompleted"])) for r in reports if r["group"] == group]
             assert 190 <= len(steps) <= 201, (trial, group, len(steps))
             assert steps[0] == 1 and steps[-1] == 2000
             gaps = {b - a for a, b in itertools.pairwise(steps)}
@@ -84,7 +84,7 @@ async def test_without_max_points_every_report_comes_back_in_step_order(db: Data
         await report(db, 1, "training", step)
     await report(db, 2, "training", 9)
     reports = await thinned(db, 1, max_points=0)
-    assert [r["steps_completed"] for r in reports] == ["1", "2", "3"]
+    assert [r["stepsCompleted"] for r in reports] == ["1", "2", "3"]
 
 
 async def test_reports_are_listed_by_group_after_a_step_and_limited(db: Database) -> None:

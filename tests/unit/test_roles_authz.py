@@ -516,7 +516,10 @@ def aimed_at(request_type: type[Any], *, own: bool) -> list[Any]:
         "template": v1.Template(name="his" if own else "hers", config="{}"),
         "agent_id": "agent-0",
         "updates": [v1.JobUpdate(job_id="job-1", priority=1)],
-        "checkpoint": v1.Checkpoint(uuid="ck-11", trial_id=11, experiment_id=1),
+        "checkpoint": v1.Checkpoint(
+            uuid="ck-11",
+            training=v1.CheckpointTrainingMetadata(trial_id=11, experiment_id=1),
+        ),
         "checkpoint_uuids": ["ck-11"],
         # Alice's workspace 2 and project 2 (bob's own: 3), her model.
         "id": 3 if own else 2,

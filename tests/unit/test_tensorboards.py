@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from determined.api.gen import v1
 from pydet.master.agents.table import Agent
 from pydet.master.tasks.allocation import Allocation, Container
 from pydet.master.tasks.generic import GenericTask, Phase, TaskType
@@ -76,4 +77,4 @@ def test_a_tensorboard_runs_on_no_slot_with_its_sources_and_proxy_path() -> None
         ("/mnt/ckpt", "/mnt/ckpt")
     ]
     shown = to_proto(tb)
-    assert shown.state == "STATE_STARTING" and shown.service_address == "/proxy/tb-1/"
+    assert shown.state == v1.TensorboardState.STARTING and shown.service_address == "/proxy/tb-1/"

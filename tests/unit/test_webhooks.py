@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, structs
 from pydet.master.webhooks.dispatch import Subscription, alert_fields
 from pydet.master.webhooks.sender import Delivery, Sender
 from pydet.master.webhooks.store import Trigger, Webhook, check
@@ -48,7 +48,8 @@ def test_an_alert_level_is_one_of_determineds_and_its_text_is_bounded() -> None:
 
 def test_a_webhook_needs_an_http_url_and_triggers_pydet_delivers() -> None:
     state = v1.Trigger(
-        trigger_type=v1.TriggerType.EXPERIMENT_STATE_CHANGE, condition='{"state":"ERROR"}'
+        trigger_type=v1.TriggerType.EXPERIMENT_STATE_CHANGE,
+        condition=structs.struct({"state": "ERROR"}),
     )
     name, triggers = check(v1.Webhook(url="https://example.com/h", triggers=[state]))
     assert name == "https://example.com/h"

@@ -71,9 +71,9 @@ def test_a_message_with_two_oneof_members_set_is_refused() -> None:
 
 def test_malformed_bytes_raise_decode_error_with_the_reason() -> None:
     with pytest.raises(wire.DecodeError, match="not a valid Job: truncated input"):
-        wire.decode(v1.Job, b"\x20")
+        wire.decode(v1.Job, b"\x38")  # priority (7), an int32, cut off
     with pytest.raises(ValueError):  # DecodeError is a ValueError
-        wire.decode(v1.Job, b"\x0a\x01\xff")
+        wire.decode(v1.Job, b"\x52\x01\xff")  # job_id (10), not UTF-8
 
 
 def test_codec() -> None:

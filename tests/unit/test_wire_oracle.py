@@ -1,4 +1,4 @@
-"""``wire`` and ``gateway_json`` held to the official protobuf runtime as their oracle.
+"""``wire`` and ``protojson`` held to the official protobuf runtime as their oracle.
 
 The oracle is ``google.protobuf`` (upb) with message classes that grpc_tools' protoc builds at
 test time from the ``.proto`` files the generated ``v1`` code comes from (api/proto); they are
@@ -15,11 +15,12 @@ a betterproto2 object -> ``wire.encode`` -> official parse gives the original. H
 pin the spec's corner cases; mutated bytes check that ``wire`` rejects exactly what the
 official runtime rejects.
 
-``gateway_json`` gives ``MessageToDict(preserving_proto_field_name=True,
-always_print_fields_with_no_presence=True)`` with one intended difference: every field's key
-is present, with ``null`` where a field with presence (a message, a oneof member, an
-``optional`` scalar) is unset, so the WebUI's decoders never meet a missing key. Both write
-64-bit integers as strings and enums by name.
+``protojson`` gives ``MessageToDict(always_print_fields_with_no_presence=True)`` with two
+intended differences: every field's key is present, with ``null`` where a field with presence
+(a message, a oneof member, an ``optional`` scalar) is unset, so that readers never meet a
+missing key; and a Struct's whole numbers are integers. Both write keys in lowerCamelCase,
+64-bit integers as strings and enums by name. ``protojson.parse`` reads what ``MessageToDict``
+writes back into the same message, and refuses what ``ParseDict`` refuses.
 """
 
 from __future__ import annotations
@@ -55,8 +56,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from determined.api.gen import v1
-from determined.common import wire
-from pydet.master.gateway import json as gateway_json
+from determined.common import protojson, wire
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTO_DIR = ROOT / "api" / "proto"
@@ -415,7 +415,11 @@ def _message(protos: Protos, name: str, depth: int = 0) -> st.SearchStrategy[mes
             _set(m, desc.fields_by_name[key], value)
         return m
 
-    strategy = st.fixed_dictionaries({}, optional=fields).map(build)
+    # A Value holds one of its kinds (an empty one is invalid: JSON writes it as null).
+    required = {}
+    if name == "google.protobuf.Value":
+        required["kind"] = fields.pop("kind", st.just(("null_value", 0)))
+    strategy = st.fixed_dictionaries(required, optional=fields).map(build)
     protos.strategies[(name, depth)] = strategy
     return strategy
 
@@ -818,14 +822,14 @@ def test_unknown_fields_are_skipped_kept_and_written_back(protos: Protos) -> Non
             _field(111, b"abc"),
             _tag(111, 5) + struct.pack("<f", 1.0),
             _tag(112, 3) + _tag(1, 0) + b"\x01" + _tag(2, 3) + _tag(2, 4) + _tag(112, 4),
-            _tag(2, 0) + b"\x05",  # Job.type is a string: a varint there is an unknown field
+            _tag(2, 0) + b"\x05",  # AgentSlot.type is a string: a varint there is unknown
         ]
     )
-    job = wire.encode(v1.Job(job_id="j", name="n"))
-    data = job[:3] + unknown + job[3:]
-    decoded = _check(protos, "v1.Job", data)
-    assert (decoded.job_id, decoded.type, decoded.name) == ("j", "", "n")
-    official = protos.official["v1.Job"]
+    slot = wire.encode(v1.AgentSlot(id="j", device="n"))
+    data = slot[:3] + unknown + slot[3:]
+    decoded = _check(protos, "v1.AgentSlot", data)
+    assert (decoded.id, decoded.type, decoded.device) == ("j", "", "n")
+    official = protos.official["v1.AgentSlot"]
     assert len(UnknownFieldSet(official.FromString(wire.encode(decoded)))) == 6
     # Nested: unknown fields of a sub-message stay with it.
     nested = _field(1, _field(1, b"a") + _tag(99, 0) + b"\x01")
@@ -927,22 +931,22 @@ def test_a_nan_double_is_written_as_the_float32_nan_with_its_top_bits(protos: Pr
 
 
 MALFORMED = [
-    ("v1.Job", b"\x0a\x05ab", "length-delimited field runs past the end"),
-    ("v1.Job", b"\x08", "truncated"),
-    ("v1.Job", b"\x08\xff", "truncated varint"),
-    ("v1.Job", b"\x20", "truncated input"),
-    ("v1.Job", b"\x20" + b"\xff" * 10 + b"\x01", "varint longer than ten bytes"),
-    ("v1.Job", b"\x29\x00\x00", "fixed-width field runs past the end"),
-    ("v1.Job", b"\x69\x00\x00", "field runs past the end of its message"),
-    ("v1.Job", b"\x0b", "group 1 has no end"),
-    ("v1.Job", b"\x0c", "end of group 1, which was not started"),
-    ("v1.Job", b"\xfb\x06\x84\x07", "group 111 ends with the end of group 112"),
-    ("v1.Job", b"\x0e", "invalid wire type 6"),
-    ("v1.Job", b"\x00\x01", "invalid field number 0"),
-    ("v1.Job", b"\x80\x80\x80\x80\x10\x01", "field tag longer than 32 bits"),
-    ("v1.Job", b"\xa0\x80\x80\x80\x80\x00\x01", "field tag longer than 32 bits"),
-    ("v1.Job", b"\x0a\x01\xff", "not valid UTF-8"),
-    ("v1.Job", b"\x0a\xff\xff\xff\xff\x0f", "runs past the end"),
+    ("v1.ContainerExited", b"\x0a\x05ab", "length-delimited field runs past the end"),
+    ("v1.ContainerExited", b"\x08", "truncated"),
+    ("v1.ContainerExited", b"\x08\xff", "truncated varint"),
+    ("v1.ContainerExited", b"\x18", "truncated input"),
+    ("v1.ContainerExited", b"\x18" + b"\xff" * 10 + b"\x01", "varint longer than ten bytes"),
+    ("v1.ContainerExited", b"\x29\x00\x00", "fixed-width field runs past the end"),
+    ("v1.ContainerExited", b"\x69\x00\x00", "field runs past the end of its message"),
+    ("v1.ContainerExited", b"\x0b", "group 1 has no end"),
+    ("v1.ContainerExited", b"\x0c", "end of group 1, which was not started"),
+    ("v1.ContainerExited", b"\xfb\x06\x84\x07", "group 111 ends with the end of group 112"),
+    ("v1.ContainerExited", b"\x0e", "invalid wire type 6"),
+    ("v1.ContainerExited", b"\x00\x01", "invalid field number 0"),
+    ("v1.ContainerExited", b"\x80\x80\x80\x80\x10\x01", "field tag longer than 32 bits"),
+    ("v1.ContainerExited", b"\xa0\x80\x80\x80\x80\x00\x01", "field tag longer than 32 bits"),
+    ("v1.ContainerExited", b"\x0a\x01\xff", "not valid UTF-8"),
+    ("v1.ContainerExited", b"\x0a\xff\xff\xff\xff\x0f", "runs past the end"),
     ("v1.GetJobsResponse", b"\x0a\x02\x0a\x05", "runs past the end"),
     ("v1.GetJobsResponse", b"\x0a\x03\x20\xff\xff\x01", "field runs past the end"),
     ("oracle.Kinds", b"\xea\x01\x03\x00\x00\x00", "packed field is not a whole number"),
@@ -957,16 +961,16 @@ def test_malformed_input_is_rejected_with_a_reason(
     official, ours = protos.pair(name)
     with pytest.raises(message.DecodeError):
         official.FromString(data)
-    short = name.split(".")[1]
+    short = name.split(".")[1]  # (ContainerExited: exit_code 3 is an int32, timestamp 5 a double)
     with pytest.raises(wire.DecodeError, match=f"not a valid {short}: .*{reason}"):
         wire.decode(ours, data)
 
 
-# gateway_json against MessageToDict.
+# protojson against MessageToDict.
 
 
 def _without_nulls(value: Any, official: Any) -> Any:
-    """``gateway_json``'s output less its documented extra: null for unset presence fields
+    """``protojson``'s output less its documented extra: null for unset presence fields
     (the keys that are null in ``value`` and absent from ``official``, level by level)."""
     if isinstance(value, dict) and isinstance(official, dict):
         return {
@@ -980,7 +984,7 @@ def _without_nulls(value: Any, official: Any) -> Any:
 
 
 def _whole(value: Any) -> Any:
-    """Whole floats as ints: gateway_json writes a Struct's 100.0 as 100 (the same JSON
+    """Whole floats as ints: protojson writes a Struct's 100.0 as 100 (the same JSON
     number), as the Go and C++ runtimes do, where MessageToDict gives 100.0."""
     if isinstance(value, dict):
         return {k: _whole(v) for k, v in value.items()}
@@ -999,22 +1003,18 @@ def _as_json(value: Any) -> str:
 @pytest.mark.parametrize("name", _names("all"))
 @_examples(15)
 @given(data=st.data())
-def test_gateway_json_matches_message_to_dict(
-    protos: Protos, name: str, data: st.DataObject
-) -> None:
+def test_protojson_matches_message_to_dict(protos: Protos, name: str, data: st.DataObject) -> None:
     _, ours = protos.pair(name)
     original = data.draw(_message(protos, name))
-    got = gateway_json.to_dict(_to_betterproto(original, ours))
-    expected = json_format.MessageToDict(
-        original, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-    )
+    got = protojson.to_dict(_to_betterproto(original, ours))
+    expected = json_format.MessageToDict(original, always_print_fields_with_no_presence=True)
     assert _as_json(_without_nulls(got, expected)) == _as_json(expected)
-    assert set(got) == {f.name for f in original.DESCRIPTOR.fields}
+    assert set(got) == {f.json_name for f in original.DESCRIPTOR.fields}
 
 
-def test_gateway_json_shapes(protos: Protos) -> None:
+def test_protojson_shapes(protos: Protos) -> None:
     _, kinds = protos.pair("oracle.Kinds")
-    got = gateway_json.to_dict(
+    got = protojson.to_dict(
         kinds(i64=-5, u64=2**64 - 1, flt=0.1, blob=b"\xff", color=2, by_i64={3: -1})
     )
     assert (got["i64"], got["u64"], got["blob"]) == (
@@ -1022,9 +1022,11 @@ def test_gateway_json_shapes(protos: Protos) -> None:
         str(2**64 - 1),
         base64.b64encode(b"\xff").decode(),
     )
-    assert (got["color"], got["by_i64"]) == ("COLOR_BLUE", {"3": "COLOR_NEGATIVE"})
+    assert (got["color"], got["byI64"]) == ("COLOR_BLUE", {"3": "COLOR_NEGATIVE"})
     assert got["flt"] == 0.1  # a float32 in its shortest form, as MessageToDict writes it
-    assert (got["inner"], got["maybe_i32"], got["choice_text"]) == (None, None, None)
+    assert (got["inner"], got["maybeI32"], got["choiceText"]) == (None, None, None)
+    # Keyed by the fields' own names, for the CLI's --json.
+    assert protojson.to_dict(kinds(maybe_i32=3), snake=True)["maybe_i32"] == 3
 
 
 UTC = datetime.UTC
@@ -1050,7 +1052,7 @@ def test_timestamps_a_datetime_cannot_hold_are_refused_and_nanoseconds_dropped(
     assert wire.decode(kinds, wire.encode(here)).when == datetime.datetime(2024, 1, 1, tzinfo=UTC)
 
 
-def test_gateway_json_writes_well_known_types_as_the_mapping_and_determined_do(
+def test_protojson_writes_well_known_types_as_the_mapping_and_determined_do(
     protos: Protos,
 ) -> None:
     official, kinds = protos.pair("oracle.Kinds")
@@ -1068,7 +1070,7 @@ def test_gateway_json_writes_well_known_types_as_the_mapping_and_determined_do(
         doc=struct_cls.from_dict(doc),
     )
     # Through the wire, as the master's messages come: a Struct's numbers are doubles there.
-    got = gateway_json.to_dict(wire.decode(kinds, wire.encode(message)))
+    got = protojson.to_dict(wire.decode(kinds, wire.encode(message)))
     expected = json_format.MessageToDict(official.FromString(wire.encode(message)))
     assert got["when"] == expected["when"] == "2024-05-01T12:00:00.250Z"
     assert (
@@ -1080,11 +1082,11 @@ def test_gateway_json_writes_well_known_types_as_the_mapping_and_determined_do(
         ]
     )
     assert got["took"] == expected["took"] == "-1.500s"
-    assert (got["w_i64"], got["w_flt"], got["w_i32"]) == ("5", 0.1, None)
+    assert (got["wI64"], got["wFlt"], got["wI32"]) == ("5", 0.1, None)
     assert got["doc"] == doc and type(got["doc"]["max_trials"]) is int
     assert expected["doc"]["max_trials"] == 100.0  # MessageToDict's float
     # JSON has no NaN: where the official runtime refuses to write one, it is a string.
     nan = struct_cls.from_dict({"loss": math.nan, "top": -math.inf})
-    assert gateway_json.to_dict(kinds(doc=nan))["doc"] == {"loss": "NaN", "top": "-Infinity"}
+    assert protojson.to_dict(kinds(doc=nan))["doc"] == {"loss": "NaN", "top": "-Infinity"}
     with pytest.raises(json_format.SerializeToJsonError, match=r"Infinity|NaN"):
         json_format.MessageToDict(official.FromString(wire.encode(kinds(doc=nan))))

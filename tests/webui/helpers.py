@@ -123,4 +123,4 @@ def running_trial(cluster: Cluster, exp_id: int, *, min_steps: int = 1) -> int:
 
 
 def job_order(cluster: Cluster) -> list[str]:
-    return [j["job_id"] for j in api(cluster, "/api/v1/jobs")["jobs"]]
+    return [j["jobId"] for j in api(cluster, "/api/v1/jobs")["jobs"]]

@@ -63,7 +63,7 @@ def test_the_cluster_page_shows_an_elastic_pools_instances(
         section = page.locator("section", has=page.locator("h2", has_text="Instances"))
         section.locator("td", has_text=instance["id"]).wait_for()
         row = section.locator("tr", has_text=instance["id"])
-        assert instance["agent_id"] in row.inner_text()
+        assert instance["agentId"] in row.inner_text()
         row.locator(".badge", has_text="idle").wait_for()
         text = section.inner_text()
         assert "Pool burst: command provider, 0 to 1 instances." in text

@@ -129,7 +129,7 @@ def victim(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> int:
 
 
 def experiment_count(cluster: Cluster) -> int:
-    return int(api(cluster, "/api/v1/experiments?limit=1")["total"])
+    return int(api(cluster, "/api/v1/experiments?limit=1")["pagination"]["total"])
 
 
 @pytest.mark.parametrize(
@@ -151,7 +151,7 @@ def test_a_page_from_another_origin_cannot_create_or_steer_experiments(
         "searcher: {name: single, metric: validation_loss, max_length: 1}\n"
         "max_restarts: 0\n"
     )
-    site.page = attack_page(master, {"config": fork, "parent_id": victim}, victim)
+    site.page = attack_page(master, {"config": fork, "parentId": victim, "activate": True}, victim)
     # The victim is logged in: the app works and shows the experiment.
     page.goto(f"{master}/experiments")
     page.locator(f"tr[data-key='{victim}']").wait_for()

@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, protojson, structs, timestamps
 from pydet.master import gateway
 from pydet.master.auth import rules as authz
 from pydet.master.auth.authenticator import ADMIN_PASSWORD_FILE, Authenticator
@@ -30,7 +30,6 @@ from pydet.master.cluster.messages import ClusterMessages
 from pydet.master.events import Event, EventBus
 from pydet.master.gateway import cluster as gateway_cluster
 from pydet.master.gateway import codec as gateway_codec
-from pydet.master.gateway import json as gateway_json
 from pydet.master.gateway import mapped
 from pydet.master.gateway import spa as gateway_spa
 from pydet.master.gateway import stream as gateway_stream
@@ -95,25 +94,58 @@ async def call(app: Any, path: str, method: str = "GET", body: bytes = b"") -> t
 
 
 def slow(message: betterproto2.Message) -> dict[str, Any]:
-    return message.to_dict(casing=betterproto2.Casing.SNAKE, include_default_values=True)
+    return message.to_dict(casing=betterproto2.Casing.CAMEL, include_default_values=True)
 
 
 MESSAGES: list[betterproto2.Message] = [
-    v1.Experiment(id=3, name="x", labels=["a"], state=v1.State.PAUSED, start_time=1.5),
-    v1.Experiment(id=4, end_time=2.0, best_searcher_metric=0.25, progress=float("nan")),
-    v1.GetExperimentsResponse(experiments=[v1.Experiment(id=1)], total=10_000),
-    v1.GetExperimentResponse(experiment=None, config="{}", original_config="name: x"),
+    v1.Experiment(
+        id=3, name="x", labels=["a"], state=v1.State.PAUSED, start_time=timestamps.to_datetime(1.5)
+    ),
+    v1.Experiment(
+        id=4,
+        end_time=timestamps.to_datetime(2.0),
+        best_trial_searcher_metric=0.25,
+        progress=0.5,
+        forked_from=0,
+    ),
+    v1.GetExperimentsResponse(
+        experiments=[v1.Experiment(id=1)], pagination=v1.Pagination(total=10_000)
+    ),
+    v1.GetExperimentResponse(experiment=None, config=structs.struct({"a": ["x", None, True]})),
     v1.Trial(
-        id=1, seed=2**40, steps_completed=7, latest_checkpoint_uuid="u", state=v1.State.PAUSED
+        id=1,
+        seed=2**40,
+        total_batches_processed=7,
+        latest_checkpoint_uuid="u",
+        state=v1.State.PAUSED,
+        latest_validation=v1.MetricsWorkload(
+            total_batches=5, metrics=v1.Metrics(avg_metrics=structs.struct({"loss": "x"}))
+        ),
     ),
     v1.Trial(id=2, best_validation_metric=float("-inf")),
-    v1.TaskLog(id=9, rank=None, level="INFO", message="hi"),
-    v1.TaskLog(id=10, rank=3),
-    v1.Checkpoint(uuid="u", resources={"a.pt": 12, "b": 2**40}, size=5, searcher_metric=None),
-    v1.Checkpoint(uuid="v", searcher_metric=float("inf")),
-    v1.GetAgentsResponse(agents=[v1.Agent(id="a", slots=[v1.Slot(id="0", type="cpu")])]),
-    v1.Job(job_id="j", priority=42, weight=1.5, submission_time=3.0, entity_id=3),
-    v1.ResourcePool(name="default", slots_total=4, is_default=True),
+    v1.TaskLog(id=9, rank_id=None, level=v1.LogLevel.INFO, message="hi", log="hi"),
+    v1.TaskLog(id=10, rank_id=3, timestamp=timestamps.to_datetime(1.25)),
+    v1.Checkpoint(uuid="u", resources={"a.pt": 12, "b": 2**40}, size=5, training=None),
+    v1.Checkpoint(
+        uuid="v", training=v1.CheckpointTrainingMetadata(trial_id=1, searcher_metric=float("inf"))
+    ),
+    v1.GetAgentsResponse(
+        agents=[
+            v1.Agent(
+                id="a",
+                slots={"0": v1.Slot(id="0", device=v1.Device(type=v1.DeviceType.CPU))},
+            )
+        ]
+    ),
+    v1.Job(
+        job_id="j",
+        priority=42,
+        weight=1.5,
+        submission_time=timestamps.to_datetime(3.0),
+        entity_id="3",
+        summary=v1.JobSummary(state=v1.JobSummaryState.QUEUED),
+    ),
+    v1.ResourcePool(name="default", slots_available=4, default_compute_pool=True),
     v1.JobUpdate(job_id="j", priority=None, ahead_of="k"),
     v1.MetricReport(group="training", steps_completed=5, metrics='{"loss": 1}'),
     v1.AllGatherResponse(data=[b"\x00\x01", b""]),
@@ -124,7 +156,7 @@ MESSAGES: list[betterproto2.Message] = [
 
 @pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
 def test_fast_json_encoding_matches_betterproto(message: betterproto2.Message) -> None:
-    fast, reference = gateway_json.to_dict(message), slow(message)
+    fast, reference = protojson.to_dict(message), slow(message)
     assert json.dumps(fast, sort_keys=True) == json.dumps(reference, sort_keys=True)
 
 
@@ -132,7 +164,7 @@ def test_int64_values_are_strings_and_states_are_names() -> None:
     out = gateway_codec.to_dict(v1.Trial(id=1, seed=5, state=v1.State.ACTIVE))
     assert out["seed"] == "5"
     assert out["state"] == "STATE_ACTIVE"
-    assert out["end_time"] is None
+    assert out["endTime"] is None
 
 
 def test_query_parameters_are_checked_with_the_parameter_named() -> None:
@@ -155,14 +187,21 @@ def test_query_parameters_are_checked_with_the_parameter_named() -> None:
 
 
 def test_job_updates_are_validated_field_by_field() -> None:
-    update = gateway_cluster.job_update({"job_id": "j", "priority": 5, "behind_of": "k"}, 0)
+    # Determined's UpdateJobQueueRequest, camelCase or snake_case; or the list alone.
+    body = {"updates": [{"jobId": "j", "priority": 5, "behind_of": "k"}]}
+    (update,) = gateway_cluster.job_updates(body)
     assert update == v1.JobUpdate(job_id="j", priority=5, behind_of="k")
-    with pytest.raises(errors.InvalidArgument, match=r"updates\[1\].priority: expected int"):
-        gateway_cluster.job_update({"job_id": "j", "priority": "high"}, 1)
-    with pytest.raises(errors.InvalidArgument, match="unknown fields colour"):
-        gateway_cluster.job_update({"job_id": "j", "colour": 1}, 0)
-    with pytest.raises(errors.InvalidArgument, match="job_id: required"):
-        gateway_cluster.job_update({"priority": 1}, 0)
+    assert gateway_cluster.job_updates([{"job_id": "j", "weight": 2}]) == [
+        v1.JobUpdate(job_id="j", weight=2.0)
+    ]
+    with pytest.raises(errors.InvalidArgument, match=r"updates\[1\].priority: expected an integer"):
+        gateway_cluster.job_updates([{"jobId": "j"}, {"jobId": "j", "priority": "high"}])
+    with pytest.raises(errors.InvalidArgument, match=r"updates\[0\].colour: unknown field"):
+        gateway_cluster.job_updates([{"jobId": "j", "colour": 1}])
+    with pytest.raises(errors.InvalidArgument, match=r"updates\[0\].jobId: required"):
+        gateway_cluster.job_updates([{"priority": 1}])
+    with pytest.raises(errors.InvalidArgument, match="updates: expected a non-empty list"):
+        gateway_cluster.job_updates([])
 
 
 async def test_errors_map_to_their_http_status_and_unexpected_ones_to_a_generic_500() -> None:
@@ -173,10 +212,14 @@ async def test_errors_map_to_their_http_status_and_unexpected_ones_to_a_generic_
         raise RuntimeError("secret detail")
 
     app = Starlette(routes=[Route("/a", mapped(missing)), Route("/b", mapped(broken))])
-    assert await call(app, "/a") == (404, b'{"error":"experiment 9 not found"}')
+    status, body = await call(app, "/a")
+    assert status == 404
+    assert json.loads(body) == {
+        "error": {"code": 5, "reason": "NotFound", "error": "experiment 9 not found"}
+    }
     status, body = await call(app, "/b")
     assert status == 500
-    assert b"secret" not in body
+    assert json.loads(body)["error"]["reason"] == "Internal" and b"secret" not in body
 
 
 # -- server-sent events ------------------------------------------------------------------
@@ -190,8 +233,9 @@ async def test_stream_sends_matching_events_then_cleans_up() -> None:
     bus.publish("trial", id=1, experiment_id=1, state="ACTIVE")
     bus.publish("logs", trial_id=2)
     bus.publish("metrics", trial_id=2, experiment_id=1, groups=["training"], steps_completed=5)
-    assert await anext(stream) == 'event: logs\ndata: {"trial_id":2}\n\n'
-    assert (await anext(stream)).startswith("event: metrics\ndata: {")
+    # Keyed in lowerCamelCase, as the API's JSON is.
+    assert await anext(stream) == 'event: logs\ndata: {"trialId":2}\n\n'
+    assert (await anext(stream)).startswith('event: metrics\ndata: {"trialId":2,"experimentId":1,')
     await stream.aclose()
     assert not bus._subscribers
 
@@ -266,7 +310,10 @@ async def test_unknown_api_paths_are_json_404_not_the_app(spa: Starlette) -> Non
     assert await call(spa, "/api/v1/ok") == (200, b'{"ok":true}')
     status, body = await call(spa, "/api/v1/nope")
     assert status == 404
-    assert json.loads(body) == {"error": "no API route /api/v1/nope"}
+    # Determined's error body: the gRPC code, its name, the message.
+    assert json.loads(body) == {
+        "error": {"code": 5, "reason": "NotFound", "error": "no API route /api/v1/nope"}
+    }
 
 
 async def test_an_empty_development_build_says_what_to_run(tmp_path: pathlib.Path) -> None:
@@ -346,7 +393,7 @@ async def test_metrics_of_an_unknown_trial_are_not_found(store: Service) -> None
 
 
 def test_nan_is_written_as_proto3_json_does() -> None:
-    out = gateway_json.to_dict(v1.Experiment(progress=math.nan))
+    out = protojson.to_dict(v1.Experiment(progress=math.nan))
     assert out["progress"] == "NaN"
     assert cast(Any, json.dumps(out))
 
@@ -394,6 +441,7 @@ async def master(tmp_path: pathlib.Path) -> AsyncIterator[Master]:
     service = Service.__new__(Service)
     service.db = db
     service.version = "test"
+    service.master_id = "m"
     service.events = EventBus()
     service.info = MasterInfo(
         cluster_id="c", master_address="", pools=("default",), default_pool="default", defaults={}
@@ -410,7 +458,7 @@ async def test_every_api_route_needs_a_session_but_health_login_and_the_app(
     for path in ("/api/v1/experiments", "/api/v1/master", "/api/v1/me", "/api/v1/jobs"):
         status, _, body = await respond(master.app, path)
         assert status == 401, path
-        assert "log in" in json.loads(body)["error"]
+        assert "log in" in json.loads(body)["error"]["error"]
     status, _, body = await respond(master.app, "/api/v1/experiments/1/kill", "POST", b"{}", JSON)
     assert status == 401
     assert (await respond(master.app, "/health"))[0] == 200
@@ -420,8 +468,9 @@ async def test_every_api_route_needs_a_session_but_health_login_and_the_app(
 
 
 async def test_login_sets_an_httponly_strict_cookie_that_is_the_session(master: Master) -> None:
-    status, headers, user = await master.login()
+    status, headers, body = await master.login()
     assert status == 200
+    user = body["user"]
     assert user["username"] == "admin"
     assert user["admin"] is True
     cookie = headers["set-cookie"][0]
@@ -429,14 +478,16 @@ async def test_login_sets_an_httponly_strict_cookie_that_is_the_session(master: 
     assert cookie.startswith("det_session=")
     assert {"httponly", "samesite", "path", "max-age"} <= attributes
     assert "samesite=strict" in cookie.lower()
-    # The token itself is never in the body, where a script could read it.
-    assert cookie.split(";")[0].split("=", 1)[1] not in json.dumps(user)
+    # A browser's login (it sends Origin) never has the token in the body, where a script
+    # could read it.
+    assert body["token"] == ""
+    assert cookie.split(";")[0].split("=", 1)[1] not in json.dumps(body)
 
     session = cookie.split(";", 1)[0]
     status, _, body = await respond(master.app, "/api/v1/me", headers={"cookie": session})
-    assert (status, json.loads(body)["username"]) == (200, "admin")
+    assert (status, json.loads(body)["user"]["username"]) == (200, "admin")
     status, _, body = await respond(master.app, "/api/v1/experiments", headers={"cookie": session})
-    assert (status, int(json.loads(body)["total"])) == (200, 0)
+    assert (status, json.loads(body)["pagination"]["total"]) == (200, 0)
 
 
 async def test_a_wrong_password_is_refused_with_the_masters_message_and_no_cookie(
@@ -444,7 +495,7 @@ async def test_a_wrong_password_is_refused_with_the_masters_message_and_no_cooki
 ) -> None:
     status, headers, body = await master.login("not-the-password")
     assert status == 401
-    assert "invalid username or password" in body["error"]
+    assert "invalid username or password" in body["error"]["error"]
     assert "set-cookie" not in headers
 
 
@@ -483,10 +534,36 @@ async def test_a_change_must_be_json_from_the_masters_own_origin(
     body = json.dumps({"config": "name: x", "parent_id": 1}).encode()
     got, _, answer = await respond(master.app, "/api/v1/experiments", "POST", body, sent)
     assert got == status
-    assert message in json.loads(answer)["error"]
+    assert message in json.loads(answer)["error"]["error"]
     # Logout is a change too: refused alike, and the session lives on.
     assert (await respond(master.app, "/api/v1/auth/logout", "POST", b"{}", sent))[0] == status
     assert (await respond(master.app, "/api/v1/me", headers={"cookie": session}))[0] == 200
+
+
+async def test_a_scripts_login_gets_determineds_login_response_with_the_token(
+    master: Master,
+) -> None:
+    # requests.post(f"{master}/api/v1/auth/login", json={...}).json()["token"], as with
+    # Determined: no Origin header, so the token is in the body (and it is the session).
+    body = json.dumps({"username": "admin", "password": master.password}).encode()
+    plain = {"content-type": "application/json"}
+    status, _, raw = await respond(master.app, "/api/v1/auth/login", "POST", body, plain)
+    answer = json.loads(raw)
+    assert status == 200 and set(answer) == {"token", "user"}
+    assert answer["user"]["username"] == "admin" and answer["user"]["modifiedAt"].endswith("Z")
+    bearer = {"authorization": f"Bearer {answer['token']}"}
+    status, _, raw = await respond(master.app, "/api/v1/me", headers=bearer)
+    assert (status, json.loads(raw)["user"]["username"]) == (200, "admin")
+    # A body Determined's LoginRequest would not take, or a client-side hash, is a 400.
+    for sent, problem in [
+        ({"username": "admin", "password": master.password, "remember": True}, "remember"),
+        ({"username": "admin", "password": 5}, "password: expected a string"),
+        ({"username": "admin", "password": "x", "isHashed": True}, "isHashed"),
+    ]:
+        status, _, raw = await respond(
+            master.app, "/api/v1/auth/login", "POST", json.dumps(sent).encode(), plain
+        )
+        assert status == 400 and problem in json.loads(raw)["error"]["error"]
 
 
 async def test_login_from_another_origin_is_refused(master: Master) -> None:
@@ -537,4 +614,24 @@ async def test_the_http_api_takes_bearer_sessions_but_not_the_agent_token(master
     agent = {"authorization": f"Bearer {AGENT_TOKEN}"}
     status, _, body = await respond(master.app, "/api/v1/me", headers=agent)
     assert status == 403
-    assert "for users" in json.loads(body)["error"]
+    assert "for users" in json.loads(body)["error"]["error"]
+
+
+async def test_a_scripts_bearer_change_needs_no_content_type_but_a_cookies_does(
+    master: Master,
+) -> None:
+    # Determined's clients POST an action without a body; a page cannot make a browser send
+    # an Authorization header, so only the cookie's requests must be marked JSON.
+    session = await master.session()
+    token = session.split("=", 1)[1]
+    bearer = {"authorization": f"Bearer {token}"}
+    status, _, _ = await respond(master.app, "/api/v1/auth/logout", "POST", b"", bearer)
+    assert status == 200
+    session = await master.session()
+    status, _, body = await respond(
+        master.app, "/api/v1/auth/logout", "POST", b"", {"cookie": session}
+    )
+    assert (
+        status == 400
+        and "Content-Type must be application/json" in json.loads(body)["error"]["error"]
+    )

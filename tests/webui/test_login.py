@@ -64,7 +64,7 @@ def test_logging_in_lands_on_the_experiments_and_logging_out_ends_the_session(
     # HttpOnly: the page's scripts cannot read the session.
     assert "det_session" not in page.evaluate("document.cookie")
     token = cookie["value"]
-    assert api(cluster, "/api/v1/me", token=token)["username"] == "admin"
+    assert api(cluster, "/api/v1/me", token=token)["user"]["username"] == "admin"
 
     page.locator("header button.logout").click()
     page.wait_for_url(re.compile(r"/login$"))

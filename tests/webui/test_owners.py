@@ -89,9 +89,7 @@ def test_lists_and_pages_show_each_experiments_owner(
     user.wait_for()
     assert user.text_content() == "admin"
 
-    jobs = {
-        e: api(cluster, f"/api/v1/experiments/{e}")["experiment"]["job_id"] for e in experiments
-    }
+    jobs = {e: api(cluster, f"/api/v1/experiments/{e}")["experiment"]["jobId"] for e in experiments}
     page.goto(f"http://{cluster.address}/jobs")
     for exp_id, owner in ((admins, "admin"), (bobs, "bob")):
         row = page.locator(f"tr[data-key='{jobs[exp_id]}']")

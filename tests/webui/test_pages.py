@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import pathlib
 import re
 from typing import Any
@@ -165,9 +164,9 @@ def test_fork_creates_an_experiment_from_an_edited_config(
     new_id = int(page.url.rstrip("/").rsplit("/", 1)[-1])
     assert new_id != exp_id
     detail = api(cluster, f"/api/v1/experiments/{new_id}")
-    assert detail["experiment"]["parent_id"] == exp_id
+    assert detail["experiment"]["forkedFrom"] == exp_id
     assert detail["experiment"]["state"] == "STATE_PAUSED"
-    assert "steps: 20" in detail["original_config"]
+    assert "steps: 20" in detail["experiment"]["originalConfig"]
     cluster.det("experiment", "kill", str(new_id))
 
 
@@ -176,7 +175,7 @@ def test_continue_trial_creates_an_experiment_from_its_checkpoint(
 ) -> None:
     _, trial_id = running
     wait_until(
-        lambda: api(cluster, f"/api/v1/trials/{trial_id}")["trial"]["latest_checkpoint_uuid"],
+        lambda: api(cluster, f"/api/v1/trials/{trial_id}")["trial"]["latestCheckpointUuid"],
         60,
         f"trial {trial_id} to checkpoint",
         0.5,
@@ -192,7 +191,7 @@ def test_continue_trial_creates_an_experiment_from_its_checkpoint(
     page.locator(".create-form button[type=submit]").click()
     page.wait_for_url(lambda url: "/experiments/" in url)
     new_id = int(page.url.rstrip("/").rsplit("/", 1)[-1])
-    config = json.loads(api(cluster, f"/api/v1/experiments/{new_id}")["config"])
+    config = api(cluster, f"/api/v1/experiments/{new_id}")["config"]
     assert config["searcher"]["source_trial_id"] == trial_id
     assert config["searcher"]["name"] == "single"
     cluster.det("experiment", "kill", str(new_id))

@@ -53,7 +53,7 @@ def test_moving_a_job_ahead_in_the_ui_changes_det_job_list(
     cluster: Cluster, tmp_path: pathlib.Path, page: Any
 ) -> None:
     exps = [create(cluster, tmp_path, f"queue-{name}") for name in ("a", "b", "c")]
-    jobs = {e: api(cluster, f"/api/v1/experiments/{e}")["experiment"]["job_id"] for e in exps}
+    jobs = {e: api(cluster, f"/api/v1/experiments/{e}")["experiment"]["jobId"] for e in exps}
     a, b, c = (jobs[e] for e in exps)
     wait_until(lambda: job_order(cluster) == [a, b, c], 60, "three jobs in the queue", 0.5)
     assert listed_order(cluster, [b, c]) == [b, c]

@@ -106,7 +106,7 @@ def test_multi_objective_search_shows_its_pareto_front(
     cluster: Cluster, searches: dict[str, int], page: Any
 ) -> None:
     exp_id = searches["multi"]
-    front = api(cluster, f"/api/v1/experiments/{exp_id}")["pareto_front"]
+    front = api(cluster, f"/api/v1/experiments/{exp_id}")["paretoFront"]
     assert front
     open_experiment(cluster, page, exp_id)
     # The parallel view ranks a multi-objective search's trials by its first metric.

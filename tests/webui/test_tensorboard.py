@@ -34,13 +34,13 @@ def test_the_tensorboard_button_opens_tensorboard_through_the_master(
     board.wait_for_load_state()
     assert board.title() == "TensorBoard"
     (tb,) = api(cluster, "/api/v1/tensorboards")["tensorboards"]
-    assert tb["experiment_ids"] == [exp_id] and tb["state"] == "STATE_RUNNING"
-    assert board.url.split("#", 1)[0].endswith(tb["service_address"])
+    assert tb["experimentIds"] == [exp_id] and tb["state"] == "STATE_RUNNING"
+    assert board.url.split("#", 1)[0].endswith(tb["serviceAddress"])
     # A second click opens the same TensorBoard rather than starting another.
     with page.context.expect_page(timeout=20_000) as again:
         button.click()
     again.value.wait_for_url(
-        re.compile(re.escape(tb["service_address"]) + "(#.*)?$"), timeout=60_000
+        re.compile(re.escape(tb["serviceAddress"]) + "(#.*)?$"), timeout=60_000
     )
     assert len(api(cluster, "/api/v1/tensorboards")["tensorboards"]) == 1
     cluster.det("tensorboard", "kill", tb["id"])

@@ -133,7 +133,7 @@ def test_the_model_registry_shows_a_registered_version(
     assert ckpt["uuid"] in text and "first" in text and "prod" in text
     assert "validation_loss" in text
     version.locator("a", has_text=ckpt["uuid"]).click()
-    page.wait_for_url(f"**/trials/{ckpt['trial_id']}")
+    page.wait_for_url(f"**/trials/{ckpt['training']['trialId']}")
 
 
 def test_move_to_project_moves_an_experiment(cluster: Cluster, team: Team, page: Any) -> None:
@@ -146,7 +146,7 @@ def test_move_to_project_moves_an_experiment(cluster: Cluster, team: Team, page:
     page.click("button.move-confirm")
     page.locator("dialog.modal").wait_for(state="detached")
     moved = api(cluster, f"/api/v1/experiments/{team.elsewhere}")["experiment"]
-    assert moved["project_id"] == team.project_id
+    assert moved["projectId"] == team.project_id
     page.goto(f"{base(cluster)}/projects/{team.project_id}")
     page.locator(f"tr[data-key='{team.elsewhere}']").wait_for()
 
@@ -162,6 +162,6 @@ def test_register_checkpoint_makes_a_new_models_first_version(
     page.fill("input.register-labels", "a, b")
     page.click("button.register-confirm")
     page.locator(".notice.info", has_text="version 1 of model from-ui").wait_for()
-    (version,) = api(cluster, "/api/v1/models/from-ui/versions")["model_versions"]
+    (version,) = api(cluster, "/api/v1/models/from-ui/versions")["modelVersions"]
     assert version["labels"] == ["a", "b"]
-    assert version["checkpoint"]["experiment_id"] == team.labelled
+    assert version["checkpoint"]["training"]["experimentId"] == team.labelled

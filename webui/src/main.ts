@@ -102,8 +102,8 @@ currentUser.subscribe((user) => {
 function showClusterMessage(): void {
   api.master().then(
     (m) => {
-      banner.textContent = m.cluster_message?.message ?? "";
-      banner.hidden = m.cluster_message === null;
+      banner.textContent = m.clusterMessage?.message ?? "";
+      banner.hidden = m.clusterMessage === null;
     },
     () => {},
   );

@@ -3,12 +3,23 @@ import { api, ApiError, requestInit, whenUnauthenticated } from "../src/api/clie
 import { decode, DecodeError } from "../src/api/decode";
 import * as t from "../src/api/types";
 
-// As the master writes it for login and /api/v1/me (gateway_codec.to_dict(v1.User)).
-const USER = { id: 1, username: "admin", admin: true, active: true, modified_at: 1795309909.8 };
+// As the master writes it (protojson.to_dict(v1.User)), inside login's and /api/v1/me's answers.
+const USER = {
+  id: 1,
+  username: "admin",
+  admin: true,
+  active: true,
+  modifiedAt: "2026-11-22T10:31:49.800Z",
+  displayName: "",
+  remote: false,
+};
 
 describe("the user decoder", () => {
   it("decodes the user that login and /api/v1/me answer", () => {
-    expect(decode(t.user, USER)).toEqual({ id: 1, username: "admin", admin: true, active: true });
+    const want = { id: 1, username: "admin", admin: true, active: true };
+    expect(decode(t.user, USER)).toEqual(want);
+    expect(decode(t.loginAnswer, { token: "", user: USER })).toEqual(want);
+    expect(decode(t.meAnswer, { user: USER })).toEqual(want);
   });
 
   it("names a wrong field", () => {
@@ -28,9 +39,9 @@ describe("requests", () => {
     expect(empty.headers).toEqual({ "Content-Type": "application/json" });
     expect(empty.body).toBe("{}");
     expect(empty.credentials).toBe("same-origin");
-    const updates = requestInit("POST", [{ job_id: "j", priority: 3 }]);
+    const updates = requestInit("POST", [{ jobId: "j", priority: 3 }]);
     expect(updates.headers).toEqual({ "Content-Type": "application/json" });
-    expect(JSON.parse(updates.body as string)).toEqual([{ job_id: "j", priority: 3 }]);
+    expect(JSON.parse(updates.body as string)).toEqual([{ jobId: "j", priority: 3 }]);
   });
 
   it("sends no body with GET and DELETE", () => {
@@ -46,7 +57,7 @@ describe("requests", () => {
     vi.fn(async (_path: string, _init: RequestInit) => new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } }));
 
   it("a 401 from any call sends the user to log in, and the call fails with the master's message", async () => {
-    const fetch = answer(401, { error: "no credentials: log in first" });
+    const fetch = answer(401, { error: { code: 16, reason: "Unauthenticated", error: "no credentials: log in first" } });
     vi.stubGlobal("fetch", fetch);
     const lost = vi.fn();
     whenUnauthenticated(lost);
@@ -60,7 +71,7 @@ describe("requests", () => {
   });
 
   it("a wrong password is the login page's to show, not a trip to the login page", async () => {
-    vi.stubGlobal("fetch", answer(401, { error: "invalid username or password" }));
+    vi.stubGlobal("fetch", answer(401, { error: { code: 16, reason: "Unauthenticated", error: "invalid username or password" } }));
     const lost = vi.fn();
     whenUnauthenticated(lost);
     const failed = await api.login("admin", "nope").catch((e: unknown) => e);
@@ -71,7 +82,7 @@ describe("requests", () => {
   });
 
   it("logs in with the username and password as JSON and decodes the user", async () => {
-    const fetch = answer(200, USER);
+    const fetch = answer(200, { token: "", user: USER });
     vi.stubGlobal("fetch", fetch);
     expect((await api.login("admin", "s3cret")).username).toBe("admin");
     const [path, init] = fetch.mock.calls[0] as [string, RequestInit];
@@ -80,7 +91,9 @@ describe("requests", () => {
   });
 
   it("a forbidden action is an error with the master's message, and no trip to the login page", async () => {
-    vi.stubGlobal("fetch", answer(403, { error: "only the owner of experiment 3 (alice) or an admin may kill it" }));
+    vi.stubGlobal("fetch", answer(403, {
+        error: { code: 7, reason: "PermissionDenied", error: "only the owner of experiment 3 (alice) or an admin may kill it" },
+      }));
     const lost = vi.fn();
     whenUnauthenticated(lost);
     await expect(api.experimentAction(3, "kill")).rejects.toThrow(/only the owner of experiment 3 \(alice\)/);

@@ -1,51 +1,73 @@
 import { describe, expect, it } from "vitest";
-import { anyObject, array, decode, DecodeError, int, jsonText, nullable, num, object, str } from "../src/api/decode";
+import { anyObject, array, decode, DecodeError, int, jsonText, nullable, num, object, str, time } from "../src/api/decode";
 import * as t from "../src/api/types";
 import { decoders } from "../src/api/stream";
 
-// Shapes exactly as the master writes them (betterproto to_dict, snake_case, defaults included).
+// Shapes exactly as the master writes them (protojson.to_dict: lowerCamelCase, defaults included).
 const EXPERIMENT = {
   id: 3,
   name: "mnist",
   description: "",
   labels: ["a"],
   state: "STATE_ACTIVE",
-  start_time: 1795309909.8,
-  end_time: null,
+  startTime: "2026-11-22T10:31:49.800Z",
+  endTime: null,
   username: "determined",
   archived: false,
   progress: 0.25,
-  num_trials: 2,
-  resource_pool: "default",
-  job_id: "294e786a",
-  searcher_name: "single",
-  searcher_metric: "loss",
-  smaller_is_better: true,
-  best_searcher_metric: null,
-  parent_id: 0,
-  project: "",
-  workspace: "",
+  numTrials: 2,
+  resourcePool: "default",
+  jobId: "294e786a",
+  searcherType: "single",
+  searcherMetric: "loss",
+  smallerIsBetter: true,
+  bestTrialSearcherMetric: null,
+  forkedFrom: null,
+  projectName: "Uncategorized",
+  projectId: 1,
+  workspaceName: "Uncategorized",
+  workspaceId: 1,
+  userId: 1,
+  trialIds: [1, 2],
+  hyperparameters: { lr: 0.1 },
+  config: null,
+  originalConfig: "",
+  checkpointSize: "0",
+  checkpointCount: 0,
 };
 
 const TRIAL = {
   id: 1,
-  experiment_id: 3,
+  experimentId: 3,
+  startTime: "1970-01-01T00:00:01.500Z",
+  endTime: "1970-01-01T00:00:02.500Z",
   state: "STATE_COMPLETED",
-  hparams: '{"lr": 0.1, "opt": {"name": "sgd"}}',
-  seed: "2145849415",
+  hparams: { lr: 0.1, opt: { name: "sgd" } },
+  totalBatchesProcessed: 120,
+  latestValidation: {
+    endTime: "1970-01-01T00:00:02Z",
+    numInputs: 0,
+    totalBatches: 100,
+    metrics: { avgMetrics: { loss: 0.5 }, batchMetrics: [] },
+  },
+  warmStartCheckpointUuid: "",
+  taskId: "3.1",
+  totalCheckpointSize: "0",
   restarts: 0,
-  run_id: 1,
-  steps_completed: "120",
-  start_time: 1.5,
-  end_time: 2.5,
-  latest_checkpoint_uuid: null,
-  best_validation_metric: 0.5,
-  latest_validation: "{}",
-  task_id: "3.1",
-  searcher_length: "5",
+  checkpointCount: 0,
+  taskIds: ["3.1"],
+  searcherMetricValue: 0.5,
+  metadata: {},
+  logPolicyMatched: null,
+  seed: "2145849415",
+  runId: 1,
+  latestCheckpointUuid: null,
+  bestValidationMetric: 0.5,
+  searcherLength: "5",
   progress: 0.0,
-  early_exit: "",
+  earlyExit: "",
   phase: "TRIAL_PHASE_COMPLETED",
+  parentTrialId: null,
 };
 
 describe("primitive decoders", () => {
@@ -96,14 +118,18 @@ describe("primitive decoders", () => {
 
 describe("API decoders", () => {
   it("decodes an experiment list and strips the STATE_ prefix", () => {
-    const list = t.experimentList({ experiments: [EXPERIMENT], total: 10000 });
+    const pagination = { offset: 0, limit: 0, startIndex: 0, endIndex: 1, total: 10000 };
+    const list = t.experimentList({ experiments: [EXPERIMENT], pagination });
     expect(list.total).toBe(10000);
     expect(list.experiments[0]?.state).toBe("ACTIVE");
-    expect(list.experiments[0]?.best_searcher_metric).toBeNull();
+    expect(list.experiments[0]?.bestTrialSearcherMetric).toBeNull();
+    expect(list.experiments[0]?.startTime).toBeCloseTo(1795343509.8, 3);
+    expect(list.experiments[0]?.forkedFrom).toBeNull();
   });
 
   it("rejects an unknown state", () => {
-    expect(() => decode(t.experimentList, { experiments: [{ ...EXPERIMENT, state: "STATE_NAPPING" }], total: 1 })).toThrow(
+    const pagination = { total: 1 };
+    expect(() => decode(t.experimentList, { experiments: [{ ...EXPERIMENT, state: "STATE_NAPPING" }], pagination })).toThrow(
       'experiments[0].state: unknown state "NAPPING"',
     );
   });
@@ -111,16 +137,19 @@ describe("API decoders", () => {
   it("decodes a trial with parsed hyperparameters and integer strings", () => {
     const trial = t.trialOne({ trial: TRIAL });
     expect(trial.hparams).toEqual({ lr: 0.1, opt: { name: "sgd" } });
-    expect(trial.steps_completed).toBe(120);
+    expect(trial.totalBatchesProcessed).toBe(120);
+    expect(trial.latestValidation).toEqual({ loss: 0.5 });
+    expect(trial.startTime).toBe(1.5);
+    expect(trial.warmStartCheckpointUuid).toBeNull();
     expect(trial.seed).toBe(2145849415);
     expect(trial.state).toBe("COMPLETED");
     expect(trial.phase).toBe("COMPLETED");
   });
 
   it("decodes a PBT child's parent, absent for other trials", () => {
-    expect(t.trialOne({ trial: TRIAL }).parent_trial_id).toBeNull();
-    expect(t.trialOne({ trial: { ...TRIAL, parent_trial_id: 7 } }).parent_trial_id).toBe(7);
-    expect(() => t.trialOne({ trial: { ...TRIAL, parent_trial_id: "x" } })).toThrow(/trial\.parent_trial_id/);
+    expect(t.trialOne({ trial: TRIAL }).parentTrialId).toBeNull();
+    expect(t.trialOne({ trial: { ...TRIAL, parentTrialId: 7 } }).parentTrialId).toBe(7);
+    expect(() => t.trialOne({ trial: { ...TRIAL, parentTrialId: "x" } })).toThrow(/trial\.parentTrialId/);
   });
 
   it("decodes every trial phase and rejects an unknown one", () => {
@@ -131,75 +160,163 @@ describe("API decoders", () => {
   });
 
   it("decodes the experiment detail's config JSON", () => {
-    const d = t.experimentDetail(
-      { experiment: EXPERIMENT, config: '{"searcher": {"name": "single"}}', original_config: "name: x\n" },
-    );
+    const d = t.experimentDetail({
+      experiment: { ...EXPERIMENT, originalConfig: "name: x\n", config: { searcher: { name: "single" } } },
+      jobSummary: null,
+      config: { searcher: { name: "single" } },
+    });
     expect(d.config).toEqual({ searcher: { name: "single" } });
-    expect(d.original_config).toBe("name: x\n");
+    expect(d.originalConfig).toBe("name: x\n");
   });
 
   it("decodes metric reports", () => {
     const reports = t.metricReports(
-      [{ group: "training", steps_completed: "5", metrics: '{"loss": 0.5}', timestamp: 3.0, batch_metrics: "" }],
+      [{ group: "training", stepsCompleted: "5", metrics: '{"loss": 0.5}', timestamp: 3.0, batchMetrics: "" }],
     );
-    expect(reports).toEqual([{ group: "training", steps_completed: 5, metrics: { loss: 0.5 }, timestamp: 3 }]);
+    expect(reports).toEqual([{ group: "training", stepsCompleted: 5, metrics: { loss: 0.5 }, timestamp: 3 }]);
   });
 
-  it("decodes logs with and without a rank", () => {
-    const line = { id: "7", task_id: "1.1", allocation_id: "a", trial_id: 1, rank: null, level: "INFO", stdtype: "stdout", timestamp: 1, message: "hi", agent_id: "agent-0", container_id: "c" };
-    const logs = t.taskLogs([line, { ...line, id: "8", rank: 2 }]);
-    expect(logs.map((l) => [l.id, l.rank])).toEqual([
-      [7, null],
-      [8, 2],
+  it("decodes streamed log lines with and without a rank", () => {
+    const line = {
+      id: "7",
+      timestamp: "1970-01-01T00:00:01Z",
+      message: "hi",
+      level: "LOG_LEVEL_INFO",
+      trialId: 1,
+      agentId: "agent-0",
+      containerId: "c",
+      rankId: null,
+      log: "hi",
+      stdtype: "stdout",
+      taskId: "1.1",
+      allocationId: "a",
+    };
+    const decoder = t.streamLine(t.taskLog);
+    const logs = [{ result: line }, { result: { ...line, id: "8", rankId: 2, level: "LOG_LEVEL_UNSPECIFIED" } }].map(decoder);
+    expect(logs.map((l) => [l.id, l.rankId, l.level, l.timestamp])).toEqual([
+      [7, null, "INFO", 1],
+      [8, 2, "", 1],
     ]);
+    expect(() => decoder({ error: { code: 5, reason: "NotFound", error: "trial 9 not found" } })).toThrow(/trial 9 not found/);
   });
 
   it("decodes checkpoints with byte sizes as strings", () => {
     const c = t.checkpointList(
       {
         checkpoints: [
-          { uuid: "u", trial_id: 1, experiment_id: 3, allocation_id: "", task_id: "", steps_completed: "10", metadata: '{"steps_completed": 10}', resources: { "a.pt": "12" }, size: "12", state: "COMPLETED", report_time: 4, storage: "{}", searcher_metric: null },
+          {
+            taskId: "3.1",
+            allocationId: "3.1.0",
+            uuid: "u",
+            reportTime: "1970-01-01T00:00:04Z",
+            resources: { "a.pt": "12" },
+            metadata: { steps_completed: 10 },
+            state: "STATE_COMPLETED",
+            training: { trialId: 1, experimentId: 3, searcherMetric: 0.5 },
+            stepsCompleted: "10",
+            size: "12",
+            storage: { type: "shared_fs" },
+          },
         ],
+        pagination: { offset: 0, limit: 0, startIndex: 0, endIndex: 1, total: 1 },
       },
     );
     expect(c[0]?.resources).toEqual({ "a.pt": 12 });
     expect(c[0]?.metadata).toEqual({ steps_completed: 10 });
+    expect([c[0]?.trialId, c[0]?.state, c[0]?.reportTime, c[0]?.searcherMetric]).toEqual([1, "COMPLETED", 4, 0.5]);
   });
 
   it("decodes jobs, pools and agents", () => {
-    const jobs = t.jobList({ jobs: [{ job_id: "j", type: "TYPE_EXPERIMENT", name: "n", priority: 42, weight: 1, submission_time: 1, acquired_slots: 0, needed_slots: 1, state: "STATE_QUEUED", username: "u", resource_pool: "default", entity_id: 3 }] });
-    expect(jobs[0]?.entity_id).toBe(3);
-    const pools = t.resourcePoolList({ pools: [{ name: "default", description: "", scheduler: "priority", fitting_policy: "best", preemption: false, num_agents: 1, slots_total: 2, slots_used: 1, is_default: true }] });
-    expect(pools[0]?.slots_total).toBe(2);
-    const agentJson = { id: "a", address: "127.0.0.1", slots: [{ id: "0", type: "cpu", device: "cpu", uuid: "", enabled: true, allocation_id: "" }], resource_pool: "default", registered_time: 1, enabled: true, draining: false, connected: true, runtime: "process", version: "0.1.0", container_ids: [] };
+    const pagination = { offset: 0, limit: 0, startIndex: 0, endIndex: 1, total: 1 };
+    const jobJson = {
+      summary: { state: "STATE_QUEUED", jobsAhead: 0 },
+      type: "TYPE_EXPERIMENT",
+      submissionTime: "1970-01-01T00:00:01Z",
+      username: "u",
+      resourcePool: "default",
+      isPreemptible: false,
+      priority: 42,
+      weight: 1,
+      entityId: "3",
+      jobId: "j",
+      requestedSlots: 1,
+      allocatedSlots: 0,
+      name: "n",
+      progress: 0,
+      userId: 1,
+      workspaceId: 1,
+      note: "",
+    };
+    const jobs = t.jobList({ jobs: [jobJson], pagination });
+    expect(jobs[0]).toMatchObject({ entityId: 3, state: "STATE_QUEUED", neededSlots: 1, submissionTime: 1 });
+    const poolJson = {
+      name: "default",
+      description: "",
+      type: "RESOURCE_POOL_TYPE_STATIC",
+      numAgents: 1,
+      slotsAvailable: 2,
+      slotsUsed: 1,
+      defaultComputePool: true,
+      schedulerType: "SCHEDULER_TYPE_FAIR_SHARE",
+      schedulerFittingPolicy: "FITTING_POLICY_WORST",
+      details: { priorityScheduler: { preemption: true, defaultPriority: 42 } },
+    };
+    const pools = t.resourcePoolList({ resourcePools: [poolJson], pagination });
+    expect(pools[0]).toMatchObject({ slotsTotal: 2, scheduler: "fair_share", fittingPolicy: "worst", preemption: true, isDefault: true });
+    const agentJson = {
+      id: "a",
+      registeredTime: "1970-01-01T00:00:01Z",
+      slots: { "0": { id: "0", device: { id: 0, brand: "cpu", uuid: "", type: "TYPE_CPU" }, enabled: true, container: null, draining: false, allocationId: "" } },
+      containers: {},
+      resourcePools: ["default"],
+      addresses: ["127.0.0.1"],
+      enabled: true,
+      draining: false,
+      version: "0.1.0",
+      slotStats: { typeStats: {}, brandStats: {} },
+      connected: true,
+      runtime: "process",
+      problems: [],
+    };
     const agents = t.agentList({ agents: [agentJson] });
-    expect(agents[0]?.slots).toHaveLength(1);
-    expect(agents[0]?.problems).toEqual([]);
+    expect(agents[0]?.slots).toEqual([{ id: "0", type: "cpu", device: "cpu", enabled: true, allocationId: "" }]);
+    expect([agents[0]?.address, agents[0]?.resourcePool, agents[0]?.problems]).toEqual(["127.0.0.1", "default", []]);
     const wrong = t.agentList({ agents: [{ ...agentJson, problems: ["its clock is 90 s ahead of the master's"] }] });
     expect(wrong[0]?.problems).toEqual(["its clock is 90 s ahead of the master's"]);
     // Elastic pools: their instances and provisioning beside the agents; none without them.
     expect(t.cluster({ agents: [agentJson] })).toMatchObject({ instances: [], provisioners: [] });
     const elastic = t.cluster({
       agents: [],
-      instances: [{ id: "i-1", resource_pool: "gpu", state: "idle", launched_at: 5, agent_id: "gpu-1", idle_since: 9 }],
-      provisioners: [{ resource_pool: "gpu", provider: "aws", min_instances: 0, max_instances: 4, error: "cannot launch", last_decision: "" }],
+      instances: [{ id: "i-1", resourcePool: "gpu", state: "idle", launchedAt: "1970-01-01T00:00:05Z", agentId: "gpu-1", idleSince: "1970-01-01T00:00:09Z" }],
+      provisioners: [{ resourcePool: "gpu", provider: "aws", minInstances: 0, maxInstances: 4, error: "cannot launch", lastDecision: "" }],
     });
-    expect(elastic.instances[0]?.idle_since).toBe(9);
+    expect(elastic.instances[0]?.idleSince).toBe(9);
     expect(elastic.provisioners[0]?.error).toBe("cannot launch");
   });
 
   it("decodes live events, tolerating fields the master leaves out", () => {
     expect(decoders.experiment({ id: 3, state: "PAUSED" })).toEqual({ id: 3, state: "PAUSED" });
-    expect(decoders.metrics({ trial_id: 2 })).toEqual({ trial_id: 2, experiment_id: 0, groups: [], steps_completed: 0 });
+    expect(decoders.metrics({ trialId: 2 })).toEqual({ trialId: 2, experimentId: 0, groups: [], stepsCompleted: 0 });
     expect(() => decoders.logs({})).toThrow(DecodeError);
   });
 });
 
 describe("the master's answer", () => {
   it("carries the cluster message when one is shown, else null", () => {
-    const shown = { version: "0.1.0", cluster_id: "c", cluster_message: { message: "maintenance at noon", start_time: 1 } };
-    expect(decode(t.masterInfo, shown).cluster_message).toEqual({ message: "maintenance at noon" });
-    expect(decode(t.masterInfo, { version: "0.1.0", cluster_message: null }).cluster_message).toBeNull();
-    expect(decode(t.masterInfo, { version: "0.1.0" }).cluster_message).toBeNull();
+    const shown = { version: "0.1.0", clusterId: "c", clusterMessage: { message: "maintenance at noon", startTime: "1970-01-01T00:00:01Z" } };
+    expect(decode(t.masterInfo, shown).clusterMessage).toEqual({ message: "maintenance at noon" });
+    expect(decode(t.masterInfo, { version: "0.1.0", clusterMessage: null }).clusterMessage).toBeNull();
+    expect(decode(t.masterInfo, { version: "0.1.0" }).clusterMessage).toBeNull();
+  });
+});
+
+describe("times", () => {
+  it("reads a Timestamp's RFC 3339 text as seconds since the epoch, fraction and offset kept", () => {
+    expect(time("1970-01-01T00:00:01Z")).toBe(1);
+    expect(time("1970-01-01T00:00:01.250Z")).toBe(1.25);
+    expect(time("1970-01-01T00:00:01.000001Z")).toBeCloseTo(1.000001, 9);
+    expect(time("1970-01-01T01:00:00+01:00")).toBe(0);
+    expect(() => time(1.5)).toThrow(/expected an RFC 3339 time/);
+    expect(() => time("yesterday")).toThrow(DecodeError);
   });
 });

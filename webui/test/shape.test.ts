@@ -4,7 +4,7 @@ import { align, downsample, flattenHparams, hparamScatter, log10, metricNames, m
 
 const report = (steps: number, metrics: Record<string, unknown>, group = "training"): MetricReport => ({
   group,
-  steps_completed: steps,
+  stepsCompleted: steps,
   metrics,
   timestamp: steps,
 });

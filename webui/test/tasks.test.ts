@@ -10,13 +10,13 @@ function task(over: Partial<InteractiveTask>): InteractiveTask {
     id: "id",
     description: "JupyterLab (brave-azure-otter)",
     state: "STATE_RUNNING",
-    start_time: 10,
+    startTime: 10,
     username: "alice",
-    resource_pool: "default",
-    exit_status: "",
+    resourcePool: "default",
+    exitStatus: "",
     slots: 1,
     priority: 42,
-    service_address: "",
+    serviceAddress: "",
     ...over,
   };
 }
@@ -24,9 +24,9 @@ function task(over: Partial<InteractiveTask>): InteractiveTask {
 describe("the Tasks page", () => {
   it("lists every kind together, the newest first", () => {
     const rows = taskRows({
-      notebooks: [task({ id: "nb", start_time: 30, service_address: "/proxy/nb/" })],
-      shells: [task({ id: "sh", start_time: 10 })],
-      commands: [task({ id: "cmd", start_time: 20 })],
+      notebooks: [task({ id: "nb", startTime: 30, serviceAddress: "/proxy/nb/" })],
+      shells: [task({ id: "sh", startTime: 10 })],
+      commands: [task({ id: "cmd", startTime: 20 })],
       tensorboards: [],
     });
     expect(rows.map((r) => [r.kind, r.id])).toEqual([
@@ -39,10 +39,10 @@ describe("the Tasks page", () => {
   it("opens running notebooks and TensorBoards only, at their proxy path", () => {
     const [nb, queued, shell] = taskRows({
       notebooks: [
-        task({ id: "nb", start_time: 3, service_address: "/proxy/nb/" }),
-        task({ id: "q", start_time: 2, state: "STATE_QUEUED", service_address: "/proxy/q/" }),
+        task({ id: "nb", startTime: 3, serviceAddress: "/proxy/nb/" }),
+        task({ id: "q", startTime: 2, state: "STATE_QUEUED", serviceAddress: "/proxy/q/" }),
       ],
-      shells: [task({ id: "sh", start_time: 1, service_address: "/proxy/sh/" })],
+      shells: [task({ id: "sh", startTime: 1, serviceAddress: "/proxy/sh/" })],
       commands: [],
       tensorboards: [],
     });
@@ -54,6 +54,6 @@ describe("the Tasks page", () => {
   it("reads the master's command, notebook and shell shapes", () => {
     const shell = decode(interactiveTask, { id: "s", state: "STATE_QUEUED", username: "bob", private_key: "" });
     expect(shell.slots).toBe(0);
-    expect(shell.service_address).toBe("");
+    expect(shell.serviceAddress).toBe("");
   });
 });

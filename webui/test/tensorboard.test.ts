@@ -8,13 +8,13 @@ function tb(over: Partial<Tensorboard>): Tensorboard {
     id: "t",
     description: "TensorBoard (t)",
     state: "STATE_RUNNING",
-    start_time: 0,
-    resource_pool: "default",
+    startTime: 0,
+    resourcePool: "default",
     username: "alice",
-    experiment_ids: [3],
-    trial_ids: [7],
-    service_address: "/proxy/t/",
-    exit_status: "",
+    experimentIds: [3],
+    trialIds: [7],
+    serviceAddress: "/proxy/t/",
+    exitStatus: "",
     ...over,
   };
 }
@@ -24,7 +24,7 @@ describe("the TensorBoard button", () => {
     const mine = tb({ id: "mine" });
     const list = [
       tb({ id: "bobs", username: "bob" }),
-      tb({ id: "two", experiment_ids: [3, 4] }),
+      tb({ id: "two", experimentIds: [3, 4] }),
       tb({ id: "ending", state: "STATE_TERMINATING" }),
       mine,
     ];

@@ -30,7 +30,18 @@ from determined.api.gen import v1_schema
 from determined.common import _protowire as pw
 from determined.common._protowire import DecodeError
 
-__all__ = ["DecodeError", "Message", "message_class", "stub"]
+__all__ = [
+    "DecodeError",
+    "Message",
+    "enum_name",
+    "enum_value",
+    "message_class",
+    "plain",
+    "seconds",
+    "struct_of",
+    "stub",
+    "timestamp",
+]
 
 _FIXED = {
     "double": ("<d", pw._FIXED64, 8),
@@ -352,6 +363,99 @@ def _read_entry(f: _Field, data: bytes, pos: int, end: int) -> tuple[Any, Any] |
     if pos > end:
         raise DecodeError("map entry runs past its length")
     return None if skipped else (key, value)
+
+
+# Well-known types: lite keeps them as messages; these convert the ones tasks use.
+
+_MAX_EXACT = 2**53
+
+
+def struct_of(value: Mapping[str, Any] | None) -> Message:
+    """A ``google.protobuf.Struct`` holding ``value`` (JSON-like data)."""
+    fields = {str(k): _value(v) for k, v in (value or {}).items()}
+    return message_class("google.protobuf.Struct")(fields=fields)
+
+
+def _value(v: Any) -> Message:
+    cls = message_class("google.protobuf.Value")
+    if v is None:
+        return cls(null_value=0)
+    if isinstance(v, bool):
+        return cls(bool_value=v)
+    if isinstance(v, int | float):
+        return cls(number_value=float(v))
+    if isinstance(v, str):
+        return cls(string_value=v)
+    if isinstance(v, Mapping):
+        return cls(struct_value=struct_of(v))
+    if isinstance(v, list | tuple):
+        return cls(
+            list_value=message_class("google.protobuf.ListValue")(values=[_value(x) for x in v])
+        )
+    raise TypeError(f"not a JSON value: {v!r}")
+
+
+def plain(value: Any) -> dict[str, Any]:
+    """The mapping a ``google.protobuf.Struct`` holds ({} for None), whole numbers as ints."""
+    if value is None:
+        return {}
+    return {k: _plain(v) for k, v in value.fields.items()}
+
+
+def _plain(v: Any) -> Any:
+    if v.number_value is not None:
+        n = v.number_value
+        return int(n) if math.isfinite(n) and n.is_integer() and abs(n) <= _MAX_EXACT else n
+    if v.string_value is not None:
+        return v.string_value
+    if v.bool_value is not None:
+        return v.bool_value
+    if v.struct_value is not None:
+        return plain(v.struct_value)
+    if v.list_value is not None:
+        return [_plain(x) for x in v.list_value.values]
+    return None
+
+
+def timestamp(seconds: float) -> Message:
+    """A ``google.protobuf.Timestamp`` of ``seconds`` since the epoch (to the microsecond)."""
+    micros = round(seconds * 1_000_000)
+    whole, rest = divmod(micros, 1_000_000)
+    return message_class("google.protobuf.Timestamp")(seconds=whole, nanos=rest * 1000)
+
+
+def seconds(value: Any) -> float:
+    """A ``google.protobuf.Timestamp`` as seconds since the epoch (0.0 for None)."""
+    return 0.0 if value is None else value.seconds + value.nanos / 1e9
+
+
+def _members(enum: str) -> list[tuple[str, int]]:
+    """An enum's members by their names without the prefix they share (``COMPLETED`` for
+    ``STATE_COMPLETED``)."""
+    rows = v1_schema.ENUMS[enum]
+    words = [str(name).split("_") for name, _ in rows]
+    shared = 0
+    while all(len(w) > shared + 1 and w[shared] == words[0][shared] for w in words):
+        shared += 1
+    return [("_".join(w[shared:]), int(number)) for w, (_, number) in zip(words, rows, strict=True)]
+
+
+def enum_value(enum: str, name: str) -> int:
+    """The number of member ``name`` (``COMPLETED``) of the ``v1`` enum ``enum`` (a nested
+    one by betterproto2's name: ``CheckpointState``)."""
+    for member, number in _members(enum):
+        if member == name:
+            return number
+    raise ValueError(f"{enum} has no member {name!r}")
+
+
+def enum_name(enum: str, number: int) -> str:
+    """``COMPLETED`` for ``enum_value(enum, "COMPLETED")``; the number as text for one this
+    schema does not know."""
+    for member, n in _members(enum):
+        if n == number:
+            return member
+    return str(number)
 
 
 # Calls.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 Objective = tuple[str, bool]  # (metric name, smaller is better)
@@ -26,10 +26,17 @@ def objectives(config: dict[str, Any]) -> list[Objective]:
     return [(str(m["name"]), bool(m.get("smaller_is_better", True))) for m in metrics]
 
 
-def values(latest_validation: str, goals: Sequence[Objective]) -> list[float] | None:
-    """A trial's objective values from its latest validation (JSON text), if it has all."""
+def values(
+    latest_validation: str | Mapping[str, Any], goals: Sequence[Objective]
+) -> list[float] | None:
+    """A trial's objective values from its latest validation (JSON text, or the metrics
+    themselves), if it has all."""
     try:
-        latest = json.loads(latest_validation or "{}")
+        latest = (
+            json.loads(latest_validation or "{}")
+            if isinstance(latest_validation, str)
+            else latest_validation
+        )
         found = [float(latest[name]) for name, _ in goals]
     except (KeyError, TypeError, ValueError):
         return None

@@ -198,17 +198,18 @@ class MasterClient:
     def report_checkpoint(self, record: CheckpointRecord) -> None:
         ckpt = v1.Checkpoint(
             uuid=record.uuid,
-            trial_id=record.trial_id,
-            experiment_id=record.experiment_id,
+            training=v1.CheckpointTrainingMetadata(
+                trial_id=record.trial_id, experiment_id=record.experiment_id
+            ),
             allocation_id=record.allocation_id,
             task_id=record.task_id,
             steps_completed=record.steps_completed,
-            metadata=record.metadata_json,
+            metadata=v1.struct_of(json.loads(record.metadata_json or "{}")),
             resources=dict(record.resources),
             size=sum(record.resources.values()),
-            state=record.state,
-            report_time=record.report_time,
-            storage=json.dumps(record.storage),
+            state=v1.enum_value("CheckpointState", record.state),
+            report_time=v1.timestamp(record.report_time),
+            storage=v1.struct_of(record.storage),
         )
         request = v1.ReportCheckpointRequest(checkpoint=ckpt)
         self._run(
@@ -228,18 +229,19 @@ class MasterClient:
         ckpt = resp.checkpoint
         if ckpt is None:
             return None
+        training = ckpt.training
         return CheckpointRecord(
             uuid=ckpt.uuid,
-            trial_id=ckpt.trial_id,
-            experiment_id=ckpt.experiment_id,
-            allocation_id=ckpt.allocation_id,
+            trial_id=(training.trial_id or 0) if training is not None else 0,
+            experiment_id=(training.experiment_id or 0) if training is not None else 0,
+            allocation_id=ckpt.allocation_id or "",
             task_id=ckpt.task_id,
             steps_completed=ckpt.steps_completed,
-            metadata_json=ckpt.metadata or "{}",
+            metadata_json=json.dumps(v1.plain(ckpt.metadata)),
             resources=dict(ckpt.resources),
-            state=ckpt.state,
-            report_time=ckpt.report_time,
-            storage=_json_object(ckpt.storage),
+            state=v1.enum_name("CheckpointState", ckpt.state),
+            report_time=v1.seconds(ckpt.report_time),
+            storage=v1.plain(ckpt.storage),
         )
 
     def delete_checkpoints(self, uuids: list[str]) -> None:

@@ -97,17 +97,54 @@ async function call<T>(method: string, path: string, decoder: Decoder<T>, body?:
   }
 }
 
+/**
+ * A streamed answer (Determined's streaming routes: one JSON document a line), read whole:
+ * each line decoded with `decoder`. A failure before the stream is an error as `call`'s are.
+ */
+async function callLines<T>(path: string, decoder: Decoder<T>): Promise<T[]> {
+  let response: Response;
+  try {
+    response = await fetch(path, requestInit("GET"));
+  } catch {
+    throw new ApiError("cannot reach the master; is it running?", 0);
+  }
+  if (response.status === 401) onUnauthenticated();
+  const text = await response.text();
+  if (!response.ok) {
+    let message = `${response.status} ${response.statusText}`;
+    try {
+      message = decode(t.errorBody, JSON.parse(text)).error;
+    } catch {
+      // Keep the status line.
+    }
+    throw new ApiError(message, response.status);
+  }
+  try {
+    return text
+      .split("\n")
+      .filter((line) => line.trim() !== "")
+      .map((line, i) => decode(decoder, JSON.parse(line), `line ${i + 1}`));
+  } catch (e) {
+    if (e instanceof DecodeError || e instanceof SyntaxError) {
+      throw new ApiError(`unexpected answer from ${path}: ${e.message}`, response.status);
+    }
+    throw e;
+  }
+}
+
 const ignore: Decoder<null> = () => null;
 
 export type ExperimentAction = "activate" | "pause" | "cancel" | "kill" | "archive" | "unarchive";
 
+/** GET /api/v1/experiments's parameters (Determined's GetExperimentsRequest). */
 export interface ExperimentQuery {
   limit?: number;
   offset?: number;
-  order_by?: string;
-  descending?: boolean;
+  /** SORT_BY_ID, SORT_BY_START_TIME, ... */
+  sortBy?: string;
+  orderBy?: "ORDER_BY_ASC" | "ORDER_BY_DESC";
   name?: string;
-  state?: readonly string[];
+  states?: readonly string[];
   archived?: boolean;
   /** Only this project's experiments (Determined's query parameter). */
   projectId?: number;
@@ -117,21 +154,24 @@ export interface ExperimentQuery {
   users?: readonly string[];
 }
 
+/** GET /api/v1/trials/{id}/logs's parameters (Determined's TrialLogsRequest, and pydet's
+ * head, tail and afterId). */
 export interface LogQuery {
   head?: number;
   tail?: number;
-  after_id?: number;
-  rank_ids?: readonly number[];
+  afterId?: number;
+  rankIds?: readonly number[];
+  /** DEBUG, INFO, ... */
   levels?: readonly string[];
-  search?: string;
+  searchText?: string;
 }
 
 export interface MetricQuery {
   group?: string;
-  after_steps?: number;
+  afterSteps?: number;
   limit?: number;
   /** At most about this many reports per group, evenly spaced (first and last kept). */
-  max_points?: number;
+  maxPoints?: number;
 }
 
 export const api = {
@@ -144,20 +184,20 @@ export const api = {
   experimentAction: (id: number, action: ExperimentAction) =>
     call("POST", `/api/v1/experiments/${id}/${action}`, t.experimentAction),
   deleteExperiment: (id: number) => call("DELETE", `/api/v1/experiments/${id}`, ignore),
-  createExperiment: (body: { config: string; parent_id: number; activate: boolean }) =>
+  createExperiment: (body: { config: string; parentId: number; activate: boolean }) =>
     call("POST", "/api/v1/experiments", t.created, body),
   trial: (id: number) => call("GET", `/api/v1/trials/${id}`, t.trialOne),
   trialMetrics: (id: number, q: MetricQuery = {}) =>
     call("GET", `/api/v1/trials/${id}/metrics${queryString({ ...q })}`, t.metricReports),
   trialCheckpoints: (id: number) => call("GET", `/api/v1/trials/${id}/checkpoints`, t.checkpointList),
   trialLogs: (id: number, q: LogQuery) =>
-    call("GET", `/api/v1/trials/${id}/logs${queryString({ ...q })}`, t.taskLogs),
+    callLines(`/api/v1/trials/${id}/logs${queryString({ ...q })}`, t.streamLine(t.taskLog)),
   killTrial: (id: number) => call("POST", `/api/v1/trials/${id}/kill`, ignore),
   agents: () => call("GET", "/api/v1/agents", t.cluster),
   resourcePools: () => call("GET", "/api/v1/resource-pools", t.resourcePoolList),
-  jobs: (pool: string) => call("GET", `/api/v1/jobs${queryString({ resource_pool: pool })}`, t.jobList),
+  jobs: (pool: string) => call("GET", `/api/v1/jobs${queryString({ resourcePool: pool })}`, t.jobList),
   updateJobs: (updates: t.JobUpdate[]) => call("POST", "/api/v1/jobs/update", ignore, updates),
-  login: (username: string, password: string) => call("POST", LOGIN_ROUTE, t.user, { username, password }),
+  login: (username: string, password: string) => call("POST", LOGIN_ROUTE, t.loginAnswer, { username, password }),
   logout: () => call("POST", "/api/v1/auth/logout", ignore),
   workspaces: () => call("GET", "/api/v1/workspaces", org.workspaceList),
   workspaceProjects: (id: number) => call("GET", `/api/v1/workspaces/${id}/projects`, org.projectList),
@@ -175,21 +215,22 @@ export const api = {
     call("GET", `/api/v1/models/${encodeURIComponent(name)}/versions`, org.modelVersionList),
   registerVersion: (model: string, body: { checkpointUuid: string; name: string; notes: string; labels: string[] }) =>
     call("POST", `/api/v1/models/${encodeURIComponent(model)}/versions`, org.modelVersionOne, body),
-  me: () => call("GET", "/api/v1/me", t.user),
+  me: () => call("GET", "/api/v1/me", t.meAnswer),
   master: () => call("GET", "/api/v1/master", t.masterInfo),
   tensorboards: () => call("GET", "/api/v1/tensorboards", t.tensorboardList),
   tensorboard: (id: string) => call("GET", `/api/v1/tensorboards/${encodeURIComponent(id)}`, t.tensorboardOne),
-  launchTensorboard: (body: { experiment_ids: number[]; trial_ids: number[] }) =>
+  launchTensorboard: (body: { experimentIds: number[]; trialIds: number[] }) =>
     call("POST", "/api/v1/tensorboards", t.tensorboardOne, body),
   commands: () => call("GET", "/api/v1/commands", t.commandList),
   notebooks: () => call("GET", "/api/v1/notebooks", t.notebookList),
   shells: () => call("GET", "/api/v1/shells", t.shellList),
-  launchNotebook: (body: { config: Record<string, unknown>; template_name: string }) =>
+  launchNotebook: (body: { config: Record<string, unknown>; templateName: string }) =>
     call("POST", "/api/v1/notebooks", t.notebookOne, body),
   /** Kill a command, notebook, shell or TensorBoard (`kind`: "commands", "notebooks", ...). */
   killTask: (kind: TaskKind, id: string) => call("POST", `/api/v1/${kind}/${encodeURIComponent(id)}/kill`, ignore),
-  taskLogs: (id: string, q: { tail?: number; after_id?: number }) =>
-    call("GET", `/api/v1/tasks/${encodeURIComponent(id)}/logs${queryString({ ...q })}`, t.taskLogs),
+  /** A task's lines (Determined's TaskLogs stream, read to its end). */
+  taskLogs: (id: string, q: { tail?: number; afterId?: number }) =>
+    callLines(`/api/v1/tasks/${encodeURIComponent(id)}/logs${queryString({ ...q })}`, t.streamLine(t.taskLog)),
 };
 
 export type TaskKind = "commands" | "notebooks" | "shells" | "tensorboards";

@@ -64,6 +64,20 @@ export const int: Decoder<number> = (value) => {
   throw new DecodeError(`expected an integer, got ${describe(value)}`);
 };
 
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
+
+/** A time as proto3 JSON writes a Timestamp ("2024-05-01T12:00:00.250Z"), in seconds since the
+ * epoch, as the pages show and compare times. */
+export const time: Decoder<number> = (value) => {
+  if (typeof value !== "string" || !RFC3339.test(value)) {
+    throw new DecodeError(`expected an RFC 3339 time, got ${describe(value)}`);
+  }
+  const fraction = /\.(\d+)/.exec(value)?.[1] ?? "";
+  // Date.parse keeps milliseconds; the rest of the fraction is added back.
+  const extra = fraction.length > 3 ? Number(`0.000${fraction.slice(3)}`) : 0;
+  return Date.parse(value) / 1000 + extra;
+};
+
 export const bool: Decoder<boolean> = (value) => {
   if (typeof value !== "boolean") throw new DecodeError(`expected true or false, got ${describe(value)}`);
   return value;

@@ -1,8 +1,7 @@
-// Where work is kept: workspaces, their projects (with notes) and the model registry, as the
-// master's JSON has them today (snake_case keys). Kept apart from types.ts so that a change of
-// key style applies to these shapes on their own.
+// Where work is kept: workspaces, their projects (with notes) and the model registry, in
+// Determined's JSON (protobuf's JSON mapping: lowerCamelCase keys, 64-bit integers as text).
 
-import { anyObject, array, bool, type Decoder, int, jsonText, map, nullable, num, object, optional, str } from "./decode";
+import { anyObject, array, bool, type Decoder, int, map, nullable, num, object, optional, str } from "./decode";
 
 export interface Workspace {
   id: number;
@@ -11,8 +10,8 @@ export interface Workspace {
   username: string;
   /** The default "Uncategorized" workspace, which cannot be changed. */
   immutable: boolean;
-  num_projects: number;
-  num_experiments: number;
+  numProjects: number;
+  numExperiments: number;
 }
 export const workspace: Decoder<Workspace> = object<Workspace>({
   id: int,
@@ -20,8 +19,8 @@ export const workspace: Decoder<Workspace> = object<Workspace>({
   archived: bool,
   username: str,
   immutable: bool,
-  num_projects: int,
-  num_experiments: int,
+  numProjects: int,
+  numExperiments: int,
 });
 export const workspaceList: Decoder<Workspace[]> = map(object({ workspaces: array(workspace) }), (r) => r.workspaces);
 
@@ -36,29 +35,29 @@ export const noteList: Decoder<Note[]> = map(object({ notes: array(note) }), (r)
 export interface Project {
   id: number;
   name: string;
-  workspace_id: number;
-  workspace_name: string;
+  workspaceId: number;
+  workspaceName: string;
   description: string;
   notes: Note[];
-  num_experiments: number;
-  num_active_experiments: number;
+  numExperiments: number;
+  numActiveExperiments: number;
   archived: boolean;
   username: string;
-  user_id: number;
+  userId: number;
   immutable: boolean;
 }
 export const project: Decoder<Project> = object<Project>({
   id: int,
   name: str,
-  workspace_id: int,
-  workspace_name: str,
+  workspaceId: int,
+  workspaceName: str,
   description: str,
   notes: array(note),
-  num_experiments: int,
-  num_active_experiments: int,
+  numExperiments: int,
+  numActiveExperiments: int,
   archived: bool,
   username: str,
-  user_id: int,
+  userId: int,
   immutable: bool,
 });
 export const projectList: Decoder<Project[]> = map(object({ projects: array(project) }), (r) => r.projects);
@@ -70,11 +69,11 @@ export interface Model {
   description: string;
   labels: string[];
   username: string;
-  user_id: number;
-  num_versions: number;
+  userId: number;
+  numVersions: number;
   archived: boolean;
   notes: string;
-  workspace_id: number;
+  workspaceId: number;
 }
 export const model: Decoder<Model> = object<Model>({
   id: int,
@@ -82,34 +81,51 @@ export const model: Decoder<Model> = object<Model>({
   description: str,
   labels: optional(array(str), []),
   username: str,
-  user_id: int,
-  num_versions: int,
+  userId: int,
+  numVersions: int,
   archived: bool,
   notes: optional(str, ""),
-  workspace_id: int,
+  workspaceId: int,
 });
 export const modelList: Decoder<Model[]> = map(object({ models: array(model) }), (r) => r.models);
 export const modelOne: Decoder<Model> = map(object({ model }), (r) => r.model);
 
-/** The checkpoint a model version holds, with the validation metrics reported with it. */
+/** The checkpoint a model version holds (Determined's Checkpoint, its training metadata
+ * flattened here), with the validation metrics reported at its step. */
 export interface VersionCheckpoint {
   uuid: string;
-  trial_id: number;
-  experiment_id: number;
-  steps_completed: number;
+  trialId: number;
+  experimentId: number;
+  stepsCompleted: number;
+  /** COMPLETED, DELETED, ... */
   state: string;
-  searcher_metric: number | null;
-  validation_metrics: Record<string, unknown>;
+  searcherMetric: number | null;
+  validationMetrics: Record<string, unknown>;
 }
-export const versionCheckpoint: Decoder<VersionCheckpoint> = object<VersionCheckpoint>({
-  uuid: str,
-  trial_id: int,
-  experiment_id: int,
-  steps_completed: int,
-  state: str,
-  searcher_metric: optional(nullable(num), null),
-  validation_metrics: optional(jsonText(anyObject, {}), {}),
-});
+export const versionCheckpoint: Decoder<VersionCheckpoint> = map(
+  object({
+    uuid: str,
+    training: nullable(
+      object({
+        trialId: optional(nullable(int), null),
+        experimentId: optional(nullable(int), null),
+        searcherMetric: optional(nullable(num), null),
+        validationMetrics: nullable(object({ avgMetrics: nullable(anyObject) })),
+      }),
+    ),
+    stepsCompleted: optional(int, 0),
+    state: str,
+  }),
+  (c) => ({
+    uuid: c.uuid,
+    trialId: c.training?.trialId ?? 0,
+    experimentId: c.training?.experimentId ?? 0,
+    stepsCompleted: c.stepsCompleted,
+    state: c.state.replace(/^STATE_/, ""),
+    searcherMetric: c.training?.searcherMetric ?? null,
+    validationMetrics: c.training?.validationMetrics?.avgMetrics ?? {},
+  }),
+);
 
 export interface ModelVersion {
   id: number;
@@ -137,7 +153,7 @@ export interface ModelVersions {
   versions: ModelVersion[];
 }
 export const modelVersionList: Decoder<ModelVersions> = map(
-  object({ model, model_versions: array(modelVersion) }),
-  (r) => ({ model: r.model, versions: r.model_versions }),
+  object({ model, modelVersions: array(modelVersion) }),
+  (r) => ({ model: r.model, versions: r.modelVersions }),
 );
-export const modelVersionOne: Decoder<ModelVersion> = map(object({ model_version: modelVersion }), (r) => r.model_version);
+export const modelVersionOne: Decoder<ModelVersion> = map(object({ modelVersion: modelVersion }), (r) => r.modelVersion);

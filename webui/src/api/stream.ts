@@ -12,29 +12,29 @@ export interface ExperimentEvent {
 }
 export interface TrialEvent {
   id: number;
-  experiment_id: number;
+  experimentId: number;
   state: State;
 }
 export interface MetricsEvent {
-  trial_id: number;
-  experiment_id: number;
+  trialId: number;
+  experimentId: number;
   groups: string[];
-  steps_completed: number;
+  stepsCompleted: number;
 }
 export interface LogsEvent {
-  trial_id: number;
+  trialId: number;
 }
 
 export const decoders = {
   experiment: object<ExperimentEvent>({ id: int, state }),
-  trial: object<TrialEvent>({ id: int, experiment_id: int, state }),
+  trial: object<TrialEvent>({ id: int, experimentId: int, state }),
   metrics: object<MetricsEvent>({
-    trial_id: int,
-    experiment_id: optional(int, 0),
+    trialId: int,
+    experimentId: optional(int, 0),
     groups: optional(array(str), []),
-    steps_completed: optional(int, 0),
+    stepsCompleted: optional(int, 0),
   }),
-  logs: object<LogsEvent>({ trial_id: int }),
+  logs: object<LogsEvent>({ trialId: int }),
 };
 
 export interface Handlers {
@@ -54,11 +54,11 @@ export interface Stream {
 
 type Kind = keyof typeof decoders;
 
-export function openStream(filter: { experiment_id?: number; trial_id?: number }, handlers: Handlers): Stream {
+export function openStream(filter: { experimentId?: number; trialId?: number }, handlers: Handlers): Stream {
   if (typeof EventSource === "undefined") return { close() {} };
   const params = new URLSearchParams();
-  if (filter.experiment_id) params.set("experiment_id", String(filter.experiment_id));
-  if (filter.trial_id) params.set("trial_id", String(filter.trial_id));
+  if (filter.experimentId) params.set("experimentId", String(filter.experimentId));
+  if (filter.trialId) params.set("trialId", String(filter.trialId));
   const query = params.toString();
   const source = new EventSource(`/api/v1/stream${query ? `?${query}` : ""}`);
   let opened = false;

@@ -1,5 +1,5 @@
-// The master's JSON shapes (the API's messages with snake_case keys) and their decoders.
-// Times are seconds since the epoch; JSON-in-a-string fields are parsed here.
+// The master's JSON shapes (the API's messages in protobuf's JSON mapping: lowerCamelCase keys) and
+// their decoders. Times are seconds since the epoch; JSON-in-a-string fields are parsed here.
 
 import {
   anyObject,
@@ -16,6 +16,8 @@ import {
   optional,
   record,
   str,
+  time,
+  unknownValue,
 } from "./decode";
 
 export const STATES = [
@@ -91,21 +93,24 @@ export interface Experiment {
   description: string;
   labels: string[];
   state: State;
-  start_time: number;
-  end_time: number | null;
+  startTime: number;
+  endTime: number | null;
   username: string;
   archived: boolean;
   progress: number;
-  num_trials: number;
-  resource_pool: string;
-  job_id: string;
-  searcher_name: string;
-  searcher_metric: string;
-  smaller_is_better: boolean;
-  best_searcher_metric: number | null;
-  parent_id: number;
+  numTrials: number;
+  resourcePool: string;
+  jobId: string;
+  searcherType: string;
+  searcherMetric: string;
+  smallerIsBetter: boolean;
+  bestTrialSearcherMetric: number | null;
+  /** The experiment it was forked from. */
+  forkedFrom: number | null;
   // Reported into by a script off the cluster (core_v2 outside a trial).
   unmanaged: boolean;
+  /** The config text as submitted (only in GetExperiment's answer). */
+  originalConfig: string;
 }
 
 export const experiment: Decoder<Experiment> = object<Experiment>({
@@ -114,49 +119,56 @@ export const experiment: Decoder<Experiment> = object<Experiment>({
   description: str,
   labels: array(str),
   state,
-  start_time: num,
-  end_time: nullable(num),
+  startTime: time,
+  endTime: nullable(time),
   username: str,
   archived: bool,
-  progress: num,
-  num_trials: int,
-  resource_pool: str,
-  job_id: str,
-  searcher_name: str,
-  searcher_metric: str,
-  smaller_is_better: bool,
-  best_searcher_metric: nullable(num),
-  parent_id: int,
+  progress: map(nullable(num), (p) => p ?? 0),
+  numTrials: int,
+  resourcePool: str,
+  jobId: str,
+  searcherType: str,
+  searcherMetric: str,
+  smallerIsBetter: optional(bool, true),
+  bestTrialSearcherMetric: nullable(num),
+  forkedFrom: nullable(int),
   unmanaged: optional(bool, false),
+  originalConfig: optional(str, ""),
 });
+
+/** How a list was cut (Determined's Pagination): `total` is how many there are in all. */
+export interface Pagination {
+  total: number;
+}
+const pagination: Decoder<Pagination> = object<Pagination>({ total: int });
 
 export interface ExperimentList {
   experiments: Experiment[];
   total: number;
 }
-export const experimentList: Decoder<ExperimentList> = object<ExperimentList>({
-  experiments: array(experiment),
-  total: int,
-});
+export const experimentList: Decoder<ExperimentList> = map(
+  object({ experiments: array(experiment), pagination }),
+  (r) => ({ experiments: r.experiments, total: r.pagination.total }),
+);
 
 /** A trial of searcher.source_experiment_id that seeded a warm-started search (never run). */
 export interface ImportedTrial {
-  source_experiment_id: number;
-  source_trial_id: number;
+  sourceExperimentId: number;
+  sourceTrialId: number;
   hparams: JsonObject;
-  latest_validation: JsonObject;
-  best_validation_metric: number | null;
-  steps_completed: number;
+  latestValidation: JsonObject;
+  bestValidationMetric: number | null;
+  stepsCompleted: number;
   /** Why the search did not use it ("" when it did). */
   note: string;
 }
 export const importedTrial: Decoder<ImportedTrial> = object<ImportedTrial>({
-  source_experiment_id: int,
-  source_trial_id: int,
-  hparams: jsonText(jsonObject, {}),
-  latest_validation: jsonText(jsonObject, {}),
-  best_validation_metric: nullable(num),
-  steps_completed: int,
+  sourceExperimentId: int,
+  sourceTrialId: int,
+  hparams: map(nullable(jsonObject), (o) => o ?? {}),
+  latestValidation: map(nullable(jsonObject), (o) => o ?? {}),
+  bestValidationMetric: nullable(num),
+  stepsCompleted: int,
   note: optional(str, ""),
 });
 
@@ -165,18 +177,26 @@ export interface ExperimentDetail {
   /** The filled-in config. */
   config: JsonObject;
   /** The config text exactly as submitted (YAML or JSON). */
-  original_config: string;
-  imported_trials: ImportedTrial[];
+  originalConfig: string;
+  importedTrials: ImportedTrial[];
   /** Trial ids on a multi-objective search's Pareto front. */
-  pareto_front: number[];
+  paretoFront: number[];
 }
-export const experimentDetail: Decoder<ExperimentDetail> = object<ExperimentDetail>({
-  experiment,
-  config: jsonText(jsonObject, {}),
-  original_config: str,
-  imported_trials: optional(array(importedTrial), []),
-  pareto_front: optional(array(int), []),
-});
+export const experimentDetail: Decoder<ExperimentDetail> = map(
+  object({
+    experiment,
+    config: map(nullable(jsonObject), (o) => o ?? {}),
+    importedTrials: optional(array(importedTrial), []),
+    paretoFront: optional(array(int), []),
+  }),
+  (r) => ({
+    experiment: r.experiment,
+    config: r.config,
+    originalConfig: r.experiment.originalConfig,
+    importedTrials: r.importedTrials,
+    paretoFront: r.paretoFront,
+  }),
+);
 
 export const experimentAction: Decoder<{ experiment: Experiment | null }> = object({
   experiment: nullable(experiment),
@@ -184,130 +204,196 @@ export const experimentAction: Decoder<{ experiment: Experiment | null }> = obje
 
 export interface Trial {
   id: number;
-  experiment_id: number;
+  experimentId: number;
   state: State;
   hparams: JsonObject;
   seed: number;
   restarts: number;
-  run_id: number;
-  steps_completed: number;
-  start_time: number;
-  end_time: number | null;
-  latest_checkpoint_uuid: string | null;
-  best_validation_metric: number | null;
-  latest_validation: JsonObject;
-  task_id: string;
-  searcher_length: number;
+  runId: number;
+  totalBatchesProcessed: number;
+  startTime: number;
+  endTime: number | null;
+  latestCheckpointUuid: string | null;
+  bestValidationMetric: number | null;
+  /** The metrics of its latest validation (the API's latestValidation.metrics.avgMetrics). */
+  latestValidation: JsonObject;
+  taskId: string;
+  searcherLength: number;
   progress: number;
-  early_exit: string;
+  earlyExit: string;
   phase: TrialPhase;
   /** The checkpoint it started from (searcher.source_trial_id / source_checkpoint_uuid). */
-  warm_start_checkpoint_uuid: string | null;
+  warmStartCheckpointUuid: string | null;
   /** The trial whose checkpoint it started from (a PBT child's parent). */
-  parent_trial_id: number | null;
+  parentTrialId: number | null;
 }
+
+/** An object the API may leave null (an unset Struct): {} then. */
+const objectOrEmpty: Decoder<JsonObject> = map(nullable(jsonObject), (o) => o ?? {});
+
+/** A MetricsWorkload's metrics (Determined's {metrics: {avgMetrics}}); {} when unset. */
+const workloadMetrics: Decoder<JsonObject> = map(
+  nullable(object({ metrics: nullable(object({ avgMetrics: objectOrEmpty })) })),
+  (w) => w?.metrics?.avgMetrics ?? {},
+);
 
 export const trial: Decoder<Trial> = object<Trial>({
   id: int,
-  experiment_id: int,
+  experimentId: int,
   state,
-  hparams: jsonText(jsonObject, {}),
+  hparams: objectOrEmpty,
   seed: int,
   restarts: int,
-  run_id: int,
-  steps_completed: int,
-  start_time: num,
-  end_time: nullable(num),
-  latest_checkpoint_uuid: nullable(str),
-  best_validation_metric: nullable(num),
-  latest_validation: jsonText(jsonObject, {}),
-  task_id: str,
-  searcher_length: int,
+  runId: int,
+  totalBatchesProcessed: int,
+  startTime: time,
+  endTime: nullable(time),
+  latestCheckpointUuid: nullable(str),
+  bestValidationMetric: nullable(num),
+  latestValidation: workloadMetrics,
+  taskId: str,
+  searcherLength: int,
   progress: num,
-  early_exit: str,
+  earlyExit: str,
   phase: trialPhase,
-  warm_start_checkpoint_uuid: optional(nullable(str), null),
-  parent_trial_id: optional(nullable(int), null),
+  warmStartCheckpointUuid: map(optional(nullable(str), null), (u) => u || null),
+  parentTrialId: optional(nullable(int), null),
 });
-export const trialList: Decoder<Trial[]> = map(object({ trials: array(trial) }), (r) => r.trials);
+export const trialList: Decoder<Trial[]> = map(object({ trials: array(trial), pagination }), (r) => r.trials);
 export const trialOne: Decoder<Trial> = map(object({ trial }), (r) => r.trial);
 
 export interface MetricReport {
   group: string;
-  steps_completed: number;
+  stepsCompleted: number;
   metrics: JsonObject;
   timestamp: number;
 }
 export const metricReport: Decoder<MetricReport> = object<MetricReport>({
   group: str,
-  steps_completed: int,
+  stepsCompleted: int,
   metrics: jsonText(jsonObject, {}),
   timestamp: num,
 });
 export const metricReports: Decoder<MetricReport[]> = array(metricReport);
 
+/** A checkpoint (the API's Determined-shaped one, its training metadata flattened here). */
 export interface Checkpoint {
   uuid: string;
-  trial_id: number;
-  experiment_id: number;
-  steps_completed: number;
+  trialId: number;
+  experimentId: number;
+  stepsCompleted: number;
   metadata: JsonObject;
   resources: Record<string, number>;
   size: number;
+  /** COMPLETED, DELETED, ... */
   state: string;
-  report_time: number;
-  searcher_metric: number | null;
+  reportTime: number;
+  searcherMetric: number | null;
 }
-export const checkpoint: Decoder<Checkpoint> = object<Checkpoint>({
-  uuid: str,
-  trial_id: int,
-  experiment_id: int,
-  steps_completed: int,
-  metadata: jsonText(jsonObject, {}),
-  resources: record(int),
-  size: int,
-  state: str,
-  report_time: num,
-  searcher_metric: optional(nullable(num), null),
-});
+export const checkpoint: Decoder<Checkpoint> = map(
+  object({
+    uuid: str,
+    training: nullable(
+      object({
+        trialId: optional(nullable(int), null),
+        experimentId: optional(nullable(int), null),
+        searcherMetric: optional(nullable(num), null),
+      }),
+    ),
+    stepsCompleted: int,
+    metadata: objectOrEmpty,
+    resources: record(int),
+    size: int,
+    state: str,
+    reportTime: time,
+  }),
+  (c) => ({
+    uuid: c.uuid,
+    trialId: c.training?.trialId ?? 0,
+    experimentId: c.training?.experimentId ?? 0,
+    stepsCompleted: c.stepsCompleted,
+    metadata: c.metadata,
+    resources: c.resources,
+    size: c.size,
+    state: c.state.replace(/^STATE_/, ""),
+    reportTime: c.reportTime,
+    searcherMetric: c.training?.searcherMetric ?? null,
+  }),
+);
 export const checkpointList: Decoder<Checkpoint[]> = map(
-  object({ checkpoints: array(checkpoint) }),
+  object({ checkpoints: array(checkpoint), pagination }),
   (r) => r.checkpoints,
 );
 
+/** A log line (Determined's TrialLogsResponse). */
 export interface TaskLog {
   id: number;
-  rank: number | null;
+  rankId: number | null;
+  /** DEBUG, INFO, ... ("" when the line named none). */
   level: string;
   stdtype: string;
   timestamp: number;
   message: string;
-  agent_id: string;
+  agentId: string;
 }
 export const taskLog: Decoder<TaskLog> = object<TaskLog>({
   id: int,
-  rank: nullable(int),
-  level: str,
-  stdtype: str,
-  timestamp: num,
+  rankId: optional(nullable(int), null),
+  level: map(str, (l) => (l === "LOG_LEVEL_UNSPECIFIED" ? "" : l.replace(/^LOG_LEVEL_/, ""))),
+  stdtype: map(optional(nullable(str), null), (s) => s ?? ""),
+  timestamp: time,
   message: str,
-  agent_id: str,
+  agentId: map(optional(nullable(str), null), (a) => a ?? ""),
 });
-export const taskLogs: Decoder<TaskLog[]> = array(taskLog);
+/** One line of a streamed answer: `{"result": ...}`, or `{"error": ...}` when the stream failed. */
+interface StreamLine {
+  result: unknown;
+  error: { error: string } | null;
+}
+const streamLineShape: Decoder<StreamLine> = object<StreamLine>({
+  result: unknownValue,
+  error: optional(nullable(object<{ error: string }>({ error: optional(str, "") })), null),
+});
+export const streamLine =
+  <T>(decoder: Decoder<T>): Decoder<T> =>
+  (value) => {
+    const line = streamLineShape(value);
+    if (line.error) throw new DecodeError(`the stream failed: ${line.error.error}`);
+    return decoder(line.result);
+  };
 
+/** A slot as the cluster page shows it (from Determined's Slot and its Device). */
 export interface Slot {
   id: string;
+  /** cpu, cuda */
   type: string;
+  /** The device's name ("cpu" for an artificial slot). */
   device: string;
   enabled: boolean;
-  allocation_id: string;
+  allocationId: string;
 }
+const slot: Decoder<Slot> = map(
+  object({
+    id: str,
+    device: nullable(object({ brand: optional(str, ""), type: optional(str, "TYPE_UNSPECIFIED") })),
+    enabled: bool,
+    allocationId: optional(str, ""),
+  }),
+  (s) => ({
+    id: s.id,
+    type: (s.device?.type ?? "").replace(/^TYPE_/, "").toLowerCase(),
+    device: s.device?.brand ?? "",
+    enabled: s.enabled,
+    allocationId: s.allocationId,
+  }),
+);
+/** An agent (Determined's Agent: slots by id, its pools and addresses as lists). */
 export interface Agent {
   id: string;
   address: string;
   slots: Slot[];
-  resource_pool: string;
-  registered_time: number;
+  resourcePool: string;
+  registeredTime: number;
   enabled: boolean;
   draining: boolean;
   connected: boolean;
@@ -316,56 +402,69 @@ export interface Agent {
   // What is wrong with the agent's setup (a clock off the master's, an unreachable address).
   problems: string[];
 }
-export const agent: Decoder<Agent> = object<Agent>({
-  id: str,
-  address: str,
-  slots: array(
-    object<Slot>({ id: str, type: str, device: str, enabled: bool, allocation_id: str }),
-  ),
-  resource_pool: str,
-  registered_time: num,
-  enabled: bool,
-  draining: bool,
-  connected: bool,
-  runtime: str,
-  version: str,
-  problems: optional(array(str), []),
-});
+export const agent: Decoder<Agent> = map(
+  object({
+    id: str,
+    addresses: optional(array(str), []),
+    slots: optional(record(slot), {}),
+    resourcePools: optional(array(str), []),
+    registeredTime: nullable(time),
+    enabled: bool,
+    draining: bool,
+    connected: optional(bool, true),
+    runtime: optional(str, ""),
+    version: str,
+    problems: optional(array(str), []),
+  }),
+  (a) => ({
+    id: a.id,
+    address: a.addresses.join(", "),
+    slots: Object.values(a.slots),
+    resourcePool: a.resourcePools.join(", "),
+    registeredTime: a.registeredTime ?? 0,
+    enabled: a.enabled,
+    draining: a.draining,
+    connected: a.connected,
+    runtime: a.runtime,
+    version: a.version,
+    problems: a.problems,
+  }),
+);
 export const agentList: Decoder<Agent[]> = map(object({ agents: array(agent) }), (r) => r.agents);
 
 // An instance an elastic pool's provisioner launched (resource_pools[].provider).
 export interface Instance {
   id: string;
-  resource_pool: string;
+  resourcePool: string;
   // launching, starting agent, running, idle, terminating or stopped
   state: string;
-  launched_at: number;
-  agent_id: string;
-  idle_since: number; // 0 while busy or not connected
+  launchedAt: number;
+  agentId: string;
+  idleSince: number; // 0 while busy or not connected
 }
 export const instance: Decoder<Instance> = object<Instance>({
   id: str,
-  resource_pool: optional(str, ""),
+  resourcePool: optional(str, ""),
   state: optional(str, ""),
-  launched_at: optional(num, 0),
-  agent_id: optional(str, ""),
-  idle_since: optional(num, 0),
+  launchedAt: map(optional(nullable(time), null), (t) => t ?? 0),
+  agentId: optional(str, ""),
+  idleSince: map(optional(nullable(time), null), (t) => t ?? 0),
 });
 export interface Provisioner {
-  resource_pool: string;
+  resourcePool: string;
   provider: string;
-  min_instances: number;
-  max_instances: number;
+  minInstances: number;
+  maxInstances: number;
   error: string; // the provider's last error while it keeps failing
-  last_decision: string;
+  lastDecision: string;
 }
 export const provisioner: Decoder<Provisioner> = object<Provisioner>({
-  resource_pool: str,
+  resourcePool: str,
   provider: optional(str, ""),
-  min_instances: optional(int, 0),
-  max_instances: optional(int, 0),
+  minInstances: optional(int, 0),
+  maxInstances: optional(int, 0),
   error: optional(str, ""),
-  last_decision: optional(str, ""),
+  lastDecision: optional(str, ""),
 });
 // GET /api/v1/agents: the agents, and the elastic pools' instances and provisioning.
 export interface Cluster {
@@ -379,76 +478,117 @@ export const cluster: Decoder<Cluster> = object<Cluster>({
   provisioners: optional(array(provisioner), []),
 });
 
+/** A resource pool as the pages show it (from Determined's ResourcePool). */
 export interface ResourcePool {
   name: string;
   description: string;
+  /** priority, fair_share, slurm */
   scheduler: string;
-  fitting_policy: string;
+  /** best, worst */
+  fittingPolicy: string;
   preemption: boolean;
-  num_agents: number;
-  slots_total: number;
-  slots_used: number;
-  is_default: boolean;
+  numAgents: number;
+  slotsTotal: number;
+  slotsUsed: number;
+  isDefault: boolean;
 }
-export const resourcePool: Decoder<ResourcePool> = object<ResourcePool>({
-  name: str,
-  description: str,
-  scheduler: str,
-  fitting_policy: str,
-  preemption: bool,
-  num_agents: int,
-  slots_total: int,
-  slots_used: int,
-  is_default: bool,
-});
+export const resourcePool: Decoder<ResourcePool> = map(
+  object({
+    name: str,
+    description: str,
+    numAgents: int,
+    slotsAvailable: int,
+    slotsUsed: int,
+    defaultComputePool: bool,
+    schedulerType: str,
+    schedulerFittingPolicy: str,
+    details: nullable(object({ priorityScheduler: nullable(object({ preemption: bool })) })),
+  }),
+  (p) => ({
+    name: p.name,
+    description: p.description,
+    scheduler: p.schedulerType.replace(/^SCHEDULER_TYPE_/, "").toLowerCase(),
+    fittingPolicy: p.schedulerFittingPolicy.replace(/^FITTING_POLICY_/, "").toLowerCase(),
+    preemption: p.details?.priorityScheduler?.preemption ?? false,
+    numAgents: p.numAgents,
+    slotsTotal: p.slotsAvailable,
+    slotsUsed: p.slotsUsed,
+    isDefault: p.defaultComputePool,
+  }),
+);
 export const resourcePoolList: Decoder<ResourcePool[]> = map(
-  object({ pools: array(resourcePool) }),
-  (r) => r.pools,
+  object({ resourcePools: array(resourcePool), pagination }),
+  (r) => r.resourcePools,
 );
 
+/** A job in the queue (from Determined's Job). */
 export interface Job {
-  job_id: string;
+  jobId: string;
+  /** TYPE_EXPERIMENT */
   type: string;
   name: string;
   priority: number;
   weight: number;
-  submission_time: number;
-  acquired_slots: number;
-  needed_slots: number;
+  submissionTime: number;
+  acquiredSlots: number;
+  neededSlots: number;
+  /** STATE_QUEUED or STATE_SCHEDULED */
   state: string;
   username: string;
-  resource_pool: string;
-  entity_id: number;
+  resourcePool: string;
+  /** The experiment's id. */
+  entityId: number;
 }
-export const job: Decoder<Job> = object<Job>({
-  job_id: str,
-  type: str,
-  name: str,
-  priority: int,
-  weight: num,
-  submission_time: num,
-  acquired_slots: int,
-  needed_slots: int,
-  state: str,
-  username: str,
-  resource_pool: str,
-  entity_id: int,
-});
-export const jobList: Decoder<Job[]> = map(object({ jobs: array(job) }), (r) => r.jobs);
+export const job: Decoder<Job> = map(
+  object({
+    jobId: str,
+    type: str,
+    name: str,
+    priority: int,
+    weight: num,
+    submissionTime: time,
+    allocatedSlots: int,
+    requestedSlots: int,
+    summary: nullable(object({ state: str })),
+    username: str,
+    resourcePool: str,
+    entityId: int,
+  }),
+  (j) => ({
+    jobId: j.jobId,
+    type: j.type,
+    name: j.name,
+    priority: j.priority,
+    weight: j.weight,
+    submissionTime: j.submissionTime,
+    acquiredSlots: j.allocatedSlots,
+    neededSlots: j.requestedSlots,
+    state: j.summary?.state ?? "",
+    username: j.username,
+    resourcePool: j.resourcePool,
+    entityId: j.entityId,
+  }),
+);
+export const jobList: Decoder<Job[]> = map(object({ jobs: array(job), pagination }), (r) => r.jobs);
 
 /** One change to the queue, as `det job update` takes it. */
 export interface JobUpdate {
-  job_id: string;
+  jobId: string;
   priority?: number;
   weight?: number;
-  resource_pool?: string;
-  ahead_of?: string;
-  behind_of?: string;
+  resourcePool?: string;
+  aheadOf?: string;
+  behindOf?: string;
 }
 
 export const created: Decoder<{ experiment: Experiment }> = object({ experiment });
 
-export const errorBody: Decoder<{ error: string }> = object({ error: str });
+/** An error as the master answers it (Determined's {"error": {code, reason, error}}): its
+ * message. */
+export const errorBody: Decoder<{ error: string }> = map(
+  object({ error: object({ error: str }) }),
+  (e) => ({ error: e.error.error }),
+);
 
 /** A user of the cluster, as login and /api/v1/me answer. */
 export interface User {
@@ -458,41 +598,45 @@ export interface User {
   active: boolean;
 }
 export const user: Decoder<User> = object<User>({ id: int, username: str, admin: bool, active: bool });
+/** Login's answer (Determined's LoginResponse; a browser's token is the cookie, not this). */
+export const loginAnswer: Decoder<User> = map(object({ user }), (r) => r.user);
+/** /api/v1/me's answer (Determined's GetMeResponse). */
+export const meAnswer: Decoder<User> = loginAnswer;
 
 /** The master (GetMaster), with the cluster-wide message an admin set, if one is shown now. */
 export interface MasterInfo {
   version: string;
-  cluster_message: { message: string } | null;
+  clusterMessage: { message: string } | null;
 }
 export const masterInfo: Decoder<MasterInfo> = object<MasterInfo>({
   version: str,
-  cluster_message: optional(nullable(object<{ message: string }>({ message: str })), null),
+  clusterMessage: optional(nullable(object<{ message: string }>({ message: str })), null),
 });
 
-/** A TensorBoard task (`det tensorboard`); `service_address` is its path on the master. */
+/** A TensorBoard task (`det tensorboard`); `serviceAddress` is its path on the master. */
 export interface Tensorboard {
   id: string;
   description: string;
   state: string;
-  start_time: number;
-  resource_pool: string;
+  startTime: number;
+  resourcePool: string;
   username: string;
-  experiment_ids: number[];
-  trial_ids: number[];
-  service_address: string;
-  exit_status: string;
+  experimentIds: number[];
+  trialIds: number[];
+  serviceAddress: string;
+  exitStatus: string;
 }
 export const tensorboard: Decoder<Tensorboard> = object<Tensorboard>({
   id: str,
   description: optional(str, ""),
   state: str,
-  start_time: optional(num, 0),
-  resource_pool: optional(str, ""),
+  startTime: optional(time, 0),
+  resourcePool: optional(str, ""),
   username: str,
-  experiment_ids: optional(array(int), []),
-  trial_ids: optional(array(int), []),
-  service_address: str,
-  exit_status: optional(str, ""),
+  experimentIds: optional(array(int), []),
+  trialIds: optional(array(int), []),
+  serviceAddress: str,
+  exitStatus: optional(str, ""),
 });
 export const tensorboardOne: Decoder<{ tensorboard: Tensorboard }> = object({ tensorboard });
 export const tensorboardList: Decoder<{ tensorboards: Tensorboard[] }> = object({
@@ -504,26 +648,26 @@ export interface InteractiveTask {
   id: string;
   description: string;
   state: string;
-  start_time: number;
+  startTime: number;
   username: string;
-  resource_pool: string;
-  exit_status: string;
+  resourcePool: string;
+  exitStatus: string;
   slots: number;
   priority: number;
   /** "/proxy/<id>/" for a notebook (where it is opened); "" for the others. */
-  service_address: string;
+  serviceAddress: string;
 }
 export const interactiveTask: Decoder<InteractiveTask> = object<InteractiveTask>({
   id: str,
   description: optional(str, ""),
   state: str,
-  start_time: optional(num, 0),
+  startTime: optional(time, 0),
   username: str,
-  resource_pool: optional(str, ""),
-  exit_status: optional(str, ""),
+  resourcePool: optional(str, ""),
+  exitStatus: optional(str, ""),
   slots: optional(int, 0),
   priority: optional(int, 42),
-  service_address: optional(str, ""),
+  serviceAddress: optional(str, ""),
 });
 export const commandList: Decoder<InteractiveTask[]> = map(
   object({ commands: optional(array(interactiveTask), []) }),

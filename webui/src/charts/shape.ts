@@ -39,8 +39,8 @@ export function metricSeries(reports: readonly MetricReport[], name: string): XY
     const v = numeric(r.metrics[name]);
     if (v === null) continue;
     const last = x[x.length - 1];
-    if (last !== undefined && r.steps_completed < last) sorted = false;
-    x.push(r.steps_completed);
+    if (last !== undefined && r.stepsCompleted < last) sorted = false;
+    x.push(r.stepsCompleted);
     y.push(v);
   }
   if (sorted) return { x, y };
@@ -174,7 +174,7 @@ export function toCsv(reports: readonly MetricReport[]): string {
   const quote = (s: string) => (/[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
   const lines = [["group", "steps_completed", "timestamp", ...names].map(quote).join(",")];
   for (const r of reports) {
-    const cells = [r.group, String(r.steps_completed), String(r.timestamp)];
+    const cells = [r.group, String(r.stepsCompleted), String(r.timestamp)];
     for (const n of names) {
       const v = r.metrics[n];
       cells.push(v === undefined ? "" : typeof v === "string" ? v : JSON.stringify(v));

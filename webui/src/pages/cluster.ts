@@ -23,14 +23,14 @@ function provisionerLine(p: Provisioner): HTMLElement {
   return h(
     "p",
     { class: "muted" },
-    `Pool ${p.resource_pool}: ${p.provider} provider, ${p.min_instances} to ${p.max_instances} instances.`,
-    p.last_decision ? ` Last decision: ${p.last_decision}.` : "",
+    `Pool ${p.resourcePool}: ${p.provider} provider, ${p.minInstances} to ${p.maxInstances} instances.`,
+    p.lastDecision ? ` Last decision: ${p.lastDecision}.` : "",
     p.error ? h("span", { class: "badge state-error" }, ` ${p.error}`) : "",
   );
 }
 
 function used(a: Agent): number {
-  return a.slots.filter((s) => s.allocation_id !== "").length;
+  return a.slots.filter((s) => s.allocationId !== "").length;
 }
 
 export const clusterPage: Page = (root) => {
@@ -40,10 +40,10 @@ export const clusterPage: Page = (root) => {
     [
       { title: "Agent", cell: (a) => a.id },
       { title: "Address", cell: (a) => a.address },
-      { title: "Pool", cell: (a) => a.resource_pool },
+      { title: "Pool", cell: (a) => a.resourcePool },
       { title: "Slots", class: "num", cell: (a) => String(a.slots.length) },
       { title: "Used", class: "num", cell: (a) => String(used(a)) },
-      { title: "Free", class: "num", cell: (a) => String(a.slots.filter((s) => s.enabled && !s.allocation_id).length) },
+      { title: "Free", class: "num", cell: (a) => String(a.slots.filter((s) => s.enabled && !s.allocationId).length) },
       { title: "Type", cell: (a) => [...new Set(a.slots.map((s) => s.type))].join(", ") || "–" },
       {
         title: "Status",
@@ -55,7 +55,7 @@ export const clusterPage: Page = (root) => {
           ),
       },
       { title: "Runtime", cell: (a) => a.runtime },
-      { title: "Registered", cell: (a) => time(a.registered_time) },
+      { title: "Registered", cell: (a) => time(a.registeredTime) },
       {
         title: "Problems",
         cell: (a) =>
@@ -67,14 +67,14 @@ export const clusterPage: Page = (root) => {
   const instances = new Table<Instance>(
     [
       { title: "Instance", cell: (i) => i.id },
-      { title: "Pool", cell: (i) => i.resource_pool },
+      { title: "Pool", cell: (i) => i.resourcePool },
       {
         title: "State",
         cell: (i) => h("span", { class: `badge ${INSTANCE_BADGE[i.state] ?? "state-paused"}` }, i.state),
       },
-      { title: "Agent", cell: (i) => i.agent_id },
-      { title: "Launched", cell: (i) => time(i.launched_at) },
-      { title: "Idle since", cell: (i) => (i.idle_since ? time(i.idle_since) : "–") },
+      { title: "Agent", cell: (i) => i.agentId },
+      { title: "Launched", cell: (i) => time(i.launchedAt) },
+      { title: "Idle since", cell: (i) => (i.idleSince ? time(i.idleSince) : "–") },
     ],
     { empty: "No instances: the elastic pools launch them when work is queued.", rowKey: (i) => i.id },
   );
@@ -84,12 +84,12 @@ export const clusterPage: Page = (root) => {
   const poolNotice = new Notice();
   const pools = new Table<ResourcePool>(
     [
-      { title: "Pool", cell: (p) => (p.is_default ? h("span", {}, p.name, h("span", { class: "muted" }, " (default)")) : p.name) },
+      { title: "Pool", cell: (p) => (p.isDefault ? h("span", {}, p.name, h("span", { class: "muted" }, " (default)")) : p.name) },
       { title: "Scheduler", cell: (p) => p.scheduler },
-      { title: "Fitting", cell: (p) => p.fitting_policy },
+      { title: "Fitting", cell: (p) => p.fittingPolicy },
       { title: "Preemption", cell: (p) => (p.preemption ? "yes" : "no") },
-      { title: "Agents", class: "num", cell: (p) => String(p.num_agents) },
-      { title: "Slots used", class: "num", cell: (p) => `${p.slots_used} / ${p.slots_total}` },
+      { title: "Agents", class: "num", cell: (p) => String(p.numAgents) },
+      { title: "Slots used", class: "num", cell: (p) => `${p.slotsUsed} / ${p.slotsTotal}` },
       { title: "Description", cell: (p) => p.description },
     ],
     { empty: "No resource pools." },
@@ -116,13 +116,13 @@ export const clusterPage: Page = (root) => {
       replace(provisioning, ...cluster.provisioners.map(provisionerLine));
       instances.update(cluster.instances);
       const slots = list.flatMap((a) => a.slots);
-      const busy = slots.filter((s) => s.allocation_id !== "").length;
+      const busy = slots.filter((s) => s.allocationId !== "").length;
       replace(
         totals,
         stat("agents", list.length),
         stat("slots", slots.length),
         stat("slots used", busy),
-        stat("slots free", slots.filter((s) => s.enabled && !s.allocation_id).length),
+        stat("slots free", slots.filter((s) => s.enabled && !s.allocationId).length),
       );
       agents.update(list);
       notice.clear();

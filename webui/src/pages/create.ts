@@ -12,7 +12,7 @@ export const forkPage: Page = (root, params, ctx) => {
   const form = new CreateForm(root, ctx.navigate, `Fork experiment ${id}`, link(`/experiments/${id}`, `back to experiment ${id}`));
   form.notice.loading("Loading the config…");
   api.experiment(id).then(
-    (d) => form.ready(forkConfig(d.original_config, d.experiment), id),
+    (d) => form.ready(forkConfig(d.originalConfig, d.experiment), id),
     (e: unknown) => form.notice.error(`Could not load experiment ${id}: ${errorMessage(e)}`),
   );
   return () => {};
@@ -24,11 +24,11 @@ export const continuePage: Page = (root, params, ctx) => {
   form.notice.loading("Loading the trial…");
   (async () => {
     const trial = await api.trial(id);
-    const d = await api.experiment(trial.experiment_id);
-    if (!trial.latest_checkpoint_uuid) {
+    const d = await api.experiment(trial.experimentId);
+    if (!trial.latestCheckpointUuid) {
       form.notice.info(`Trial ${id} has no checkpoint yet; the new trial will start from scratch.`);
     }
-    form.ready(continueConfig(d.original_config, d.config, trial, d.experiment.name), trial.experiment_id);
+    form.ready(continueConfig(d.originalConfig, d.config, trial, d.experiment.name), trial.experimentId);
   })().catch((e: unknown) => form.notice.error(`Could not load trial ${id}: ${errorMessage(e)}`));
   return () => {};
 };
@@ -52,7 +52,7 @@ class CreateForm {
       event.preventDefault();
       this.submit.disabled = true;
       this.notice.loading("Creating…");
-      api.createExperiment({ config: this.editor.value, parent_id: this.parent, activate: this.activate.checked }).then(
+      api.createExperiment({ config: this.editor.value, parentId: this.parent, activate: this.activate.checked }).then(
         (r) => navigate(`/experiments/${r.experiment.id}`),
         (e: unknown) => {
           this.submit.disabled = false;

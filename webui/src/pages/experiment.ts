@@ -34,12 +34,12 @@ export const experimentPage: Page = (root, params, ctx) => {
   const checkpoints = new Table<Checkpoint>(
     [
       { title: "UUID", cell: (c) => h("code", { title: c.uuid }, c.uuid.slice(0, 8)) },
-      { title: "Trial", class: "num", cell: (c) => link(`/trials/${c.trial_id}`, String(c.trial_id)) },
-      { title: "Steps", class: "num", cell: (c) => String(c.steps_completed) },
-      { title: "Metric", class: "num", cell: (c) => metric(c.searcher_metric) },
+      { title: "Trial", class: "num", cell: (c) => link(`/trials/${c.trialId}`, String(c.trialId)) },
+      { title: "Steps", class: "num", cell: (c) => String(c.stepsCompleted) },
+      { title: "Metric", class: "num", cell: (c) => metric(c.searcherMetric) },
       { title: "Size", class: "num", cell: (c) => bytes(c.size) },
       { title: "State", cell: (c) => c.state },
-      { title: "Reported", cell: (c) => time(c.report_time) },
+      { title: "Reported", cell: (c) => time(c.reportTime) },
       { title: "Registry", cell: (c) => registerCell(c, (m) => actionNotice.info(m)) },
     ],
     { empty: "No checkpoints yet.", rowKey: (c) => c.uuid },
@@ -108,25 +108,25 @@ export const experimentPage: Page = (root, params, ctx) => {
     const item = (k: string, v: Node | string) => [h("div", {}, h("dt", {}, k), h("dd", {}, v))];
     replace(
       summary,
-      ...item("Searcher", `${e.searcher_name} on ${e.searcher_metric} (${e.smaller_is_better ? "smaller" : "larger"} is better)`),
-      ...item("Best metric", metric(e.best_searcher_metric)),
+      ...item("Searcher", `${e.searcherType} on ${e.searcherMetric} (${e.smallerIsBetter ? "smaller" : "larger"} is better)`),
+      ...item("Best metric", metric(e.bestTrialSearcherMetric)),
       ...item("Progress", progress(e.progress)),
-      ...item("Trials", String(e.num_trials)),
+      ...item("Trials", String(e.numTrials)),
       ...item("User", e.username),
-      ...item("Started", time(e.start_time)),
-      ...item("Duration", duration(e.start_time, e.end_time)),
-      ...item("Resource pool", e.resource_pool),
-      ...item("Job", e.job_id),
-      ...(e.parent_id ? item("Forked from", link(`/experiments/${e.parent_id}`, `#${e.parent_id}`)) : []),
+      ...item("Started", time(e.startTime)),
+      ...item("Duration", duration(e.startTime, e.endTime)),
+      ...item("Resource pool", e.resourcePool),
+      ...item("Job", e.jobId),
+      ...(e.forkedFrom ? item("Forked from", link(`/experiments/${e.forkedFrom}`, `#${e.forkedFrom}`)) : []),
       ...(e.description ? item("Description", e.description) : []),
     );
-    (root.querySelector(".chart-title") as HTMLElement).textContent = `Validation ${e.searcher_metric} by trial`;
+    (root.querySelector(".chart-title") as HTMLElement).textContent = `Validation ${e.searcherMetric} by trial`;
   };
 
   const renderTrials = () => {
     const names = [...new Set(trials.flatMap((t) => Object.keys(flattenHparams(t.hparams))))].sort();
     // A PBT search's children name their parent: the column shows once one exists.
-    const forked = trials.some((t) => t.parent_trial_id != null);
+    const forked = trials.some((t) => t.parentTrialId != null);
     if (!trialsTable || names.join() !== hpNames.join() || forked !== hasParents) {
       hpNames = names;
       hasParents = forked;
@@ -136,20 +136,20 @@ export const experimentPage: Page = (root, params, ctx) => {
           { title: "State", cell: (t) => badge(t.state) },
           { title: "Phase", class: "phase", cell: (t) => h("span", { data: { phase: t.phase } }, stateLabel(t.phase)) },
           ...(forked
-            ? [{ title: "Parent", class: "num", cell: (t: Trial) => (t.parent_trial_id != null ? link(`/trials/${t.parent_trial_id}`, String(t.parent_trial_id)) : "–") }]
+            ? [{ title: "Parent", class: "num", cell: (t: Trial) => (t.parentTrialId != null ? link(`/trials/${t.parentTrialId}`, String(t.parentTrialId)) : "–") }]
             : []),
           ...names.map((n) => ({ title: n, class: "hp", cell: (t: Trial) => value(flattenHparams(t.hparams)[n]) })),
-          { title: "Steps completed", class: "num", cell: (t) => String(t.steps_completed) },
-          { title: "Best metric", class: "num", cell: (t) => metric(t.best_validation_metric) },
+          { title: "Steps completed", class: "num", cell: (t) => String(t.totalBatchesProcessed) },
+          { title: "Best metric", class: "num", cell: (t) => metric(t.bestValidationMetric) },
           { title: "Restarts", class: "num", cell: (t) => String(t.restarts) },
-          { title: "Checkpoint", cell: (t) => (t.latest_checkpoint_uuid ? h("code", {}, t.latest_checkpoint_uuid.slice(0, 8)) : "–") },
+          { title: "Checkpoint", cell: (t) => (t.latestCheckpointUuid ? h("code", {}, t.latestCheckpointUuid.slice(0, 8)) : "–") },
           {
             title: "",
             cell: (t) =>
               h(
                 "span",
                 { class: "actions" },
-                t.latest_checkpoint_uuid ? link(`/trials/${t.id}/continue`, "Continue") : null,
+                t.latestCheckpointUuid ? link(`/trials/${t.id}/continue`, "Continue") : null,
                 isActive(t.state) || t.state === "PAUSED"
                   ? button("Kill", () => {
                       if (window.confirm(`Kill trial ${t.id}?`)) {
@@ -169,7 +169,7 @@ export const experimentPage: Page = (root, params, ctx) => {
 
   const renderChart = () => {
     if (!detail) return;
-    const name = detail.experiment.searcher_metric;
+    const name = detail.experiment.searcherMetric;
     const withData = trials
       .map((t) => ({ t, s: downsample(metricSeries(metrics.get(t.id) ?? [], name), 1000) }))
       .filter(({ s }) => s.x.length > 0);
@@ -182,7 +182,7 @@ export const experimentPage: Page = (root, params, ctx) => {
   };
 
   const renderHparams = () => {
-    const points = hparamScatter(trials.map((t) => ({ hparams: t.hparams, metric: t.best_validation_metric })));
+    const points = hparamScatter(trials.map((t) => ({ hparams: t.hparams, metric: t.bestValidationMetric })));
     if (points.length === 0) {
       hpNotice.info("Shown once two or more trials with different hyperparameters report a validation metric.");
     } else hpNotice.clear();
@@ -191,11 +191,11 @@ export const experimentPage: Page = (root, params, ctx) => {
       seen.add(p.name);
       let c = hpCharts.get(p.name);
       if (!c) {
-        c = new Chart({ xLabel: p.name, yLabel: detail?.experiment.searcher_metric ?? "", scatter: true, height: 220, xNames: p.labels });
+        c = new Chart({ xLabel: p.name, yLabel: detail?.experiment.searcherMetric ?? "", scatter: true, height: 220, xNames: p.labels });
         hpCharts.set(p.name, c);
         hpGrid.appendChild(h("div", { class: "hp-chart" }, c.el));
       }
-      c.setData([detail?.experiment.searcher_metric ?? "metric"], p.data);
+      c.setData([detail?.experiment.searcherMetric ?? "metric"], p.data);
     }
     for (const [name, c] of hpCharts) {
       if (!seen.has(name)) {
@@ -208,8 +208,8 @@ export const experimentPage: Page = (root, params, ctx) => {
 
   const loadTrialMetrics = async (trialId: number, append: boolean) => {
     const have = metrics.get(trialId) ?? [];
-    const after = append && have.length ? (have[have.length - 1] as MetricReport).steps_completed : undefined;
-    const got = await api.trialMetrics(trialId, { group: "validation", after_steps: after });
+    const after = append && have.length ? (have[have.length - 1] as MetricReport).stepsCompleted : undefined;
+    const got = await api.trialMetrics(trialId, { group: "validation", afterSteps: after });
     metrics.set(trialId, append ? have.concat(got) : got);
   };
 
@@ -222,7 +222,7 @@ export const experimentPage: Page = (root, params, ctx) => {
       void import("../ui/yaml").then((m) => {
         config.textContent = m.toYaml(filled);
       });
-      original.textContent = detail.original_config;
+      original.textContent = detail.originalConfig;
     } catch (e) {
       notice.error(`Could not load experiment ${id}: ${errorMessage(e)}`);
     }
@@ -286,7 +286,7 @@ export const experimentPage: Page = (root, params, ctx) => {
   }, 200);
   const liveTrials = debounce(refreshTrials, 200);
   const stream = openStream(
-    { experiment_id: id },
+    { experimentId: id },
     {
       experiment: liveExperiment,
       trial: () => {
@@ -295,7 +295,7 @@ export const experimentPage: Page = (root, params, ctx) => {
       },
       metrics: (e) => {
         if (e.groups.length === 0 || e.groups.includes("validation")) {
-          pendingTrials.add(e.trial_id);
+          pendingTrials.add(e.trialId);
           appendMetrics();
           liveTrials();
         }

@@ -106,12 +106,12 @@ export function experimentList(root: HTMLElement, ctx: PageContext, scope: ListS
       {
         title: "Best metric",
         class: "num",
-        cell: (e) => h("span", { title: e.searcher_metric }, metric(e.best_searcher_metric)),
+        cell: (e) => h("span", { title: e.searcherMetric }, metric(e.bestTrialSearcherMetric)),
       },
-      { title: "Trials", class: "num", cell: (e) => String(e.num_trials) },
+      { title: "Trials", class: "num", cell: (e) => String(e.numTrials) },
       { title: "Labels", cell: (e) => h("span", { class: "labels" }, ...e.labels.map((l) => h("span", { class: "label-tag" }, l))) },
       { title: "User", cell: (e) => e.username },
-      { title: "Started", sort: "start_time", cell: (e) => time(e.start_time) },
+      { title: "Started", sort: "start_time", cell: (e) => time(e.startTime) },
       {
         title: "Actions",
         cell: (e) => {
@@ -224,10 +224,10 @@ export function experimentList(root: HTMLElement, ctx: PageContext, scope: ListS
       const result = await api.experiments({
         limit: s.size,
         offset: s.page * s.size,
-        order_by: s.sort.key,
-        descending: s.sort.descending,
+        sortBy: `SORT_BY_${s.sort.key.toUpperCase()}`,
+        orderBy: s.sort.descending ? "ORDER_BY_DESC" : "ORDER_BY_ASC",
         name: s.name,
-        state: states,
+        states,
         // Archived experiments are hidden unless asked for, as in Determined.
         archived: s.archived ? undefined : false,
         projectId: scope.projectId,

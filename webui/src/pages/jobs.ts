@@ -19,20 +19,20 @@ export const jobsPage: Page = (root, _params, ctx) => {
   const table = new Table<Job & { position: number }>(
     [
       { title: "#", class: "num", cell: (j) => String(j.position) },
-      { title: "ID", cell: (j) => h("code", {}, j.job_id) },
+      { title: "ID", cell: (j) => h("code", {}, j.jobId) },
       { title: "Type", cell: (j) => j.type.replace(/^TYPE_/, "") },
       {
         title: "Job Name",
-        cell: (j) => (j.entity_id && j.type === "TYPE_EXPERIMENT" ? link(`/experiments/${j.entity_id}`, j.name || `experiment ${j.entity_id}`) : j.name),
+        cell: (j) => (j.entityId && j.type === "TYPE_EXPERIMENT" ? link(`/experiments/${j.entityId}`, j.name || `experiment ${j.entityId}`) : j.name),
       },
       { title: "Priority", class: "num", cell: (j) => (currentPool()?.scheduler === "fair_share" ? `weight ${j.weight}` : String(j.priority)) },
-      { title: "Submitted", cell: (j) => time(j.submission_time) },
-      { title: "Slots (acquired/needed)", class: "num", cell: (j) => `${j.acquired_slots}/${j.needed_slots}` },
+      { title: "Submitted", cell: (j) => time(j.submissionTime) },
+      { title: "Slots (acquired/needed)", class: "num", cell: (j) => `${j.acquiredSlots}/${j.neededSlots}` },
       { title: "Status", cell: (j) => h("span", { class: `badge job-${j.state.toLowerCase()}` }, j.state.replace(/^STATE_/, "").toLowerCase()) },
       { title: "User", cell: (j) => j.username },
       { title: "", cell: (j) => button("Manage", () => manage(j), "small manage") },
     ],
-    { empty: "The queue is empty.", rowKey: (j) => j.job_id },
+    { empty: "The queue is empty.", rowKey: (j) => j.jobId },
   );
   const dialog = h("dialog", { class: "manage-dialog" });
 
@@ -53,7 +53,7 @@ export const jobsPage: Page = (root, _params, ctx) => {
       if (pools.length === 0) {
         pools = await api.resourcePools();
         replace(poolSelect, ...pools.map((p) => h("option", { value: p.name }, p.name)));
-        const def = pools.find((p) => p.is_default) ?? pools[0];
+        const def = pools.find((p) => p.isDefault) ?? pools[0];
         if (def) poolSelect.value = def.name;
       }
       jobs = await api.jobs(poolSelect.value);
@@ -74,22 +74,22 @@ export const jobsPage: Page = (root, _params, ctx) => {
     const priority = h("input", { type: "number", min: "1", max: "99", step: "1", value: String(job.priority), class: "priority" });
     const weight = h("input", { type: "number", min: "0", step: "any", value: String(job.weight), class: "weight" });
     const poolChoice = h("select", { class: "resource-pool" }, ...pools.map((p) => h("option", { value: p.name }, p.name)));
-    poolChoice.value = job.resource_pool || pool?.name || "";
-    const others = jobs.filter((j) => j.job_id !== job.job_id);
+    poolChoice.value = job.resourcePool || pool?.name || "";
+    const others = jobs.filter((j) => j.jobId !== job.jobId);
     const place = h(
       "select",
       { class: "place" },
       h("option", { value: "" }, "Keep its place"),
       ...others.flatMap((o) => [
-        h("option", { value: `ahead:${o.job_id}` }, `Ahead of ${o.job_id} (${o.name})`),
-        h("option", { value: `behind:${o.job_id}` }, `Behind ${o.job_id} (${o.name})`),
+        h("option", { value: `ahead:${o.jobId}` }, `Ahead of ${o.jobId} (${o.name})`),
+        h("option", { value: `behind:${o.jobId}` }, `Behind ${o.jobId} (${o.name})`),
       ]),
     );
     const save = h("button", { type: "submit", class: "primary save" }, "Save");
     const form = h(
       "form",
       {},
-      h("h2", {}, `Manage job ${job.job_id}`),
+      h("h2", {}, `Manage job ${job.jobId}`),
       h("p", { class: "muted" }, job.name),
       error.el,
       fair ? h("label", {}, "Weight", weight) : h("label", {}, "Priority (1–99, lower runs first)", priority),
@@ -99,7 +99,7 @@ export const jobsPage: Page = (root, _params, ctx) => {
     );
     form.addEventListener("submit", (event) => {
       event.preventDefault();
-      const update: JobUpdate = { job_id: job.job_id };
+      const update: JobUpdate = { jobId: job.jobId };
       if (fair) {
         const w = Number(weight.value);
         if (!(w >= 0)) return error.error("Weight must be a number >= 0.");
@@ -109,10 +109,10 @@ export const jobsPage: Page = (root, _params, ctx) => {
         if (!Number.isInteger(p) || p < 1 || p > 99) return error.error("Priority must be a whole number from 1 to 99.");
         if (p !== job.priority) update.priority = p;
       }
-      if (poolChoice.value && poolChoice.value !== (job.resource_pool || pool?.name)) update.resource_pool = poolChoice.value;
+      if (poolChoice.value && poolChoice.value !== (job.resourcePool || pool?.name)) update.resourcePool = poolChoice.value;
       const [where, other] = place.value.split(":");
-      if (where === "ahead" && other) update.ahead_of = other;
-      if (where === "behind" && other) update.behind_of = other;
+      if (where === "ahead" && other) update.aheadOf = other;
+      if (where === "behind" && other) update.behindOf = other;
       if (Object.keys(update).length === 1) {
         dialog.close();
         return;
@@ -125,7 +125,7 @@ export const jobsPage: Page = (root, _params, ctx) => {
         },
         (e: unknown) => {
           save.disabled = false;
-          error.error(`Could not update job ${job.job_id}: ${errorMessage(e)}`);
+          error.error(`Could not update job ${job.jobId}: ${errorMessage(e)}`);
         },
       );
     });

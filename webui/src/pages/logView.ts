@@ -86,9 +86,9 @@ export class LogView {
     }
     const levels = this.levelBoxes.filter((b) => b.checked).map((b) => b.value);
     return {
-      rank_ids: ranks,
-      levels: levels.length === LEVELS.length ? [] : levels.length ? levels : ["NONE"],
-      search: this.search.value,
+      rankIds: ranks,
+      levels: levels.length === LEVELS.length ? [] : levels,
+      searchText: this.search.value,
     };
   }
 
@@ -96,8 +96,15 @@ export class LogView {
     const q = this.query();
     if (!q) return;
     const mine = fresh ? ++this.generation : this.generation;
+    if (q.levels?.length === 0 && this.levelBoxes.every((b) => !b.checked)) {
+      // No level checked: nothing can match.
+      replace(this.lines);
+      this.count = 0;
+      this.notice.info("No log lines match.");
+      return;
+    }
     try {
-      const got = await api.trialLogs(this.trialId, fresh ? { ...q, tail: TAIL } : { ...q, after_id: this.lastId });
+      const got = await api.trialLogs(this.trialId, fresh ? { ...q, tail: TAIL } : { ...q, afterId: this.lastId });
       if (mine !== this.generation) return;
       if (fresh) {
         replace(this.lines);
@@ -125,7 +132,7 @@ export class LogView {
           "div",
           { class: `log-line level-${line.level.toLowerCase()}`, data: { id: String(line.id) } },
           h("span", { class: "ts" }, time(line.timestamp)),
-          h("span", { class: "rank" }, line.rank === null ? "" : `[rank=${line.rank}]`),
+          h("span", { class: "rank" }, line.rankId === null ? "" : `[rank=${line.rankId}]`),
           h("span", { class: "lvl" }, line.level),
           h("span", { class: "msg" }, line.message),
         ),

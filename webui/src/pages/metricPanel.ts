@@ -42,7 +42,7 @@ export class MetricPanel {
   }
 
   get lastStep(): number | undefined {
-    return this.reports[this.reports.length - 1]?.steps_completed;
+    return this.reports[this.reports.length - 1]?.stepsCompleted;
   }
 
   /** `partial`: a thinned first view; all reports follow. */

@@ -97,7 +97,7 @@ export function projectPage(onMoved: () => void): Page {
         if (gone) return;
         notes = new NotesView(p);
         title.textContent = p.name;
-        where.textContent = `in ${p.workspace_name}`;
+        where.textContent = `in ${p.workspaceName}`;
         replace(more, p.description ? h("p", { class: "muted" }, p.description) : null, notes.el);
         document.title = `pydet · ${p.name}`;
       },

@@ -21,14 +21,14 @@ export class SearchView {
   private readonly paretoSection: HTMLElement;
   private readonly imported = new Table<ImportedTrial>(
     [
-      { title: "Experiment", class: "num", cell: (i) => link(`/experiments/${i.source_experiment_id}`, `#${i.source_experiment_id}`) },
-      { title: "Trial", class: "num", cell: (i) => link(`/trials/${i.source_trial_id}`, String(i.source_trial_id)) },
-      { title: "Steps", class: "num", cell: (i) => String(i.steps_completed) },
-      { title: "Best metric", class: "num", cell: (i) => metric(i.best_validation_metric) },
+      { title: "Experiment", class: "num", cell: (i) => link(`/experiments/${i.sourceExperimentId}`, `#${i.sourceExperimentId}`) },
+      { title: "Trial", class: "num", cell: (i) => link(`/trials/${i.sourceTrialId}`, String(i.sourceTrialId)) },
+      { title: "Steps", class: "num", cell: (i) => String(i.stepsCompleted) },
+      { title: "Best metric", class: "num", cell: (i) => metric(i.bestValidationMetric) },
       { title: "Hyperparameters", cell: (i) => hparamText(i.hparams) },
       { title: "Used", cell: (i) => i.note || "yes" },
     ],
-    { empty: "", rowKey: (i) => `${i.source_experiment_id}.${i.source_trial_id}` },
+    { empty: "", rowKey: (i) => `${i.sourceExperimentId}.${i.sourceTrialId}` },
   );
 
   constructor() {
@@ -51,27 +51,27 @@ export class SearchView {
     const e = detail.experiment;
     const rows: Row[] = [];
     for (const t of trials) {
-      if (t.best_validation_metric !== null && Number.isFinite(t.best_validation_metric)) {
-        rows.push({ key: `trial ${t.id}`, hparams: t.hparams, metric: t.best_validation_metric, imported: false });
+      if (t.bestValidationMetric !== null && Number.isFinite(t.bestValidationMetric)) {
+        rows.push({ key: `trial ${t.id}`, hparams: t.hparams, metric: t.bestValidationMetric, imported: false });
       }
     }
-    for (const i of detail.imported_trials) {
-      if (i.best_validation_metric !== null && Number.isFinite(i.best_validation_metric)) {
-        rows.push({ key: `imported trial ${i.source_trial_id}`, hparams: i.hparams, metric: i.best_validation_metric, imported: true });
+    for (const i of detail.importedTrials) {
+      if (i.bestValidationMetric !== null && Number.isFinite(i.bestValidationMetric)) {
+        rows.push({ key: `imported trial ${i.sourceTrialId}`, hparams: i.hparams, metric: i.bestValidationMetric, imported: true });
       }
     }
     // A multi-objective search names its metrics in searcher.metrics; trials are ranked by the first.
-    const metricName = e.searcher_metric || objectives(detail.config)[0] || "metric";
+    const metricName = e.searcherMetric || objectives(detail.config)[0] || "metric";
     if (rows.length === 0) {
       this.notice.info(`Shown once a trial reports a validation ${metricName}.`);
       replace(this.plot);
     } else {
       this.notice.clear();
       const axes = parallelAxes(rows, metricName, logHparams(detail.config));
-      replace(this.plot, parallelSvg(rows, axes, e.smaller_is_better));
+      replace(this.plot, parallelSvg(rows, axes, e.smallerIsBetter));
     }
-    this.importedSection.hidden = detail.imported_trials.length === 0;
-    this.imported.update(detail.imported_trials);
+    this.importedSection.hidden = detail.importedTrials.length === 0;
+    this.imported.update(detail.importedTrials);
     this.updatePareto(detail, trials);
   }
 
@@ -80,11 +80,11 @@ export class SearchView {
     this.paretoSection.hidden = goals.length < 2;
     if (goals.length < 2) return;
     const [xName, yName] = goals as [string, string];
-    const front = new Set(detail.pareto_front);
+    const front = new Set(detail.paretoFront);
     const points: ScatterPoint[] = [];
     for (const t of trials) {
-      const x = t.latest_validation[xName];
-      const y = t.latest_validation[yName];
+      const x = t.latestValidation[xName];
+      const y = t.latestValidation[yName];
       if (t.state === "COMPLETED" && typeof x === "number" && typeof y === "number") {
         points.push({ key: `trial ${t.id}`, x, y, front: front.has(t.id) });
       }

@@ -33,7 +33,7 @@ export class Sidebar {
       // Two requests, however many workspaces there are.
       const [all, projects] = await Promise.all([api.workspaces(), api.allProjects()]);
       const workspaces = all.filter((w) => !w.archived);
-      replace(this.list, ...workspaces.map((w) => this.workspace(w, projects.filter((p) => p.workspace_id === w.id))));
+      replace(this.list, ...workspaces.map((w) => this.workspace(w, projects.filter((p) => p.workspaceId === w.id))));
       this.problem.hidden = true;
       this.mark(location.pathname);
     } catch (e) {
@@ -56,7 +56,7 @@ export class Sidebar {
             "li",
             { data: { project: p.name } },
             link(`/projects/${p.id}`, p.name),
-            h("span", { class: "count" }, String(p.num_experiments)),
+            h("span", { class: "count" }, String(p.numExperiments)),
           ),
         ),
       ),

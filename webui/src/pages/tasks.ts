@@ -26,13 +26,13 @@ const LABELS: Record<TaskKind, string> = {
 /** Every kind's tasks in one list, the newest first. */
 export function taskRows(lists: Record<TaskKind, InteractiveTask[]>): TaskRow[] {
   const rows = (Object.keys(lists) as TaskKind[]).flatMap((kind) => lists[kind].map((t) => ({ ...t, kind })));
-  return rows.sort((a, b) => b.start_time - a.start_time);
+  return rows.sort((a, b) => b.startTime - a.startTime);
 }
 
 /** Where a running notebook or TensorBoard is opened; null for what has no page. */
 export function openPath(row: TaskRow): string | null {
   const pages = row.kind === "notebooks" || row.kind === "tensorboards";
-  return pages && row.state === "STATE_RUNNING" && row.service_address ? row.service_address : null;
+  return pages && row.state === "STATE_RUNNING" && row.serviceAddress ? row.serviceAddress : null;
 }
 
 /** One task's lines, fetched again every few seconds from after the last one shown. */
@@ -45,7 +45,7 @@ class TaskLogView {
   private readonly more = coalesce(async () => {
     const id = this.taskId;
     if (!id) return;
-    const batch: TaskLog[] = await api.taskLogs(id, this.lastId ? { after_id: this.lastId } : { tail: TAIL });
+    const batch: TaskLog[] = await api.taskLogs(id, this.lastId ? { afterId: this.lastId } : { tail: TAIL });
     if (id !== this.taskId) return;
     for (const line of batch) {
       this.lastId = Math.max(this.lastId, line.id);
@@ -86,8 +86,8 @@ export const tasksPage: Page = (root) => {
       { title: "State", cell: (r) => badge(r.state) },
       { title: "Owner", cell: (r) => r.username },
       { title: "Slots", class: "num", cell: (r) => String(r.slots) },
-      { title: "Resource pool", cell: (r) => r.resource_pool },
-      { title: "Started", cell: (r) => time(r.start_time) },
+      { title: "Resource pool", cell: (r) => r.resourcePool },
+      { title: "Started", cell: (r) => time(r.startTime) },
       { title: "", cell: actions },
     ],
     { empty: "No notebooks, shells, commands or TensorBoards are running.", rowKey: (r) => r.id },
@@ -147,13 +147,13 @@ export const tasksPage: Page = (root) => {
             id: t.id,
             description: t.description || `TensorBoard (${t.id.slice(0, 8)})`,
             state: t.state,
-            start_time: t.start_time,
+            startTime: t.startTime,
             username: t.username,
-            resource_pool: t.resource_pool,
-            exit_status: t.exit_status,
+            resourcePool: t.resourcePool,
+            exitStatus: t.exitStatus,
             slots: 0,
             priority: 42,
-            service_address: t.service_address,
+            serviceAddress: t.serviceAddress,
           })),
         }),
       );
@@ -177,7 +177,7 @@ export const tasksPage: Page = (root) => {
     const name = h("input", { type: "text", placeholder: "JupyterLab (a name of three words)", class: "name" });
     const slots = h("input", { type: "number", min: "0", step: "1", value: "1", class: "slots" });
     const pool = h("select", { class: "resource-pool" }, ...pools.map((p) => h("option", { value: p.name }, p.name)));
-    pool.value = (pools.find((p) => p.is_default) ?? pools[0])?.name ?? "";
+    pool.value = (pools.find((p) => p.isDefault) ?? pools[0])?.name ?? "";
     const template = h("input", { type: "text", placeholder: "none", class: "template" });
     const launch = h("button", { type: "submit", class: "primary launch" }, "Launch");
     const form = h(
@@ -198,7 +198,7 @@ export const tasksPage: Page = (root) => {
       const config: Record<string, unknown> = { resources: { slots: n, resource_pool: pool.value } };
       if (name.value.trim()) config.description = name.value.trim();
       launch.disabled = true;
-      api.launchNotebook({ config, template_name: template.value.trim() }).then(
+      api.launchNotebook({ config, templateName: template.value.trim() }).then(
         () => {
           dialog.close();
           void load();

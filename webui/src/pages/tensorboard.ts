@@ -17,8 +17,8 @@ export function existing(list: Tensorboard[], username: string, experimentId: nu
   return list.find(
     (t) =>
       t.username === username &&
-      t.experiment_ids.length === 1 &&
-      t.experiment_ids[0] === experimentId &&
+      t.experimentIds.length === 1 &&
+      t.experimentIds[0] === experimentId &&
       (t.state === "STATE_RUNNING" || t.state === "STATE_STARTING" || t.state === "STATE_QUEUED"),
   );
 }
@@ -27,15 +27,15 @@ async function serving(experimentId: number): Promise<string> {
   const [me, list] = await Promise.all([api.me(), api.tensorboards()]);
   let tb =
     existing(list.tensorboards, me.username, experimentId) ??
-    (await api.launchTensorboard({ experiment_ids: [experimentId], trial_ids: [] })).tensorboard;
+    (await api.launchTensorboard({ experimentIds: [experimentId], trialIds: [] })).tensorboard;
   const deadline = Date.now() + START_TIMEOUT_MS;
   while (tb.state !== "STATE_RUNNING") {
-    if (tb.state === "STATE_TERMINATED") throw new Error(`TensorBoard ${tb.id} ended: ${tb.exit_status}`);
+    if (tb.state === "STATE_TERMINATED") throw new Error(`TensorBoard ${tb.id} ended: ${tb.exitStatus}`);
     if (Date.now() > deadline) throw new Error(`TensorBoard ${tb.id} is still ${tb.state}; try again later`);
     await sleep(POLL_MS);
     tb = (await api.tensorboard(tb.id)).tensorboard;
   }
-  return tb.service_address;
+  return tb.serviceAddress;
 }
 
 export function tensorboardButton(experimentId: number, onError: (message: string) => void): HTMLElement {

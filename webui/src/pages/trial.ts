@@ -20,7 +20,7 @@ const FIRST_VIEW_POINTS = 2000;
 export const trialPage: Page = (root, params, ctx) => {
   const id = Number(params.id);
   // Ask for the data before building the page (charts take a moment to set up).
-  let early: Promise<MetricReport[]> | null = api.trialMetrics(id, { max_points: FIRST_VIEW_POINTS });
+  let early: Promise<MetricReport[]> | null = api.trialMetrics(id, { maxPoints: FIRST_VIEW_POINTS });
   early.catch(() => {}); // handled where it is awaited
   const notice = new Notice();
   const head = h("div", { class: "page-head" });
@@ -37,12 +37,12 @@ export const trialPage: Page = (root, params, ctx) => {
   const checkpoints = new Table<Checkpoint>(
     [
       { title: "UUID", cell: (c) => h("code", {}, c.uuid) },
-      { title: "Steps", class: "num", cell: (c) => String(c.steps_completed) },
-      { title: "Metric", class: "num", cell: (c) => metric(c.searcher_metric) },
+      { title: "Steps", class: "num", cell: (c) => String(c.stepsCompleted) },
+      { title: "Metric", class: "num", cell: (c) => metric(c.searcherMetric) },
       { title: "Size", class: "num", cell: (c) => bytes(c.size) },
       { title: "Files", class: "num", cell: (c) => String(Object.keys(c.resources).length) },
       { title: "State", cell: (c) => c.state },
-      { title: "Reported", cell: (c) => time(c.report_time) },
+      { title: "Reported", cell: (c) => time(c.reportTime) },
       {
         title: "Metadata",
         cell: (c) => h("details", {}, h("summary", {}, `${Object.keys(c.metadata).length} keys`), h("pre", {}, JSON.stringify(c.metadata, null, 2))),
@@ -75,10 +75,10 @@ export const trialPage: Page = (root, params, ctx) => {
     const active = isActive(t.state) || t.state === "PAUSED";
     replace(
       head,
-      h("h1", {}, `Trial ${t.id} `, h("span", { class: "muted" }, "of "), link(`/experiments/${t.experiment_id}`, `experiment ${t.experiment_id}`)),
+      h("h1", {}, `Trial ${t.id} `, h("span", { class: "muted" }, "of "), link(`/experiments/${t.experimentId}`, `experiment ${t.experimentId}`)),
       badge(t.state),
       h("span", { class: "spacer" }),
-      t.latest_checkpoint_uuid ? link(`/trials/${t.id}/continue`, "Continue trial") : null,
+      t.latestCheckpointUuid ? link(`/trials/${t.id}/continue`, "Continue trial") : null,
       active &&
         button("Kill", () => {
           if (!window.confirm(`Kill trial ${t.id}?`)) return;
@@ -92,15 +92,15 @@ export const trialPage: Page = (root, params, ctx) => {
     const hp = flattenHparams(t.hparams);
     replace(
       summary,
-      ...item("Steps completed", String(t.steps_completed)),
-      ...item(`Best ${searcherMetric || "validation"}`, metric(t.best_validation_metric)),
+      ...item("Steps completed", String(t.totalBatchesProcessed)),
+      ...item(`Best ${searcherMetric || "validation"}`, metric(t.bestValidationMetric)),
       ...item("Restarts", String(t.restarts)),
-      ...item("Started", time(t.start_time)),
-      ...item("Duration", duration(t.start_time, t.end_time)),
+      ...item("Started", time(t.startTime)),
+      ...item("Duration", duration(t.startTime, t.endTime)),
       ...item("Seed", String(t.seed)),
-      ...(t.early_exit ? item("Early exit", t.early_exit) : []),
-      ...(t.warm_start_checkpoint_uuid ? item("Warm start checkpoint", t.warm_start_checkpoint_uuid) : []),
-      ...(t.parent_trial_id != null ? item("Parent trial", link(`/trials/${t.parent_trial_id}`, `#${t.parent_trial_id}`)) : []),
+      ...(t.earlyExit ? item("Early exit", t.earlyExit) : []),
+      ...(t.warmStartCheckpointUuid ? item("Warm start checkpoint", t.warmStartCheckpointUuid) : []),
+      ...(t.parentTrialId != null ? item("Parent trial", link(`/trials/${t.parentTrialId}`, `#${t.parentTrialId}`)) : []),
       ...Object.entries(hp).flatMap(([k, v]) => item(k, value(v))),
     );
   };
@@ -127,7 +127,7 @@ export const trialPage: Page = (root, params, ctx) => {
   const byGroup = (reports: MetricReport[], group: string) => reports.filter((r) => r.group === group);
   const loadAllMetrics = coalesce(async () => {
     try {
-      const pending = early ?? api.trialMetrics(id, { max_points: FIRST_VIEW_POINTS });
+      const pending = early ?? api.trialMetrics(id, { maxPoints: FIRST_VIEW_POINTS });
       early = null;
       const first = await pending;
       const thinned = [...panels.keys()].some((g) => byGroup(first, g).length >= FIRST_VIEW_POINTS);
@@ -160,7 +160,7 @@ export const trialPage: Page = (root, params, ctx) => {
       for (const group of groups) {
         const panel = panels.get(group);
         const last = panel ? panel.lastStep : undefined;
-        const got = await api.trialMetrics(id, { group, after_steps: last });
+        const got = await api.trialMetrics(id, { group, afterSteps: last });
         panel?.append(got);
         if (all) all = all.concat(got);
       }
@@ -179,7 +179,7 @@ export const trialPage: Page = (root, params, ctx) => {
     if (!trial) return;
     body.hidden = false;
     try {
-      searcherMetric = (await api.experiment(trial.experiment_id)).experiment.searcher_metric;
+      searcherMetric = (await api.experiment(trial.experimentId)).experiment.searcherMetric;
       validation.prefer(searcherMetric);
       if (trial) renderHead(trial);
     } catch {
@@ -192,7 +192,7 @@ export const trialPage: Page = (root, params, ctx) => {
     void refreshCheckpoints();
   }, 200);
   const stream = openStream(
-    { trial_id: id },
+    { trialId: id },
     {
       trial: liveTrial,
       metrics: (e) => {
@@ -271,7 +271,7 @@ class MetricTable {
     const table = new Table<MetricReport>(
       [
         { title: "Group", cell: (r) => r.group },
-        { title: "Steps", class: "num", cell: (r) => String(r.steps_completed) },
+        { title: "Steps", class: "num", cell: (r) => String(r.stepsCompleted) },
         ...names.map((n) => ({ title: n, class: "num", cell: (r: MetricReport) => (n in r.metrics ? value(r.metrics[n]) : "") })),
         { title: "Time", cell: (r) => time(r.timestamp) },
       ],

@@ -10,7 +10,6 @@ in descending), and equal values in report order, as Determined does.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -43,26 +42,28 @@ def one(session: MasterSession, uuid: str) -> v1.Checkpoint:
 
 def _config(session: MasterSession, experiment_id: int) -> dict[str, Any]:
     from determined.api.gen import v1
+    from determined.common import structs
 
     request = v1.GetExperimentRequest(experiment_id=experiment_id)
-    text = session.call(lambda stub: stub.get_experiment(request)).config
-    value = json.loads(text) if text else {}
-    return value if isinstance(value, dict) else {}
+    return structs.python(session.call(lambda stub: stub.get_experiment(request)).config)
 
 
 def _training(
     c: v1.Checkpoint, config: dict[str, Any], hparams: dict[str, Any]
 ) -> CheckpointTrainingMetadata | None:
-    if not c.trial_id:
+    from determined.common import checkpoint_info, structs
+
+    if c.training is None or not c.training.trial_id:
         return None
-    metrics = json.loads(c.validation_metrics) if c.validation_metrics else None
+    validation = c.training.validation_metrics
+    metrics = structs.to_dict(validation.avg_metrics) if validation is not None else None
     return CheckpointTrainingMetadata(
         experiment_config=config,
-        experiment_id=c.experiment_id,
-        trial_id=c.trial_id,
+        experiment_id=checkpoint_info.experiment_id(c),
+        trial_id=checkpoint_info.trial_id(c),
         hparams=hparams,
         validation_metrics={} if metrics is None else {"avgMetrics": metrics},
-        searcher_metric=c.searcher_metric,
+        searcher_metric=checkpoint_info.searcher_metric(c),
     )
 
 
@@ -70,12 +71,14 @@ def training_of(session: MasterSession, c: v1.Checkpoint) -> CheckpointTrainingM
     """The training metadata of one checkpoint (its experiment's config, its trial's
     hyperparameters)."""
     from determined.api.gen import v1
+    from determined.common import checkpoint_info, structs
 
-    if not c.trial_id:
+    trial_id = checkpoint_info.trial_id(c)
+    if not trial_id:
         return None
-    trial = session.call(lambda stub: stub.get_trial(v1.GetTrialRequest(trial_id=c.trial_id)))
-    hparams = json.loads(trial.trial.hparams) if trial.trial and trial.trial.hparams else {}
-    return _training(c, _config(session, c.experiment_id), hparams)
+    trial = session.call(lambda stub: stub.get_trial(v1.GetTrialRequest(trial_id=trial_id)))
+    hparams = structs.python(trial.trial.hparams) if trial.trial else {}
+    return _training(c, _config(session, checkpoint_info.experiment_id(c)), hparams)
 
 
 def load(
@@ -84,6 +87,7 @@ def load(
     """An experiment's or a trial's checkpoints (every state), oldest first, with their
     training metadata; and the experiment's config."""
     from determined.api.gen import v1
+    from determined.common import checkpoint_info, structs
 
     if trial_id:
         t = session.call(lambda stub: stub.get_trial(v1.GetTrialRequest(trial_id=trial_id)))
@@ -94,11 +98,13 @@ def load(
     records = session.call(lambda stub: stub.get_checkpoints(request)).checkpoints
     trials = v1.GetExperimentTrialsRequest(experiment_id=experiment_id)
     hparams = {
-        t.id: json.loads(t.hparams) if t.hparams else {}
+        t.id: structs.python(t.hparams)
         for t in session.call(lambda stub: stub.get_experiment_trials(trials)).trials
     }
     out = [
-        Checkpoint._from_proto(session, c, _training(c, config, hparams.get(c.trial_id, {})))
+        Checkpoint._from_proto(
+            session, c, _training(c, config, hparams.get(checkpoint_info.trial_id(c), {}))
+        )
         for c in records
     ]
     return out, config

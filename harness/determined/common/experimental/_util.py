@@ -67,16 +67,18 @@ def deprecated(what: str, instead: str) -> None:
     )
 
 
-def rfc3339(seconds: float | None) -> str | None:
-    """Epoch seconds as the API's JSON writes a time (``2024-05-01T12:00:00.5Z``)."""
-    if not seconds:
-        return None
-    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
-    return moment.isoformat().replace("+00:00", "Z")
+def rfc3339(when: datetime.datetime | float | None) -> str | None:
+    """A time (a Timestamp field's datetime, or epoch seconds) as the API's JSON writes it
+    (``2024-05-01T12:00:00.5Z``)."""
+    found = moment(when)
+    return None if found is None else found.isoformat().replace("+00:00", "Z")
 
 
-def moment(seconds: float | None) -> datetime.datetime | None:
-    """Epoch seconds as an aware datetime (None for none)."""
-    if not seconds:
+def moment(when: datetime.datetime | float | None) -> datetime.datetime | None:
+    """A time (a Timestamp field's datetime, or epoch seconds) as an aware datetime in UTC
+    (None for none)."""
+    if isinstance(when, datetime.datetime):
+        return when.astimezone(datetime.UTC)
+    if not when:
         return None
-    return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
+    return datetime.datetime.fromtimestamp(when, tz=datetime.UTC)

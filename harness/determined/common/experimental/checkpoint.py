@@ -133,14 +133,16 @@ class Checkpoint:
         self._hydrate(found, _ranking.training_of(self._session, found))
 
     def _hydrate(self, c: v1.Checkpoint, training: CheckpointTrainingMetadata | None) -> None:
+        from determined.common import checkpoint_info, structs
+
         self.task_id = c.task_id
         self.allocation_id = c.allocation_id
         self.report_time = _util.rfc3339(c.report_time)
         self.resources = dict(c.resources)
-        self.metadata = _json_object(c.metadata)
-        self.state = CheckpointState.__members__.get(c.state)
+        self.metadata = structs.python(c.metadata)
+        self.state = CheckpointState.__members__.get(checkpoint_info.state(c))
         self.steps_completed = int(c.steps_completed)
-        self.storage = _json_object(c.storage)
+        self.storage = structs.python(c.storage)
         self.training = training
 
     @classmethod
@@ -287,17 +289,19 @@ class Checkpoint:
 
     def _current_metadata(self) -> dict[str, Any]:
         from determined.api.gen import v1
+        from determined.common import structs
 
         # Read now, so that keys set elsewhere since this object was made are kept.
         request = v1.GetCheckpointRequest(uuid=self.uuid)
         found = self._session.call(lambda stub: stub.get_checkpoint(request)).checkpoint
-        return _json_object(found.metadata) if found is not None else {}
+        return structs.python(found.metadata) if found is not None else {}
 
     def _post_metadata(self, metadata: dict[str, Any]) -> None:
         from determined.api.gen import v1
+        from determined.common import structs
 
         request = v1.PostCheckpointMetadataRequest(
-            checkpoint=v1.Checkpoint(uuid=self.uuid, metadata=json.dumps(metadata))
+            checkpoint=v1.Checkpoint(uuid=self.uuid, metadata=structs.struct(metadata))
         )
         resp = self._session.call(lambda stub: stub.post_checkpoint_metadata(request))
         if resp.checkpoint is not None:
@@ -338,10 +342,3 @@ class Checkpoint:
                 f"Pachyderm configuration not found for checkpoint {self.uuid}, "
                 f"experiment {experiment}"
             ) from None
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    if not text:
-        return {}
-    value = json.loads(text)
-    return value if isinstance(value, dict) else {}

@@ -176,6 +176,7 @@ class Determined(WorkspaceMethods, ModelMethods):
             errors.InvalidArgument: the config or the directory cannot be used.
         """
         from determined.api.gen import v1
+        from determined.common import structs
         from determined.common.context import pack_context
 
         text = _config_text(config)
@@ -196,17 +197,18 @@ class Determined(WorkspaceMethods, ModelMethods):
         request = v1.CreateExperimentRequest(
             config=text,
             context=context,
-            paused=not activate,
+            activate=activate,
             parent_id=parent_id or 0,
             project_id=project_id or 0,
         )
         resp = self._session.call(lambda stub: stub.create_experiment(request))
         if resp.experiment is None:
             raise errors.DetError("the master's answer carries no experiment")
-        for warning in resp.warnings:  # as Determined's SDK: said, not raised
+        for warning in resp.warning_messages:  # as Determined's SDK: said, not raised
             _log.warning("experiment %d: %s", resp.experiment.id, warning)
         exp = Experiment._from_proto(self._session, resp.experiment)
-        exp.config = _json(resp.config)
+
+        exp.config = structs.python(resp.config)
         return exp
 
     def get_experiment(self, experiment_id: int) -> Experiment:
@@ -240,7 +242,6 @@ class Determined(WorkspaceMethods, ModelMethods):
         from determined.api.gen import v1
 
         request = v1.GetExperimentsRequest(
-            order_by="id",
             states=[v1.State[s.name] for s in states or []],
             name=name or "",
             archived=archived,
@@ -349,13 +350,6 @@ def _id(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidValue(f"a {what} id is a positive integer, not {value!r}")
     return value
-
-
-def _json(text: str) -> dict[str, Any]:
-    import json
-
-    value = json.loads(text) if text else {}
-    return value if isinstance(value, dict) else {}
 
 
 def _config_text(config: str | pathlib.Path | dict[str, Any]) -> str:

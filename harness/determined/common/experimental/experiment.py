@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime
 import enum
-import json
 import pathlib
 import sys
 import time
@@ -147,13 +146,14 @@ class Experiment:
             errors.NotFoundException: there is no experiment with this id.
         """
         from determined.api.gen import v1
+        from determined.common import structs
 
         request = v1.GetExperimentRequest(experiment_id=self.id)
         resp = self._session.call(lambda stub: stub.get_experiment(request))
         if resp.experiment is None:
             raise errors.NotFound(f"experiment {self.id} not found")
         self._hydrate(resp.experiment)
-        self._config = json.loads(resp.config) if resp.config else {}
+        self._config = structs.python(resp.config)
 
     def _hydrate(self, e: v1.Experiment) -> None:
         self.name = e.name
@@ -429,20 +429,26 @@ class Experiment:
 
     def _checkpoint_sizes(self) -> dict[int, int]:
         from determined.api.gen import v1
+        from determined.common import checkpoint_info
 
         request = v1.GetCheckpointsRequest(experiment_id=self.id)
         sizes: dict[int, int] = {}
         for c in self._session.call(lambda stub: stub.get_checkpoints(request)).checkpoints:
-            if c.state != "DELETED":
-                sizes[c.trial_id] = sizes.get(c.trial_id, 0) + int(c.size)
+            if c.state != v1.CheckpointState.DELETED:
+                trial_id = checkpoint_info.trial_id(c)
+                sizes[trial_id] = sizes.get(trial_id, 0) + int(c.size)
         return sizes
 
     def _latest_validations(self) -> dict[int, float]:
         """Each trial's latest value of the searcher's metric."""
+        from determined.common import structs
+
         metric = (self.config or {}).get("searcher", {}).get("metric")
         out = {}
         for t in self._trials():
-            value = json.loads(t.latest_validation or "{}").get(metric)
+            latest = t.latest_validation
+            shown = latest.metrics if latest is not None else None
+            value = structs.python(shown.avg_metrics if shown is not None else None).get(metric)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 out[t.id] = float(value)
         return out

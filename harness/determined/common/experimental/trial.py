@@ -114,9 +114,13 @@ class _LogFilter:
             (self.containers is None or log.container_id in self.containers)
             and (self.stdtypes is None or log.stdtype in self.stdtypes)
             and (self.sources is None or source in self.sources)
-            and (self.before is None or log.timestamp < self.before)
-            and (self.after is None or log.timestamp > self.after)
+            and (self.before is None or _seconds(log) < self.before)
+            and (self.after is None or _seconds(log) > self.after)
         )
+
+
+def _seconds(log: v1.TaskLog) -> float:
+    return 0.0 if log.timestamp is None else log.timestamp.timestamp()
 
 
 def _epoch(value: str | int | None, what: str) -> float | None:
@@ -179,16 +183,18 @@ class Trial:
         self._hydrate(resp.trial)
 
     def _hydrate(self, t: v1.Trial) -> None:
+        from determined.common import structs
+
         self.experiment_id = t.experiment_id
         self.state = trial_state(t.state)
-        self.hparams = json.loads(t.hparams) if t.hparams else {}
+        self.hparams = structs.python(t.hparams)
         self.restarts = t.restarts
-        self.steps_completed = int(t.steps_completed)
+        self.steps_completed = int(t.total_batches_processed)
         self.start_time = _util.moment(t.start_time)
         self.end_time = _util.moment(t.end_time)
         self.latest_checkpoint_uuid = t.latest_checkpoint_uuid
         self.best_validation_metric = t.best_validation_metric
-        self.metadata = json.loads(t.metadata) if t.metadata else {}
+        self.metadata = structs.python(t.metadata)
         self._summary = None
 
     @classmethod
@@ -307,14 +313,17 @@ class Trial:
             if n is not None and n < 0:
                 raise InvalidValue(f"{name} must be non-negative, got {n}")
         level = min_level.name if isinstance(min_level, LogLevel) else (min_level or "")
+        if level and level.upper() not in v1.LogLevel.__members__:
+            names = ", ".join(m.name for m in v1.LogLevel if m)
+            raise errors.InvalidArgument(f"min_level: one of {names}, not {level!r}")
         request = v1.TrialLogsRequest(
             trial_id=self.id,
             follow=follow,
             head=head or 0,
             tail=tail or 0,
             rank_ids=list(rank_ids or []),
-            min_level=str(level).upper(),
-            search=search_text or "",
+            min_level=v1.LogLevel[level.upper()] if level else v1.LogLevel.UNSPECIFIED,
+            search_text=search_text or "",
         )
         keep = _LogFilter(
             container_ids,
@@ -329,7 +338,7 @@ class Trial:
         for response in self._session.stream(lambda stub: stub.trial_logs(request)):
             for log in response.logs:
                 if keep(log):
-                    rank = "" if log.rank is None else f"[rank={log.rank}] "
+                    rank = "" if log.rank_id is None else f"[rank={log.rank_id}] "
                     yield rank + log.message.rstrip("\r\n") + "\n"
 
     def logs(self, *args: Any, **kwargs: Any) -> Iterator[str]:

@@ -63,6 +63,7 @@ def init(
     """Create the experiment, trial and run on the master (rank 0, broadcast to the other
     workers) and return a Core API context that reports into them."""
     from determined.api.gen import v1
+    from determined.common import structs
     from determined.core import _context
     from determined.experimental import client as sdk_module
 
@@ -82,6 +83,7 @@ def init(
             lambda s: s.create_experiment(
                 v1.CreateExperimentRequest(
                     config=text,
+                    activate=True,
                     unmanaged=True,
                     external_experiment_id=config.external_experiment_id or "",
                 )
@@ -102,7 +104,14 @@ def init(
         ).trial
         if trial is None:
             raise errors.DetError(f"the master created no trial in experiment {exp_id}")
-        return exp_id, int(trial.id), trial.task_id, made.config, trial.hparams
+        filled = json.dumps(structs.python(made.config))
+        return (
+            exp_id,
+            int(trial.id),
+            trial.task_id,
+            filled,
+            json.dumps(structs.python(trial.hparams)),
+        )
 
     made: tuple[int, int, str, str, str] = (0, 0, "", "", "")
     if distributed is None or distributed.rank == 0:

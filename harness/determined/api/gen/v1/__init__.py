@@ -13,6 +13,7 @@ __all__ = (
     "AgentActionResponse",
     "AgentHello",
     "AgentMessage",
+    "AgentSlot",
     "AgentUserGroup",
     "AgentsBase",
     "AgentsStub",
@@ -33,6 +34,8 @@ __all__ = (
     "BindRpToWorkspaceRequest",
     "BindRpToWorkspaceResponse",
     "Checkpoint",
+    "CheckpointState",
+    "CheckpointTrainingMetadata",
     "CheckpointsRemoveFilesRequest",
     "CheckpointsRemoveFilesResponse",
     "CleanupLogsRequest",
@@ -41,11 +44,13 @@ __all__ = (
     "Command",
     "CompleteSearcherOperationRequest",
     "CompleteSearcherOperationResponse",
+    "Container",
     "ContainerExited",
     "ContainerLogs",
     "ContainerPulling",
     "ContainerSpec",
     "ContainerStarted",
+    "ContainerState",
     "ContinueExperimentRequest",
     "ContinueExperimentResponse",
     "CreateExperimentRequest",
@@ -86,6 +91,9 @@ __all__ = (
     "DeterminedBase",
     "DeterminedStub",
     "Device",
+    "DeviceMount",
+    "DeviceStats",
+    "DeviceType",
     "DisableSlotRequest",
     "DisableSlotResponse",
     "Empty",
@@ -97,6 +105,8 @@ __all__ = (
     "ExperimentActionResponse",
     "ExperimentActionResult",
     "ExperimentLabels",
+    "File",
+    "FittingPolicy",
     "GcPolicy",
     "GetAccessTokensRequest",
     "GetAccessTokensResponse",
@@ -123,8 +133,10 @@ __all__ = (
     "GetExperimentRequest",
     "GetExperimentResponse",
     "GetExperimentTrialsRequest",
+    "GetExperimentTrialsRequestSortBy",
     "GetExperimentTrialsResponse",
     "GetExperimentsRequest",
+    "GetExperimentsRequestSortBy",
     "GetExperimentsResponse",
     "GetGenericTaskConfigRequest",
     "GetGenericTaskConfigResponse",
@@ -142,6 +154,7 @@ __all__ = (
     "GetMasterConfigResponse",
     "GetMasterRequest",
     "GetMasterResponse",
+    "GetMasterResponseProduct",
     "GetMeRequest",
     "GetMeResponse",
     "GetMetricsRequest",
@@ -227,6 +240,9 @@ __all__ = (
     "ImportedTrial",
     "Instance",
     "Job",
+    "JobSummary",
+    "JobSummaryState",
+    "JobType",
     "JobUpdate",
     "KillCommandRequest",
     "KillCommandResponse",
@@ -249,6 +265,7 @@ __all__ = (
     "LaunchShellResponse",
     "LaunchTensorboardRequest",
     "LaunchTensorboardResponse",
+    "LaunchWarning",
     "ListRPsBoundToWorkspaceRequest",
     "ListRPsBoundToWorkspaceResponse",
     "ListRolesRequest",
@@ -257,6 +274,7 @@ __all__ = (
     "ListWorkspacesBoundToRpResponse",
     "LogConfig",
     "LogEntry",
+    "LogLevel",
     "LogLine",
     "LoginRequest",
     "LoginResponse",
@@ -268,6 +286,8 @@ __all__ = (
     "MasterLogsResponse",
     "MasterMessage",
     "MetricReport",
+    "Metrics",
+    "MetricsWorkload",
     "Model",
     "ModelVersion",
     "MoveExperimentRequest",
@@ -360,6 +380,7 @@ __all__ = (
     "PutTrialRetainLogsResponse",
     "PutWorkspaceConfigPoliciesRequest",
     "PutWorkspaceConfigPoliciesResponse",
+    "QueueStats",
     "RemoveAssignmentsRequest",
     "RemoveAssignmentsResponse",
     "ReportCheckpointRequest",
@@ -379,6 +400,9 @@ __all__ = (
     "ResourceAllocationRawRequest",
     "ResourceAllocationRawResponse",
     "ResourcePool",
+    "ResourcePoolDetail",
+    "ResourcePoolPrioritySchedulerDetail",
+    "ResourcePoolType",
     "ResourcesSummary",
     "Role",
     "RoleAssignment",
@@ -386,6 +410,7 @@ __all__ = (
     "RoleWithAssignments",
     "RunAs",
     "RunningContainer",
+    "SchedulerType",
     "ScopeTypeMask",
     "SearchPreviewEntry",
     "SearchRolesAssignableToScopeRequest",
@@ -409,6 +434,7 @@ __all__ = (
     "SetUserPasswordResponse",
     "Shell",
     "Slot",
+    "SlotStats",
     "StartContainer",
     "StartTrialRequest",
     "StartTrialResponse",
@@ -418,6 +444,7 @@ __all__ = (
     "TaskLogsResponse",
     "Template",
     "Tensorboard",
+    "TensorboardState",
     "TokenInfo",
     "TokenType",
     "Trial",
@@ -471,6 +498,302 @@ if TYPE_CHECKING:
 
 _COMPILER_VERSION = "0.10.1"
 betterproto2.check_compiler_version(_COMPILER_VERSION)
+
+
+class CheckpointState(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    ACTIVE = 1
+
+    COMPLETED = 2
+
+    ERROR = 3
+
+    DELETED = 4
+
+    PARTIALLY_DELETED = 5
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "STATE_UNSPECIFIED",
+            1: "STATE_ACTIVE",
+            2: "STATE_COMPLETED",
+            3: "STATE_ERROR",
+            4: "STATE_DELETED",
+            5: "STATE_PARTIALLY_DELETED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "STATE_UNSPECIFIED": 0,
+            "STATE_ACTIVE": 1,
+            "STATE_COMPLETED": 2,
+            "STATE_ERROR": 3,
+            "STATE_DELETED": 4,
+            "STATE_PARTIALLY_DELETED": 5,
+        }
+
+
+class ContainerState(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    ASSIGNED = 1
+
+    PULLING = 2
+
+    STARTING = 3
+
+    RUNNING = 4
+
+    TERMINATED = 5
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "STATE_UNSPECIFIED",
+            1: "STATE_ASSIGNED",
+            2: "STATE_PULLING",
+            3: "STATE_STARTING",
+            4: "STATE_RUNNING",
+            5: "STATE_TERMINATED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "STATE_UNSPECIFIED": 0,
+            "STATE_ASSIGNED": 1,
+            "STATE_PULLING": 2,
+            "STATE_STARTING": 3,
+            "STATE_RUNNING": 4,
+            "STATE_TERMINATED": 5,
+        }
+
+
+class DeviceType(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    CPU = 1
+
+    CUDA = 2
+
+    ROCM = 3
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "TYPE_UNSPECIFIED",
+            1: "TYPE_CPU",
+            2: "TYPE_CUDA",
+            3: "TYPE_ROCM",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "TYPE_UNSPECIFIED": 0,
+            "TYPE_CPU": 1,
+            "TYPE_CUDA": 2,
+            "TYPE_ROCM": 3,
+        }
+
+
+class FittingPolicy(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    BEST = 1
+
+    WORST = 2
+
+    KUBERNETES = 3
+
+    SLURM = 4
+
+    PBS = 5
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "FITTING_POLICY_UNSPECIFIED",
+            1: "FITTING_POLICY_BEST",
+            2: "FITTING_POLICY_WORST",
+            3: "FITTING_POLICY_KUBERNETES",
+            4: "FITTING_POLICY_SLURM",
+            5: "FITTING_POLICY_PBS",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "FITTING_POLICY_UNSPECIFIED": 0,
+            "FITTING_POLICY_BEST": 1,
+            "FITTING_POLICY_WORST": 2,
+            "FITTING_POLICY_KUBERNETES": 3,
+            "FITTING_POLICY_SLURM": 4,
+            "FITTING_POLICY_PBS": 5,
+        }
+
+
+class GetExperimentsRequestSortBy(betterproto2.Enum):
+    """
+    Determined's GetExperimentsRequest.SortBy.
+    """
+
+    UNSPECIFIED = 0
+
+    ID = 1
+
+    DESCRIPTION = 2
+
+    START_TIME = 4
+
+    END_TIME = 5
+
+    STATE = 6
+
+    NUM_TRIALS = 8
+
+    PROGRESS = 9
+
+    USER = 10
+
+    NAME = 11
+
+    FORKED_FROM = 12
+
+    RESOURCE_POOL = 13
+
+    PROJECT_ID = 14
+
+    CHECKPOINT_SIZE = 15
+
+    CHECKPOINT_COUNT = 16
+
+    SEARCHER_METRIC_VAL = 17
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "SORT_BY_UNSPECIFIED",
+            1: "SORT_BY_ID",
+            2: "SORT_BY_DESCRIPTION",
+            4: "SORT_BY_START_TIME",
+            5: "SORT_BY_END_TIME",
+            6: "SORT_BY_STATE",
+            8: "SORT_BY_NUM_TRIALS",
+            9: "SORT_BY_PROGRESS",
+            10: "SORT_BY_USER",
+            11: "SORT_BY_NAME",
+            12: "SORT_BY_FORKED_FROM",
+            13: "SORT_BY_RESOURCE_POOL",
+            14: "SORT_BY_PROJECT_ID",
+            15: "SORT_BY_CHECKPOINT_SIZE",
+            16: "SORT_BY_CHECKPOINT_COUNT",
+            17: "SORT_BY_SEARCHER_METRIC_VAL",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "SORT_BY_UNSPECIFIED": 0,
+            "SORT_BY_ID": 1,
+            "SORT_BY_DESCRIPTION": 2,
+            "SORT_BY_START_TIME": 4,
+            "SORT_BY_END_TIME": 5,
+            "SORT_BY_STATE": 6,
+            "SORT_BY_NUM_TRIALS": 8,
+            "SORT_BY_PROGRESS": 9,
+            "SORT_BY_USER": 10,
+            "SORT_BY_NAME": 11,
+            "SORT_BY_FORKED_FROM": 12,
+            "SORT_BY_RESOURCE_POOL": 13,
+            "SORT_BY_PROJECT_ID": 14,
+            "SORT_BY_CHECKPOINT_SIZE": 15,
+            "SORT_BY_CHECKPOINT_COUNT": 16,
+            "SORT_BY_SEARCHER_METRIC_VAL": 17,
+        }
+
+
+class GetExperimentTrialsRequestSortBy(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    ID = 1
+
+    START_TIME = 4
+
+    END_TIME = 5
+
+    STATE = 6
+
+    BEST_VALIDATION_METRIC = 7
+
+    LATEST_VALIDATION_METRIC = 8
+
+    BATCHES_PROCESSED = 9
+
+    DURATION = 10
+
+    RESTARTS = 11
+
+    CHECKPOINT_SIZE = 12
+
+    LOG_RETENTION_DAYS = 13
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "SORT_BY_UNSPECIFIED",
+            1: "SORT_BY_ID",
+            4: "SORT_BY_START_TIME",
+            5: "SORT_BY_END_TIME",
+            6: "SORT_BY_STATE",
+            7: "SORT_BY_BEST_VALIDATION_METRIC",
+            8: "SORT_BY_LATEST_VALIDATION_METRIC",
+            9: "SORT_BY_BATCHES_PROCESSED",
+            10: "SORT_BY_DURATION",
+            11: "SORT_BY_RESTARTS",
+            12: "SORT_BY_CHECKPOINT_SIZE",
+            13: "SORT_BY_LOG_RETENTION_DAYS",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "SORT_BY_UNSPECIFIED": 0,
+            "SORT_BY_ID": 1,
+            "SORT_BY_START_TIME": 4,
+            "SORT_BY_END_TIME": 5,
+            "SORT_BY_STATE": 6,
+            "SORT_BY_BEST_VALIDATION_METRIC": 7,
+            "SORT_BY_LATEST_VALIDATION_METRIC": 8,
+            "SORT_BY_BATCHES_PROCESSED": 9,
+            "SORT_BY_DURATION": 10,
+            "SORT_BY_RESTARTS": 11,
+            "SORT_BY_CHECKPOINT_SIZE": 12,
+            "SORT_BY_LOG_RETENTION_DAYS": 13,
+        }
+
+
+class GetMasterResponseProduct(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    COMMUNITY = 1
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "PRODUCT_UNSPECIFIED",
+            1: "PRODUCT_COMMUNITY",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "PRODUCT_UNSPECIFIED": 0,
+            "PRODUCT_COMMUNITY": 1,
+        }
 
 
 class GetModelsRequestSortBy(betterproto2.Enum):
@@ -594,6 +917,156 @@ class GetWorkspacesRequestSortBy(betterproto2.Enum):
             "SORT_BY_UNSPECIFIED": 0,
             "SORT_BY_ID": 1,
             "SORT_BY_NAME": 2,
+        }
+
+
+class JobType(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    EXPERIMENT = 1
+
+    NOTEBOOK = 2
+
+    TENSORBOARD = 3
+
+    SHELL = 4
+
+    COMMAND = 5
+
+    CHECKPOINT_GC = 6
+
+    EXTERNAL = 7
+
+    GENERIC = 8
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "TYPE_UNSPECIFIED",
+            1: "TYPE_EXPERIMENT",
+            2: "TYPE_NOTEBOOK",
+            3: "TYPE_TENSORBOARD",
+            4: "TYPE_SHELL",
+            5: "TYPE_COMMAND",
+            6: "TYPE_CHECKPOINT_GC",
+            7: "TYPE_EXTERNAL",
+            8: "TYPE_GENERIC",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "TYPE_UNSPECIFIED": 0,
+            "TYPE_EXPERIMENT": 1,
+            "TYPE_NOTEBOOK": 2,
+            "TYPE_TENSORBOARD": 3,
+            "TYPE_SHELL": 4,
+            "TYPE_COMMAND": 5,
+            "TYPE_CHECKPOINT_GC": 6,
+            "TYPE_EXTERNAL": 7,
+            "TYPE_GENERIC": 8,
+        }
+
+
+class JobSummaryState(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    QUEUED = 1
+    """
+    Waiting for resources.
+    """
+
+    SCHEDULED = 2
+    """
+    Running, or about to.
+    """
+
+    SCHEDULED_BACKFILLED = 3
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "STATE_UNSPECIFIED",
+            1: "STATE_QUEUED",
+            2: "STATE_SCHEDULED",
+            3: "STATE_SCHEDULED_BACKFILLED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "STATE_UNSPECIFIED": 0,
+            "STATE_QUEUED": 1,
+            "STATE_SCHEDULED": 2,
+            "STATE_SCHEDULED_BACKFILLED": 3,
+        }
+
+
+class LaunchWarning(betterproto2.Enum):
+    """
+    Determined's LaunchWarning.
+    """
+
+    UNSPECIFIED = 0
+
+    CURRENT_SLOTS_EXCEEDED = 1
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "LAUNCH_WARNING_UNSPECIFIED",
+            1: "LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "LAUNCH_WARNING_UNSPECIFIED": 0,
+            "LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED": 1,
+        }
+
+
+class LogLevel(betterproto2.Enum):
+    """
+    Determined's logv1.LogLevel.
+    """
+
+    UNSPECIFIED = 0
+
+    TRACE = 1
+
+    DEBUG = 2
+
+    INFO = 3
+
+    WARNING = 4
+
+    ERROR = 5
+
+    CRITICAL = 6
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "LOG_LEVEL_UNSPECIFIED",
+            1: "LOG_LEVEL_TRACE",
+            2: "LOG_LEVEL_DEBUG",
+            3: "LOG_LEVEL_INFO",
+            4: "LOG_LEVEL_WARNING",
+            5: "LOG_LEVEL_ERROR",
+            6: "LOG_LEVEL_CRITICAL",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "LOG_LEVEL_UNSPECIFIED": 0,
+            "LOG_LEVEL_TRACE": 1,
+            "LOG_LEVEL_DEBUG": 2,
+            "LOG_LEVEL_INFO": 3,
+            "LOG_LEVEL_WARNING": 4,
+            "LOG_LEVEL_ERROR": 5,
+            "LOG_LEVEL_CRITICAL": 6,
         }
 
 
@@ -881,6 +1354,82 @@ class PermissionType(betterproto2.Enum):
         }
 
 
+class ResourcePoolType(betterproto2.Enum):
+    """
+    Determined's resourcepoolv1 enums.
+    """
+
+    UNSPECIFIED = 0
+
+    AWS = 1
+
+    GCP = 2
+
+    STATIC = 3
+
+    K8S = 4
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "RESOURCE_POOL_TYPE_UNSPECIFIED",
+            1: "RESOURCE_POOL_TYPE_AWS",
+            2: "RESOURCE_POOL_TYPE_GCP",
+            3: "RESOURCE_POOL_TYPE_STATIC",
+            4: "RESOURCE_POOL_TYPE_K8S",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "RESOURCE_POOL_TYPE_UNSPECIFIED": 0,
+            "RESOURCE_POOL_TYPE_AWS": 1,
+            "RESOURCE_POOL_TYPE_GCP": 2,
+            "RESOURCE_POOL_TYPE_STATIC": 3,
+            "RESOURCE_POOL_TYPE_K8S": 4,
+        }
+
+
+class SchedulerType(betterproto2.Enum):
+    UNSPECIFIED = 0
+
+    PRIORITY = 1
+
+    FAIR_SHARE = 2
+
+    ROUND_ROBIN = 3
+
+    KUBERNETES = 4
+
+    SLURM = 5
+
+    PBS = 6
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "SCHEDULER_TYPE_UNSPECIFIED",
+            1: "SCHEDULER_TYPE_PRIORITY",
+            2: "SCHEDULER_TYPE_FAIR_SHARE",
+            3: "SCHEDULER_TYPE_ROUND_ROBIN",
+            4: "SCHEDULER_TYPE_KUBERNETES",
+            5: "SCHEDULER_TYPE_SLURM",
+            6: "SCHEDULER_TYPE_PBS",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "SCHEDULER_TYPE_UNSPECIFIED": 0,
+            "SCHEDULER_TYPE_PRIORITY": 1,
+            "SCHEDULER_TYPE_FAIR_SHARE": 2,
+            "SCHEDULER_TYPE_ROUND_ROBIN": 3,
+            "SCHEDULER_TYPE_KUBERNETES": 4,
+            "SCHEDULER_TYPE_SLURM": 5,
+            "SCHEDULER_TYPE_PBS": 6,
+        }
+
+
 class State(betterproto2.Enum):
     """
     The lifecycle state of experiments and trials (Determined's numbering).
@@ -962,6 +1511,54 @@ class State(betterproto2.Enum):
             "STATE_PULLING": 14,
             "STATE_STARTING": 15,
             "STATE_RUNNING": 16,
+        }
+
+
+class TensorboardState(betterproto2.Enum):
+    """
+    Determined's taskv1.State.
+    """
+
+    UNSPECIFIED = 0
+
+    PULLING = 3
+
+    STARTING = 4
+
+    RUNNING = 5
+
+    TERMINATED = 6
+
+    TERMINATING = 7
+
+    QUEUED = 8
+
+    WAITING = 9
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "STATE_UNSPECIFIED",
+            3: "STATE_PULLING",
+            4: "STATE_STARTING",
+            5: "STATE_RUNNING",
+            6: "STATE_TERMINATED",
+            7: "STATE_TERMINATING",
+            8: "STATE_QUEUED",
+            9: "STATE_WAITING",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "STATE_UNSPECIFIED": 0,
+            "STATE_PULLING": 3,
+            "STATE_STARTING": 4,
+            "STATE_RUNNING": 5,
+            "STATE_TERMINATED": 6,
+            "STATE_TERMINATING": 7,
+            "STATE_QUEUED": 8,
+            "STATE_WAITING": 9,
         }
 
 
@@ -1296,29 +1893,59 @@ default_message_pool.register_message("v1", "AddProjectNoteResponse", AddProject
 
 @dataclass(eq=False, repr=False)
 class Agent(betterproto2.Message):
+    """
+    Determined's agentv1.Agent, with its field numbers; pydet's own fields from 100.
+    """
+
     id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
-    address: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    registered_time: "datetime.datetime | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    slots: "list[Slot]" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, repeated=True)
+    slots: "dict[str, Slot]" = betterproto2.field(
+        3,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_MESSAGE),
+    )
+    """
+    By slot id.
+    """
 
-    resource_pool: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    containers: "dict[str, Container]" = betterproto2.field(
+        4,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_MESSAGE),
+    )
+    """
+    The containers the master believes are on it, by id.
+    """
 
-    registered_time: "float" = betterproto2.field(5, betterproto2.TYPE_DOUBLE)
+    resource_pools: "list[str]" = betterproto2.field(6, betterproto2.TYPE_STRING, repeated=True)
 
-    enabled: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
+    addresses: "list[str]" = betterproto2.field(7, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Where other hosts reach it.
+    """
 
-    draining: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
+    enabled: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
 
-    connected: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
-
-    runtime: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
+    draining: "bool" = betterproto2.field(9, betterproto2.TYPE_BOOL)
 
     version: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
 
-    container_ids: "list[str]" = betterproto2.field(11, betterproto2.TYPE_STRING, repeated=True)
+    slot_stats: "SlotStats | None" = betterproto2.field(
+        11, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
-    problems: "list[str]" = betterproto2.field(12, betterproto2.TYPE_STRING, repeated=True)
+    connected: "bool" = betterproto2.field(100, betterproto2.TYPE_BOOL)
+
+    runtime: "str" = betterproto2.field(101, betterproto2.TYPE_STRING)
+    """
+    "process" or "docker".
+    """
+
+    problems: "list[str]" = betterproto2.field(102, betterproto2.TYPE_STRING, repeated=True)
     """
     What is wrong with the agent's setup, for people (a clock off the master's, an address
     other hosts cannot reach); empty when nothing is.
@@ -1360,7 +1987,7 @@ class AgentHello(betterproto2.Message):
     The address other containers use to reach this node (the rendezvous address).
     """
 
-    slots: "list[Slot]" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, repeated=True)
+    slots: "list[AgentSlot]" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, repeated=True)
 
     resource_pool: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
 
@@ -1424,6 +2051,34 @@ class AgentMessage(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "AgentMessage", AgentMessage)
+
+
+@dataclass(eq=False, repr=False)
+class AgentSlot(betterproto2.Message):
+    """
+    A slot as an agent announces it (its hello).
+    """
+
+    id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    type: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    "cpu" for artificial slots, "cuda" for NVIDIA GPUs.
+    """
+
+    device: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    uuid: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+
+    enabled: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+
+    allocation_id: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    """
+    The allocation using the slot, "" when free.
+    """
+
+
+default_message_pool.register_message("v1", "AgentSlot", AgentSlot)
 
 
 @dataclass(eq=False, repr=False)
@@ -1660,25 +2315,23 @@ default_message_pool.register_message("v1", "BindRPToWorkspaceResponse", BindRpT
 
 @dataclass(eq=False, repr=False)
 class Checkpoint(betterproto2.Message):
-    uuid: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    trial_id: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
-
-    experiment_id: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
-
-    allocation_id: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-
-    task_id: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
-
-    steps_completed: "int" = betterproto2.field(6, betterproto2.TYPE_INT64)
-
-    metadata: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
     """
-    JSON object of the user's metadata.
+    Determined's checkpointv1.Checkpoint, with its field numbers; pydet's own fields from 100.
+    Trials report theirs in this shape too (ReportCheckpoint).
     """
+
+    task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    allocation_id: "str | None" = betterproto2.field(2, betterproto2.TYPE_STRING, optional=True)
+
+    uuid: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    report_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
     resources: "dict[str, int]" = betterproto2.field(
-        8,
+        5,
         betterproto2.TYPE_MAP,
         map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_INT64),
     )
@@ -1686,30 +2339,33 @@ class Checkpoint(betterproto2.Message):
     Relative file path to size in bytes.
     """
 
-    size: "int" = betterproto2.field(9, betterproto2.TYPE_INT64)
-
-    state: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
-    """
-    "COMPLETED", "PARTIALLY_DELETED" (some files removed) or "DELETED".
-    """
-
-    report_time: "float" = betterproto2.field(11, betterproto2.TYPE_DOUBLE)
-
-    storage: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
-    """
-    JSON of the checkpoint_storage config it was written with.
-    """
-
-    searcher_metric: "float | None" = betterproto2.field(
-        13, betterproto2.TYPE_DOUBLE, optional=True
+    metadata: "_google__protobuf__.Struct | None" = betterproto2.field(
+        6, betterproto2.TYPE_MESSAGE, optional=True
     )
     """
-    The searcher metric of the validation at the same step, when there was one.
+    The user's metadata (with steps_completed).
     """
 
-    validation_metrics: "str" = betterproto2.field(20, betterproto2.TYPE_STRING)
+    state: "CheckpointState" = betterproto2.field(
+        7, betterproto2.TYPE_ENUM, default_factory=lambda: CheckpointState(0)
+    )
+
+    training: "CheckpointTrainingMetadata | None" = betterproto2.field(
+        8, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    steps_completed: "int" = betterproto2.field(100, betterproto2.TYPE_INT64)
+
+    size: "int" = betterproto2.field(101, betterproto2.TYPE_INT64)
     """
-    JSON object: the metrics of the validation at the same step ("" when there was none).
+    Bytes of its files.
+    """
+
+    storage: "_google__protobuf__.Struct | None" = betterproto2.field(
+        102, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    The checkpoint_storage config it was written with (secrets hidden where shown).
     """
 
 
@@ -1741,6 +2397,34 @@ class CheckpointsRemoveFilesResponse(betterproto2.Message):
 
 default_message_pool.register_message(
     "v1", "CheckpointsRemoveFilesResponse", CheckpointsRemoveFilesResponse
+)
+
+
+@dataclass(eq=False, repr=False)
+class CheckpointTrainingMetadata(betterproto2.Message):
+    """
+    Determined's checkpointv1.CheckpointTrainingMetadata: which trial wrote it, and the
+    searcher metric of the validation at its step (pydet fills these three).
+    """
+
+    trial_id: "int | None" = betterproto2.field(1, betterproto2.TYPE_INT32, optional=True)
+
+    experiment_id: "int | None" = betterproto2.field(2, betterproto2.TYPE_INT32, optional=True)
+
+    validation_metrics: "Metrics | None" = betterproto2.field(
+        6, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    The metrics of the validation at the same step (empty when there was none).
+    """
+
+    searcher_metric: "float | None" = betterproto2.field(
+        17, betterproto2.TYPE_DOUBLE, optional=True
+    )
+
+
+default_message_pool.register_message(
+    "v1", "CheckpointTrainingMetadata", CheckpointTrainingMetadata
 )
 
 
@@ -1788,43 +2472,54 @@ default_message_pool.register_message("v1", "ClusterMessage", ClusterMessage)
 
 @dataclass(eq=False, repr=False)
 class Command(betterproto2.Message):
+    """
+    Determined's commandv1.Command.
+    """
+
     id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
     description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    state: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    state: "TensorboardState" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: TensorboardState(0)
+    )
     """
-    Determined's task states: STATE_QUEUED, STATE_STARTING, STATE_RUNNING,
+    Determined's taskv1.State: STATE_QUEUED, STATE_STARTING, STATE_RUNNING,
     STATE_TERMINATING, STATE_TERMINATED.
     """
 
-    start_time: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+    start_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    username: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+    username: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
 
-    resource_pool: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+    display_name: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
 
-    exit_status: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+    user_id: "int" = betterproto2.field(8, betterproto2.TYPE_INT32)
 
-    job_id: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    resource_pool: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
 
-    exit_code: "int | None" = betterproto2.field(20, betterproto2.TYPE_INT32, optional=True)
+    exit_status: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+
+    job_id: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+
+    workspace_id: "int" = betterproto2.field(12, betterproto2.TYPE_INT32)
+
+    exit_code: "int | None" = betterproto2.field(100, betterproto2.TYPE_INT32, optional=True)
     """
     The entrypoint's exit code once it has exited; unset while it runs, or if it never ran.
     """
 
-    end_time: "float" = betterproto2.field(21, betterproto2.TYPE_DOUBLE)
+    end_time: "datetime.datetime | None" = betterproto2.field(
+        101, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    priority: "int" = betterproto2.field(22, betterproto2.TYPE_INT32)
+    priority: "int" = betterproto2.field(102, betterproto2.TYPE_INT32)
 
-    slots: "int" = betterproto2.field(23, betterproto2.TYPE_INT32)
+    slots: "int" = betterproto2.field(103, betterproto2.TYPE_INT32)
 
-    allocation_id: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
-
-    workspace_id: "int" = betterproto2.field(25, betterproto2.TYPE_INT32)
-    """
-    The workspace it belongs to (1, Uncategorized, unless launched into another).
-    """
+    allocation_id: "str" = betterproto2.field(104, betterproto2.TYPE_STRING)
 
 
 default_message_pool.register_message("v1", "Command", Command)
@@ -1858,6 +2553,31 @@ class CompleteSearcherOperationResponse(betterproto2.Message):
 default_message_pool.register_message(
     "v1", "CompleteSearcherOperationResponse", CompleteSearcherOperationResponse
 )
+
+
+@dataclass(eq=False, repr=False)
+class Container(betterproto2.Message):
+    """
+    Determined's containerv1.Container: a task's container on an agent.
+    """
+
+    parent: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The allocation it belongs to.
+    """
+
+    id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    state: "ContainerState" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: ContainerState(0)
+    )
+
+    devices: "list[Device]" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, repeated=True)
+
+    permission_denied: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+
+
+default_message_pool.register_message("v1", "Container", Container)
 
 
 @dataclass(eq=False, repr=False)
@@ -1934,7 +2654,7 @@ class ContainerSpec(betterproto2.Message):
 
     drop_capabilities: "list[str]" = betterproto2.field(7, betterproto2.TYPE_STRING, repeated=True)
 
-    devices: "list[Device]" = betterproto2.field(8, betterproto2.TYPE_MESSAGE, repeated=True)
+    devices: "list[DeviceMount]" = betterproto2.field(8, betterproto2.TYPE_MESSAGE, repeated=True)
 
     labels: "dict[str, str]" = betterproto2.field(
         9,
@@ -1984,6 +2704,8 @@ class ContinueExperimentResponse(betterproto2.Message):
         1, betterproto2.TYPE_MESSAGE, optional=True
     )
 
+    warnings: "list[LaunchWarning]" = betterproto2.field(2, betterproto2.TYPE_ENUM, repeated=True)
+
 
 default_message_pool.register_message(
     "v1", "ContinueExperimentResponse", ContinueExperimentResponse
@@ -1992,46 +2714,63 @@ default_message_pool.register_message(
 
 @dataclass(eq=False, repr=False)
 class CreateExperimentRequest(betterproto2.Message):
-    config: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    Determined's CreateExperimentRequest; pydet's CLI and SDK send the context as one packed
+    archive instead of model_definition's files.
+    """
+
+    model_definition: "list[File]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The context directory's files (Determined's clients send these).
+    """
+
+    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
     The experiment config as the user wrote it (YAML or JSON text).
     """
 
-    context: "bytes" = betterproto2.field(2, betterproto2.TYPE_BYTES)
-    """
-    The packed context directory (gzip'd tar).
-    """
-
-    paused: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
-    """
-    Create it paused instead of starting it.
-    """
-
-    validate_only: "bool" = betterproto2.field(4, betterproto2.TYPE_BOOL)
+    validate_only: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
     """
     Validate the config and return without creating anything.
     """
 
-    parent_id: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
+    parent_id: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    """
+    Fork: the context (when none is sent) and hidden secrets come from this experiment.
+    """
 
-    username: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    activate: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+    """
+    Start it at once (false: create it paused).
+    """
 
-    unmanaged: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
+    project_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+
+    template: "str | None" = betterproto2.field(7, betterproto2.TYPE_STRING, optional=True)
+    """
+    A template to merge the config over (as a config's template: key).
+    """
+
+    unmanaged: "bool | None" = betterproto2.field(40, betterproto2.TYPE_BOOL, optional=True)
     """
     An experiment a script off the cluster reports into (Determined's unmanaged
     experiment): no context, no entrypoint needed, and no trial is ever scheduled.
     """
 
-    external_experiment_id: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    context: "bytes" = betterproto2.field(100, betterproto2.TYPE_BYTES)
+    """
+    The packed context directory (gzip'd tar), pydet's alternative to model_definition.
+    """
+
+    username: "str" = betterproto2.field(101, betterproto2.TYPE_STRING)
+    """
+    Set by the master: the caller.
+    """
+
+    external_experiment_id: "str" = betterproto2.field(102, betterproto2.TYPE_STRING)
     """
     An unmanaged run's own name for its experiment (core_v2.Config.external_experiment_id):
     the caller's experiment of that name is reused (brought back if it has ended).
-    """
-
-    project_id: "int" = betterproto2.field(9, betterproto2.TYPE_INT32)
-    """
-    The project it goes into; 0 for the one its config names (workspace: and project:),
-    else the default project (Uncategorized).
     """
 
 
@@ -2044,12 +2783,19 @@ class CreateExperimentResponse(betterproto2.Message):
         1, betterproto2.TYPE_MESSAGE, optional=True
     )
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    The fully-filled config (JSON).
+    The fully-filled config, its secrets hidden.
     """
 
-    warnings: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
+    warnings: "list[LaunchWarning]" = betterproto2.field(3, betterproto2.TYPE_ENUM, repeated=True)
+
+    warning_messages: "list[str]" = betterproto2.field(100, betterproto2.TYPE_STRING, repeated=True)
+    """
+    What the master warns of, for people (pydet's: a missing entrypoint, say).
+    """
 
 
 default_message_pool.register_message("v1", "CreateExperimentResponse", CreateExperimentResponse)
@@ -2428,6 +3174,36 @@ default_message_pool.register_message("v1", "DeleteWorkspaceResponse", DeleteWor
 
 @dataclass(eq=False, repr=False)
 class Device(betterproto2.Message):
+    """
+    Determined's devicev1.Device.
+    """
+
+    id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+    """
+    Its index on the agent.
+    """
+
+    brand: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Its name ("NVIDIA A100-SXM4-40GB"; "cpu" for an artificial slot).
+    """
+
+    uuid: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    type: "DeviceType" = betterproto2.field(
+        4, betterproto2.TYPE_ENUM, default_factory=lambda: DeviceType(0)
+    )
+
+
+default_message_pool.register_message("v1", "Device", Device)
+
+
+@dataclass(eq=False, repr=False)
+class DeviceMount(betterproto2.Message):
+    """
+    A host device mounted into a container (resources.devices).
+    """
+
     host_path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
     container_path: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
@@ -2435,7 +3211,30 @@ class Device(betterproto2.Message):
     mode: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
 
 
-default_message_pool.register_message("v1", "Device", Device)
+default_message_pool.register_message("v1", "DeviceMount", DeviceMount)
+
+
+@dataclass(eq=False, repr=False)
+class DeviceStats(betterproto2.Message):
+    """
+    Determined's agentv1.DeviceStats and SlotStats: an agent's slots counted by device type
+    (TYPE_CUDA) and by brand, with their containers' states.
+    """
+
+    states: "dict[str, int]" = betterproto2.field(
+        1,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_INT32),
+    )
+
+    draining: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+    disabled: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+
+    total: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message("v1", "DeviceStats", DeviceStats)
 
 
 @dataclass(eq=False, repr=False)
@@ -2497,68 +3296,126 @@ default_message_pool.register_message("v1", "ExitAcknowledged", ExitAcknowledged
 
 @dataclass(eq=False, repr=False)
 class Experiment(betterproto2.Message):
+    """
+    Determined's experimentv1.Experiment, with its field numbers; pydet's own fields from 100.
+    """
+
     id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
 
-    name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    description: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    labels: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
 
-    labels: "list[str]" = betterproto2.field(4, betterproto2.TYPE_STRING, repeated=True)
+    start_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    state: "State" = betterproto2.field(5, betterproto2.TYPE_ENUM, default_factory=lambda: State(0))
+    end_time: "datetime.datetime | None" = betterproto2.field(
+        5, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    start_time: "float" = betterproto2.field(6, betterproto2.TYPE_DOUBLE)
+    state: "State" = betterproto2.field(6, betterproto2.TYPE_ENUM, default_factory=lambda: State(0))
 
-    end_time: "float | None" = betterproto2.field(7, betterproto2.TYPE_DOUBLE, optional=True)
+    archived: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
 
-    username: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    num_trials: "int" = betterproto2.field(8, betterproto2.TYPE_INT32)
 
-    archived: "bool" = betterproto2.field(9, betterproto2.TYPE_BOOL)
+    username: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
 
-    progress: "float" = betterproto2.field(10, betterproto2.TYPE_DOUBLE)
+    resource_pool: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+
+    searcher_type: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+    """
+    searcher.name: single, random, grid, adaptive_asha, optuna, pbt, custom.
+    """
+
+    name: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+
+    notes: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
+
+    job_id: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
+
+    forked_from: "int | None" = betterproto2.field(
+        16, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Int32Value, optional=True
+    )
+    """
+    The experiment it was forked from (created with parent_id).
+    """
+
+    progress: "float | None" = betterproto2.field(
+        17, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.DoubleValue, optional=True
+    )
     """
     Fraction of the search done, 0..1.
     """
 
-    num_trials: "int" = betterproto2.field(11, betterproto2.TYPE_INT32)
+    display_name: "str" = betterproto2.field(18, betterproto2.TYPE_STRING)
 
-    resource_pool: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+    user_id: "int" = betterproto2.field(19, betterproto2.TYPE_INT32)
 
-    job_id: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    trial_ids: "list[int]" = betterproto2.field(20, betterproto2.TYPE_INT32, repeated=True)
 
-    searcher_name: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
+    project_id: "int" = betterproto2.field(21, betterproto2.TYPE_INT32)
 
-    searcher_metric: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
+    project_name: "str" = betterproto2.field(22, betterproto2.TYPE_STRING)
 
-    smaller_is_better: "bool" = betterproto2.field(16, betterproto2.TYPE_BOOL)
+    workspace_id: "int" = betterproto2.field(23, betterproto2.TYPE_INT32)
 
-    best_searcher_metric: "float | None" = betterproto2.field(
-        17, betterproto2.TYPE_DOUBLE, optional=True
+    workspace_name: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
+
+    parent_archived: "bool" = betterproto2.field(25, betterproto2.TYPE_BOOL)
+
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        26, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    The filled-in config, its secrets hidden: in GetExperiment's answer; unset in lists.
+    """
+
+    original_config: "str" = betterproto2.field(27, betterproto2.TYPE_STRING)
+    """
+    The config as submitted (YAML or JSON), its secrets hidden: in GetExperiment's answer.
+    """
+
+    project_owner_id: "int" = betterproto2.field(28, betterproto2.TYPE_INT32)
+
+    checkpoint_size: "int" = betterproto2.field(29, betterproto2.TYPE_INT64)
+
+    checkpoint_count: "int" = betterproto2.field(30, betterproto2.TYPE_INT32)
+
+    best_trial_searcher_metric: "float | None" = betterproto2.field(
+        31, betterproto2.TYPE_DOUBLE, optional=True
     )
 
-    parent_id: "int" = betterproto2.field(18, betterproto2.TYPE_INT32)
+    best_trial_id: "int | None" = betterproto2.field(32, betterproto2.TYPE_INT32, optional=True)
 
-    project: "str" = betterproto2.field(19, betterproto2.TYPE_STRING)
-
-    workspace: "str" = betterproto2.field(20, betterproto2.TYPE_STRING)
-
-    unmanaged: "bool" = betterproto2.field(21, betterproto2.TYPE_BOOL)
+    unmanaged: "bool" = betterproto2.field(40, betterproto2.TYPE_BOOL)
     """
     Reported into by a script off the cluster (core_v2.init() there); never scheduled.
     """
 
-    notes: "str" = betterproto2.field(30, betterproto2.TYPE_STRING)
+    duration: "int | None" = betterproto2.field(41, betterproto2.TYPE_INT32, optional=True)
     """
-    Free-form notes (the SDK's Experiment.set_notes, the WebUI's notes tab).
-    """
-
-    project_id: "int" = betterproto2.field(31, betterproto2.TYPE_INT32)
-    """
-    The project it is in (``project`` is its name), and that project's workspace
-    (``workspace``).
+    Seconds from start to end (or to now, while it runs).
     """
 
-    workspace_id: "int" = betterproto2.field(32, betterproto2.TYPE_INT32)
+    searcher_metric: "str" = betterproto2.field(42, betterproto2.TYPE_STRING)
+
+    external_experiment_id: "str | None" = betterproto2.field(
+        43, betterproto2.TYPE_STRING, optional=True
+    )
+
+    hyperparameters: "_google__protobuf__.Struct | None" = betterproto2.field(
+        46, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    The config's hyperparameters.
+    """
+
+    smaller_is_better: "bool" = betterproto2.field(100, betterproto2.TYPE_BOOL)
+    """
+    searcher.smaller_is_better (pydet's: Determined's clients read it from the config).
+    """
 
 
 default_message_pool.register_message("v1", "Experiment", Experiment)
@@ -2602,6 +3459,33 @@ class ExperimentLabels(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "ExperimentLabels", ExperimentLabels)
+
+
+@dataclass(eq=False, repr=False)
+class File(betterproto2.Message):
+    """
+    A file of an experiment's model definition (Determined's utilv1.File).
+    """
+
+    path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    type: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+    """
+    48 ("0") for a file, 53 ("5") for a directory: the tar header's type flag.
+    """
+
+    content: "bytes" = betterproto2.field(3, betterproto2.TYPE_BYTES)
+
+    mtime: "int" = betterproto2.field(4, betterproto2.TYPE_INT64)
+
+    uid: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
+
+    gid: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+
+    mode: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message("v1", "File", File)
 
 
 @dataclass(eq=False, repr=False)
@@ -2668,10 +3552,17 @@ default_message_pool.register_message("v1", "GetAgentsRequest", GetAgentsRequest
 class GetAgentsResponse(betterproto2.Message):
     agents: "list[Agent]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
 
-    instances: "list[Instance]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    instances: "list[Instance]" = betterproto2.field(100, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    An elastic pool's instances, and how its provisioner stands (pydet's).
+    """
 
     provisioners: "list[ProvisionerStatus]" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, repeated=True
+        101, betterproto2.TYPE_MESSAGE, repeated=True
     )
 
 
@@ -2724,8 +3615,16 @@ default_message_pool.register_message("v1", "GetCheckpointsRequest", GetCheckpoi
 
 @dataclass(eq=False, repr=False)
 class GetCheckpointsResponse(betterproto2.Message):
+    """
+    Determined's GetExperimentCheckpointsResponse and GetTrialCheckpointsResponse.
+    """
+
     checkpoints: "list[Checkpoint]" = betterproto2.field(
         1, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
     )
 
 
@@ -2766,7 +3665,9 @@ default_message_pool.register_message("v1", "GetCommandRequest", GetCommandReque
 class GetCommandResponse(betterproto2.Message):
     command: "Command | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetCommandResponse", GetCommandResponse)
@@ -2779,7 +3680,7 @@ class GetCommandsRequest(betterproto2.Message):
     Only these users' commands (every user's when empty).
     """
 
-    workspace_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+    workspace_id: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
     """
     Only that workspace's (every workspace's when 0).
     """
@@ -2791,6 +3692,10 @@ default_message_pool.register_message("v1", "GetCommandsRequest", GetCommandsReq
 @dataclass(eq=False, repr=False)
 class GetCommandsResponse(betterproto2.Message):
     commands: "list[Command]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetCommandsResponse", GetCommandsResponse)
@@ -2882,24 +3787,28 @@ class GetExperimentResponse(betterproto2.Message):
         1, betterproto2.TYPE_MESSAGE, optional=True
     )
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    job_summary: "JobSummary | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    The fully-filled config (JSON).
+    Where its job stands in the queue, while it has one.
     """
 
-    original_config: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    The config exactly as submitted.
+    The fully-filled config, its secrets hidden.
     """
 
     imported_trials: "list[ImportedTrial]" = betterproto2.field(
-        4, betterproto2.TYPE_MESSAGE, repeated=True
+        100, betterproto2.TYPE_MESSAGE, repeated=True
     )
     """
     A warm-started search's trials from its searcher.source_experiment_id: shown, never run.
     """
 
-    pareto_front: "list[int]" = betterproto2.field(5, betterproto2.TYPE_INT32, repeated=True)
+    pareto_front: "list[int]" = betterproto2.field(101, betterproto2.TYPE_INT32, repeated=True)
     """
     A multi-objective search's Pareto front (searcher.metrics): trial ids, in id order.
     """
@@ -2910,37 +3819,53 @@ default_message_pool.register_message("v1", "GetExperimentResponse", GetExperime
 
 @dataclass(eq=False, repr=False)
 class GetExperimentsRequest(betterproto2.Message):
-    limit: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
-
-    offset: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
-
-    states: "list[State]" = betterproto2.field(3, betterproto2.TYPE_ENUM, repeated=True)
-
-    archived: "bool | None" = betterproto2.field(4, betterproto2.TYPE_BOOL, optional=True)
-
-    name: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
-
-    order_by: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    sort_by: "GetExperimentsRequestSortBy" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: GetExperimentsRequestSortBy(0)
+    )
     """
-    Field to sort by: "id" (default), "name", "state", "start_time", "end_time", "progress".
+    By id when unspecified.
     """
 
-    descending: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
+    order_by: "OrderBy" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: OrderBy(0)
+    )
 
-    users: "list[str]" = betterproto2.field(8, betterproto2.TYPE_STRING, repeated=True)
+    offset: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+
+    limit: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    """
+    0: all of them.
+    """
+
+    description: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+    """
+    Only those whose description contains this.
+    """
+
+    labels: "list[str]" = betterproto2.field(6, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Only those with all of these labels.
+    """
+
+    archived: "bool | None" = betterproto2.field(
+        7, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.BoolValue, optional=True
+    )
+
+    states: "list[State]" = betterproto2.field(8, betterproto2.TYPE_ENUM, repeated=True)
+
+    users: "list[str]" = betterproto2.field(9, betterproto2.TYPE_STRING, repeated=True)
     """
     Only experiments of these owners (usernames); empty for everybody's.
     """
 
-    project_id: "int" = betterproto2.field(12, betterproto2.TYPE_INT32)
+    name: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
     """
-    Only the experiments of this project; 0 for every project's.
+    Only those whose name contains this.
     """
 
-    labels: "list[str]" = betterproto2.field(13, betterproto2.TYPE_STRING, repeated=True)
-    """
-    Only experiments with every one of these labels.
-    """
+    user_ids: "list[int]" = betterproto2.field(11, betterproto2.TYPE_INT32, repeated=True)
+
+    project_id: "int" = betterproto2.field(12, betterproto2.TYPE_INT32)
 
 
 default_message_pool.register_message("v1", "GetExperimentsRequest", GetExperimentsRequest)
@@ -2952,7 +3877,9 @@ class GetExperimentsResponse(betterproto2.Message):
         1, betterproto2.TYPE_MESSAGE, repeated=True
     )
 
-    total: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetExperimentsResponse", GetExperimentsResponse)
@@ -2960,7 +3887,28 @@ default_message_pool.register_message("v1", "GetExperimentsResponse", GetExperim
 
 @dataclass(eq=False, repr=False)
 class GetExperimentTrialsRequest(betterproto2.Message):
-    experiment_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+    """
+    Determined's GetExperimentTrialsRequest.
+    """
+
+    sort_by: "GetExperimentTrialsRequestSortBy" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: GetExperimentTrialsRequestSortBy(0)
+    )
+
+    order_by: "OrderBy" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: OrderBy(0)
+    )
+
+    offset: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+
+    limit: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    """
+    0: all of them.
+    """
+
+    states: "list[State]" = betterproto2.field(5, betterproto2.TYPE_ENUM, repeated=True)
+
+    experiment_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
 
 
 default_message_pool.register_message(
@@ -2971,6 +3919,10 @@ default_message_pool.register_message(
 @dataclass(eq=False, repr=False)
 class GetExperimentTrialsResponse(betterproto2.Message):
     trials: "list[Trial]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message(
@@ -3118,9 +4070,20 @@ default_message_pool.register_message("v1", "GetGroupsResponse", GetGroupsRespon
 
 @dataclass(eq=False, repr=False)
 class GetJobsRequest(betterproto2.Message):
-    resource_pool: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    Determined's GetJobsRequest (less its order and states).
+    """
+
+    resource_pool: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
     "" for the default pool.
+    """
+
+    offset: "int" = betterproto2.field(10, betterproto2.TYPE_INT32)
+
+    limit: "int" = betterproto2.field(11, betterproto2.TYPE_INT32)
+    """
+    0: all of them.
     """
 
 
@@ -3129,7 +4092,11 @@ default_message_pool.register_message("v1", "GetJobsRequest", GetJobsRequest)
 
 @dataclass(eq=False, repr=False)
 class GetJobsResponse(betterproto2.Message):
-    jobs: "list[Job]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    pagination: "Pagination | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    jobs: "list[Job]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
 
 
 default_message_pool.register_message("v1", "GetJobsResponse", GetJobsResponse)
@@ -3165,14 +4132,43 @@ default_message_pool.register_message("v1", "GetMasterRequest", GetMasterRequest
 
 @dataclass(eq=False, repr=False)
 class GetMasterResponse(betterproto2.Message):
+    """
+    Determined's GetMasterResponse, less what pydet has no use for (SSO, branding, telemetry).
+    """
+
     version: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
     cluster_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
     cluster_name: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
 
+    master_id: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    This master process's id (random per start).
+    """
+
+    strict_job_queue_control: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+    """
+    Determined's switches, as pydet has them: no strict queue control, no custom logo,
+    no telemetry, no RBAC (yet); users are managed here.
+    """
+
+    has_custom_logo: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
+
+    telemetry_enabled: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
+
+    rbac_enabled: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
+
+    user_management_enabled: "bool" = betterproto2.field(9, betterproto2.TYPE_BOOL)
+
+    product: "GetMasterResponseProduct" = betterproto2.field(
+        10, betterproto2.TYPE_ENUM, default_factory=lambda: GetMasterResponseProduct(0)
+    )
+
+    feature_switches: "list[str]" = betterproto2.field(11, betterproto2.TYPE_STRING, repeated=True)
+
     cluster_message: "ClusterMessage | None" = betterproto2.field(
-        4, betterproto2.TYPE_MESSAGE, optional=True
+        100, betterproto2.TYPE_MESSAGE, optional=True
     )
     """
     The cluster-wide message shown now, if any (`det master cluster-message set`).
@@ -3383,7 +4379,9 @@ default_message_pool.register_message("v1", "GetNotebookRequest", GetNotebookReq
 class GetNotebookResponse(betterproto2.Message):
     notebook: "Notebook | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetNotebookResponse", GetNotebookResponse)
@@ -3393,7 +4391,10 @@ default_message_pool.register_message("v1", "GetNotebookResponse", GetNotebookRe
 class GetNotebooksRequest(betterproto2.Message):
     users: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
 
-    workspace_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+    workspace_id: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
+    """
+    Only that workspace's (every workspace's when 0).
+    """
 
 
 default_message_pool.register_message("v1", "GetNotebooksRequest", GetNotebooksRequest)
@@ -3402,6 +4403,10 @@ default_message_pool.register_message("v1", "GetNotebooksRequest", GetNotebooksR
 @dataclass(eq=False, repr=False)
 class GetNotebooksResponse(betterproto2.Message):
     notebooks: "list[Notebook]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetNotebooksResponse", GetNotebooksResponse)
@@ -3476,7 +4481,13 @@ default_message_pool.register_message("v1", "GetResourcePoolsRequest", GetResour
 
 @dataclass(eq=False, repr=False)
 class GetResourcePoolsResponse(betterproto2.Message):
-    pools: "list[ResourcePool]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    resource_pools: "list[ResourcePool]" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetResourcePoolsResponse", GetResourcePoolsResponse)
@@ -3577,7 +4588,9 @@ default_message_pool.register_message("v1", "GetShellRequest", GetShellRequest)
 class GetShellResponse(betterproto2.Message):
     shell: "Shell | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetShellResponse", GetShellResponse)
@@ -3587,7 +4600,10 @@ default_message_pool.register_message("v1", "GetShellResponse", GetShellResponse
 class GetShellsRequest(betterproto2.Message):
     users: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
 
-    workspace_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+    workspace_id: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
+    """
+    Only that workspace's (every workspace's when 0).
+    """
 
 
 default_message_pool.register_message("v1", "GetShellsRequest", GetShellsRequest)
@@ -3596,6 +4612,10 @@ default_message_pool.register_message("v1", "GetShellsRequest", GetShellsRequest
 @dataclass(eq=False, repr=False)
 class GetShellsResponse(betterproto2.Message):
     shells: "list[Shell]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetShellsResponse", GetShellsResponse)
@@ -3701,12 +4721,12 @@ default_message_pool.register_message("v1", "GetTensorboardResponse", GetTensorb
 
 @dataclass(eq=False, repr=False)
 class GetTensorboardsRequest(betterproto2.Message):
-    users: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
+    users: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
     """
     Only these users' TensorBoards (every user's when empty), of that workspace (all when 0).
     """
 
-    workspace_id: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+    workspace_id: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
 
 
 default_message_pool.register_message("v1", "GetTensorboardsRequest", GetTensorboardsRequest)
@@ -3716,6 +4736,10 @@ default_message_pool.register_message("v1", "GetTensorboardsRequest", GetTensorb
 class GetTensorboardsResponse(betterproto2.Message):
     tensorboards: "list[Tensorboard]" = betterproto2.field(
         1, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
     )
 
 
@@ -3845,6 +4869,10 @@ default_message_pool.register_message("v1", "GetUsersRequest", GetUsersRequest)
 class GetUsersResponse(betterproto2.Message):
     users: "list[User]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
 
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
 
 default_message_pool.register_message("v1", "GetUsersResponse", GetUsersResponse)
 
@@ -3860,6 +4888,10 @@ default_message_pool.register_message("v1", "GetWebhooksRequest", GetWebhooksReq
 @dataclass(eq=False, repr=False)
 class GetWebhooksResponse(betterproto2.Message):
     webhooks: "list[Webhook]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "GetWebhooksResponse", GetWebhooksResponse)
@@ -4094,14 +5126,18 @@ class ImportedTrial(betterproto2.Message):
 
     source_trial_id: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
 
-    hparams: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    hparams: "_google__protobuf__.Struct | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    JSON object of its hyperparameter values.
+    Its hyperparameter values.
     """
 
-    latest_validation: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    latest_validation: "_google__protobuf__.Struct | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    JSON object: its latest validation metrics.
+    Its latest validation metrics.
     """
 
     best_validation_metric: "float | None" = betterproto2.field(
@@ -4134,16 +5170,20 @@ class Instance(betterproto2.Message):
     launching, starting agent, running, idle, terminating or stopped.
     """
 
-    launched_at: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+    launched_at: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
     agent_id: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
     """
     The agent the instance runs; it registers with this id.
     """
 
-    idle_since: "float" = betterproto2.field(6, betterproto2.TYPE_DOUBLE)
+    idle_since: "datetime.datetime | None" = betterproto2.field(
+        6, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
     """
-    Since when its agent has been idle (0 while it runs work or is not connected).
+    Since when its agent has been idle (unset while it runs work or is not connected).
     """
 
 
@@ -4152,49 +5192,81 @@ default_message_pool.register_message("v1", "Instance", Instance)
 
 @dataclass(eq=False, repr=False)
 class Job(betterproto2.Message):
-    job_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    Short id shown by `det job list` (the experiment's job id).
-    """
-
-    type: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-    """
-    "TYPE_EXPERIMENT" (later also commands, notebooks, ...).
+    Determined's jobv1.Job, with its field numbers; pydet's own fields from 100.
     """
 
-    name: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-
-    priority: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
-
-    weight: "float" = betterproto2.field(5, betterproto2.TYPE_DOUBLE)
-
-    submission_time: "float" = betterproto2.field(6, betterproto2.TYPE_DOUBLE)
-
-    acquired_slots: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
-
-    needed_slots: "int" = betterproto2.field(8, betterproto2.TYPE_INT32)
-
-    state: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
+    summary: "JobSummary | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
-    "STATE_QUEUED" (no resources yet) or "STATE_SCHEDULED" (running or about to).
+    Queued (no resources yet) or scheduled (running or about to), and how many are ahead.
     """
 
-    username: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+    type: "JobType" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: JobType(0)
+    )
 
-    resource_pool: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+    submission_time: "datetime.datetime | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    entity_id: "int" = betterproto2.field(12, betterproto2.TYPE_INT32)
+    username: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+
+    resource_pool: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+
+    is_preemptible: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
+
+    priority: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
+
+    weight: "float" = betterproto2.field(8, betterproto2.TYPE_DOUBLE)
+
+    entity_id: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
     """
     The experiment id for experiment jobs.
     """
 
-    note: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    job_id: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+    """
+    Short id shown by `det job list` (the experiment's job id).
+    """
+
+    requested_slots: "int" = betterproto2.field(11, betterproto2.TYPE_INT32)
+
+    allocated_slots: "int" = betterproto2.field(12, betterproto2.TYPE_INT32)
+
+    name: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+
+    progress: "float" = betterproto2.field(14, betterproto2.TYPE_FLOAT)
+
+    user_id: "int" = betterproto2.field(15, betterproto2.TYPE_INT32)
+
+    workspace_id: "int" = betterproto2.field(16, betterproto2.TYPE_INT32)
+
+    note: "str" = betterproto2.field(100, betterproto2.TYPE_STRING)
     """
     What the resource manager says of it, e.g. a Slurm job's pending reason; "" if nothing.
     """
 
 
 default_message_pool.register_message("v1", "Job", Job)
+
+
+@dataclass(eq=False, repr=False)
+class JobSummary(betterproto2.Message):
+    """
+    Where a job stands in its pool's queue (Determined's jobv1.JobSummary).
+    """
+
+    state: "JobSummaryState" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: JobSummaryState(0)
+    )
+
+    jobs_ahead: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+    """
+    How many jobs are before it in the queue.
+    """
+
+
+default_message_pool.register_message("v1", "JobSummary", JobSummary)
 
 
 @dataclass(eq=False, repr=False)
@@ -4333,9 +5405,11 @@ default_message_pool.register_message("v1", "KillTrialResponse", KillTrialRespon
 
 @dataclass(eq=False, repr=False)
 class LaunchCommandRequest(betterproto2.Message):
-    config: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    The command config (YAML or JSON); its entrypoint is what runs.
+    The command config; its entrypoint is what runs.
     """
 
     template_name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
@@ -4343,14 +5417,14 @@ class LaunchCommandRequest(betterproto2.Message):
     A template merged under the config (det template).
     """
 
-    context: "bytes" = betterproto2.field(3, betterproto2.TYPE_BYTES)
+    context: "bytes" = betterproto2.field(100, betterproto2.TYPE_BYTES)
     """
     The packed context directory (-c/--context, -i/--include); empty for none.
     """
 
-    workspace_id: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    workspace_id: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
     """
-    The workspace it belongs to (-w/--workspace-name); 0: Uncategorized.
+    The workspace it belongs to (-w/--workspace-name); 0: Uncategorized (Determined's field).
     """
 
 
@@ -4361,9 +5435,11 @@ default_message_pool.register_message("v1", "LaunchCommandRequest", LaunchComman
 class LaunchCommandResponse(betterproto2.Message):
     command: "Command | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    The config as the master filled it, as JSON.
+    The config as the master filled it.
     """
 
 
@@ -4372,21 +5448,23 @@ default_message_pool.register_message("v1", "LaunchCommandResponse", LaunchComma
 
 @dataclass(eq=False, repr=False)
 class LaunchNotebookRequest(betterproto2.Message):
-    config: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
     template_name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    context: "bytes" = betterproto2.field(3, betterproto2.TYPE_BYTES)
+    context: "bytes" = betterproto2.field(100, betterproto2.TYPE_BYTES)
     """
     Its working directory's contents (-c/--context, -i/--include); empty for none.
     """
 
-    workspace_id: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
-
-    preview: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+    preview: "bool" = betterproto2.field(4, betterproto2.TYPE_BOOL)
     """
     Only the config as the master would fill it: nothing is launched (--preview).
     """
+
+    workspace_id: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
 
 
 default_message_pool.register_message("v1", "LaunchNotebookRequest", LaunchNotebookRequest)
@@ -4396,7 +5474,9 @@ default_message_pool.register_message("v1", "LaunchNotebookRequest", LaunchNoteb
 class LaunchNotebookResponse(betterproto2.Message):
     notebook: "Notebook | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "LaunchNotebookResponse", LaunchNotebookResponse)
@@ -4404,13 +5484,15 @@ default_message_pool.register_message("v1", "LaunchNotebookResponse", LaunchNote
 
 @dataclass(eq=False, repr=False)
 class LaunchShellRequest(betterproto2.Message):
-    config: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
     template_name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    context: "bytes" = betterproto2.field(3, betterproto2.TYPE_BYTES)
+    context: "bytes" = betterproto2.field(100, betterproto2.TYPE_BYTES)
 
-    workspace_id: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    workspace_id: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
 
 
 default_message_pool.register_message("v1", "LaunchShellRequest", LaunchShellRequest)
@@ -4420,7 +5502,9 @@ default_message_pool.register_message("v1", "LaunchShellRequest", LaunchShellReq
 class LaunchShellResponse(betterproto2.Message):
     shell: "Shell | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
 
-    config: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "LaunchShellResponse", LaunchShellResponse)
@@ -4432,17 +5516,22 @@ class LaunchTensorboardRequest(betterproto2.Message):
 
     trial_ids: "list[int]" = betterproto2.field(2, betterproto2.TYPE_INT32, repeated=True)
 
-    config: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    config: "_google__protobuf__.Struct | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    A command config (YAML or JSON: description, resources, environment, bind_mounts).
+    A command config (description, resources, environment, bind_mounts), as Determined's.
     """
 
-    context: "bytes" = betterproto2.field(4, betterproto2.TYPE_BYTES)
+    context: "bytes" = betterproto2.field(100, betterproto2.TYPE_BYTES)
     """
     Its working directory's contents (-c/--context, -i/--include); empty for none.
     """
 
-    workspace_id: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
+    workspace_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+    """
+    The workspace it belongs to; 0: Uncategorized.
+    """
 
 
 default_message_pool.register_message("v1", "LaunchTensorboardRequest", LaunchTensorboardRequest)
@@ -4587,6 +5676,12 @@ class LoginRequest(betterproto2.Message):
 
     password: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
+    is_hashed: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
+    """
+    Determined's clients may send a salted hash of the password instead; pydet keeps only a
+    memory-hard hash of the password itself, so it refuses those.
+    """
+
 
 default_message_pool.register_message("v1", "LoginRequest", LoginRequest)
 
@@ -4595,7 +5690,8 @@ default_message_pool.register_message("v1", "LoginRequest", LoginRequest)
 class LoginResponse(betterproto2.Message):
     token: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    The session token: send it as "x-det-token" metadata on every later call.
+    The session token: send it as "x-det-token" metadata on every later call (over HTTP,
+    as "Authorization: Bearer <token>"). A browser's login gets it as a cookie instead.
     """
 
     user: "User | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
@@ -4756,6 +5852,50 @@ class MetricReport(betterproto2.Message):
 
 
 default_message_pool.register_message("v1", "MetricReport", MetricReport)
+
+
+@dataclass(eq=False, repr=False)
+class Metrics(betterproto2.Message):
+    """
+    Determined's commonv1.Metrics.
+    """
+
+    avg_metrics: "_google__protobuf__.Struct | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    batch_metrics: "list[_google__protobuf__.Struct]" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
+
+default_message_pool.register_message("v1", "Metrics", Metrics)
+
+
+@dataclass(eq=False, repr=False)
+class MetricsWorkload(betterproto2.Message):
+    """
+    Determined's trialv1.MetricsWorkload: one report's metrics.
+    """
+
+    end_time: "datetime.datetime | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
+    """
+    When it was reported.
+    """
+
+    num_inputs: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
+
+    total_batches: "int" = betterproto2.field(8, betterproto2.TYPE_INT32)
+    """
+    Steps completed when it was reported.
+    """
+
+    metrics: "Metrics | None" = betterproto2.field(40, betterproto2.TYPE_MESSAGE, optional=True)
+
+
+default_message_pool.register_message("v1", "MetricsWorkload", MetricsWorkload)
 
 
 @dataclass(eq=False, repr=False)
@@ -4954,35 +6094,42 @@ class Notebook(betterproto2.Message):
 
     description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    state: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    state: "TensorboardState" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: TensorboardState(0)
+    )
 
-    start_time: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+    start_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    username: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
-
-    service_address: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+    service_address: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
     """
     "/proxy/<id>/".
     """
 
-    resource_pool: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+    username: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
 
-    exit_status: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    display_name: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
 
-    job_id: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
+    user_id: "int" = betterproto2.field(9, betterproto2.TYPE_INT32)
 
-    end_time: "float" = betterproto2.field(21, betterproto2.TYPE_DOUBLE)
+    resource_pool: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
 
-    priority: "int" = betterproto2.field(22, betterproto2.TYPE_INT32)
+    exit_status: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
 
-    slots: "int" = betterproto2.field(23, betterproto2.TYPE_INT32)
+    job_id: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
 
-    allocation_id: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
+    workspace_id: "int" = betterproto2.field(13, betterproto2.TYPE_INT32)
 
-    workspace_id: "int" = betterproto2.field(25, betterproto2.TYPE_INT32)
-    """
-    The workspace it belongs to (1, Uncategorized, unless launched into another).
-    """
+    end_time: "datetime.datetime | None" = betterproto2.field(
+        101, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
+
+    priority: "int" = betterproto2.field(102, betterproto2.TYPE_INT32)
+
+    slots: "int" = betterproto2.field(103, betterproto2.TYPE_INT32)
+
+    allocation_id: "str" = betterproto2.field(104, betterproto2.TYPE_STRING)
 
 
 default_message_pool.register_message("v1", "Notebook", Notebook)
@@ -6158,6 +7305,20 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
+class QueueStats(betterproto2.Message):
+    """
+    Determined's jobv1.QueueStats.
+    """
+
+    queued_count: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    scheduled_count: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message("v1", "QueueStats", QueueStats)
+
+
+@dataclass(eq=False, repr=False)
 class RemoveAssignmentsRequest(betterproto2.Message):
     group_role_assignments: "list[GroupRoleAssignment]" = betterproto2.field(
         1, betterproto2.TYPE_MESSAGE, repeated=True
@@ -6442,32 +7603,127 @@ default_message_pool.register_message(
 
 @dataclass(eq=False, repr=False)
 class ResourcePool(betterproto2.Message):
+    """
+    Determined's resourcepoolv1.ResourcePool, with its field numbers (less its cloud
+    provisioning details); pydet's own fields from 100.
+    """
+
     name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
     description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    scheduler: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    type: "ResourcePoolType" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: ResourcePoolType(0)
+    )
     """
-    "priority" or "fair_share".
-    """
-
-    fitting_policy: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-    """
-    "best" (pack) or "worst" (spread).
+    STATIC for agents' pools, AWS for an elastic EC2 pool (UNSPECIFIED otherwise).
     """
 
-    preemption: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+    num_agents: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
 
-    num_agents: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+    slots_available: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
+    """
+    Slots in all (Determined's name).
+    """
 
-    slots_total: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
+    slots_used: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
 
-    slots_used: "int" = betterproto2.field(8, betterproto2.TYPE_INT32)
+    aux_container_capacity: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
 
-    is_default: "bool" = betterproto2.field(9, betterproto2.TYPE_BOOL)
+    aux_containers_running: "int" = betterproto2.field(8, betterproto2.TYPE_INT32)
+
+    default_compute_pool: "bool" = betterproto2.field(9, betterproto2.TYPE_BOOL)
+
+    default_aux_pool: "bool" = betterproto2.field(10, betterproto2.TYPE_BOOL)
+
+    preemptible: "bool" = betterproto2.field(11, betterproto2.TYPE_BOOL)
+
+    min_agents: "int" = betterproto2.field(12, betterproto2.TYPE_INT32)
+
+    max_agents: "int" = betterproto2.field(13, betterproto2.TYPE_INT32)
+
+    slots_per_agent: "int" = betterproto2.field(14, betterproto2.TYPE_INT32)
+
+    aux_container_capacity_per_agent: "int" = betterproto2.field(15, betterproto2.TYPE_INT32)
+
+    scheduler_type: "SchedulerType" = betterproto2.field(
+        16, betterproto2.TYPE_ENUM, default_factory=lambda: SchedulerType(0)
+    )
+
+    scheduler_fitting_policy: "FittingPolicy" = betterproto2.field(
+        17, betterproto2.TYPE_ENUM, default_factory=lambda: FittingPolicy(0)
+    )
+
+    location: "str" = betterproto2.field(18, betterproto2.TYPE_STRING)
+
+    image_id: "str" = betterproto2.field(19, betterproto2.TYPE_STRING)
+
+    instance_type: "str" = betterproto2.field(20, betterproto2.TYPE_STRING)
+
+    master_url: "str" = betterproto2.field(21, betterproto2.TYPE_STRING)
+
+    master_cert_name: "str" = betterproto2.field(22, betterproto2.TYPE_STRING)
+
+    startup_script: "str" = betterproto2.field(23, betterproto2.TYPE_STRING)
+
+    container_startup_script: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
+
+    agent_docker_network: "str" = betterproto2.field(25, betterproto2.TYPE_STRING)
+
+    agent_docker_runtime: "str" = betterproto2.field(26, betterproto2.TYPE_STRING)
+
+    agent_docker_image: "str" = betterproto2.field(27, betterproto2.TYPE_STRING)
+
+    agent_fluent_image: "str" = betterproto2.field(28, betterproto2.TYPE_STRING)
+
+    max_idle_agent_period: "float" = betterproto2.field(29, betterproto2.TYPE_FLOAT)
+
+    max_agent_starting_period: "float" = betterproto2.field(30, betterproto2.TYPE_FLOAT)
+
+    details: "ResourcePoolDetail | None" = betterproto2.field(
+        31, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    slot_type: "DeviceType" = betterproto2.field(
+        32, betterproto2.TYPE_ENUM, default_factory=lambda: DeviceType(0)
+    )
+
+    accelerator: "str" = betterproto2.field(33, betterproto2.TYPE_STRING)
+
+    stats: "QueueStats | None" = betterproto2.field(34, betterproto2.TYPE_MESSAGE, optional=True)
+
+    resource_manager_metadata: "dict[str, str]" = betterproto2.field(
+        35,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING),
+    )
+
+    cluster_name: "str" = betterproto2.field(36, betterproto2.TYPE_STRING)
 
 
 default_message_pool.register_message("v1", "ResourcePool", ResourcePool)
+
+
+@dataclass(eq=False, repr=False)
+class ResourcePoolDetail(betterproto2.Message):
+    priority_scheduler: "ResourcePoolPrioritySchedulerDetail | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message("v1", "ResourcePoolDetail", ResourcePoolDetail)
+
+
+@dataclass(eq=False, repr=False)
+class ResourcePoolPrioritySchedulerDetail(betterproto2.Message):
+    preemption: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
+
+    default_priority: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+
+
+default_message_pool.register_message(
+    "v1", "ResourcePoolPrioritySchedulerDetail", ResourcePoolPrioritySchedulerDetail
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -6845,19 +8101,27 @@ class Shell(betterproto2.Message):
 
     description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    state: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    state: "TensorboardState" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: TensorboardState(0)
+    )
 
-    start_time: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+    start_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    private_key: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    private_key: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
     """
     The key pair the master made for this shell, in OpenSSH's formats; only its owner (or
     an admin) gets the private key, in GetShell.
     """
 
-    public_key: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    public_key: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
 
-    username: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+    username: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+
+    display_name: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
+
+    user_id: "int" = betterproto2.field(10, betterproto2.TYPE_INT32)
 
     resource_pool: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
 
@@ -6865,28 +8129,27 @@ class Shell(betterproto2.Message):
 
     job_id: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
 
-    agent_user: "str" = betterproto2.field(16, betterproto2.TYPE_STRING)
+    workspace_id: "int" = betterproto2.field(16, betterproto2.TYPE_INT32)
+
+    agent_user: "str" = betterproto2.field(100, betterproto2.TYPE_STRING)
     """
     The user its sshd logs in as (Determined's agent_user_group.user).
     """
 
-    service_address: "str" = betterproto2.field(17, betterproto2.TYPE_STRING)
+    service_address: "str" = betterproto2.field(101, betterproto2.TYPE_STRING)
     """
     "/proxy/<id>/".
     """
 
-    end_time: "float" = betterproto2.field(21, betterproto2.TYPE_DOUBLE)
+    end_time: "datetime.datetime | None" = betterproto2.field(
+        102, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    priority: "int" = betterproto2.field(22, betterproto2.TYPE_INT32)
+    priority: "int" = betterproto2.field(103, betterproto2.TYPE_INT32)
 
-    slots: "int" = betterproto2.field(23, betterproto2.TYPE_INT32)
+    slots: "int" = betterproto2.field(104, betterproto2.TYPE_INT32)
 
-    allocation_id: "str" = betterproto2.field(24, betterproto2.TYPE_STRING)
-
-    workspace_id: "int" = betterproto2.field(25, betterproto2.TYPE_INT32)
-    """
-    The workspace it belongs to (1, Uncategorized, unless launched into another).
-    """
+    allocation_id: "str" = betterproto2.field(105, betterproto2.TYPE_STRING)
 
 
 default_message_pool.register_message("v1", "Shell", Shell)
@@ -6894,26 +8157,48 @@ default_message_pool.register_message("v1", "Shell", Shell)
 
 @dataclass(eq=False, repr=False)
 class Slot(betterproto2.Message):
+    """
+    Determined's agentv1.Slot; pydet's own fields from 100.
+    """
+
     id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
-    type: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    device: "Device | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
+
+    enabled: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
+
+    container: "Container | None" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, optional=True)
     """
-    "cpu" for artificial slots, "cuda" for NVIDIA GPUs.
+    What uses it; unset when it is free.
     """
 
-    device: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    draining: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
 
-    uuid: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-
-    enabled: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
-
-    allocation_id: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    allocation_id: "str" = betterproto2.field(100, betterproto2.TYPE_STRING)
     """
     The allocation using the slot, "" when free.
     """
 
 
 default_message_pool.register_message("v1", "Slot", Slot)
+
+
+@dataclass(eq=False, repr=False)
+class SlotStats(betterproto2.Message):
+    type_stats: "dict[str, DeviceStats]" = betterproto2.field(
+        1,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_MESSAGE),
+    )
+
+    brand_stats: "dict[str, DeviceStats]" = betterproto2.field(
+        2,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_MESSAGE),
+    )
+
+
+default_message_pool.register_message("v1", "SlotStats", SlotStats)
 
 
 @dataclass(eq=False, repr=False)
@@ -6977,39 +8262,53 @@ default_message_pool.register_message("v1", "StartTrialResponse", StartTrialResp
 
 @dataclass(eq=False, repr=False)
 class TaskLog(betterproto2.Message):
+    """
+    One line of a task's log, as Determined's TrialLogsResponse has it (with its field
+    numbers; its id is a string there, the same JSON); pydet's own fields from 100.
+    """
+
     id: "int" = betterproto2.field(1, betterproto2.TYPE_INT64)
 
-    task_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    timestamp: "datetime.datetime | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    allocation_id: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    message: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The line without the rank prefix (Determined's flat version of it).
+    """
 
-    trial_id: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    level: "LogLevel" = betterproto2.field(
+        4, betterproto2.TYPE_ENUM, default_factory=lambda: LogLevel(0)
+    )
+    """
+    Unspecified when the line named none.
+    """
 
-    rank: "int | None" = betterproto2.field(5, betterproto2.TYPE_INT32, optional=True)
+    trial_id: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
+
+    agent_id: "str | None" = betterproto2.field(6, betterproto2.TYPE_STRING, optional=True)
+
+    container_id: "str | None" = betterproto2.field(7, betterproto2.TYPE_STRING, optional=True)
+
+    rank_id: "int | None" = betterproto2.field(8, betterproto2.TYPE_INT32, optional=True)
     """
     The rank from a "[rank=N] " prefix, when the line had one.
     """
 
-    level: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    log: "str | None" = betterproto2.field(9, betterproto2.TYPE_STRING, optional=True)
     """
-    "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", or "" when unknown.
+    The line itself, as message.
     """
 
-    stdtype: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    stdtype: "str | None" = betterproto2.field(11, betterproto2.TYPE_STRING, optional=True)
     """
     "stdout", "stderr", or "master" for lines the master writes itself.
     """
 
-    timestamp: "float" = betterproto2.field(8, betterproto2.TYPE_DOUBLE)
+    task_id: "str" = betterproto2.field(100, betterproto2.TYPE_STRING)
 
-    message: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
-    """
-    The line without the rank prefix.
-    """
-
-    agent_id: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
-
-    container_id: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+    allocation_id: "str" = betterproto2.field(101, betterproto2.TYPE_STRING)
 
 
 default_message_pool.register_message("v1", "TaskLog", TaskLog)
@@ -7024,48 +8323,56 @@ class TaskLogsRequest(betterproto2.Message):
 
     task_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
-    head: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
-
-    tail: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
-
-    rank_ids: "list[int]" = betterproto2.field(4, betterproto2.TYPE_INT32, repeated=True)
+    limit: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
     """
-    The filters of TrialLogsRequest, with the same meanings.
+    The filters of TrialLogsRequest, with the same meanings (Determined's numbers).
     """
 
-    min_level: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
-
-    search: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
-
-    after_id: "int" = betterproto2.field(7, betterproto2.TYPE_INT64)
-    """
-    Only lines with an id above this (to resume a stream).
-    """
-
-    allocation_ids: "list[str]" = betterproto2.field(8, betterproto2.TYPE_STRING, repeated=True)
-
-    agent_ids: "list[str]" = betterproto2.field(9, betterproto2.TYPE_STRING, repeated=True)
-
-    container_ids: "list[str]" = betterproto2.field(10, betterproto2.TYPE_STRING, repeated=True)
-
-    stdtypes: "list[str]" = betterproto2.field(11, betterproto2.TYPE_STRING, repeated=True)
-
-    timestamp_before: "float | None" = betterproto2.field(
-        12, betterproto2.TYPE_DOUBLE, optional=True
-    )
-
-    timestamp_after: "float | None" = betterproto2.field(
-        13, betterproto2.TYPE_DOUBLE, optional=True
-    )
-
-    sources: "list[str]" = betterproto2.field(14, betterproto2.TYPE_STRING, repeated=True)
-
-    follow: "bool" = betterproto2.field(15, betterproto2.TYPE_BOOL)
+    follow: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
     """
     Keep the stream open and send new lines as they arrive, until the task ends.
     """
 
-    levels: "list[str]" = betterproto2.field(16, betterproto2.TYPE_STRING, repeated=True)
+    allocation_ids: "list[str]" = betterproto2.field(6, betterproto2.TYPE_STRING, repeated=True)
+
+    agent_ids: "list[str]" = betterproto2.field(7, betterproto2.TYPE_STRING, repeated=True)
+
+    container_ids: "list[str]" = betterproto2.field(8, betterproto2.TYPE_STRING, repeated=True)
+
+    rank_ids: "list[int]" = betterproto2.field(9, betterproto2.TYPE_INT32, repeated=True)
+
+    levels: "list[LogLevel]" = betterproto2.field(10, betterproto2.TYPE_ENUM, repeated=True)
+
+    stdtypes: "list[str]" = betterproto2.field(11, betterproto2.TYPE_STRING, repeated=True)
+
+    sources: "list[str]" = betterproto2.field(12, betterproto2.TYPE_STRING, repeated=True)
+
+    timestamp_before: "datetime.datetime | None" = betterproto2.field(
+        13, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
+
+    timestamp_after: "datetime.datetime | None" = betterproto2.field(
+        14, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
+
+    order_by: "OrderBy" = betterproto2.field(
+        15, betterproto2.TYPE_ENUM, default_factory=lambda: OrderBy(0)
+    )
+
+    search_text: "str" = betterproto2.field(16, betterproto2.TYPE_STRING)
+
+    head: "int" = betterproto2.field(100, betterproto2.TYPE_INT32)
+
+    tail: "int" = betterproto2.field(101, betterproto2.TYPE_INT32)
+
+    min_level: "LogLevel" = betterproto2.field(
+        102, betterproto2.TYPE_ENUM, default_factory=lambda: LogLevel(0)
+    )
+
+    after_id: "int" = betterproto2.field(103, betterproto2.TYPE_INT64)
+    """
+    Only lines with an id above this (to resume a stream).
+    """
 
 
 default_message_pool.register_message("v1", "TaskLogsRequest", TaskLogsRequest)
@@ -7104,6 +8411,10 @@ default_message_pool.register_message("v1", "Template", Template)
 
 @dataclass(eq=False, repr=False)
 class Tensorboard(betterproto2.Message):
+    """
+    Determined's tensorboardv1.Tensorboard, with its field numbers; pydet's own from 100.
+    """
+
     id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
     The task id; also the proxy path's second segment.
@@ -7111,41 +8422,42 @@ class Tensorboard(betterproto2.Message):
 
     description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    state: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-    """
-    Determined's task states: STATE_QUEUED, STATE_STARTING, STATE_RUNNING,
-    STATE_TERMINATING, STATE_TERMINATED.
-    """
+    state: "TensorboardState" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: TensorboardState(0)
+    )
 
-    start_time: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+    start_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    experiment_ids: "list[int]" = betterproto2.field(5, betterproto2.TYPE_INT32, repeated=True)
+    experiment_ids: "list[int]" = betterproto2.field(7, betterproto2.TYPE_INT32, repeated=True)
 
-    trial_ids: "list[int]" = betterproto2.field(6, betterproto2.TYPE_INT32, repeated=True)
+    trial_ids: "list[int]" = betterproto2.field(8, betterproto2.TYPE_INT32, repeated=True)
 
-    username: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    username: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
 
-    service_address: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    service_address: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
     """
     The path under the master's address that reaches it ("/proxy/<id>/").
     """
 
-    resource_pool: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
+    resource_pool: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
 
-    exit_status: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+    exit_status: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
 
-    job_id: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
+    job_id: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
 
-    allocation_id: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+    display_name: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
 
-    priority: "int" = betterproto2.field(13, betterproto2.TYPE_INT32)
+    user_id: "int" = betterproto2.field(16, betterproto2.TYPE_INT32)
+
+    workspace_id: "int" = betterproto2.field(17, betterproto2.TYPE_INT32)
+
+    allocation_id: "str" = betterproto2.field(100, betterproto2.TYPE_STRING)
+
+    priority: "int" = betterproto2.field(101, betterproto2.TYPE_INT32)
     """
     Its place in the queue (1-99, lower first).
-    """
-
-    workspace_id: "int" = betterproto2.field(14, betterproto2.TYPE_INT32)
-    """
-    The workspace it belongs to (1, Uncategorized, unless launched into another).
     """
 
 
@@ -7158,12 +8470,16 @@ class TokenInfo(betterproto2.Message):
 
     user_id: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
 
-    expiry: "float" = betterproto2.field(3, betterproto2.TYPE_DOUBLE)
+    expiry: "datetime.datetime | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
     """
     When the token stops working.
     """
 
-    created_at: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+    created_at: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
     token_type: "TokenType" = betterproto2.field(
         5, betterproto2.TYPE_ENUM, default_factory=lambda: TokenType(0)
@@ -7173,12 +8489,14 @@ class TokenInfo(betterproto2.Message):
 
     description: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
 
-    username: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    username: "str" = betterproto2.field(100, betterproto2.TYPE_STRING)
     """
-    pydet's: who the token belongs to, and when it was revoked (0: it was not).
+    pydet's: who the token belongs to, and when it was revoked (unset: it was not).
     """
 
-    revoked_at: "float" = betterproto2.field(9, betterproto2.TYPE_DOUBLE)
+    revoked_at: "datetime.datetime | None" = betterproto2.field(
+        101, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "TokenInfo", TokenInfo)
@@ -7186,83 +8504,118 @@ default_message_pool.register_message("v1", "TokenInfo", TokenInfo)
 
 @dataclass(eq=False, repr=False)
 class Trial(betterproto2.Message):
+    """
+    Determined's trialv1.Trial, with its field numbers (less its profiler and runner-state
+    fields); pydet's own fields from 100.
+    """
+
     id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
 
     experiment_id: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
 
-    state: "State" = betterproto2.field(3, betterproto2.TYPE_ENUM, default_factory=lambda: State(0))
-
-    hparams: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-    """
-    JSON object of the trial's hyperparameter values (nested groups as nested objects).
-    """
-
-    seed: "int" = betterproto2.field(5, betterproto2.TYPE_INT64)
-
-    restarts: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
-
-    run_id: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
-
-    steps_completed: "int" = betterproto2.field(8, betterproto2.TYPE_INT64)
-
-    start_time: "float" = betterproto2.field(9, betterproto2.TYPE_DOUBLE)
-
-    end_time: "float | None" = betterproto2.field(10, betterproto2.TYPE_DOUBLE, optional=True)
-
-    latest_checkpoint_uuid: "str | None" = betterproto2.field(
-        11, betterproto2.TYPE_STRING, optional=True
+    start_time: "datetime.datetime | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
     )
 
-    best_validation_metric: "float | None" = betterproto2.field(
-        12, betterproto2.TYPE_DOUBLE, optional=True
+    end_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
     )
 
-    latest_validation: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    state: "State" = betterproto2.field(5, betterproto2.TYPE_ENUM, default_factory=lambda: State(0))
+
+    hparams: "_google__protobuf__.Struct | None" = betterproto2.field(
+        6, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    JSON object: the most recent validation metrics.
+    The trial's hyperparameter values (nested groups as nested objects).
+    """
+
+    total_batches_processed: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
+    """
+    Steps completed (batches, in Determined's words).
+    """
+
+    latest_validation: "MetricsWorkload | None" = betterproto2.field(
+        9, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    Its most recent validation metrics. (Determined's best_validation, the metrics at the
+    best searcher metric, is not kept: searcher_metric_value has the best value.)
+    """
+
+    warm_start_checkpoint_uuid: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    """
+    The checkpoint it started from (searcher.source_trial_id / source_checkpoint_uuid, or
+    its parent's, for a PBT child); "" when none.
     """
 
     task_id: "str" = betterproto2.field(14, betterproto2.TYPE_STRING)
 
-    searcher_length: "int" = betterproto2.field(15, betterproto2.TYPE_INT64)
+    total_checkpoint_size: "int" = betterproto2.field(15, betterproto2.TYPE_UINT64)
+    """
+    Bytes of its COMPLETED checkpoints.
+    """
+
+    restarts: "int" = betterproto2.field(17, betterproto2.TYPE_INT32)
+
+    checkpoint_count: "int" = betterproto2.field(18, betterproto2.TYPE_INT32)
+
+    task_ids: "list[str]" = betterproto2.field(20, betterproto2.TYPE_STRING, repeated=True)
+
+    searcher_metric_value: "float" = betterproto2.field(21, betterproto2.TYPE_DOUBLE)
+    """
+    The best searcher metric it reported (0 while none: see best_validation_metric).
+    """
+
+    metadata: "_google__protobuf__.Struct | None" = betterproto2.field(
+        23, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    What its code set with core_context.train.set_metadata() (Determined's run metadata).
+    """
+
+    log_policy_matched: "str | None" = betterproto2.field(
+        24, betterproto2.TYPE_STRING, optional=True
+    )
+    """
+    The label a matching log policy gave it (Determined's log_policy_matched).
+    """
+
+    seed: "int" = betterproto2.field(100, betterproto2.TYPE_INT64)
+
+    run_id: "int" = betterproto2.field(101, betterproto2.TYPE_INT32)
+
+    latest_checkpoint_uuid: "str | None" = betterproto2.field(
+        102, betterproto2.TYPE_STRING, optional=True
+    )
+
+    best_validation_metric: "float | None" = betterproto2.field(
+        103, betterproto2.TYPE_DOUBLE, optional=True
+    )
+    """
+    The best searcher metric it reported, unset while none.
+    """
+
+    searcher_length: "int" = betterproto2.field(104, betterproto2.TYPE_INT64)
     """
     The searcher's current target length for this trial (0 when none).
     """
 
-    progress: "float" = betterproto2.field(16, betterproto2.TYPE_DOUBLE)
+    progress: "float" = betterproto2.field(105, betterproto2.TYPE_DOUBLE)
 
-    early_exit: "str" = betterproto2.field(17, betterproto2.TYPE_STRING)
+    early_exit: "str" = betterproto2.field(106, betterproto2.TYPE_STRING)
     """
     Why the trial ended early, if it did ("", "invalid_hp", "errored", "user_canceled").
     """
 
     phase: "TrialPhase" = betterproto2.field(
-        18, betterproto2.TYPE_ENUM, default_factory=lambda: TrialPhase(0)
+        107, betterproto2.TYPE_ENUM, default_factory=lambda: TrialPhase(0)
     )
 
-    warm_start_checkpoint_uuid: "str | None" = betterproto2.field(
-        19, betterproto2.TYPE_STRING, optional=True
-    )
-    """
-    The checkpoint it started from (searcher.source_trial_id / source_checkpoint_uuid, or
-    its parent's, for a PBT child).
-    """
-
-    log_signal: "str | None" = betterproto2.field(20, betterproto2.TYPE_STRING, optional=True)
-    """
-    The label a matching log policy gave it (Determined's log_signal).
-    """
-
-    parent_trial_id: "int | None" = betterproto2.field(21, betterproto2.TYPE_INT32, optional=True)
+    parent_trial_id: "int | None" = betterproto2.field(108, betterproto2.TYPE_INT32, optional=True)
     """
     The trial whose checkpoint it started from (searcher pbt: its parent in the population);
     warm_start_checkpoint_uuid is that checkpoint.
-    """
-
-    metadata: "str" = betterproto2.field(22, betterproto2.TYPE_STRING)
-    """
-    JSON object its code set with core_context.train.set_metadata() (Determined's run
-    metadata).
     """
 
 
@@ -7271,69 +8624,86 @@ default_message_pool.register_message("v1", "Trial", Trial)
 
 @dataclass(eq=False, repr=False)
 class TrialLogsRequest(betterproto2.Message):
+    """
+    Determined's TrialLogsRequest (less sources and regular expressions); pydet's own fields
+    from 100.
+    """
+
     trial_id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
 
-    follow: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
+    limit: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    """
+    Only this many lines: the first ones, or with order_by ORDER_BY_DESC the last ones
+    (0: no limit).
+    """
+
+    follow: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
     """
     Keep the stream open and send new lines as they arrive, until the trial ends.
     """
 
-    head: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+    agent_ids: "list[str]" = betterproto2.field(6, betterproto2.TYPE_STRING, repeated=True)
+
+    container_ids: "list[str]" = betterproto2.field(7, betterproto2.TYPE_STRING, repeated=True)
+
+    rank_ids: "list[int]" = betterproto2.field(8, betterproto2.TYPE_INT32, repeated=True)
+
+    levels: "list[LogLevel]" = betterproto2.field(9, betterproto2.TYPE_ENUM, repeated=True)
+
+    stdtypes: "list[str]" = betterproto2.field(10, betterproto2.TYPE_STRING, repeated=True)
     """
-    Only the first N lines (0: no limit).
+    "stdout", "stderr".
     """
 
-    tail: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
-    """
-    Only the last N lines (0: no limit).
-    """
-
-    rank_ids: "list[int]" = betterproto2.field(5, betterproto2.TYPE_INT32, repeated=True)
-
-    min_level: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
-    """
-    Lines at these levels or above.
-    """
-
-    levels: "list[str]" = betterproto2.field(7, betterproto2.TYPE_STRING, repeated=True)
-
-    search: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
-    """
-    Substring the line must contain.
-    """
-
-    after_id: "int" = betterproto2.field(9, betterproto2.TYPE_INT64)
-    """
-    Only lines with an id above this (to resume a stream).
-    """
-
-    allocation_ids: "list[str]" = betterproto2.field(10, betterproto2.TYPE_STRING, repeated=True)
-    """
-    Only lines of these allocations, agents, containers, streams ("stdout", "stderr").
-    """
-
-    agent_ids: "list[str]" = betterproto2.field(11, betterproto2.TYPE_STRING, repeated=True)
-
-    container_ids: "list[str]" = betterproto2.field(12, betterproto2.TYPE_STRING, repeated=True)
-
-    stdtypes: "list[str]" = betterproto2.field(13, betterproto2.TYPE_STRING, repeated=True)
-
-    timestamp_before: "float | None" = betterproto2.field(
-        14, betterproto2.TYPE_DOUBLE, optional=True
-    )
-    """
-    Only lines written before / after these times (seconds since the epoch).
-    """
-
-    timestamp_after: "float | None" = betterproto2.field(
-        15, betterproto2.TYPE_DOUBLE, optional=True
-    )
-
-    sources: "list[str]" = betterproto2.field(16, betterproto2.TYPE_STRING, repeated=True)
+    sources: "list[str]" = betterproto2.field(11, betterproto2.TYPE_STRING, repeated=True)
     """
     Only lines from these sources: "agent" (what the task wrote) or "master" (what the
     master wrote about it), as Determined's log sources.
     """
+
+    timestamp_before: "datetime.datetime | None" = betterproto2.field(
+        12, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
+    """
+    Only lines written before / after these times.
+    """
+
+    timestamp_after: "datetime.datetime | None" = betterproto2.field(
+        13, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
+
+    order_by: "OrderBy" = betterproto2.field(
+        14, betterproto2.TYPE_ENUM, default_factory=lambda: OrderBy(0)
+    )
+
+    search_text: "str" = betterproto2.field(15, betterproto2.TYPE_STRING)
+    """
+    Substring the line must contain.
+    """
+
+    head: "int" = betterproto2.field(100, betterproto2.TYPE_INT32)
+    """
+    Only the first N lines (0: no limit).
+    """
+
+    tail: "int" = betterproto2.field(101, betterproto2.TYPE_INT32)
+    """
+    Only the last N lines (0: no limit).
+    """
+
+    min_level: "LogLevel" = betterproto2.field(
+        102, betterproto2.TYPE_ENUM, default_factory=lambda: LogLevel(0)
+    )
+    """
+    Lines at this level or above.
+    """
+
+    after_id: "int" = betterproto2.field(103, betterproto2.TYPE_INT64)
+    """
+    Only lines with an id above this (to resume a stream).
+    """
+
+    allocation_ids: "list[str]" = betterproto2.field(104, betterproto2.TYPE_STRING, repeated=True)
 
 
 default_message_pool.register_message("v1", "TrialLogsRequest", TrialLogsRequest)
@@ -7378,9 +8748,11 @@ class Trigger(betterproto2.Message):
         2, betterproto2.TYPE_ENUM, default_factory=lambda: TriggerType(0)
     )
 
-    condition: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    condition: "_google__protobuf__.Struct | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, optional=True
+    )
     """
-    JSON object: {"state": "COMPLETED"} for an EXPERIMENT_STATE_CHANGE trigger.
+    {"state": "COMPLETED"} for an EXPERIMENT_STATE_CHANGE trigger.
     """
 
     webhook_id: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
@@ -7528,6 +8900,10 @@ default_message_pool.register_message("v1", "UpdateJobQueueResponse", UpdateJobQ
 
 @dataclass(eq=False, repr=False)
 class User(betterproto2.Message):
+    """
+    Determined's userv1.User.
+    """
+
     id: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
 
     username: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
@@ -7536,14 +8912,16 @@ class User(betterproto2.Message):
 
     active: "bool" = betterproto2.field(4, betterproto2.TYPE_BOOL)
 
-    modified_at: "float" = betterproto2.field(5, betterproto2.TYPE_DOUBLE)
+    modified_at: "datetime.datetime | None" = betterproto2.field(
+        5, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
     display_name: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
     """
     The name the WebUI shows; "" for none (Determined's display_name).
     """
 
-    remote: "bool" = betterproto2.field(21, betterproto2.TYPE_BOOL)
+    remote: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
     """
     Signs on through an external identity provider only: no password login.
     """
@@ -7585,8 +8963,13 @@ class Webhook(betterproto2.Message):
 
     name: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
 
+    workspace_id: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+    """
+    Accepted for Determined's sake; pydet has one workspace.
+    """
+
     mode: "WebhookMode" = betterproto2.field(
-        6, betterproto2.TYPE_ENUM, default_factory=lambda: WebhookMode(0)
+        7, betterproto2.TYPE_ENUM, default_factory=lambda: WebhookMode(0)
     )
 
 

@@ -1,6 +1,6 @@
-"""The well-known types in proto3 JSON: times as RFC 3339 text, durations as ``"1.5s"``,
-wrappers as their value, a Struct as the JSON object it holds, a Value as the JSON value, a
-ListValue as an array.
+"""The well-known types in proto3 JSON, both ways: times as RFC 3339 text, durations as
+``"1.5s"``, wrappers as their value, a Struct as the JSON object it holds, a Value as the
+JSON value, a ListValue as an array.
 
 Two departures from ``MessageToDict``, both as Determined's gateway (Go) writes them: a
 Value's whole number is written as an integer (``100``, not ``100.0``; the same JSON number,
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 import struct
 from base64 import b64encode
 from collections.abc import Callable
@@ -74,31 +75,34 @@ def float32_json(value: float) -> float | str:
     return shortest
 
 
-def _number(value: float) -> float | int | str:
+def _number(value: float, plain: bool) -> float | int | str:
     if isinstance(value, int):
         return value
-    if value.is_integer() and abs(value) <= _MAX_EXACT:
+    if math.isfinite(value) and value.is_integer() and abs(value) <= _MAX_EXACT:
         return int(value)
-    return double_json(value)
+    return value if plain else double_json(value)
 
 
-def value_json(message: Any) -> Any:
-    """A ``google.protobuf.Value`` as the JSON value it holds (null when it holds nothing)."""
+def value_json(message: Any, plain: bool = False) -> Any:
+    """A ``google.protobuf.Value`` as the JSON value it holds (null when it holds nothing).
+
+    ``plain``: as Python data rather than JSON, a NaN or an infinity kept as a float.
+    """
     if message.number_value is not None:
-        return _number(message.number_value)
+        return _number(message.number_value, plain)
     if message.string_value is not None:
         return message.string_value
     if message.bool_value is not None:
         return message.bool_value
     if message.struct_value is not None:
-        return struct_json(message.struct_value)
+        return struct_json(message.struct_value, plain)
     if message.list_value is not None:
-        return [value_json(v) for v in message.list_value.values]
+        return [value_json(v, plain) for v in message.list_value.values]
     return None
 
 
-def struct_json(message: Any) -> dict[str, Any]:
-    return {k: value_json(v) for k, v in message.fields.items()}
+def struct_json(message: Any, plain: bool = False) -> dict[str, Any]:
+    return {k: value_json(v, plain) for k, v in message.fields.items()}
 
 
 def list_json(message: Any) -> list[Any]:
@@ -132,6 +136,11 @@ _UNWRAPPED: dict[str, Convert | None] = {
 }
 
 
+def is_well_known(cls: Any) -> bool:
+    """Whether ``cls`` is a class of betterproto2's generated ``google.protobuf`` module."""
+    return isinstance(cls, type) and cls.__module__.endswith("google.protobuf")
+
+
 def unwrapped_json(wrapper: type) -> Convert | None:
     """The JSON of a value betterproto2 unwrapped from the message class ``wrapper``; None
     when it is written as it is."""
@@ -139,3 +148,45 @@ def unwrapped_json(wrapper: type) -> Convert | None:
         return _UNWRAPPED[wrapper.__name__]
     except KeyError:
         raise TypeError(f"no JSON for the unwrapped type {wrapper.__name__}") from None
+
+
+# Reading them.
+
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})"
+)
+_DURATION = re.compile(r"(-)?(\d+)(?:\.(\d{1,9}))?s")
+
+
+def parse_rfc3339(text: str) -> datetime.datetime:
+    """A Timestamp's JSON (``2024-05-01T12:00:00.25Z``, or with an offset) as an aware
+    datetime in UTC; raises ``ValueError`` saying what is expected."""
+    m = _RFC3339.fullmatch(text)
+    if m is None:
+        raise ValueError(f"expected an RFC 3339 time such as 2024-05-01T12:00:00Z, got {text!r}")
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    micros = int((m.group(7) or "0").ljust(9, "0")) // 1000
+    zone = m.group(8)
+    offset = datetime.timedelta(0)
+    if zone not in ("Z", "z"):
+        sign = -1 if zone[0] == "-" else 1
+        offset = sign * datetime.timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
+    try:
+        when = datetime.datetime(
+            year, month, day, hour, minute, second, micros, datetime.timezone(offset)
+        )
+        return when.astimezone(datetime.UTC)
+    except (ValueError, OverflowError) as e:
+        raise ValueError(f"not a time: {text!r} ({e})") from None
+
+
+def parse_duration(text: str) -> datetime.timedelta:
+    """A Duration's JSON (``"1.5s"``, ``"-0.25s"``)."""
+    m = _DURATION.fullmatch(text)
+    if m is None:
+        raise ValueError(f"expected a duration such as 1.5s, got {text!r}")
+    micros = int(m.group(2)) * 1_000_000 + int((m.group(3) or "0").ljust(9, "0")) // 1000
+    try:
+        return datetime.timedelta(microseconds=-micros if m.group(1) else micros)
+    except OverflowError:
+        raise ValueError(f"duration out of range: {text!r}") from None
