@@ -72,7 +72,7 @@ def test_determineds_default_policies_label_a_cuda_oom_with_no_policy_configured
     exp_id = _run(two_agents, tmp_path, "RuntimeError: CUDA out of memory. Tried 2 GiB", "[]", 0)
     assert two_agents.wait_state(exp_id, "COMPLETED", "ERROR") == "ERROR"
     (trial,) = two_agents.trials(exp_id)
-    assert trial["log_signal"] == "CUDA OOM"
+    assert trial["log_policy_matched"] == "CUDA OOM"
 
 
 def test_cancel_retries_makes_a_matching_failure_final(
