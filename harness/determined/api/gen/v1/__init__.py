@@ -3542,6 +3542,13 @@ default_message_pool.register_message("v1", "GetAccessTokensRequest", GetAccessT
 class GetAccessTokensResponse(betterproto2.Message):
     token_info: "list[TokenInfo]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
 
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    How offset and limit cut the tokens found.
+    """
+
 
 default_message_pool.register_message("v1", "GetAccessTokensResponse", GetAccessTokensResponse)
 
@@ -4069,6 +4076,13 @@ class GetGroupsResponse(betterproto2.Message):
     groups: "list[GroupSearchResult]" = betterproto2.field(
         1, betterproto2.TYPE_MESSAGE, repeated=True
     )
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    How offset and limit cut the groups found.
+    """
 
 
 default_message_pool.register_message("v1", "GetGroupsResponse", GetGroupsResponse)
