@@ -12,7 +12,7 @@ import yaml
 
 from determined import __version__
 from determined.api.gen import v1
-from determined.common import client, errors
+from determined.common import client, errors, timestamps
 from pydet.cli import Subparsers, render, rpc, trial
 
 # Determined's LogLevel names (the master's --log.level choices).
@@ -191,8 +191,8 @@ def set_message(args: argparse.Namespace) -> int:
         raise errors.InvalidArgument("give the message with -m/--message")
     req = v1.SetClusterMessageRequest(
         message=args.message,
-        start_time=args.start or 0.0,
-        end_time=args.end,
+        start_time=timestamps.to_datetime(args.start),
+        end_time=timestamps.to_datetime(args.end),
         duration=args.duration,
     )
 

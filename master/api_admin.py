@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from determined.api.gen import v1
-from determined.common import errors
+from determined.common import errors, timestamps
 from pydet.master import convert
 from pydet.master.auth.callers import UserCaller
 from pydet.master.experiments.gc_policy import GcPolicy
@@ -127,8 +127,8 @@ class AdminRpcs:
         await self.s.messages.set(
             message.message,
             username=_username(),
-            start_time=message.start_time,
-            end_time=message.end_time,
+            start_time=timestamps.to_seconds(message.start_time) or 0.0,
+            end_time=timestamps.to_seconds(message.end_time),
             duration=message.duration,
         )
         return v1.SetClusterMessageResponse()

@@ -194,8 +194,8 @@ class Service:
             return v1.ClusterMessage(
                 message=f"The master's disk is full at {disk.where}: changes are refused"
                 " until there is space.",
-                start_time=disk.since,
-                created_time=disk.since,
+                start_time=convert.timestamp(disk.since),
+                created_time=convert.timestamp(disk.since),
             )
         shown = self.messages.shown()
         return None if shown is None else shown.to_proto()

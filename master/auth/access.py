@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from determined.api.gen import v1
 from determined.common import errors
-from pydet.master import queries
+from pydet.master import convert, queries
 from pydet.master.auth import permissions as perms
 from pydet.master.auth import roles
 from pydet.master.auth import rules as authz
@@ -87,10 +87,11 @@ class Access:
             user_id=user_id,
             token_ids=list(message.token_ids),
             show_inactive=message.show_inactive,
-            offset=message.offset,
-            limit=message.limit,
         )
-        return v1.GetAccessTokensResponse(token_info=infos)
+        return v1.GetAccessTokensResponse(
+            token_info=_page(infos, message.offset, message.limit),
+            pagination=convert.pagination(len(infos), message.offset, message.limit),
+        )
 
     async def patch_access_token(
         self, caller: UserCaller, message: v1.PatchAccessTokenRequest
@@ -117,11 +118,14 @@ class Access:
         groups = await self.auth.groups.search(
             user_id=message.user_id,
             name=message.name,
-            offset=message.offset,
-            limit=message.limit,
+            offset=0,
+            limit=0,
             visible_to=None if sees_all else caller.id,
         )
-        return v1.GetGroupsResponse(groups=groups)
+        return v1.GetGroupsResponse(
+            groups=_page(groups, message.offset, message.limit),
+            pagination=convert.pagination(len(groups), message.offset, message.limit),
+        )
 
     async def create_group(
         self, caller: UserCaller, message: v1.CreateGroupRequest

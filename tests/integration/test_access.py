@@ -123,6 +123,10 @@ def test_an_access_token_is_a_bearer_of_its_user_until_revoked_even_across_a_kil
     assert paused.status_code == 403 and "(admin)" in paused.json()["error"]["error"]
     theirs = requests.get(f"{url}/api/v1/tokens", headers=bearer(token), timeout=30)
     assert [t["id"] for t in theirs.json()["tokenInfo"]] == [token_id]
+    # With Determined's pagination; offset and limit cut the list it counts.
+    assert theirs.json()["pagination"]["total"] == 1
+    past = requests.get(f"{url}/api/v1/tokens?offset=1", headers=bearer(token), timeout=30)
+    assert not past.json().get("tokenInfo") and past.json()["pagination"]["total"] == 1
 
     # gRPC through det: DET_USER + DET_USER_TOKEN, and det token login.
     assert ok(det(cluster, "user", "whoami", env=with_token(cluster, token, "alice"))) == (

@@ -6,6 +6,7 @@ one line naming what is wrong, never a traceback; what is stored survives a rest
 from __future__ import annotations
 
 import csv
+import datetime
 import io
 import json
 import pathlib
@@ -153,7 +154,11 @@ def test_the_cluster_message_is_shown_to_everyone_until_cleared(cluster: Cluster
     assert got["clusterMessage"]["message"] == "maintenance at noon"
     assert got["clusterMessage"]["endTime"] is not None
     # The WebUI's banner reads it from the master's answer; ordinary users see it too.
-    assert cluster.get("/api/v1/master")["clusterMessage"]["message"] == "maintenance at noon"
+    shown = cluster.get("/api/v1/master")["clusterMessage"]
+    assert shown["message"] == "maintenance at noon"
+    # Its times are Timestamps, RFC 3339 in JSON as Determined's gateway writes them.
+    start, end = (datetime.datetime.fromisoformat(shown[k]) for k in ("startTime", "endTime"))
+    assert end - start == datetime.timedelta(hours=2)
     info = subprocess.run(
         [sys.executable, "-m", "pydet.cli", "master", "info", "--json"],
         env=as_bob(cluster),

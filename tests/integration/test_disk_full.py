@@ -96,6 +96,7 @@ def test_a_full_disk_refuses_writes_clearly_and_loses_nothing_once_there_is_spac
         # Every client's banner (the WebUI's, through the master's info) says so too.
         banner = c.get("/api/v1/master")["clusterMessage"]
         assert banner is not None and f"disk is full at {small_disk}" in banner["message"]
+        assert banner["startTime"].endswith("Z")  # an RFC 3339 Timestamp, not epoch seconds
 
         filler.unlink()
         assert c.wait_state(exp_id, "COMPLETED", "ERROR", timeout=180) == "COMPLETED"

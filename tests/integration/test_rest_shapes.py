@@ -539,7 +539,8 @@ def _changes_of_access_and_pools(change: Callable[..., Any], cluster: Cluster, w
         {"description": "ci"},
     )
     group = f"/api/v1/groups/{w.group}"
-    change(("POST", "/api/v1/groups/search"), "/api/v1/groups/search", {"name": "lab"})
+    found = change(("POST", "/api/v1/groups/search"), "/api/v1/groups/search", {"name": "lab"})
+    assert found["pagination"]["total"] == len(found["groups"]) == 1
     change(("PUT", "/api/v1/groups/{group_id:int}"), group, {"name": "lab2"})
     change(
         ("PATCH", "/api/v1/users/assignments"),

@@ -2457,14 +2457,20 @@ class ClusterMessage(betterproto2.Message):
 
     message: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
-    start_time: "float" = betterproto2.field(2, betterproto2.TYPE_DOUBLE)
+    start_time: "datetime.datetime | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
-    end_time: "float | None" = betterproto2.field(3, betterproto2.TYPE_DOUBLE, optional=True)
+    end_time: "datetime.datetime | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
     """
     None: until it is cleared.
     """
 
-    created_time: "float" = betterproto2.field(4, betterproto2.TYPE_DOUBLE)
+    created_time: "datetime.datetime | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
 
 default_message_pool.register_message("v1", "ClusterMessage", ClusterMessage)
@@ -3536,6 +3542,13 @@ default_message_pool.register_message("v1", "GetAccessTokensRequest", GetAccessT
 class GetAccessTokensResponse(betterproto2.Message):
     token_info: "list[TokenInfo]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
 
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    How offset and limit cut the tokens found.
+    """
+
 
 default_message_pool.register_message("v1", "GetAccessTokensResponse", GetAccessTokensResponse)
 
@@ -4063,6 +4076,13 @@ class GetGroupsResponse(betterproto2.Message):
     groups: "list[GroupSearchResult]" = betterproto2.field(
         1, betterproto2.TYPE_MESSAGE, repeated=True
     )
+
+    pagination: "Pagination | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    How offset and limit cut the groups found.
+    """
 
 
 default_message_pool.register_message("v1", "GetGroupsResponse", GetGroupsResponse)
@@ -7903,12 +7923,16 @@ default_message_pool.register_message(
 class SetClusterMessageRequest(betterproto2.Message):
     message: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
-    start_time: "float" = betterproto2.field(2, betterproto2.TYPE_DOUBLE)
+    start_time: "datetime.datetime | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
     """
-    0: now.
+    Unset: now.
     """
 
-    end_time: "float | None" = betterproto2.field(3, betterproto2.TYPE_DOUBLE, optional=True)
+    end_time: "datetime.datetime | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, unwrap=lambda: _google__protobuf__.Timestamp, optional=True
+    )
 
     duration: "str | None" = betterproto2.field(4, betterproto2.TYPE_STRING, optional=True)
     """
