@@ -13,8 +13,7 @@ import time
 from dataclasses import dataclass
 
 from determined.api.gen import v1
-from determined.common import errors
-from pydet.master import convert
+from determined.common import errors, timestamps
 from pydet.master.store.db import Database
 
 MAX_LENGTH = 250  # characters, as Determined
@@ -63,9 +62,9 @@ class Message:
     def to_proto(self) -> v1.ClusterMessage:
         return v1.ClusterMessage(
             message=self.message,
-            start_time=convert.timestamp(self.start_time),
-            end_time=convert.timestamp(self.end_time),
-            created_time=convert.timestamp(self.created_time),
+            start_time=timestamps.to_datetime(self.start_time),
+            end_time=timestamps.to_datetime(self.end_time),
+            created_time=timestamps.to_datetime(self.created_time),
         )
 
 
