@@ -98,7 +98,7 @@ def setup(tmp_path: pathlib.Path, network: Network, ec2: EC2Server) -> Iterator[
 
 
 def steps(c: Cluster, trial_id: int) -> int:
-    return int(c.get(f"/api/v1/trials/{trial_id}")["trial"].get("stepsCompleted", 0))
+    return int(c.get(f"/api/v1/trials/{trial_id}")["trial"].get("totalBatchesProcessed", 0))
 
 
 def tags(instance: dict[str, Any]) -> dict[str, str]:
@@ -155,9 +155,7 @@ def test_a_spot_instance_taken_away_mid_trial_resumes_elsewhere(setup: Setup) ->
         (trial,) = wait_until(lambda: c.trials(exp) or None, 30, "the trial")
         # Some steps checkpointed on the first instance, then the cloud takes it away.
         wait_until(
-            lambda: (
-                int(c.get(f"/api/v1/trials/{trial['id']}")["trial"].get("stepsCompleted", 0)) >= 5
-            ),
+            lambda: steps(c, trial["id"]) >= 5,
             60,
             "five steps reported",
         )

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from determined.common import structs
 from tests.cluster import EXAMPLES, Cluster, cluster_fixture
 from tests.frameworks.foreign import pytorch_trial_checkpoint
 from tests.integration.test_core_api import Api, checkpoint_dir
@@ -61,7 +62,7 @@ def test_trainer_script_trains_validates_and_checkpoints(cluster: Cluster, api: 
     ckpts = api.checkpoints(trial.id)
     latest = ckpts[-1]
     assert latest.steps_completed == 150
-    metadata = json.loads(latest.metadata)
+    metadata = structs.python(latest.metadata)
     assert metadata["steps_completed"] == 150 and metadata["format"] == "pickle"
     files = files_of(checkpoint_dir(latest))
     assert {
@@ -159,7 +160,7 @@ def test_paused_trial_resumes_from_its_checkpoint(
     cluster.det("experiment", "pause", str(exp_id))
     # The worker checkpoints where it is, then exits.
     wait_trial(api, trial.id, "PAUSED")
-    paused_at = api.trial(trial.id).steps_completed
+    paused_at = api.trial(trial.id).total_batches_processed
     assert 40 <= paused_at < 400, "the pause came after training ended"
     assert api.checkpoints(trial.id)[-1].steps_completed == paused_at
     assert [s for s, _ in api.metrics(trial.id, "training")][-1] == paused_at

@@ -17,6 +17,7 @@ import time
 import psutil
 import pytest
 
+from determined.common import structs
 from tests.cluster import EXAMPLES, Cluster
 from tests.frameworks.conftest import skip_without_frameworks
 from tests.integration.test_core_api import Api, checkpoint_dir
@@ -69,11 +70,11 @@ def test_paused_trainer_resumes_from_the_checkpoint_it_saved(
     cluster.det("experiment", "pause", str(exp_id))
     wait_trial(api, trial.id, "PAUSED")
     # DetCallback stopped the Trainer at the signal and saved that step.
-    stopped_at = api.trial(trial.id).steps_completed
+    stopped_at = api.trial(trial.id).total_batches_processed
     assert 60 <= stopped_at < 2000, "the pause did not land mid-training"
     saved = api.checkpoints(trial.id)[-1]
     assert saved.steps_completed == stopped_at
-    assert json.loads(saved.metadata)["steps_completed"] == stopped_at
+    assert structs.python(saved.metadata)["steps_completed"] == stopped_at
     assert (checkpoint_dir(saved) / f"checkpoint-{stopped_at}" / "model.safetensors").is_file()
     assert not api.logs(trial.id, search="trained to step 2000")
 
@@ -158,7 +159,7 @@ def test_trainer_reports_metrics_checkpoints_and_progress(api: Api, runs: dict[s
 
     latest = api.checkpoints(trial.id)[-1]
     assert latest.steps_completed == 200 and trial.latest_checkpoint_uuid == latest.uuid
-    assert json.loads(latest.metadata) == {
+    assert structs.python(latest.metadata) == {
         "steps_completed": 200,
         "trial_id": trial.id,
         "finetuned_from": None,
@@ -221,7 +222,7 @@ def test_sft_trainer_with_lora_stores_the_adapter(api: Api, runs: dict[str, int]
     files = set(latest.resources)
     assert "checkpoint-60/adapter_model.safetensors" in files
     assert "checkpoint-60/model.safetensors" not in files, "the frozen base model is not saved"
-    assert json.loads(latest.metadata)["adapter"] == "lora"
+    assert structs.python(latest.metadata)["adapter"] == "lora"
 
 
 def test_asha_stops_the_losers_and_they_save_where_they_stopped(
@@ -231,13 +232,13 @@ def test_asha_stops_the_losers_and_they_save_where_they_stopped(
     api.wait(exp_id, "COMPLETED", timeout=800)
     trials = api.trials(exp_id)
     assert len(trials) == 4
-    lengths = {t.id: t.steps_completed for t in trials}
+    lengths = {t.id: t.total_batches_processed for t in trials}
     assert max(lengths.values()) == 200, lengths
-    stopped = [t for t in trials if t.steps_completed < 200]
+    stopped = [t for t in trials if t.total_batches_processed < 200]
     assert stopped, f"ASHA stopped no trial: {lengths}"
     for t in stopped:
         # Stopped past the first rung (50 batches), by the signal, not by a failure.
-        assert t.steps_completed >= 50 and t.state.name == "COMPLETED"
-        assert api.checkpoints(t.id)[-1].steps_completed == t.steps_completed
+        assert t.total_batches_processed >= 50 and t.state.name == "COMPLETED"
+        assert api.checkpoints(t.id)[-1].steps_completed == t.total_batches_processed
         rung = [m for s, m in api.metrics(t.id, "validation") if s == 50]
         assert rung and rung[0]["batches"] == 50

@@ -98,7 +98,7 @@ def test_paused_keras_trial_resumes_at_the_next_epoch(cluster: Cluster, api: Api
     api.wait_for_log(trial.id, "saved after epoch 0", timeout=400)
     cluster.det("experiment", "pause", str(exp_id))
     wait_trial(api, trial.id, "PAUSED")
-    paused_at = api.trial(trial.id).steps_completed
+    paused_at = api.trial(trial.id).total_batches_processed
     assert paused_at % 180 == 0 and 180 <= paused_at < 20 * 180, paused_at
     assert api.checkpoints(trial.id)[-1].steps_completed == paused_at
     epoch = paused_at // 180

@@ -97,7 +97,7 @@ def test_digits_pause_and_activate_resume_exactly(
     # The workers save a checkpoint after the epoch they are in, agree to stop, and exit.
     wait_trial(api, trial.id, "PAUSED")
     assert api.state(exp_id) == "PAUSED"
-    stopped_at = api.trial(trial.id).steps_completed
+    stopped_at = api.trial(trial.id).total_batches_processed
     assert 0 < stopped_at < EPOCHS * BATCHES, "the pause did not land mid-training"
     assert api.checkpoints(trial.id)[-1].steps_completed == stopped_at
     assert not api.logs(trial.id, search="final weights")
@@ -137,7 +137,7 @@ def test_digits_stage3_ddp_reports_metrics_and_checkpoints_per_rank(
     assert {c.steps_completed for c in ckpts} <= set(steps)
     latest = ckpts[-1]
     assert trial.latest_checkpoint_uuid == latest.uuid
-    assert json.loads(latest.metadata) == {
+    assert structs.python(latest.metadata) == {
         "steps_completed": EPOCHS * BATCHES,
         "trial_id": trial.id,
     }
@@ -261,7 +261,7 @@ def test_digits_deepspeed_on_cpu(cluster: Cluster, api: Api) -> None:
     assert [s for s, _ in validations] == [45, 90, 135]
     assert max(m["val_accuracy"] for _, m in validations) > 0.85
     latest = api.checkpoints(trial.id)[-1]
-    assert json.loads(latest.metadata) == {"steps_completed": 135, "epoch": 2}
+    assert structs.python(latest.metadata) == {"steps_completed": 135, "epoch": 2}
     # Every worker wrote its part (shard=True): the engine's files and DeepSpeed's tag file.
     assert {"latest", "engine/mp_rank_00_model_states.pt", "metadata.json"} <= set(latest.resources)
     assert (checkpoint_dir(latest) / "latest").read_text() == "engine"

@@ -73,7 +73,7 @@ def test_an_s3_experiment_resumes_elsewhere_and_its_objects_go_with_it(
     api = Api(c)
 
     def live() -> list[v1.Checkpoint]:
-        return [x for x in api.checkpoints(trial) if x.state != "DELETED"]
+        return [x for x in api.checkpoints(trial) if x.state != v1.CheckpointState.DELETED]
 
     def checkpoint_objects() -> dict[str, int]:
         # The trial's TensorBoard files (AUTO mode) live beside its checkpoints.
