@@ -86,6 +86,22 @@ def _scrubbed(e: errors.InvalidArgument, config_text: str) -> errors.InvalidArgu
     return e if message == e.message else errors.InvalidArgument(message)
 
 
+def _check_task_job_update(update: v1.JobUpdate, task: GenericTask) -> None:
+    """A task's job (a notebook's, shell's, command's, TensorBoard's) takes a new priority;
+    its weight, pool and place in the queue stay as it was launched."""
+    noun = task.task_type.noun
+    for name in ("weight", "resource_pool", "ahead_of", "behind_of"):
+        if getattr(update, name) is not None:
+            raise errors.InvalidArgument(
+                f"{name}: job {update.job_id} is a {noun}, whose {name.replace('_', ' ')}"
+                " cannot be changed; only its priority can"
+            )
+    if update.priority is None:
+        raise errors.InvalidArgument(f"job {update.job_id}: nothing to change (give a priority)")
+    if not 1 <= update.priority <= 99:
+        raise errors.InvalidArgument(f"priority: must be between 1 and 99, got {update.priority}")
+
+
 def _log_filter(req: v1.TrialLogsRequest | v1.TaskLogsRequest) -> queries.LogFilter:
     """The filter of a TrialLogs or TaskLogs request (they have the same fields)."""
     head, tail = max(0, req.head), max(0, req.tail)
@@ -808,29 +824,31 @@ class Service:
         )
 
     async def update_job_queue(self, updates: list[v1.JobUpdate]) -> None:
+        """Apply ``det job update(-batch)``: all of it, or nothing when any part is refused.
+        A notebook's, shell's, command's or TensorBoard's job changes its priority only."""
+        live = {t.id: t for t in self.generic.live()}
+        tasks = [u for u in updates if u.job_id in live]
+        for u in tasks:
+            _check_task_job_update(u, live[u.job_id])
+        if tasks:
+            found = await self.policies.effective(policies.NTSC, DEFAULT_WORKSPACE)
+            for u in tasks:
+                policies.check_priority(found, u.priority or 0, smaller_is_higher=True)
+        updates = [u for u in updates if u.job_id not in live]
         for u in updates:
             exp = self.jobs.experiment_of(u.job_id)
             if u.priority is not None and exp is not None:
                 await self._check_changes(exp.id, priority=u.priority, max_slots=None)
-            if u.resource_pool:
-                exp_id = None if exp is None else exp.id
-                await self._check_pool_move(u.job_id, u.resource_pool, exp_id=exp_id)
+            if u.resource_pool and exp is not None:
+                await self._check_pool_move(u.resource_pool, exp.id)
         async with self.lock:
             await self.jobs.update(updates)
+            for u in tasks:
+                await self.generic.set_priority(u.job_id, u.priority or 0)
 
-    async def _check_pool_move(self, job_id: str, pool: str, *, exp_id: int | None) -> None:
-        """A job moved to ``pool`` must be of a workspace the pool is available to (an
-        experiment's; a task's: its project's, else the one it was launched into)."""
-        workspace_id = DEFAULT_WORKSPACE
-        if exp_id is not None:
-            workspace_id = await queries.experiment_workspace(self.db, exp_id) or 0
-        else:
-            found = next((t for t in self.generic.live() if t.id == job_id), None)
-            if found is not None and found.extra.get("project_id"):
-                project = await self.organization.projects.get(int(found.extra["project_id"]))
-                workspace_id = project.workspace_id
-            elif found is not None:
-                workspace_id = found.workspace_id  # the one it was launched into
+    async def _check_pool_move(self, pool: str, exp_id: int) -> None:
+        """An experiment moved to ``pool`` must be of a workspace the pool is available to."""
+        workspace_id = await queries.experiment_workspace(self.db, exp_id) or DEFAULT_WORKSPACE
         workspace = await self.organization.workspaces.get(workspace_id)
         await self.organization.bindings.check(
             pool, workspace.id, workspace.name, field="resource_pool"

@@ -544,10 +544,21 @@ def owner_of_trial(what: str, permission: perms.P = P.UPDATE_EXPERIMENT) -> Rule
 
 
 async def update_jobs(caller: Caller, message: Any, lookup: Lookup) -> None:
+    """An experiment's job: its owner or an admin. A notebook's, shell's, command's or
+    TensorBoard's (its job id is the task's id): as for its own ``set priority``."""
     _user(caller)
     for update in message.updates:
         # Jobs named by ahead_of/behind_of need no rights: the queue checks they exist.
-        await _owns(caller, await lookup.job_experiment(update.job_id), lookup, "reorder")
+        try:
+            experiment_id = await lookup.job_experiment(update.job_id)
+        except errors.NotFound:
+            try:
+                owner = await lookup.task_owner(update.job_id)
+            except errors.NotFound:
+                raise errors.NotFound(f"job {update.job_id} not found") from None
+            await owns_task(caller, update.job_id, owner, lookup, "reorder")
+            continue
+        await _owns(caller, experiment_id, lookup, "reorder")
 
 
 def owner_of_template(field: str, permission: perms.P) -> Rule:

@@ -164,7 +164,7 @@ class Jobs:
                         resource_pool=job.resource_pool,
                         is_preemptible=self._preemptible(job.resource_pool),
                         entity_id=task.id,
-                        workspace_id=1,
+                        workspace_id=task.workspace_id,
                     )
                 )
                 continue

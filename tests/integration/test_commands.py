@@ -102,6 +102,16 @@ def test_a_detached_command_is_listed_prioritised_and_killed(cluster: Cluster) -
     (job,) = [j for j in jobs if j["job_id"] == cmd_id]
     assert job["type"] == "COMMAND" and job["priority"] == 12
     assert job["allocated_slots"] == 1 and job["name"] == listed["description"]
+    # Its job takes a priority as an experiment's does; its place in the queue stays.
+    cluster.det("job", "update", cmd_id, "--priority", "14")
+    (job,) = [
+        j for j in json.loads(cluster.det("job", "list", "--json").stdout) if j["job_id"] == cmd_id
+    ]
+    assert job["priority"] == 14
+    refused = cluster.det("job", "update", cmd_id, "--weight", "2", check=False)
+    assert (
+        refused.returncode == 1 and "is a command, whose weight cannot be changed" in refused.stderr
+    )
     tasks = json.loads(cluster.det("task", "list", "--json").stdout)
     (summary,) = [t for t in tasks.values() if t["task_id"] == cmd_id]
     assert summary["name"] == listed["description"] and summary["slots_needed"] == 1

@@ -217,6 +217,11 @@ async def test_only_the_owner_or_an_admin_may_move_a_job(lookup: authz.Lookup) -
         await check("UpdateJobQueue", ALICE, updates("nope", priority=1), lookup)
     # The anchor of a move needs no rights (the queue itself refuses an unknown one).
     await check("UpdateJobQueue", ALICE, updates("job-1", behind_of="job-2"), lookup)
+    # A notebook's job (its id is the task's): its owner or an admin, as its set priority.
+    await _task(lookup, "nb-1", "NOTEBOOK")
+    await check("UpdateJobQueue", ALICE, updates("nb-1", priority=3), lookup)
+    await check("UpdateJobQueue", ROOT, updates("nb-1", priority=3), lookup)
+    assert "owner of task nb-1" in await refused("UpdateJobQueue", BOB, updates("nb-1"), lookup)
 
 
 async def test_owners_are_cached_and_stay_right(lookup: authz.Lookup) -> None:
