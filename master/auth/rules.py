@@ -178,6 +178,13 @@ class Lookup:
             raise errors.NotFound(f"{noun or 'task'} {task_id} not found")
         return found[0]
 
+    async def task_workspace(self, task_id: str) -> int:
+        """The workspace a task that is not a trial was launched into."""
+        found = await queries.task_workspace(self._db, task_id)
+        if found is None:
+            raise errors.NotFound(f"task {task_id} not found")
+        return found
+
     def forget_owners(self) -> None:
         """A user was renamed: the owners remembered by name are read again."""
         self._owners.clear()
@@ -787,10 +794,11 @@ async def owns_task(
     caller: Caller, task_id: str, owner: str, lookup: Lookup, what: str, *, kind: str = "task"
 ) -> None:
     """A task's owner, or a user whose role updates notebooks, shells, commands and
-    TensorBoards in the default workspace, where they are (the gateway's proxy checks the
-    same). The refusal does not say whose it is."""
+    TensorBoards in the workspace it was launched into, or everywhere (the gateway's proxy
+    checks the same). The refusal does not say whose it is."""
     user = _user(caller)
-    if not await holds(user, P.UPDATE_NSC, lookup, owner=owner, workspace=DEFAULT_WORKSPACE):
+    workspace = functools.partial(lookup.task_workspace, task_id)
+    if not await holds(user, P.UPDATE_NSC, lookup, owner=owner, workspace=workspace):
         raise errors.PermissionDenied(
             f"only the owner of {kind} {task_id} or a user with {perms.label(P.UPDATE_NSC)}"
             f" may {what} it"

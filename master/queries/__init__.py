@@ -59,6 +59,7 @@ from pydet.master.queries.owners import (
     project_owners,
     task_identity,
     task_owner,
+    task_workspace,
     trial_experiment,
     workspace_owner,
 )
@@ -102,6 +103,7 @@ __all__ = [
     "task_identity",
     "task_logs",
     "task_owner",
+    "task_workspace",
     "trial",
     "trial_checkpoints",
     "trial_experiment",

@@ -151,3 +151,12 @@ async def task_owner(db: Database, task_id: str) -> tuple[str, str] | None:
         "SELECT username, task_type FROM generic_tasks WHERE id = ?", (task_id,)
     )
     return None if row is None else (str(row["username"]), str(row["task_type"]))
+
+
+async def task_workspace(db: Database, task_id: str) -> int | None:
+    """The workspace a task that is not a trial was launched into (``-w``; the default
+    workspace's id, 1, when none was named); None for no such task."""
+    row = await db.fetch_one("SELECT extra FROM generic_tasks WHERE id = ?", (task_id,))
+    if row is None:
+        return None
+    return int(json.loads(row["extra"] or "{}").get("workspace_id") or 1)

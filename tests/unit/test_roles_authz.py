@@ -640,12 +640,12 @@ async def test_an_editor_in_a_workspace_steers_the_experiments_there_and_nowhere
     await refused_for(teams, Witness(P.UPDATE_EXPERIMENT, "PauseExperiment", pause(1)))
 
 
-async def test_tasks_that_are_not_trials_are_in_the_default_workspace(
+async def test_tasks_that_are_not_trials_are_steered_in_the_workspace_they_were_launched_into(
     teams: authz.Lookup,
 ) -> None:
     """An Editor of the default workspace (where Determined puts commands, notebooks, shells
     and TensorBoards launched without one) kills, reprioritises and opens alice's there; an
-    Editor of team-a does not."""
+    Editor of team-a does not, until one of them is launched into team-a (``-w``)."""
     roles = Roles(teams._db, teams.grants)
     calls = [
         ("KillCommand", v1.KillCommandRequest(command_id="cmd-1")),
@@ -664,6 +664,16 @@ async def test_tasks_that_are_not_trials_are_in_the_default_workspace(
         [on("Editor", authz.DEFAULT_WORKSPACE, user_id=BOB.id)], by="test", by_id=ROOT.id
     )
     await refused_for(teams, Witness(P.UPDATE_NSC, *calls[0]))
+    # A notebook launched into team-a is steered by team-a's Editor, and no longer by one of
+    # the default workspace.
+    await teams._db.execute(
+        "UPDATE generic_tasks SET extra = ? WHERE id = 'nb-1'", ('{"workspace_id": 4}',)
+    )
+    await check(calls[1][0], BOB, calls[1][1], teams)
+    await roles.remove([on("Editor", 4, user_id=BOB.id)], by="test", by_id=ROOT.id)
+    await roles.assign([on("Editor", authz.DEFAULT_WORKSPACE, user_id=BOB.id)], by="test")
+    await refused_for(teams, Witness(P.UPDATE_NSC, *calls[1]))
+    await check(calls[0][0], BOB, calls[0][1], teams)
 
 
 async def test_a_role_on_a_workspace_through_a_group_counts_there(teams: authz.Lookup) -> None:
