@@ -49,7 +49,7 @@ from pydet.master.gateway import tensorboards as gateway_tensorboards
 from pydet.master.gateway import webhooks as gateway_webhooks
 from pydet.master.gateway import workspaces as gateway_workspaces
 from pydet.master.service import Service
-from pydet.master.tasks.generic import GenericTask, TaskType
+from pydet.master.tasks.generic import TaskType
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +94,6 @@ def _mapped_routes(routes: list[Route], auth: Authenticator) -> list[Route]:
 def _task_kinds(service: Service) -> list[gateway_commands.Kind]:
     """The kinds of task the JSON API launches, lists and steers like Determined's."""
 
-    def launch(task_type: TaskType) -> Callable[[str, str, str, int], Awaitable[GenericTask]]:
-        return lambda user, text, template, workspace_id: service.launch_task(
-            task_type, user, text, template_name=template, workspace_id=workspace_id
-        )
-
     return [
         gateway_commands.Kind(
             TaskType.COMMAND,
@@ -106,7 +101,6 @@ def _task_kinds(service: Service) -> list[gateway_commands.Kind]:
             "command",
             "Command",
             command_protos.to_proto,
-            launch(TaskType.COMMAND),
             v1.KillCommandRequest,
         ),
         gateway_commands.Kind(
@@ -115,7 +109,6 @@ def _task_kinds(service: Service) -> list[gateway_commands.Kind]:
             "notebook",
             "Notebook",
             notebook_protos.to_proto,
-            launch(TaskType.NOTEBOOK),
             v1.KillNotebookRequest,
         ),
         gateway_commands.Kind(
@@ -124,7 +117,6 @@ def _task_kinds(service: Service) -> list[gateway_commands.Kind]:
             "shell",
             "Shell",
             shell_protos.to_proto,
-            launch(TaskType.SHELL),
             v1.KillShellRequest,
         ),
     ]

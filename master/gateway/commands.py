@@ -5,7 +5,7 @@ their Launch, Get, Kill and Set...Priority RPCs, checked against the same rules.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,15 +26,13 @@ from pydet.master.tasks.generic import GenericTask, TaskType
 @dataclass(frozen=True)
 class Kind:
     """One kind's routes: ``plural`` is its path and list key ("commands"), ``noun`` its
-    key and RPC name ("command", "Command"); ``launch`` makes one from a config's text, a
-    template's name and a workspace's id (0: Uncategorized)."""
+    key and RPC name ("command", "Command")."""
 
     task_type: TaskType
     plural: str
     noun: str
     rpc: str
     to_proto: Callable[[GenericTask], betterproto2.Message]
-    launch: Callable[[str, str, str, int], Awaitable[GenericTask]]
     # The request message each rule reads, from the task's id (and a priority).
     request: Callable[..., betterproto2.Message]
 
@@ -67,9 +65,20 @@ def routes(service: Service, kind: Kind) -> list[Route]:
         # Launch*'s rule reads the workspace it goes into, as over gRPC.
         await gateway_auth.authorize(request, f"Launch{kind.rpc}", req)
         text = json.dumps(structs.python(req.config)) if req.config is not None else ""
-        user = gateway_auth.caller(request).username
-        task = await kind.launch(user, text, req.template_name, req.workspace_id)
-        return answer(f"Launch{kind.rpc}", task, config=structs.struct(task.config))
+        preview = bool(getattr(req, "preview", False))  # a notebook's only, as Determined's
+        task = await service.launch_task(
+            kind.task_type,
+            gateway_auth.caller(request).username,
+            text,
+            template_name=req.template_name,
+            context=req.context,
+            workspace_id=req.workspace_id,
+            preview=preview,
+        )
+        config = structs.struct(task.config)
+        if preview:  # the config as the master fills it; nothing launched
+            return codec.message(getattr(v1, f"Launch{kind.rpc}Response")(config=config))
+        return answer(f"Launch{kind.rpc}", task, config=config)
 
     async def list_all(request: Request) -> Response:
         req = codec.query_message(request, getattr(v1, f"Get{kind.rpc}sRequest"))

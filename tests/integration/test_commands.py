@@ -3,6 +3,7 @@ exit code the CLI's, listed, prioritised, killed and logged like Determined's.""
 
 from __future__ import annotations
 
+import base64
 import json
 import pathlib
 import re
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from determined.common.context import pack_context
 from tests.cluster import Cluster, cluster_fixture, wait_until
 
 
@@ -168,7 +170,9 @@ def test_a_template_fills_in_a_commands_config(cluster: Cluster, tmp_path: pathl
     assert proc.returncode == 1 and "no template named 'no-such-template'" in proc.stderr
 
 
-def test_a_task_belongs_to_the_workspace_it_was_launched_into(cluster: Cluster) -> None:
+def test_a_task_belongs_to_the_workspace_it_was_launched_into(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
     cluster.det("workspace", "create", "team-a")
     in_team = cluster.det("cmd", "run", "-d", "-w", "team-a", "sleep", "60").stdout.strip()
     elsewhere = cluster.det("cmd", "run", "-d", "sleep", "60").stdout.strip()
@@ -185,13 +189,27 @@ def test_a_task_belongs_to_the_workspace_it_was_launched_into(cluster: Cluster) 
     assert listed()[in_team]["workspace_id"] == team["id"]
     assert listed()[elsewhere]["workspace_id"] == 1
 
-    # Over REST too, as Determined's clients name it (workspaceId), and listed by it there.
-    body = {"config": {"entrypoint": ["sleep", "60"]}, "workspaceId": team["id"]}
+    # Over REST too, as Determined's clients name it (workspaceId), and listed by it there;
+    # the context it carries is its working directory.
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "wait.sh").write_text("echo read from the context\nsleep 60\n")
+    body = {
+        # No slot: the two above hold the agent's.
+        "config": {"entrypoint": ["sh", "wait.sh"], "resources": {"slots": 0}},
+        "workspaceId": team["id"],
+        "context": base64.b64encode(pack_context(ctx)).decode(),
+    }
     with cluster.urlopen(cluster.request("/api/v1/commands", method="POST", body=body), 30) as r:
         over_rest = json.load(r)["command"]
     assert over_rest["workspaceId"] == team["id"]
     shown = cluster.get(f"/api/v1/commands?workspaceId={team['id']}")["commands"]
     assert {c["id"] for c in shown} == {in_team, over_rest["id"]}
+    wait_until(
+        lambda: "read from the context" in cluster.det("cmd", "logs", over_rest["id"]).stdout,
+        60,
+        "the command launched over REST to run its context's script",
+    )
 
     # Its row alone, as Determined's describe shows it.
     described = json.loads(cluster.det("command", "describe", in_team[:8], "--json").stdout)
@@ -234,3 +252,9 @@ def test_a_notebook_preview_shows_its_config_and_launches_nothing(cluster: Clust
         "notebook", "start", "--preview", "--config", "resources.slots=-2", check=False
     )
     assert bad.returncode != 0 and "slots" in bad.stderr and "Traceback" not in bad.stderr
+    # Over REST, as Determined's clients send it: the config back, no notebook made.
+    body = {"config": {"description": "peek over REST"}, "preview": True}
+    with cluster.urlopen(cluster.request("/api/v1/notebooks", method="POST", body=body), 30) as r:
+        answered = json.load(r)
+    assert answered["notebook"] is None and answered["config"]["description"] == "peek over REST"
+    assert cluster.det("notebook", "list", "-a", "-q").stdout.split() == before
