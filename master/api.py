@@ -485,11 +485,9 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
     async def get_tensorboards(
         self, message: v1.GetTensorboardsRequest
     ) -> v1.GetTensorboardsResponse:
-        live = self.s.live_tasks(TaskType.TENSORBOARD, list(message.users), message.workspace_id)
-        boards = [tensorboards.to_proto(tb) for tb in live]
-        return v1.GetTensorboardsResponse(
-            tensorboards=boards, pagination=convert.pagination(len(boards))
-        )
+        found, page = await self.s.list_tasks(TaskType.TENSORBOARD, message)
+        boards = [tensorboards.to_proto(tb) for tb in found]
+        return v1.GetTensorboardsResponse(tensorboards=boards, pagination=page)
 
     async def get_tensorboard(self, message: v1.GetTensorboardRequest) -> v1.GetTensorboardResponse:
         tb = await self.s.tensorboards.get(message.tensorboard_id)
@@ -708,11 +706,10 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         return v1.LaunchCommandResponse(command=commands.to_proto(task), config=config)
 
     async def get_commands(self, message: v1.GetCommandsRequest) -> v1.GetCommandsResponse:
-        live = [
-            commands.to_proto(t)
-            for t in self.s.live_tasks(TaskType.COMMAND, list(message.users), message.workspace_id)
-        ]
-        return v1.GetCommandsResponse(commands=live, pagination=convert.pagination(len(live)))
+        found, page = await self.s.list_tasks(TaskType.COMMAND, message)
+        return v1.GetCommandsResponse(
+            commands=[commands.to_proto(t) for t in found], pagination=page
+        )
 
     async def get_command(self, message: v1.GetCommandRequest) -> v1.GetCommandResponse:
         task = await self.s.generic.get(message.command_id, TaskType.COMMAND)
@@ -741,11 +738,10 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         return v1.LaunchNotebookResponse(notebook=notebooks.to_proto(task), config=config)
 
     async def get_notebooks(self, message: v1.GetNotebooksRequest) -> v1.GetNotebooksResponse:
-        live = [
-            notebooks.to_proto(t)
-            for t in self.s.live_tasks(TaskType.NOTEBOOK, list(message.users), message.workspace_id)
-        ]
-        return v1.GetNotebooksResponse(notebooks=live, pagination=convert.pagination(len(live)))
+        found, page = await self.s.list_tasks(TaskType.NOTEBOOK, message)
+        return v1.GetNotebooksResponse(
+            notebooks=[notebooks.to_proto(t) for t in found], pagination=page
+        )
 
     async def get_notebook(self, message: v1.GetNotebookRequest) -> v1.GetNotebookResponse:
         task = await self.s.generic.get(message.notebook_id, TaskType.NOTEBOOK)
@@ -778,11 +774,8 @@ class DeterminedServicer(AdminRpcs, v1.DeterminedBase):
         return v1.LaunchShellResponse(shell=shells.to_proto(task, with_key=True), config=config)
 
     async def get_shells(self, message: v1.GetShellsRequest) -> v1.GetShellsResponse:
-        live = [
-            shells.to_proto(t)
-            for t in self.s.live_tasks(TaskType.SHELL, list(message.users), message.workspace_id)
-        ]
-        return v1.GetShellsResponse(shells=live, pagination=convert.pagination(len(live)))
+        found, page = await self.s.list_tasks(TaskType.SHELL, message)
+        return v1.GetShellsResponse(shells=[shells.to_proto(t) for t in found], pagination=page)
 
     async def get_shell(self, message: v1.GetShellRequest) -> v1.GetShellResponse:
         # Its rule lets only its owner or an admin this far: the key is theirs.

@@ -102,6 +102,21 @@ def _check_task_job_update(update: v1.JobUpdate, task: GenericTask) -> None:
         raise errors.InvalidArgument(f"priority: must be between 1 and 99, got {update.priority}")
 
 
+TaskListRequest = (
+    v1.GetCommandsRequest | v1.GetNotebooksRequest | v1.GetShellsRequest | v1.GetTensorboardsRequest
+)
+
+# Determined's SortBy of those requests (the same numbers in each): id, description, start
+# time, workspace; unspecified is the launch order.
+_TASK_SORT_KEYS: dict[int, Callable[[GenericTask], Any]] = {
+    0: lambda t: t.start_time,
+    1: lambda t: t.id,
+    2: lambda t: t.description,
+    4: lambda t: t.start_time,
+    5: lambda t: (t.workspace_id, t.start_time),
+}
+
+
 def _log_filter(req: v1.TrialLogsRequest | v1.TaskLogsRequest) -> queries.LogFilter:
     """The filter of a TrialLogs or TaskLogs request (they have the same fields)."""
     head, tail = max(0, req.head), max(0, req.tail)
@@ -784,17 +799,30 @@ class Service:
                 f"workspace {workspace.name!r} is archived; no task can be launched into it"
             )
 
-    def live_tasks(
-        self, task_type: TaskType, users: list[str], workspace_id: int = 0
-    ) -> list[GenericTask]:
-        """The live tasks of one type, of ``users`` (all when empty), in a workspace (all
-        when 0)."""
-        return [
+    async def list_tasks(
+        self, task_type: TaskType, req: TaskListRequest
+    ) -> tuple[list[GenericTask], v1.Pagination]:
+        """The live tasks of one type that a Get{Commands,Notebooks,Shells,Tensorboards}
+        request asks for (its users, by name or id; its workspace, all when 0), in its order
+        (oldest first by default), cut by its offset (from the end when negative) and limit."""
+        users = set(req.users)
+        for user_id in req.user_ids:
+            row = await queries.user_by_id(self.db, user_id)
+            if row is not None:
+                users.add(row.username)
+        by_user = bool(req.users or req.user_ids)
+        found = [
             t
             for t in self.generic.live(task_type)
-            if (not users or t.username in users)
-            and (not workspace_id or t.workspace_id == workspace_id)
+            if (not by_user or t.username in users)
+            and (not req.workspace_id or t.workspace_id == req.workspace_id)
         ]
+        key = _TASK_SORT_KEYS.get(int(req.sort_by), _TASK_SORT_KEYS[0])
+        found.sort(key=key, reverse=req.order_by == v1.OrderBy.DESC)
+        start = req.offset if req.offset >= 0 else max(len(found) + req.offset, 0)
+        page = convert.pagination(len(found), start, req.limit)
+        page.offset = req.offset
+        return found[page.start_index : page.end_index], page
 
     async def kill_task(self, task_id: str, task_type: TaskType) -> GenericTask:
         async with self.lock:

@@ -16,7 +16,6 @@ from starlette.routing import Route
 
 from determined.api.gen import v1
 from determined.common import structs
-from pydet.master import convert
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import codec
 from pydet.master.service import Service
@@ -82,11 +81,12 @@ def routes(service: Service, kind: Kind) -> list[Route]:
 
     async def list_all(request: Request) -> Response:
         req = codec.query_message(request, getattr(v1, f"Get{kind.rpc}sRequest"))
-        await gateway_auth.authorize(request, f"Get{kind.rpc}s", kind.request())
-        live = service.live_tasks(kind.task_type, list(req.users), req.workspace_id)
-        shown = [kind.to_proto(t) for t in live]
+        await gateway_auth.authorize(request, f"Get{kind.rpc}s", req)
+        found, page = await service.list_tasks(kind.task_type, req)
         cls = getattr(v1, f"Get{kind.rpc}sResponse")
-        return codec.message(cls(**{kind.plural: shown}, pagination=convert.pagination(len(shown))))
+        return codec.message(
+            cls(**{kind.plural: [kind.to_proto(t) for t in found]}, pagination=page)
+        )
 
     async def get_one(request: Request) -> Response:
         task_id = str(request.path_params["id"])

@@ -8,11 +8,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from determined.api.gen import v1
-from pydet.master import convert
 from pydet.master.gateway import auth as gateway_auth
 from pydet.master.gateway import codec
 from pydet.master.service import Service
 from pydet.master.tasks import tensorboards
+from pydet.master.tasks.generic import TaskType
 
 
 def routes(service: Service) -> list[Route]:
@@ -23,13 +23,11 @@ def routes(service: Service) -> list[Route]:
         return codec.message(v1.LaunchTensorboardResponse(tensorboard=tb))
 
     async def list_all(request: Request) -> Response:
-        await gateway_auth.authorize(request, "GetTensorboards", v1.GetTensorboardsRequest())
-        boards = [tensorboards.to_proto(t) for t in service.tensorboards.live()]
-        return codec.message(
-            v1.GetTensorboardsResponse(
-                tensorboards=boards, pagination=convert.pagination(len(boards))
-            )
-        )
+        req = codec.query_message(request, v1.GetTensorboardsRequest)
+        await gateway_auth.authorize(request, "GetTensorboards", req)
+        found, page = await service.list_tasks(TaskType.TENSORBOARD, req)
+        boards = [tensorboards.to_proto(t) for t in found]
+        return codec.message(v1.GetTensorboardsResponse(tensorboards=boards, pagination=page))
 
     async def get_one(request: Request) -> Response:
         tb_id = str(request.path_params["id"])

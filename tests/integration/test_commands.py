@@ -211,6 +211,22 @@ def test_a_task_belongs_to_the_workspace_it_was_launched_into(
         "the command launched over REST to run its context's script",
     )
 
+    # Determined's sort, order, offset and limit, and its users by id.
+    newest = cluster.get("/api/v1/commands?sortBy=SORT_BY_START_TIME&orderBy=ORDER_BY_DESC&limit=2")
+    assert [c["id"] for c in newest["commands"]] == [over_rest["id"], elsewhere]
+    assert newest["pagination"] == {
+        "offset": 0,
+        "limit": 2,
+        "startIndex": 0,
+        "endIndex": 2,
+        "total": 3,
+    }
+    (last,) = cluster.get("/api/v1/commands?offset=-1")["commands"]
+    assert last["id"] == over_rest["id"]
+    admin_id = cluster.get("/api/v1/me")["user"]["id"]
+    assert len(cluster.get(f"/api/v1/commands?userIds={admin_id}")["commands"]) == 3
+    assert cluster.get(f"/api/v1/commands?userIds={admin_id + 99}")["commands"] == []
+
     # Its row alone, as Determined's describe shows it.
     described = json.loads(cluster.det("command", "describe", in_team[:8], "--json").stdout)
     assert (described["id"], described["workspace_id"]) == (in_team, team["id"])

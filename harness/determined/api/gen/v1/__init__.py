@@ -123,6 +123,7 @@ __all__ = (
     "GetCommandRequest",
     "GetCommandResponse",
     "GetCommandsRequest",
+    "GetCommandsRequestSortBy",
     "GetCommandsResponse",
     "GetCurrentSearcherOperationRequest",
     "GetCurrentSearcherOperationResponse",
@@ -174,6 +175,7 @@ __all__ = (
     "GetNotebookRequest",
     "GetNotebookResponse",
     "GetNotebooksRequest",
+    "GetNotebooksRequestSortBy",
     "GetNotebooksResponse",
     "GetPermissionsSummaryRequest",
     "GetPermissionsSummaryResponse",
@@ -194,6 +196,7 @@ __all__ = (
     "GetShellRequest",
     "GetShellResponse",
     "GetShellsRequest",
+    "GetShellsRequestSortBy",
     "GetShellsResponse",
     "GetTaskContextRequest",
     "GetTaskContextResponse",
@@ -206,6 +209,7 @@ __all__ = (
     "GetTensorboardRequest",
     "GetTensorboardResponse",
     "GetTensorboardsRequest",
+    "GetTensorboardsRequestSortBy",
     "GetTensorboardsResponse",
     "GetTrialMetricsByCheckpointRequest",
     "GetTrialMetricsByCheckpointResponse",
@@ -636,6 +640,42 @@ class FittingPolicy(betterproto2.Enum):
         }
 
 
+class GetCommandsRequestSortBy(betterproto2.Enum):
+    """
+    Determined's sort keys for a list of commands.
+    """
+
+    UNSPECIFIED = 0
+
+    ID = 1
+
+    DESCRIPTION = 2
+
+    START_TIME = 4
+
+    WORKSPACE_ID = 5
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "SORT_BY_UNSPECIFIED",
+            1: "SORT_BY_ID",
+            2: "SORT_BY_DESCRIPTION",
+            4: "SORT_BY_START_TIME",
+            5: "SORT_BY_WORKSPACE_ID",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "SORT_BY_UNSPECIFIED": 0,
+            "SORT_BY_ID": 1,
+            "SORT_BY_DESCRIPTION": 2,
+            "SORT_BY_START_TIME": 4,
+            "SORT_BY_WORKSPACE_ID": 5,
+        }
+
+
 class GetExperimentsRequestSortBy(betterproto2.Enum):
     """
     Determined's GetExperimentsRequest.SortBy.
@@ -857,6 +897,114 @@ class GetModelVersionsRequestSortBy(betterproto2.Enum):
             "SORT_BY_UNSPECIFIED": 0,
             "SORT_BY_VERSION": 3,
             "SORT_BY_CREATION_TIME": 4,
+        }
+
+
+class GetNotebooksRequestSortBy(betterproto2.Enum):
+    """
+    Determined's sort keys for a list of notebooks.
+    """
+
+    UNSPECIFIED = 0
+
+    ID = 1
+
+    DESCRIPTION = 2
+
+    START_TIME = 4
+
+    WORKSPACE_ID = 5
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "SORT_BY_UNSPECIFIED",
+            1: "SORT_BY_ID",
+            2: "SORT_BY_DESCRIPTION",
+            4: "SORT_BY_START_TIME",
+            5: "SORT_BY_WORKSPACE_ID",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "SORT_BY_UNSPECIFIED": 0,
+            "SORT_BY_ID": 1,
+            "SORT_BY_DESCRIPTION": 2,
+            "SORT_BY_START_TIME": 4,
+            "SORT_BY_WORKSPACE_ID": 5,
+        }
+
+
+class GetShellsRequestSortBy(betterproto2.Enum):
+    """
+    Determined's sort keys for a list of shells.
+    """
+
+    UNSPECIFIED = 0
+
+    ID = 1
+
+    DESCRIPTION = 2
+
+    START_TIME = 4
+
+    WORKSPACE_ID = 5
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "SORT_BY_UNSPECIFIED",
+            1: "SORT_BY_ID",
+            2: "SORT_BY_DESCRIPTION",
+            4: "SORT_BY_START_TIME",
+            5: "SORT_BY_WORKSPACE_ID",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "SORT_BY_UNSPECIFIED": 0,
+            "SORT_BY_ID": 1,
+            "SORT_BY_DESCRIPTION": 2,
+            "SORT_BY_START_TIME": 4,
+            "SORT_BY_WORKSPACE_ID": 5,
+        }
+
+
+class GetTensorboardsRequestSortBy(betterproto2.Enum):
+    """
+    Determined's sort keys for a list of TensorBoards.
+    """
+
+    UNSPECIFIED = 0
+
+    ID = 1
+
+    DESCRIPTION = 2
+
+    START_TIME = 4
+
+    WORKSPACE_ID = 5
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "SORT_BY_UNSPECIFIED",
+            1: "SORT_BY_ID",
+            2: "SORT_BY_DESCRIPTION",
+            4: "SORT_BY_START_TIME",
+            5: "SORT_BY_WORKSPACE_ID",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "SORT_BY_UNSPECIFIED": 0,
+            "SORT_BY_ID": 1,
+            "SORT_BY_DESCRIPTION": 2,
+            "SORT_BY_START_TIME": 4,
+            "SORT_BY_WORKSPACE_ID": 5,
         }
 
 
@@ -3688,9 +3836,35 @@ default_message_pool.register_message("v1", "GetCommandResponse", GetCommandResp
 
 @dataclass(eq=False, repr=False)
 class GetCommandsRequest(betterproto2.Message):
+    sort_by: "GetCommandsRequestSortBy" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: GetCommandsRequestSortBy(0)
+    )
+    """
+    Unspecified: oldest first, as they were launched.
+    """
+
+    order_by: "OrderBy" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: OrderBy(0)
+    )
+
+    offset: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+    """
+    Skip that many (counted from the end when negative).
+    """
+
+    limit: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    """
+    At most that many (0: all).
+    """
+
     users: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
     """
     Only these users' commands (every user's when empty).
+    """
+
+    user_ids: "list[int]" = betterproto2.field(6, betterproto2.TYPE_INT32, repeated=True)
+    """
+    Only these users' (by id; with users, either).
     """
 
     workspace_id: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
@@ -4409,7 +4583,33 @@ default_message_pool.register_message("v1", "GetNotebookResponse", GetNotebookRe
 
 @dataclass(eq=False, repr=False)
 class GetNotebooksRequest(betterproto2.Message):
+    sort_by: "GetNotebooksRequestSortBy" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: GetNotebooksRequestSortBy(0)
+    )
+    """
+    Unspecified: oldest first, as they were launched.
+    """
+
+    order_by: "OrderBy" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: OrderBy(0)
+    )
+
+    offset: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+    """
+    Skip that many (counted from the end when negative).
+    """
+
+    limit: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    """
+    At most that many (0: all).
+    """
+
     users: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
+
+    user_ids: "list[int]" = betterproto2.field(6, betterproto2.TYPE_INT32, repeated=True)
+    """
+    Only these users' (by id; with users, either).
+    """
 
     workspace_id: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
     """
@@ -4618,7 +4818,33 @@ default_message_pool.register_message("v1", "GetShellResponse", GetShellResponse
 
 @dataclass(eq=False, repr=False)
 class GetShellsRequest(betterproto2.Message):
+    sort_by: "GetShellsRequestSortBy" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: GetShellsRequestSortBy(0)
+    )
+    """
+    Unspecified: oldest first, as they were launched.
+    """
+
+    order_by: "OrderBy" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: OrderBy(0)
+    )
+
+    offset: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+    """
+    Skip that many (counted from the end when negative).
+    """
+
+    limit: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    """
+    At most that many (0: all).
+    """
+
     users: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
+
+    user_ids: "list[int]" = betterproto2.field(6, betterproto2.TYPE_INT32, repeated=True)
+    """
+    Only these users' (by id; with users, either).
+    """
 
     workspace_id: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
     """
@@ -4741,9 +4967,35 @@ default_message_pool.register_message("v1", "GetTensorboardResponse", GetTensorb
 
 @dataclass(eq=False, repr=False)
 class GetTensorboardsRequest(betterproto2.Message):
+    sort_by: "GetTensorboardsRequestSortBy" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: GetTensorboardsRequestSortBy(0)
+    )
+    """
+    Unspecified: oldest first, as they were launched.
+    """
+
+    order_by: "OrderBy" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: OrderBy(0)
+    )
+
+    offset: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+    """
+    Skip that many (counted from the end when negative).
+    """
+
+    limit: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
+    """
+    At most that many (0: all).
+    """
+
     users: "list[str]" = betterproto2.field(5, betterproto2.TYPE_STRING, repeated=True)
     """
     Only these users' TensorBoards (every user's when empty), of that workspace (all when 0).
+    """
+
+    user_ids: "list[int]" = betterproto2.field(6, betterproto2.TYPE_INT32, repeated=True)
+    """
+    Only these users' (by id; with users, either).
     """
 
     workspace_id: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
