@@ -8,6 +8,7 @@ import time
 
 from determined.api.gen import v1
 from determined.common import structs, timestamps
+from determined.common.pagination import pagination as pagination
 from pydet.master import queries
 from pydet.master.auth.redaction import redacted, redacted_json, redacted_yaml
 from pydet.master.experiments import shown_state
@@ -16,14 +17,6 @@ from pydet.master.models.models import Model
 from pydet.master.models.versions import ModelVersion
 from pydet.master.workspaces.projects import Note, Project
 from pydet.master.workspaces.workspaces import Workspace
-
-
-def pagination(total: int, offset: int = 0, limit: int = 0) -> v1.Pagination:
-    """How a list of ``total`` was cut by ``offset`` and ``limit`` (0: no limit), as
-    Determined's API reports it: what was returned is ``[start_index, end_index)``."""
-    start = min(max(offset, 0), total)
-    end = total if limit <= 0 else min(start + limit, total)
-    return v1.Pagination(offset=offset, limit=limit, start_index=start, end_index=end, total=total)
 
 
 def experiment(

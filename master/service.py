@@ -86,9 +86,9 @@ def _scrubbed(e: errors.InvalidArgument, config_text: str) -> errors.InvalidArgu
     return e if message == e.message else errors.InvalidArgument(message)
 
 
-def _check_task_job_update(update: v1.JobUpdate, task: GenericTask) -> None:
-    """A task's job (a notebook's, shell's, command's, TensorBoard's) takes a new priority;
-    its weight, pool and place in the queue stay as it was launched."""
+def _task_job_priority(update: v1.JobUpdate, task: GenericTask) -> int:
+    """The new priority of a task's job (a notebook's, shell's, command's, TensorBoard's),
+    the only thing it takes: its weight, pool and place in the queue stay as launched."""
     noun = task.task_type.noun
     for name in ("weight", "resource_pool", "ahead_of", "behind_of"):
         if getattr(update, name) is not None:
@@ -100,6 +100,7 @@ def _check_task_job_update(update: v1.JobUpdate, task: GenericTask) -> None:
         raise errors.InvalidArgument(f"job {update.job_id}: nothing to change (give a priority)")
     if not 1 <= update.priority <= 99:
         raise errors.InvalidArgument(f"priority: must be between 1 and 99, got {update.priority}")
+    return update.priority
 
 
 TaskListRequest = (
@@ -855,14 +856,14 @@ class Service:
         """Apply ``det job update(-batch)``: all of it, or nothing when any part is refused.
         A notebook's, shell's, command's or TensorBoard's job changes its priority only."""
         live = {t.id: t for t in self.generic.live()}
-        tasks = [u for u in updates if u.job_id in live]
-        for u in tasks:
-            _check_task_job_update(u, live[u.job_id])
-        if tasks:
+        priorities = {
+            u.job_id: _task_job_priority(u, live[u.job_id]) for u in updates if u.job_id in live
+        }
+        if priorities:
             found = await self.policies.effective(policies.NTSC, DEFAULT_WORKSPACE)
-            for u in tasks:
-                policies.check_priority(found, u.priority or 0, smaller_is_higher=True)
-        updates = [u for u in updates if u.job_id not in live]
+            for priority in priorities.values():
+                policies.check_priority(found, priority, smaller_is_higher=True)
+        updates = [u for u in updates if u.job_id not in priorities]
         for u in updates:
             exp = self.jobs.experiment_of(u.job_id)
             if u.priority is not None and exp is not None:
@@ -871,8 +872,8 @@ class Service:
                 await self._check_pool_move(u.resource_pool, exp.id)
         async with self.lock:
             await self.jobs.update(updates)
-            for u in tasks:
-                await self.generic.set_priority(u.job_id, u.priority or 0)
+            for job_id, priority in priorities.items():
+                await self.generic.set_priority(job_id, priority)
 
     async def _check_pool_move(self, pool: str, exp_id: int) -> None:
         """An experiment moved to ``pool`` must be of a workspace the pool is available to."""

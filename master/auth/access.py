@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from determined.api.gen import v1
 from determined.common import errors
+from determined.common.pagination import pagination
 from pydet.master import queries
 from pydet.master.auth import permissions as perms
 from pydet.master.auth import roles
@@ -90,7 +91,7 @@ class Access:
         )
         return v1.GetAccessTokensResponse(
             token_info=_page(infos, message.offset, message.limit),
-            pagination=_pagination(len(infos), message.offset, message.limit),
+            pagination=pagination(len(infos), message.offset, message.limit),
         )
 
     async def patch_access_token(
@@ -124,7 +125,7 @@ class Access:
         )
         return v1.GetGroupsResponse(
             groups=_page(groups, message.offset, message.limit),
-            pagination=_pagination(len(groups), message.offset, message.limit),
+            pagination=pagination(len(groups), message.offset, message.limit),
         )
 
     async def create_group(
@@ -255,10 +256,3 @@ class Access:
         wanted = roles.assignments(message.user_role_assignments, message.group_role_assignments)
         await self.auth.roles.remove(wanted, by=caller.username, by_id=caller.id)
         return v1.RemoveAssignmentsResponse()
-
-
-def _pagination(total: int, offset: int, limit: int) -> v1.Pagination:
-    """How a list of ``total`` was cut (0 for the limit: no limit), as Determined reports it."""
-    start = min(max(offset, 0), total)
-    end = total if limit <= 0 else min(start + limit, total)
-    return v1.Pagination(offset=offset, limit=limit, start_index=start, end_index=end, total=total)
